@@ -1,0 +1,78 @@
+"""Small argument checks shared by every module (one place for the error messages)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import InvalidDataError, InvalidParameterError
+
+
+def as_finite_array(value, name: str, ndim: int | None = None, dtype=float) -> np.ndarray:
+    """Return ``value`` as a float array, raising :class:`InvalidDataError` on NaN/inf or bad ndim."""
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"{name} must be numeric array-like; got {type(value).__name__}") from exc
+    if ndim is not None and arr.ndim != ndim:
+        raise InvalidDataError(f"{name} must be {ndim}-dimensional; got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidDataError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_real(value, name: str, low=None, high=None, low_open=False, high_open=False,
+               allow_inf: bool = False) -> float:
+    """Check a real scalar lies in an interval; return it as ``float``.
+
+    The message names the argument and the allowed range, e.g. ``alpha must lie in (0, 1]``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise InvalidParameterError(f"{name} must be a real number; got {value!r}")
+    v = float(value)
+    if np.isnan(v) or (np.isinf(v) and not allow_inf):
+        raise InvalidParameterError(f"{name} must be finite; got {value!r}")
+    lo_br = "(" if low_open else "["
+    hi_br = ")" if high_open else "]"
+    rng = f"{lo_br}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_br}"
+    if low is not None and (v < low or (low_open and v == low)):
+        raise InvalidParameterError(f"{name} must lie in {rng}; got {value!r}")
+    if high is not None and (v > high or (high_open and v == high)):
+        raise InvalidParameterError(f"{name} must lie in {rng}; got {value!r}")
+    return v
+
+
+def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
+    """Check an integer lies in ``[low, high]``; return it as ``int``."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise InvalidParameterError(f"{name} must be an integer; got {value!r}")
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise InvalidParameterError(
+            f"{name} must be an integer in [{'-inf' if low is None else low}, "
+            f"{'inf' if high is None else high}]; got {value!r}")
+    return v
+
+
+def check_choice(value, name: str, choices) -> object:
+    """Check ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise InvalidParameterError(f"{name} must be one of {sorted(map(str, choices))}; got {value!r}")
+    return value
+
+
+def check_probability_vector(value, name: str, n: int | None = None, atol: float = 1e-9) -> np.ndarray:
+    """Check ``value`` is a probability vector (nonnegative, sums to one within ``atol``)."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim != 1:
+        raise InvalidParameterError(f"{name} must be a 1-D vector; got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise InvalidParameterError(f"{name} must have length {n}; got {arr.shape[0]}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidParameterError(f"{name} contains NaN or infinite values")
+    if np.any(arr < -atol) or abs(arr.sum() - 1.0) > atol:
+        raise InvalidParameterError(
+            f"{name} must lie on the probability simplex (entries >= 0, sum 1); "
+            f"got min {arr.min():.3g}, sum {arr.sum():.12g}")
+    return arr

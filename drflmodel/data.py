@@ -1,0 +1,290 @@
+"""Data model: :class:`Client`, :class:`Federation` (horizontal FL) and
+:class:`VerticalFederation` (feature-partitioned FL).
+
+Conventions (DESIGN.md, "Conventions"):
+
+* a linear model uses one vector :math:`\\theta`; an intercept is an explicit constant column
+  (see :func:`drflmodel.datasets.add_intercept`), never a hidden variable;
+* classification labels are in :math:`\\{-1, +1\\}`;
+* client weights :math:`\\lambda` are indexed like ``federation.clients``;
+* :math:`p_i = N_i / N` are the sample proportions.
+
+Validation happens in the constructors (shapes, finite values, labels, at least one sample per
+client) and raises :class:`~drflmodel.errors.InvalidDataError` naming the offending argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from ._validation import as_finite_array, check_choice, check_int
+from .errors import InvalidDataError
+
+__all__ = ["Client", "Federation", "StackedData", "VerticalFederation", "TASKS"]
+
+TASKS = ("regression", "classification")
+
+
+def _check_labels(y: np.ndarray, name: str) -> None:
+    bad = ~np.isin(y, (-1.0, 1.0))
+    if bad.any():
+        vals = np.unique(y[bad])[:5]
+        raise InvalidDataError(
+            f"{name}: classification labels must be in {{-1, +1}}; found {vals.tolist()}")
+
+
+class Client:
+    """One client's local data set :math:`\\{(x_j, y_j)\\}_{j=1}^{N_i}`.
+
+    Parameters
+    ----------
+    X : array of shape (N_i, d), finite.
+    y : array of shape (N_i,), finite.
+    name : str, optional, a human-readable name (default ``"client"``).
+    """
+
+    def __init__(self, X, y, name: str | None = None):
+        self.name = "client" if name is None else str(name)
+        self.X = as_finite_array(X, f"X of client {self.name!r}", ndim=2)
+        self.y = as_finite_array(y, f"y of client {self.name!r}", ndim=1)
+        if self.X.shape[0] != self.y.shape[0]:
+            raise InvalidDataError(
+                f"client {self.name!r}: X has {self.X.shape[0]} rows but y has {self.y.shape[0]}")
+        if self.X.shape[0] < 1:
+            raise InvalidDataError(f"client {self.name!r} must hold at least one sample")
+        self.X.setflags(write=False)
+        self.y.setflags(write=False)
+
+    @property
+    def size(self) -> int:
+        """Number of samples :math:`N_i`."""
+        return self.X.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Number of features :math:`d`."""
+        return self.X.shape[1]
+
+    def __repr__(self) -> str:
+        return f"Client(name={self.name!r}, size={self.size}, dim={self.dim})"
+
+
+@dataclass(frozen=True)
+class StackedData:
+    """Client data stacked and zero-padded to the largest client, for vectorized solvers.
+
+    ``X[i, :sizes[i]]`` are client *i*'s rows; padded rows are zero and have ``mask == 0``.
+    Solvers compute a per-client mean as ``(mask * values).sum(1) / sizes``, so padded rows
+    never contribute. Each client's update reads only its own slice ``[i]``.
+    """
+
+    X: np.ndarray      # (n, m_max, d)
+    y: np.ndarray      # (n, m_max)
+    mask: np.ndarray   # (n, m_max), 1.0 for real rows, 0.0 for padding
+    sizes: np.ndarray  # (n,) integer sample counts
+
+
+class Federation:
+    """A horizontal federation: clients share the feature space and hold different samples.
+
+    Parameters
+    ----------
+    clients : sequence of :class:`Client`, at least one, all with the same number of features.
+    task : ``"regression"`` or ``"classification"`` (labels must then be in {-1, +1}).
+    """
+
+    def __init__(self, clients: Sequence[Client], task: str = "regression"):
+        self.task = check_choice(task, "task", TASKS)
+        clients = list(clients)
+        if not clients:
+            raise InvalidDataError("clients must contain at least one Client")
+        for k, c in enumerate(clients):
+            if not isinstance(c, Client):
+                raise InvalidDataError(f"clients[{k}] must be a drflmodel.Client; got {type(c).__name__}")
+        dims = {c.dim for c in clients}
+        if len(dims) != 1:
+            raise InvalidDataError(f"all clients must have the same number of features; got {sorted(dims)}")
+        if task == "classification":
+            for c in clients:
+                _check_labels(c.y, f"y of client {c.name!r}")
+        names = [c.name for c in clients]
+        if len(set(names)) != len(names):
+            # keep names unique so that reports can index by name
+            clients = [Client(c.X, c.y, name=f"{c.name}-{k}") for k, c in enumerate(clients)]
+        self.clients: list[Client] = clients
+
+    @classmethod
+    def from_arrays(cls, Xs, ys, names=None, task: str = "regression") -> "Federation":
+        """Build a federation from per-client arrays ``Xs[i]``, ``ys[i]``."""
+        Xs, ys = list(Xs), list(ys)
+        if len(Xs) != len(ys):
+            raise InvalidDataError(f"Xs has {len(Xs)} clients but ys has {len(ys)}")
+        if names is None:
+            names = [f"client{i}" for i in range(len(Xs))]
+        names = list(names)
+        if len(names) != len(Xs):
+            raise InvalidDataError(f"names has {len(names)} entries but there are {len(Xs)} clients")
+        return cls([Client(X, y, name=n) for X, y, n in zip(Xs, ys, names)], task=task)
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_clients(self) -> int:
+        return len(self.clients)
+
+    @property
+    def dim(self) -> int:
+        return self.clients[0].dim
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.clients]
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Sample counts :math:`N_i` (integer array)."""
+        return np.array([c.size for c in self.clients], dtype=int)
+
+    @cached_property
+    def proportions(self) -> np.ndarray:
+        """Sample proportions :math:`p_i = N_i / \\sum_j N_j`."""
+        return self.sizes / self.sizes.sum()
+
+    # --------------------------------------------------------------- views
+    def pooled(self):
+        """All samples in one array: ``(X, y, client_index)``."""
+        X = np.vstack([c.X for c in self.clients])
+        y = np.concatenate([c.y for c in self.clients])
+        idx = np.repeat(np.arange(self.n_clients), self.sizes)
+        return X, y, idx
+
+    @cached_property
+    def stacked(self) -> StackedData:
+        """Zero-padded stacked arrays (see :class:`StackedData`)."""
+        n, m, d = self.n_clients, int(self.sizes.max()), self.dim
+        X = np.zeros((n, m, d))
+        y = np.zeros((n, m))
+        mask = np.zeros((n, m))
+        for i, c in enumerate(self.clients):
+            X[i, : c.size] = c.X
+            y[i, : c.size] = c.y
+            mask[i, : c.size] = 1.0
+        for a in (X, y, mask):
+            a.setflags(write=False)
+        return StackedData(X=X, y=y, mask=mask, sizes=self.sizes.copy())
+
+    def subset(self, indices) -> "Federation":
+        """A federation of the clients at ``indices`` (in that order)."""
+        return Federation([self.clients[check_int(i, "indices", 0, self.n_clients - 1)] for i in indices],
+                          task=self.task)
+
+    def __repr__(self) -> str:
+        return (f"Federation(n_clients={self.n_clients}, dim={self.dim}, task={self.task!r}, "
+                f"sizes={self.sizes.tolist()})")
+
+
+_GROUP_CODES = {"a": 0, "b": 1, 0: 0, 1: 1}
+
+
+class VerticalFederation:
+    """A vertical (feature-partitioned) federation for fair VFL (spec fair-vfl-deo §1.1).
+
+    All parties hold the same ``n`` samples; party *k* holds the feature block ``blocks[k]``
+    (shape ``(n, m_k)``). The full design is ``X = [X^1, ..., X^K]`` and ``theta`` is the
+    concatenation of the party blocks ``theta_k``.
+
+    Parameters
+    ----------
+    blocks : list of K arrays with the same number of rows.
+    y : labels in {-1, +1} (the favourable outcome is ``+1``).
+    group : protected-group membership per row, values in ``{"a", "b"}`` or ``{0, 1}``
+        (0 means group a, 1 means group b).
+    active : indices of the active parties (hold labels and know the loss); default ``[0]``.
+
+    Attributes
+    ----------
+    in_a, in_b : boolean masks of the protected groups.
+    favourable : boolean mask ``y == +1``.
+    N_a, N_b : boolean masks of :math:`\\mathcal N^a, \\mathcal N^b` (group and favourable label),
+        the rows that enter DEO (Definition 1 of the paper).
+    """
+
+    def __init__(self, blocks, y, group, active=(0,)):
+        blocks = list(blocks)
+        if not blocks:
+            raise InvalidDataError("blocks must contain at least one party block")
+        self.blocks = [as_finite_array(B, f"blocks[{k}]", ndim=2) for k, B in enumerate(blocks)]
+        rows = {B.shape[0] for B in self.blocks}
+        if len(rows) != 1:
+            raise InvalidDataError(
+                f"all party blocks must have the same number of rows; got {[B.shape[0] for B in self.blocks]}")
+        n = self.blocks[0].shape[0]
+        if n < 1:
+            raise InvalidDataError("blocks must hold at least one row")
+        self.y = as_finite_array(y, "y", ndim=1)
+        if self.y.shape[0] != n:
+            raise InvalidDataError(f"y has {self.y.shape[0]} rows but the blocks have {n}")
+        _check_labels(self.y, "y")
+        g = np.asarray(group, dtype=object).ravel()
+        if g.shape[0] != n:
+            raise InvalidDataError(f"group has {g.shape[0]} rows but the blocks have {n}")
+        try:
+            codes = np.array([_GROUP_CODES[v.item() if hasattr(v, "item") else v] for v in g], dtype=int)
+        except (KeyError, TypeError):
+            bad = [v for v in set(g.tolist()) if v not in _GROUP_CODES][:5]
+            raise InvalidDataError(f"group values must be in {{'a', 'b'}} or {{0, 1}}; found {bad}") from None
+        self.group = codes
+        active = [check_int(k, "active", 0, len(self.blocks) - 1) for k in np.atleast_1d(active)]
+        if not active:
+            raise InvalidDataError("active must name at least one party")
+        self.active = sorted(set(active))
+        self.in_a = codes == 0
+        self.in_b = codes == 1
+        self.favourable = self.y == 1.0
+        self.N_a = self.in_a & self.favourable
+        self.N_b = self.in_b & self.favourable
+        if not self.N_a.any() or not self.N_b.any():
+            empty = "a" if not self.N_a.any() else "b"
+            raise InvalidDataError(
+                f"group: protected group {empty!r} has no rows with the favourable label y = +1, "
+                "so its DEO term is undefined")
+
+    @property
+    def n_samples(self) -> int:
+        return self.blocks[0].shape[0]
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def block_sizes(self) -> list[int]:
+        return [B.shape[1] for B in self.blocks]
+
+    @property
+    def dim(self) -> int:
+        return int(sum(self.block_sizes))
+
+    @cached_property
+    def block_slices(self) -> list[slice]:
+        """``theta[block_slices[k]]`` is party *k*'s block :math:`\\theta_k`."""
+        edges = np.concatenate([[0], np.cumsum(self.block_sizes)])
+        return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    @cached_property
+    def X(self) -> np.ndarray:
+        """The full design ``[X^1, ..., X^K]`` (used by the centralized oracle only)."""
+        X = np.hstack(self.blocks)
+        X.setflags(write=False)
+        return X
+
+    @property
+    def task(self) -> str:
+        return "classification"
+
+    def __repr__(self) -> str:
+        return (f"VerticalFederation(n_samples={self.n_samples}, blocks={self.block_sizes}, "
+                f"active={self.active}, |N_a|={int(self.N_a.sum())}, |N_b|={int(self.N_b.sum())})")

@@ -1,0 +1,45 @@
+"""The exception hierarchy of drflmodel.
+
+Every error raised on purpose by the package derives from :class:`DrflmodelError`, so
+``except dm.errors.DrflmodelError`` catches exactly the package's own complaints.
+
+* :class:`InvalidDataError` -- data that cannot be used (shapes, NaN/inf, labels, groups).
+* :class:`InvalidParameterError` -- a parameter outside its domain; the message names the
+  argument and the allowed range.
+* :class:`NotConvexError` -- the requested formulation is not convex (or not DCP) for the
+  given data; the message names the failing condition and the exact alternative.
+* :class:`SolverError` -- no open solver produced an answer that passed its certificate.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DrflmodelError",
+    "InvalidDataError",
+    "InvalidParameterError",
+    "NotConvexError",
+    "SolverError",
+]
+
+
+class DrflmodelError(Exception):
+    """Base class of every error raised on purpose by drflmodel."""
+
+
+class InvalidDataError(DrflmodelError, ValueError):
+    """Data that cannot be used: wrong shape, non-finite values, bad labels or groups."""
+
+
+class InvalidParameterError(DrflmodelError, ValueError):
+    """A parameter outside its domain. The message names the argument and the allowed range."""
+
+
+class NotConvexError(DrflmodelError):
+    """The formulation is not convex (or not DCP) for the given data.
+
+    The message states the failing condition and the exact alternative that *is* available.
+    """
+
+
+class SolverError(DrflmodelError, RuntimeError):
+    """No available solver produced an answer that passed its certificate."""
