@@ -1,0 +1,330 @@
+"""Verification of distributed-solver iterates against a certified oracle solution.
+
+``verify(trace, solution)`` and ``verify_iterates(problem, solution, thetas, lambdas)`` compute,
+per round :math:`r`:
+
+* ``dist_theta``: :math:`\\|\\theta^r - \\theta^\\star\\|_2` (and ``dist_theta_sq``, its square, the
+  quantity of the Scaff-PD theorems);
+* ``objective``: the exact robust objective :math:`g(\\theta^r)` from ``problem.objective`` (numpy);
+* ``rel_gap``: :math:`(g(\\theta^r) - g^\\star)/\\max(1, |g^\\star|)`, with :math:`g^\\star` the
+  certified value (when :math:`\\theta^\\star` is not unique this is the meaningful distance: the
+  distance to the *solution set* in objective value);
+* ``dist_lambda`` and ``lambda_feasible`` when dual iterates are given;
+* ``constraint_violation`` for constrained families (DEO) when the problem defines it;
+* ``time`` when the trace has wall times.
+
+An empirical **rate** is fitted to the error sequence (``dist_theta_sq`` where available, else
+``rel_gap``) on its tail: *linear* -- least-squares slope of :math:`\\log e_r` against :math:`r`
+(contraction factor :math:`e^{\\text{slope}}` per round); *sublinear* -- slope of :math:`\\log e_r`
+against :math:`\\log r` (order :math:`O(r^{\\text{slope}})`), each with :math:`R^2`. The verdict
+``passed`` requires the final error below the tolerance, no divergence, and, when the paper proves
+a linear rate, a negative linear slope with a good fit. Every failed check adds a reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._validation import check_real
+from .errors import InvalidDataError, InvalidParameterError
+from .solution import Solution, jsonable
+
+__all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS"]
+
+RATE_KINDS = ("linear", "sublinear", None)
+
+
+# --------------------------------------------------------------------------- rate fitting
+def fit_rate(errors: Sequence[float], kind: str = "linear", tail: float = 0.5,
+             floor: float = 1e-14) -> dict:
+    """Fit an empirical convergence rate to a positive error sequence.
+
+    ``kind="linear"``: :math:`\\log e_r \\approx a + b\\,r`; returns ``slope = b`` and
+    ``factor = e^b`` (per-round contraction). ``kind="sublinear"``: :math:`\\log e_r \\approx a +
+    b \\log r`; ``slope = b`` is the order (−1 for :math:`O(1/r)`). Only the last ``tail``
+    fraction of rounds with :math:`e_r > ` ``floor`` enters the fit (the transient and the
+    round-off floor are excluded). Returns a dict with ``slope``, ``intercept``, ``r2``,
+    ``factor`` (linear only), ``rounds_used``.
+    """
+    if kind not in ("linear", "sublinear"):
+        raise InvalidParameterError(f"kind must be 'linear' or 'sublinear'; got {kind!r}")
+    e = np.asarray(errors, dtype=float)
+    r = np.arange(e.size, dtype=float)
+    start = int(np.floor((1.0 - tail) * e.size))
+    sel = (r >= max(start, 1 if kind == "sublinear" else 0)) & np.isfinite(e) & (e > floor)
+    if sel.sum() < 3:
+        return {"kind": kind, "slope": float("nan"), "intercept": float("nan"), "r2": float("nan"),
+                "factor": float("nan"), "rounds_used": int(sel.sum())}
+    x = r[sel] if kind == "linear" else np.log(r[sel])
+    yv = np.log(e[sel])
+    A = np.vstack([x, np.ones_like(x)]).T
+    (slope, intercept), *_ = np.linalg.lstsq(A, yv, rcond=None)
+    resid = yv - (slope * x + intercept)
+    ss_tot = float(np.sum((yv - yv.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else 1.0
+    out = {"kind": kind, "slope": float(slope), "intercept": float(intercept), "r2": r2,
+           "rounds_used": int(sel.sum())}
+    out["factor"] = float(np.exp(slope)) if kind == "linear" else float("nan")
+    return out
+
+
+# --------------------------------------------------------------------------- report
+@dataclass
+class Report:
+    """The result of a verification.
+
+    Attributes
+    ----------
+    rows : per-round dicts (see the module docstring); ``table`` is the same as a pandas
+        DataFrame when pandas is installed, else the list itself.
+    rate : the fitted rate (see :func:`fit_rate`) plus ``expected`` (the paper's rate kind).
+    passed : the verdict; ``reasons`` lists every failed check.
+    final : the last row; ``rounds_to_tol``: first round at which the error met the tolerance.
+    """
+
+    rows: list
+    rate: dict
+    passed: bool
+    reasons: list
+    tol: float
+    error_metric: str
+    rounds_to_tol: int | None
+    solver: str = ""
+    family: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def table(self):
+        try:
+            import pandas as pd  # optional
+        except ImportError:
+            return self.rows
+        return pd.DataFrame(self.rows)
+
+    @property
+    def final(self) -> dict:
+        return self.rows[-1] if self.rows else {}
+
+    def summary(self) -> str:
+        f = self.final
+        verdict = "PASSED" if self.passed else "FAILED"
+        lines = [f"{verdict}: {self.solver or 'iterates'} vs {self.family or 'oracle'} "
+                 f"({len(self.rows) - 1} rounds, tolerance {self.tol:g} on {self.error_metric})"]
+        if f:
+            parts = [f"{k}={f[k]:.3e}" for k in ("dist_theta", "rel_gap", "dist_lambda", "constraint_violation")
+                     if k in f and f[k] is not None and np.isfinite(f[k])]
+            lines.append("  final: " + ", ".join(parts))
+        lines.append(f"  rounds to tolerance: {self.rounds_to_tol if self.rounds_to_tol is not None else 'not reached'}")
+        rt = self.rate
+        if rt and np.isfinite(rt.get("slope", np.nan)):
+            if rt["kind"] == "linear":
+                lines.append(f"  empirical rate: linear, factor {rt['factor']:.4f}/round (R^2={rt['r2']:.3f}); "
+                             f"paper: {rt.get('expected') or 'n/a'}")
+            else:
+                lines.append(f"  empirical rate: O(r^{rt['slope']:.2f}) (R^2={rt['r2']:.3f}); "
+                             f"paper: {rt.get('expected') or 'n/a'}")
+        for reason in self.reasons:
+            lines.append(f"  reason: {reason}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return jsonable({"passed": self.passed, "reasons": self.reasons, "tol": self.tol,
+                         "error_metric": self.error_metric, "rounds_to_tol": self.rounds_to_tol,
+                         "rate": self.rate, "solver": self.solver, "family": self.family,
+                         "rows": self.rows, "extra": self.extra})
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def plot(self, path=None, ax=None):
+        """Plot the error curves (log scale) to ``path`` (PNG/PDF) or onto ``ax``."""
+        from .plots import plot_report
+        return plot_report(self, path=path, ax=ax)
+
+
+# --------------------------------------------------------------------------- core
+def _problem_weight_set(problem):
+    for name in ("weights", "weight_set", "ambiguity_set"):
+        w = getattr(problem, name, None)
+        if w is not None and hasattr(w, "contains"):
+            return w
+    return None
+
+
+def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: float = 1e-6,
+                    expected_rate: str | None = None, error_metric: str | None = None,
+                    times=None, solver: str = "", require_rate: bool = True) -> Report:
+    """Verify iterates produced anywhere (a user's own implementation included).
+
+    Parameters
+    ----------
+    problem : the drflmodel ``Problem`` the iterates claim to solve.
+    solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``).
+    thetas : array ``(R+1, d)`` of model iterates (round 0 first).
+    lambdas : optional array ``(R+1, n)`` of dual iterates (client weights).
+    tol : tolerance on the error metric for the verdict and ``rounds_to_tol``.
+    expected_rate : ``"linear"``, ``"sublinear"`` or ``None`` -- the rate the paper proves.
+    error_metric : ``"dist_theta_sq"`` (default when :math:`\\theta^\\star` is unique),
+        ``"dist_theta"`` or ``"rel_gap"`` (default when the certificate does not pin
+        :math:`\\theta^\\star`, e.g. status ``"local"``).
+    """
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    if expected_rate not in RATE_KINDS:
+        raise InvalidParameterError(f"expected_rate must be one of {RATE_KINDS}; got {expected_rate!r}")
+    if solution is None or solution.theta is None:
+        raise InvalidParameterError("solution must be a solved Solution with theta (status "
+                                    f"{getattr(solution, 'status', None)!r} has none)")
+    T = np.asarray(thetas, dtype=float)
+    theta_star = np.asarray(solution.theta, dtype=float)
+    if T.ndim != 2 or T.shape[1] != theta_star.size:
+        raise InvalidDataError(f"thetas must have shape (rounds, {theta_star.size}); got {T.shape}")
+    L = None
+    if lambdas is not None:
+        L = np.asarray(lambdas, dtype=float)
+        if L.ndim != 2 or L.shape[0] != T.shape[0]:
+            raise InvalidDataError(f"lambdas must have shape ({T.shape[0]}, n); got {L.shape}")
+    if error_metric is None:
+        error_metric = "dist_theta_sq" if solution.status == "optimal" else "rel_gap"
+    if error_metric not in ("dist_theta_sq", "dist_theta", "rel_gap"):
+        raise InvalidParameterError(
+            f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
+
+    g_star = float(solution.value)
+    lam_star = None if solution.weights is None else np.asarray(solution.weights, float)
+    wset = _problem_weight_set(problem)
+    violation = getattr(problem, "constraint_violation", None)
+    rows = []
+    for r, th in enumerate(T):
+        d = float(np.linalg.norm(th - theta_star))
+        try:
+            g = float(problem.objective(th))
+        except (ValueError, ArithmeticError):
+            g = float("nan")
+        row = {"round": r, "dist_theta": d, "dist_theta_sq": d * d, "objective": g,
+               "rel_gap": (g - g_star) / max(1.0, abs(g_star)) if np.isfinite(g) else float("inf")}
+        if L is not None:
+            lam = L[r]
+            if lam_star is not None and lam_star.shape == lam.shape:
+                row["dist_lambda"] = float(np.linalg.norm(lam - lam_star))
+            if wset is not None:
+                row["lambda_feasible"] = bool(wset.contains(lam, tol=1e-6))
+        if callable(violation):
+            row["constraint_violation"] = float(violation(th))
+        if times is not None:
+            row["time"] = float(np.asarray(times)[r])
+        rows.append(row)
+
+    err = np.array([row[error_metric] for row in rows], dtype=float)
+    abs_err = np.abs(err)
+    met = np.nonzero(abs_err <= tol)[0]
+    rounds_to_tol = int(met[0]) if met.size else None
+    kind = expected_rate or "sublinear"
+    rate = fit_rate(abs_err, kind=kind)
+    rate["expected"] = expected_rate
+    if expected_rate is None:
+        rate["alternative"] = fit_rate(abs_err, kind="linear")
+
+    reasons = []
+    if not np.all(np.isfinite(T)):
+        reasons.append("iterates contain NaN or inf (diverged)")
+    if abs_err[-1] > tol:
+        reasons.append(f"final {error_metric} = {abs_err[-1]:.3e} exceeds tol = {tol:g}")
+    if abs_err.size > 1 and np.isfinite(abs_err[-1]) and abs_err[-1] > 10 * max(abs_err[0], tol):
+        reasons.append(f"error grew from {abs_err[0]:.3e} to {abs_err[-1]:.3e} (divergence)")
+    if err[-1] < -max(tol, 1e-6) and error_metric == "rel_gap":
+        reasons.append(f"iterate objective below the certified optimum by {-err[-1]:.3e}: "
+                       "the certificate or the iterate's objective is wrong")
+    if (expected_rate == "linear" and require_rate and rounds_to_tol is None
+            and not (rate["slope"] < 0 and rate["r2"] > 0.8)):
+        reasons.append(f"paper proves a linear rate but the fitted slope is {rate['slope']:.3g} "
+                       f"(R^2={rate['r2']:.2f})")
+    if L is not None and any(row.get("lambda_feasible") is False for row in rows):
+        bad = sum(row.get("lambda_feasible") is False for row in rows)
+        reasons.append(f"dual iterate infeasible for the weight set in {bad} rounds")
+    if "constraint_violation" in rows[-1] and rows[-1]["constraint_violation"] > max(tol, 1e-4):
+        reasons.append(f"final constraint violation {rows[-1]['constraint_violation']:.3e}")
+    return Report(rows=rows, rate=rate, passed=not reasons, reasons=reasons, tol=tol,
+                  error_metric=error_metric, rounds_to_tol=rounds_to_tol, solver=solver,
+                  family=getattr(problem, "family", type(problem).__name__))
+
+
+def _trace_arrays(trace):
+    thetas = getattr(trace, "thetas", None)
+    if thetas is None:
+        thetas = getattr(trace, "theta", None)
+    if thetas is None:
+        raise InvalidDataError("trace has no per-round 'thetas'")
+    lambdas = None
+    for name in ("lambdas", "weights", "lam"):
+        lambdas = getattr(trace, name, None)
+        if lambdas is not None:
+            break
+    times = getattr(trace, "times", None)
+    return np.asarray(thetas), (None if lambdas is None else np.asarray(lambdas)), times
+
+
+def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | None = "auto",
+           error_metric: str | None = None, problem=None) -> Report:
+    """Verify a drflmodel :class:`~drflmodel.solvers.Trace` against a certified solution.
+
+    ``expected_rate="auto"`` takes the rate the solver's paper proves from
+    ``trace.expected_rate`` (set by each solver); pass ``None`` to fit without expectation.
+    """
+    problem = problem if problem is not None else getattr(solution, "problem", None)
+    if problem is None:
+        problem = getattr(trace, "problem", None)
+    if problem is None:
+        raise InvalidParameterError("solution has no problem attached; pass problem=...")
+    thetas, lambdas, times = _trace_arrays(trace)
+    if expected_rate == "auto":
+        expected_rate = getattr(trace, "expected_rate", None)
+    if times is not None and len(times) != len(thetas):
+        times = None
+    return verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
+                           error_metric=error_metric, times=times,
+                           solver=getattr(trace, "solver", "") or "")
+
+
+class Verifier:
+    """A live verifier usable as a solver ``callback``: it records the error per round and stops
+    the run (``StopIteration``) once the error metric meets ``tol``.
+
+    The callback receives SciPy-style intermediate results with at least ``theta`` (and
+    optionally ``round``); ``history`` keeps ``(round, error)`` pairs and ``stopped_at`` the
+    round of the stop.
+    """
+
+    def __init__(self, solution: Solution, tol: float = 1e-6, error_metric: str = "dist_theta_sq",
+                 problem=None):
+        if error_metric not in ("dist_theta_sq", "dist_theta", "rel_gap"):
+            raise InvalidParameterError(
+                f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
+        self.solution = solution
+        self.tol = check_real(tol, "tol", low=0.0, low_open=True)
+        self.error_metric = error_metric
+        self.problem = problem if problem is not None else solution.problem
+        self.history: list[tuple[int, float]] = []
+        self.stopped_at: int | None = None
+
+    def error(self, theta) -> float:
+        theta = np.asarray(theta, float)
+        if self.error_metric == "rel_gap":
+            g = float(self.problem.objective(theta))
+            return (g - self.solution.value) / max(1.0, abs(self.solution.value))
+        d = float(np.linalg.norm(theta - np.asarray(self.solution.theta, float)))
+        return d * d if self.error_metric == "dist_theta_sq" else d
+
+    def __call__(self, intermediate_result: Any) -> None:
+        theta = getattr(intermediate_result, "theta", None)
+        if theta is None and isinstance(intermediate_result, dict):
+            theta = intermediate_result.get("theta")
+        r = getattr(intermediate_result, "round", len(self.history))
+        e = self.error(theta)
+        self.history.append((int(r), float(e)))
+        if abs(e) <= self.tol:
+            self.stopped_at = int(r)
+            raise StopIteration
