@@ -1,0 +1,225 @@
+"""TOML problem/solver configurations for ``drflmodel solve`` and ``drflmodel verify``.
+
+A configuration has four tables; unknown keys, wrong types and missing files are errors naming
+the key and the expected type (one line each)::
+
+    [data]                      # where the federation comes from
+    source = "synthetic_regression"   # penguins | synthetic_regression | synthetic_classification
+                                      # | breast_cancer | diabetes | adult | synthetic_vertical | npz
+    options = { n_clients = 5, seed = 0 }   # keyword arguments of the dataset function
+    path = "clients.npz"        # only for source = "npz": arrays X0, y0, X1, y1, ...
+    task = "regression"         # only for source = "npz"
+
+    [loss]
+    name = "squared"            # squared | huber | epsilon_insensitive | pinball | hinge | smooth_hinge | logistic
+    options = {}                # e.g. { eps = 0.5 }
+
+    [problem]
+    family = "dro"              # dro | fafl | wasserstein | relative | deo
+    options = { l2 = 0.1 }      # keyword arguments of the problem class
+    weights = { name = "chi_square", rho = 0.1 }   # dro / wasserstein weight set; relative uses A and B
+
+    [solver]                    # optional; needed by `drflmodel verify`
+    name = "ScaffPD"
+    options = { rounds = 300 }
+    seed = 0
+    tol = 1e-6
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidParameterError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA"]
+
+
+class ConfigError(InvalidParameterError):
+    """A configuration file that cannot be used (the message is one line naming the key)."""
+
+
+DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", "breast_cancer",
+                "diabetes", "adult", "synthetic_vertical", "npz")
+FAMILIES = ("dro", "fafl", "wasserstein", "relative", "deo")
+
+#: allowed keys and their types per table
+SCHEMA: dict[str, dict[str, tuple]] = {
+    "data": {"source": (str,), "options": (dict,), "path": (str,), "task": (str,)},
+    "loss": {"name": (str,), "options": (dict,)},
+    "problem": {"family": (str,), "options": (dict,), "weights": (dict,), "A": (dict,), "B": (dict,)},
+    "solver": {"name": (str,), "options": (dict,), "seed": (int,), "tol": (float, int),
+               "expected_rate": (str,)},
+}
+_REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
+_TYPE_NAMES = {str: "string", dict: "table", int: "integer", float: "number"}
+
+
+def _check_table(cfg: dict, table: str, required: bool) -> dict:
+    if table not in cfg:
+        if required:
+            raise ConfigError(f"missing table [{table}]")
+        return {}
+    section = cfg[table]
+    if not isinstance(section, dict):
+        raise ConfigError(f"[{table}] must be a table")
+    for key, value in section.items():
+        if key not in SCHEMA[table]:
+            raise ConfigError(f"unknown key '{table}.{key}' (allowed: {', '.join(sorted(SCHEMA[table]))})")
+        types = SCHEMA[table][key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            expected = " or ".join(_TYPE_NAMES[t] for t in types)
+            raise ConfigError(f"'{table}.{key}' must be a {expected}; got {type(value).__name__} {value!r}")
+    for key in _REQUIRED[table]:
+        if key not in section:
+            raise ConfigError(f"missing key '{table}.{key}'")
+    return section
+
+
+def load_config(path, need_solver: bool = False) -> dict:
+    """Read and validate a TOML configuration; return the dict of tables."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        cfg = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    for table in cfg:
+        if table not in SCHEMA:
+            raise ConfigError(f"unknown table [{table}] (allowed: {', '.join(SCHEMA)})")
+    out = {t: _check_table(cfg, t, required=(t != "solver" or need_solver)) for t in SCHEMA}
+    if out["data"]["source"] not in DATA_SOURCES:
+        raise ConfigError(f"'data.source' must be one of {', '.join(DATA_SOURCES)}; got {out['data']['source']!r}")
+    if out["problem"]["family"] not in FAMILIES:
+        raise ConfigError(f"'problem.family' must be one of {', '.join(FAMILIES)}; got {out['problem']['family']!r}")
+    if out["data"]["source"] == "npz":
+        if "path" not in out["data"]:
+            raise ConfigError("missing key 'data.path' (required when data.source = \"npz\")")
+        data_path = Path(out["data"]["path"])
+        if not data_path.is_absolute():
+            data_path = p.parent / data_path
+        if not data_path.is_file():
+            raise ConfigError(f"'data.path': file not found: {data_path}")
+        out["data"]["path"] = str(data_path)
+    return out
+
+
+# --------------------------------------------------------------------------- builders
+def _federation(data: dict):
+    from . import datasets
+    from .data import Federation
+
+    source, options = data["source"], dict(data.get("options", {}))
+    if source == "npz":
+        arrays = np.load(data["path"])
+        k = 0
+        Xs, ys = [], []
+        while f"X{k}" in arrays:
+            if f"y{k}" not in arrays:
+                raise ConfigError(f"'data.path': array y{k} missing for X{k}")
+            Xs.append(arrays[f"X{k}"])
+            ys.append(arrays[f"y{k}"])
+            k += 1
+        if not Xs:
+            raise ConfigError("'data.path': the npz file must contain arrays X0, y0, X1, y1, ...")
+        return Federation.from_arrays(Xs, ys, task=data.get("task", "regression"))
+    fn = getattr(datasets, source)
+    try:
+        return fn(**options)
+    except TypeError as exc:
+        raise ConfigError(f"'data.options' does not fit {source}(): {exc}") from None
+
+
+def _weight_set(spec: dict, n: int, fed, key: str):
+    from . import sets
+
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    if not isinstance(name, str):
+        raise ConfigError(f"'{key}.name' must be a string")
+    builders = {
+        "simplex": lambda: sets.Simplex(n),
+        "cvar": lambda: sets.CVaR(n, **spec),
+        "chi_square": lambda: sets.ChiSquare(n, **spec),
+        "qffl": lambda: sets.QFFL(n, **spec),
+        "hcvar": lambda: sets.HCVaR(fed.proportions, **spec),
+        "lp_ball": lambda: _lp_ball(spec, n, fed),
+    }
+    if name not in builders:
+        raise ConfigError(f"'{key}.name' must be one of {', '.join(builders)}; got {name!r}")
+    try:
+        return builders[name]()
+    except TypeError as exc:
+        raise ConfigError(f"'{key}' options do not fit {name}: {exc}") from None
+
+
+def _lp_ball(spec: dict, n: int, fed):
+    from . import sets
+
+    center = spec.pop("center", "proportions")
+    if center == "proportions":
+        center = fed.proportions
+    elif center == "uniform":
+        center = np.full(n, 1.0 / n)
+    return sets.LpBall(np.asarray(center, float), **spec)
+
+
+def build_problem(cfg: dict):
+    """The drflmodel Problem described by a validated configuration."""
+    from . import losses
+    import drflmodel as dm
+
+    fed = _federation(cfg["data"])
+    try:
+        loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
+    except TypeError as exc:
+        raise ConfigError(f"'loss.options' do not fit {cfg['loss']['name']}: {exc}") from None
+    prob = cfg["problem"]
+    family, options = prob["family"], dict(prob.get("options", {}))
+    n = getattr(fed, "n_clients", None)
+    try:
+        if family == "dro":
+            weights = _weight_set(prob.get("weights", {"name": "simplex"}), n, fed, "problem.weights")
+            return dm.FederatedDRO(fed, loss, weights=weights, **options)
+        if family == "fafl":
+            return dm.FairnessAwareFL(fed, loss, **options)
+        if family == "wasserstein":
+            weights = _weight_set(prob.get("weights", {"name": "simplex"}), n, fed, "problem.weights")
+            return dm.WassersteinDRFL(fed, loss, weights=weights, **options)
+        if family == "relative":
+            A = _weight_set(prob.get("A", {"name": "simplex"}), n, fed, "problem.A")
+            B = _weight_set(prob.get("B", {"name": "simplex"}), n, fed, "problem.B")
+            return dm.RelativeFairness(fed, loss, A=A, B=B, **options)
+        return dm.DEOConstrained(fed, loss, **options)
+    except TypeError as exc:
+        raise ConfigError(f"'problem.options' do not fit {family}: {exc}") from None
+
+
+def build_solver(cfg: dict):
+    """The distributed solver described by the ``[solver]`` table."""
+    from . import solvers
+
+    spec = cfg["solver"]
+    name = spec["name"]
+    available = [s for s in getattr(solvers, "__all__", []) if s[0].isupper()]
+    if not hasattr(solvers, name) or name not in available:
+        raise ConfigError(f"'solver.name' must be one of {', '.join(sorted(available))}; got {name!r}")
+    try:
+        return getattr(solvers, name)(**spec.get("options", {}))
+    except TypeError as exc:
+        raise ConfigError(f"'solver.options' do not fit {name}: {exc}") from None
+
+
+def describe(cfg: dict) -> dict[str, Any]:
+    """A JSON-safe echo of the configuration (for result files)."""
+    return {k: v for k, v in cfg.items() if v}
