@@ -1,0 +1,94 @@
+"""Tests of the `drflmodel` command: help, config validation (one-line errors), solve/verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from drflmodel._config import ConfigError, load_config
+from drflmodel.cli import build_parser, main
+
+GOOD = """
+[data]
+source = "synthetic_regression"
+options = { n_clients = 3, dim = 3, samples = 20, seed = 0 }
+
+[loss]
+name = "squared"
+
+[problem]
+family = "dro"
+options = { l2 = 0.1 }
+weights = { name = "simplex" }
+"""
+
+
+def _write(tmp_path, text, name="cfg.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("command", [[], ["tour"], ["solve"], ["verify"]])
+def test_help_for_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(command + ["--help"])
+    assert exc.value.code == 0
+    assert "usage: drflmodel" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD.replace('name = "squared"', 'name = "squared"\ncolor = "red"'), "unknown key 'loss.color'"),
+    (GOOD.replace('family = "dro"', "family = 3"), "'problem.family' must be a string"),
+    (GOOD.replace('family = "dro"', 'family = "gan"'), "'problem.family' must be one of"),
+    (GOOD.replace("[loss]\nname = \"squared\"", ""), "missing table [loss]"),
+    (GOOD + "\n[extra]\nx = 1\n", "unknown table [extra]"),
+    (GOOD.replace('source = "synthetic_regression"', 'source = "npz"\npath = "nowhere.npz"'),
+     "'data.path': file not found"),
+    (GOOD.replace('source = "synthetic_regression"', 'source = "npz"'), "missing key 'data.path'"),
+    (GOOD.replace("options = { l2 = 0.1 }", "options = 0.1"), "'problem.options' must be a table"),
+    ("this is = not toml [", "not valid TOML"),
+])
+def test_bad_configs_give_one_line_errors(tmp_path, text, message):
+    p = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load_config(p)
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code = main(["solve", str(tmp_path / "absent.toml")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("drflmodel: error: config file not found")
+    assert err.count("\n") == 1
+
+
+def test_verify_needs_solver_table(tmp_path):
+    with pytest.raises(ConfigError, match=r"missing table \[solver\]"):
+        load_config(_write(tmp_path, GOOD), need_solver=True)
+
+
+def test_npz_source_is_read(tmp_path):
+    rng = np.random.default_rng(0)
+    arrays = {f"X{k}": rng.normal(size=(6, 2)) for k in range(2)}
+    arrays.update({f"y{k}": rng.normal(size=6) for k in range(2)})
+    np.savez(tmp_path / "clients.npz", **arrays)
+    cfg = load_config(_write(tmp_path, GOOD.replace(
+        'source = "synthetic_regression"\noptions = { n_clients = 3, dim = 3, samples = 20, seed = 0 }',
+        'source = "npz"\npath = "clients.npz"')))
+    from drflmodel._config import _federation
+    fed = _federation(cfg["data"])
+    assert fed.n_clients == 2 and fed.dim == 2
+    np.testing.assert_array_equal(fed.clients[1].X, arrays["X1"])
+
+
+def test_console_script_module_runs():
+    out = subprocess.run([sys.executable, "-m", "drflmodel.cli", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "tour" in out.stdout
