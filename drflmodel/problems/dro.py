@@ -1,0 +1,277 @@
+r"""Federated distributionally robust optimization over client weights (Scaff-PD family).
+
+Spec scaffpd §1 (problem (1.1)), §2.4, §8.2:
+
+.. math::
+
+    \min_{\theta\in\mathbb R^d}\ \max_{\lambda\in\Lambda}\ \sum_{i=1}^n \lambda_i f_i(\theta) - \psi(\lambda),
+    \qquad f_i(\theta) = \tfrac1{N_i}\sum_j L(z_{ij}) + \tfrac{\ell_2}2\|\theta\|^2 ,
+
+for every weight set of :mod:`drflmodel.sets` inside the nonnegative orthant: AFL (``Simplex``),
+``CVaR``, the :math:`\chi^2` penalty (``ChiSquare``, exact dual of spec §8.2), ``LpBall``
+:math:`\cap` simplex, ``HCVaR`` and ``QFFL`` (the corrected :math:`\psi` of spec §8.1 #14).
+
+**Reduction to a convex problem (the epigraph form).** With :math:`\sigma_\Lambda(t)=
+\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)` (the set's ``support_expr``, convex and
+nondecreasing because :math:`\Lambda\subset\mathbb R^n_{\ge0}`),
+
+.. math::
+
+    \min_{\theta, t}\ \sigma_\Lambda(t) \quad\text{s.t.}\quad t_i \ge f_i(\theta)\ (i=1..n).
+
+By DCP duality the multipliers of the epigraph constraints are a worst-case weight vector
+:math:`\lambda^\star\in\partial\sigma_\Lambda(t^\star)`.
+
+**Certificate (DESIGN.md §5, the dsp-style three-way check).**
+
+* saddle solve: the CVXPY problem above (value :math:`v_{\rm saddle}`);
+* fix :math:`\theta^\star`, maximize over :math:`\lambda`: :math:`U=\max_{\lambda\in\Lambda}
+  \lambda^\top f(\theta^\star)-\psi(\lambda)` evaluated **in numpy** by ``weights.worst_case``
+  (= :meth:`FederatedDRO.objective`);
+* fix :math:`\lambda^\star` (the multipliers, projected onto :math:`\Lambda` so the bound is valid),
+  minimize over :math:`\theta`: :math:`L=\min_\theta\sum_i\lambda^\star_i f_i(\theta)-\psi(\lambda^\star)`,
+  a separate convex problem compiled once with :math:`\lambda` as a CVXPY ``Parameter``.
+
+Weak duality gives :math:`L\le\min_\theta\max_\lambda F\le U`. Where
+:math:`\mu_\lambda=\sum_i\lambda^\star_i\mu_i>0` (strong convexity of the fixed-weight objective,
+e.g. ``l2 > 0``), the lower bound is made solver-independent:
+:math:`\min_\theta g\ge g(\hat\theta)-\|\nabla g(\hat\theta)\|^2/(2\mu_\lambda)` evaluated in numpy at
+the fixed-weight solver's :math:`\hat\theta` (valid for any subgradient).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import cvxpy as cp
+
+from ..errors import InvalidParameterError, NotConvexError
+from ..solution import Solution
+from ..sets import WeightSet
+from ._base import SOLVER_OPTIONS, Problem, installed_solvers
+
+__all__ = ["FederatedDRO", "WeightedMinMax"]
+
+_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+
+CERTIFICATE = "fixed-weight minimization at dual weights"
+
+
+class WeightedMinMax(Problem):
+    r"""Shared machinery of :math:`\min_\theta\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)`
+    problems with :math:`\Lambda\subset\mathbb R^n_{\ge0}` (FederatedDRO, FairnessAwareFL).
+
+    Subclasses provide :meth:`_support` (the convex support expression of :math:`t`), the weight
+    set used for the numpy side (:meth:`_weight_set`) and :meth:`objective`.
+    """
+
+    certificate_name = CERTIFICATE
+
+    def __init__(self, federation, loss, l2: float = 0.0):
+        super().__init__(federation, loss, l2)
+        self._fixed = None          # (problem, theta, lam) of the fixed-weight minimization
+        self._theta = None
+        self._t = None
+        self._epigraph = None
+        self._support_value = None
+
+    # ------------------------------------------------------------------ to override
+    def _weight_set(self) -> WeightSet:
+        raise NotImplementedError
+
+    def _support(self, t: cp.Variable):
+        """``(expression, constraints)`` of :math:`\\sigma_\\Lambda(t)`."""
+        raise NotImplementedError
+
+    def _extra_duals(self) -> dict:
+        return {}
+
+    # ------------------------------------------------------------------ CVXPY
+    def _build(self) -> cp.Problem:
+        n, d = self.n_clients, self.dim
+        self._theta = cp.Variable(d, name="theta")
+        self._t = cp.Variable(n, name="t")
+        f = cp.hstack(self.objectives.expressions(self._theta))
+        self._epigraph = self._t >= f
+        support, cons = self._support(self._t)
+        self._support_value = support
+        return cp.Problem(cp.Minimize(support), [self._epigraph, *cons])
+
+    def fixed_weight_problem(self):
+        r"""``(problem, theta, lam)``: :math:`\min_\theta\sum_i\lambda_i f_i(\theta)` with
+        :math:`\lambda` a nonnegative ``cp.Parameter`` (compiled once, re-solved per :math:`\lambda`)."""
+        if self._fixed is None:
+            theta = cp.Variable(self.dim, name="theta_fixed")
+            lam = cp.Parameter(self.n_clients, nonneg=True, name="lambda_fixed")
+            f = cp.hstack(self.objectives.expressions(theta))
+            self._fixed = (cp.Problem(cp.Minimize(lam @ f)), theta, lam)
+        return self._fixed
+
+    def fixed_weight_minimum(self, lam, solver: str | None = None) -> dict:
+        r"""Solve :math:`\min_\theta\sum_i\lambda_i f_i(\theta)` for a fixed :math:`\lambda\ge0`.
+
+        Returns a dict with ``value`` (the certified lower value: the numpy strong-convexity
+        bound where available, else the solver's optimal value), ``solver_value``,
+        ``numpy_bound`` (or ``None``), ``theta`` and ``solver``.
+        """
+        lam = np.asarray(lam, float)
+        if lam.shape != (self.n_clients,) or np.any(lam < 0) or not np.all(np.isfinite(lam)):
+            raise InvalidParameterError(f"lam must be a nonnegative vector of length {self.n_clients}")
+        prob, theta, lam_par = self.fixed_weight_problem()
+        lam_par.value = lam
+        order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]
+        if solver is not None and solver.upper() in order:
+            order = [solver.upper()] + [s for s in order if s != solver.upper()]
+        last_err = None
+        for name in order:
+            try:
+                prob.solve(solver=name, **SOLVER_OPTIONS.get(name, {}))
+            except (cp.error.SolverError, ValueError, ArithmeticError) as exc:  # pragma: no cover
+                last_err = str(exc)[:200]
+                continue
+            if prob.status == cp.OPTIMAL or (prob.status in _OK and name == order[-1]):
+                th = np.asarray(theta.value, float)
+                out = {"solver_value": float(prob.value), "theta": th, "solver": name,
+                       "status": prob.status}
+                out["numpy_bound"] = self._strong_convexity_bound(lam, th)
+                out["value"] = out["numpy_bound"] if out["numpy_bound"] is not None else out["solver_value"]
+                return out
+            last_err = prob.status
+        return {"value": float("-inf"), "solver_value": float("-inf"), "numpy_bound": None,
+                "theta": None, "solver": None, "status": last_err}
+
+    def _strong_convexity_bound(self, lam: np.ndarray, theta: np.ndarray):
+        r""":math:`g(\hat\theta)-\|s\|^2/(2\mu)` with :math:`g=\sum\lambda_if_i`, :math:`s` a
+        subgradient and :math:`\mu=\sum_i\lambda_i\mu_i>0`; ``None`` when :math:`\mu=0`."""
+        mu = float(lam @ self.objectives.strong_convexity())
+        if not mu > 0:
+            return None
+        g = float(lam @ self.objectives.values(theta))
+        s = lam @ self.objectives.gradients(theta)
+        return g - float(s @ s) / (2.0 * mu)
+
+    # ------------------------------------------------------------------ certificate
+    def _raw_dual_weights(self) -> np.ndarray:
+        return np.asarray(self._epigraph.dual_value, float).reshape(-1)
+
+    def _certify(self, solver: str) -> Solution:
+        W = self._weight_set()
+        theta = np.asarray(self._theta.value, float)
+        losses = self.client_losses(theta)
+        U, lam_wc = W.worst_case(losses)
+        lam_raw = self._raw_dual_weights()
+        lam = W.project(lam_raw)          # exactly feasible, so L below is a valid bound
+        psi = float(W.psi(lam))
+        t0 = time.perf_counter()
+        fixed = self.fixed_weight_minimum(lam, solver=solver)
+        t_fixed = time.perf_counter() - t0
+        L = fixed["value"] - psi
+        grad_at_opt = lam @ self.objectives.gradients(theta)
+        info = {
+            "solver": solver,
+            "saddle_value": float(self.build().value),
+            "max_at_theta": float(U),                      # fix θ*, maximize over λ (numpy)
+            "min_at_lambda": float(L),                     # fix λ*, minimize over θ
+            "lower_bound_kind": ("numpy strong-convexity bound" if fixed["numpy_bound"] is not None
+                                 else f"{fixed['solver']} optimal value"),
+            "fixed_weight_solver": fixed["solver"],
+            "fixed_weight_solver_value": fixed["solver_value"] - psi,
+            "fixed_weight_time": t_fixed,
+            # saddle residuals
+            "stationarity_residual": float(np.linalg.norm(grad_at_opt)),   # ||Σ λ*_i ∇f_i(θ*)||
+            "dual_feasibility_residual": float(np.linalg.norm(lam - lam_raw)),
+            "dual_optimality_residual": float(U - (lam @ losses - psi)),   # U − F(θ*, λ*) >= 0
+            "primal_optimality_residual": float((lam @ losses - psi) - L),  # F(θ*, λ*) − L >= 0
+            "worst_case_weights_numpy": lam_wc,
+            "weights_distance_to_numpy": float(np.abs(lam - lam_wc).max()),
+            "theta_fixed_weight_distance": (float(np.linalg.norm(fixed["theta"] - theta))
+                                            if fixed["theta"] is not None else None),
+        }
+        duals = {"epigraph": lam_raw, **self._extra_duals()}
+        return Solution(theta=theta, weights=lam, client_losses=losses, value=float(U),
+                        lower_bound=float(L), upper_bound=float(U), status="optimal",
+                        certificate=self.certificate_name, duals=duals, info=info)
+
+
+class FederatedDRO(WeightedMinMax):
+    r"""Federated DRO over client weights: :math:`\min_\theta\max_{\lambda\in\Lambda}\sum_i\lambda_if_i(\theta)-\psi(\lambda)`.
+
+    Parameters
+    ----------
+    federation : :class:`~drflmodel.data.Federation`.
+    loss : :class:`~drflmodel.losses.Loss` whose task matches the federation.
+    weights : a :class:`~drflmodel.sets.WeightSet` of size ``federation.n_clients`` inside the
+        nonnegative orthant (``Simplex``, ``CVaR``, ``ChiSquare``, ``LpBall``, ``HCVaR``, ``QFFL``).
+        Sets with negative weights (``Integrated`` with :math:`\varphi>0`) raise
+        :class:`~drflmodel.errors.NotConvexError`: use :class:`~drflmodel.problems.relative.RelativeFairness`.
+    l2 : ridge weight :math:`\ell_2\ge0`.
+
+    The solution's ``weights`` are :math:`\lambda^\star` (epigraph multipliers projected onto
+    :math:`\Lambda`), ``duals["epigraph"]`` the raw multipliers and ``duals["aux"]`` the auxiliary
+    variables of the set's support expression (e.g. :math:`\eta^\star` of CVaR / :math:`\chi^2`).
+    Sweepable parameters are the set's (``alpha``, ``rho``, ``radius``, ...): see :meth:`set_parameter`.
+    """
+
+    family = "dro"
+
+    def __init__(self, federation, loss, weights, l2: float = 0.0):
+        super().__init__(federation, loss, l2)
+        if not isinstance(weights, WeightSet):
+            raise InvalidParameterError(
+                f"weights must be a drflmodel.sets.WeightSet; got {type(weights).__name__}")
+        if weights.n != self.n_clients:
+            raise InvalidParameterError(
+                f"weights has size n={weights.n} but the federation has {self.n_clients} clients; "
+                f"the weight set's size must equal the number of clients")
+        if not weights.nonnegative:
+            raise NotConvexError(
+                f"{weights!r} allows negative client weights, so min-max over it is not convex in "
+                f"general (the DRO objective is not a nonnegative combination of convex losses); "
+                f"use drflmodel.RelativeFairness, which tests the exact convexity condition and "
+                f"certifies the non-convex case")
+        self.weights = weights
+
+    def _weight_set(self) -> WeightSet:
+        return self.weights
+
+    def _support(self, t):
+        expr = self.weights.support_expr(t)
+        cons = []
+        if isinstance(expr, tuple):  # a set may return (expression, constraints)
+            expr, cons = expr
+        self._parameters = {p.name(): p for p in expr.parameters()}
+        return expr, list(cons)
+
+    def _extra_duals(self) -> dict:
+        aux = {}
+        for v in self._support_value.variables():
+            if v.id != self._t.id and v.value is not None:
+                val = np.asarray(v.value, float)
+                aux[v.name()] = float(val) if val.size == 1 else val.reshape(-1)
+        return {"aux": aux} if aux else {}
+
+    def objective(self, theta) -> float:
+        r""":math:`\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)` in numpy (``weights.worst_case``)."""
+        return float(self.weights.worst_case(self.client_losses(theta))[0])
+
+    def set_parameter(self, name: str, value) -> None:
+        """Set a parameter of the weight set (validated by the set). If the built problem holds
+        the set's ``cp.Parameter`` of that name, the next solve reuses the compiled problem (DPP);
+        otherwise the problem is rebuilt on the next solve."""
+        W = self.weights
+        if hasattr(W, "set_parameter"):
+            W.set_parameter(name, value)
+        elif callable(getattr(W, f"set_{name}", None)):
+            getattr(W, f"set_{name}")(value)
+        else:
+            raise InvalidParameterError(
+                f"{type(W).__name__} has no sweepable parameter {name!r}")
+        if self._cp_problem is not None:
+            names = {p.name() for p in self._cp_problem.parameters()}
+            if name not in names or getattr(W, "structure_changed", False):
+                self._cp_problem = None    # not a DPP parameter of the built problem: rebuild
+
+    def __repr__(self) -> str:
+        return (f"FederatedDRO(n_clients={self.n_clients}, dim={self.dim}, loss={self.loss!r}, "
+                f"weights={self.weights!r}, l2={self.l2})")
