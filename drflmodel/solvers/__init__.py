@@ -1,0 +1,42 @@
+"""Distributed solvers: simulated federations, vectorized across clients (DESIGN.md §2, issue 7).
+
+Every solver is ``Solver(**hyperparameters).run(problem, seed=0, callback=None) -> Trace``; the
+common machinery (``Solver``, ``Trace``, ``ClientRuntime``, callbacks, communication accounting)
+is documented in :mod:`drflmodel.solvers._base`. Names are imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "Solver": ("drflmodel.solvers._base", "Solver"),
+    "Trace": ("drflmodel.solvers._base", "Trace"),
+    "RoundResult": ("drflmodel.solvers._base", "RoundResult"),
+    "ClientRuntime": ("drflmodel.solvers._base", "ClientRuntime"),
+    "ScaffPD": ("drflmodel.solvers.scaffpd", "ScaffPD"),
+    "ScaffPDIA": ("drflmodel.solvers.scaffpd_ia", "ScaffPDIA"),
+    "FedAvg": ("drflmodel.solvers.baselines", "FedAvg"),
+    "Scaffold": ("drflmodel.solvers.baselines", "Scaffold"),
+    "StochasticAFL": ("drflmodel.solvers.baselines", "StochasticAFL"),
+    "DRFA": ("drflmodel.solvers.baselines", "DRFA"),
+    "QFedAvg": ("drflmodel.solvers.baselines", "QFedAvg"),
+    "RFedFair": ("drflmodel.solvers.rfedfair", "RFedFair"),
+    "ADLPMM": ("drflmodel.solvers.adlpmm", "ADLPMM"),
+    "FairVFL": ("drflmodel.solvers.fairvfl", "FairVFL"),
+    "FedBCD": ("drflmodel.solvers.fairvfl", "FedBCD"),
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'drflmodel.solvers' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
