@@ -154,7 +154,8 @@ class Problem:
         prob = self.build()
         dims = prob.size_metrics
         del dims  # size metrics are informative only; the cone types decide below
-        has_sdp = any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
+        has_sdp = (any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
+                   or any(v.attributes.get("PSD") or v.attributes.get("NSD") for v in prob.variables()))
         order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
         avail = set(installed_solvers())
         return [s for s in order if s in avail]
@@ -263,7 +264,10 @@ class Problem:
 
 
 def _better(a: Solution, b: Solution) -> bool:
-    """Prefer the smaller certified relative gap."""
+    """Prefer the smaller certified relative gap; a broken certificate (status ``"failed"``,
+    e.g. L > U) never beats a valid one."""
+    if (a.status == "failed") != (b.status == "failed"):
+        return b.status == "failed"
     return relative_gap(a.lower_bound, a.upper_bound) < relative_gap(b.lower_bound, b.upper_bound)
 
 
