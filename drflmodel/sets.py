@@ -4,27 +4,67 @@ Every set describes the inner problem :math:`\\max_{\\lambda\\in\\Lambda}\\ \\la
 of federated DRO (spec scaffpd §1.1) and offers:
 
 * :meth:`WeightSet.worst_case` -- the exact value and a maximizer :math:`\\lambda^\\star`, in numpy
-  (sorting, closed forms, or a tiny LP with HiGHS);
+  (sorting, closed forms, or a tiny convex problem);
 * :meth:`WeightSet.support_expr` -- a convex, nondecreasing CVXPY expression of the same value for
   a convex vector expression ``f`` (it may introduce auxiliary variables, so it is valid inside a
   *minimization*); sets with negative weights raise :class:`~drflmodel.errors.NotConvexError`;
 * :meth:`WeightSet.project` / :meth:`WeightSet.prox` -- Euclidean projection onto
   :math:`\\Lambda` and :math:`\\operatorname{argmin}_{\\lambda\\in\\Lambda}\\psi(\\lambda)+\\frac{1}{2s}\\|\\lambda-v\\|^2`
   for dual steps;
-* :meth:`WeightSet.contains`, :meth:`WeightSet.psi`, :meth:`WeightSet.vertices` (where enumerable).
+* :meth:`WeightSet.contains`, :meth:`WeightSet.psi`, :meth:`WeightSet.vertices` (where enumerable);
+* :meth:`WeightSet.constraints` -- a CVXPY description ``var in Lambda`` (list of constraints)
+  and :meth:`WeightSet.psi_expr` -- :math:`\\psi` as a convex CVXPY expression.
+
+The sets (constructors are a public contract):
+
+=====================================  ==============================================================
+``Simplex(n)``                         :math:`\\Delta^{n-1}` (AFL)
+``CVaR(n, alpha)``                     :math:`\\Delta_\\alpha=\\{\\lambda\\in\\Delta:\\lambda_i\\le 1/(\\alpha n)\\}`
+``ChiSquare(n, rho)``                  :math:`\\Delta` with :math:`\\psi=\\frac{\\rho}{2n}\\sum_i(n\\lambda_i-1)^2`
+``LpBall(center, radius, p)``          :math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_p\\le r\\}`
+``HCVaR(p, alpha)``                    :math:`\\{\\lambda\\in\\Delta:\\lambda_i\\le p_i/\\alpha_i\\}` (FAFL's :math:`Q_\\alpha`)
+``QFFL(n, q)``                         :math:`\\mathbb R^n_{\\ge0}` with :math:`\\psi_q=\\frac q{q+1}\\sum_i\\lambda_i^{1+1/q}`
+``Integrated(A, B, phi)``              :math:`\\Lambda_\\varphi(A,B)=\\{(a-\\varphi b)/(1-\\varphi)\\}`
+=====================================  ==============================================================
+
+Parameters that users sweep (``alpha`` of CVaR/HCVaR, ``rho`` of ChiSquare, ``radius`` of
+LpBall) live in ``cp.Parameter`` objects, so :meth:`support_expr` and :meth:`constraints` stay
+DPP and a sweep (``set_alpha``, ``set_rho``, ``set_radius``) re-solves without recompiling.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import cvxpy as cp
 
-from ._validation import check_int
-from .errors import InvalidParameterError
+from ._validation import as_finite_array, check_int, check_probability_vector, check_real
+from .errors import InvalidDataError, InvalidParameterError, NotConvexError, SolverError
 
-__all__ = ["WeightSet", "Simplex", "project_simplex"]
+__all__ = [
+    "WeightSet",
+    "Simplex",
+    "CVaR",
+    "ChiSquare",
+    "LpBall",
+    "HCVaR",
+    "QFFL",
+    "Integrated",
+    "project_simplex",
+    "project_box_simplex",
+]
+
+#: tolerances of the small CVXPY solves done inside this module (Clarabel)
+_CLARABEL_OPTS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 500}
+#: largest vertex list we agree to build
+_MAX_VERTICES = 200_000
 
 
+# ======================================================================================
+# exact numpy kernels
+# ======================================================================================
 def project_simplex(v: np.ndarray) -> np.ndarray:
     """Euclidean projection onto the probability simplex (sort-based, exact)."""
     v = np.asarray(v, dtype=float)
@@ -38,6 +78,127 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - tau, 0.0)
 
 
+def project_box_simplex(v, lower, upper) -> np.ndarray:
+    """Euclidean projection onto :math:`\\{\\lambda: l\\le\\lambda\\le u,\\ \\mathbf 1^\\top\\lambda=1\\}`.
+
+    The projection is :math:`\\lambda_i=\\operatorname{clip}(v_i-t,l_i,u_i)` where the scalar
+    :math:`t` solves :math:`g(t)=\\sum_i\\operatorname{clip}(v_i-t,l_i,u_i)=1` (spec scaffpd §2.4 for
+    the capped simplex). :math:`g` is continuous, nonincreasing and piecewise linear; :math:`t` is
+    bracketed by bisection until the linear piece is identified, then computed in closed form on
+    that piece (exact up to rounding). Requires :math:`\\sum l\\le1\\le\\sum u`.
+    """
+    v = np.asarray(v, float)
+    lo_b = np.broadcast_to(np.asarray(lower, float), v.shape)
+    up_b = np.broadcast_to(np.asarray(upper, float), v.shape)
+
+    def g(t):
+        return np.clip(v - t, lo_b, up_b).sum()
+
+    lo = float(np.min(v - up_b)) - 1.0   # g(lo) = sum(upper) >= 1
+    hi = float(np.max(v - lo_b)) + 1.0   # g(hi) = sum(lower) <= 1
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if g(mid) > 1.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * max(1.0, abs(lo), abs(hi)):
+            break
+    t = 0.5 * (lo + hi)
+    # closed form on the identified linear piece: coordinates strictly inside their box are free
+    x = v - t
+    at_low = x <= lo_b
+    at_up = x >= up_b
+    free = ~(at_low | at_up)
+    if free.any():
+        t = (v[free].sum() + lo_b[at_low].sum() + up_b[at_up].sum() - 1.0) / free.sum()
+    return np.clip(v - t, lo_b, up_b)
+
+
+def _box_simplex_max(f, lower, upper):
+    """Greedy maximizer of :math:`f^\\top\\lambda` over :math:`\\{l\\le\\lambda\\le u,\\ \\sum\\lambda=1\\}`.
+
+    Start at :math:`\\lambda=l` and pour the remaining mass :math:`1-\\sum l` into the clients in
+    decreasing order of :math:`f_i` up to their caps (spec fafl-hcvar §9.3; for the CVaR set this
+    is the exact fractional convention of spec relative-fairness §2.2). Ties are broken by index
+    (stable sort). Also returns a minimizer :math:`\\eta^\\star` of the LP dual
+    :math:`\\eta+\\sum_i[l_i(f_i-\\eta)+(u_i-l_i)(f_i-\\eta)_+]`: the loss of the client at which
+    the mass is exhausted.
+    """
+    f = np.asarray(f, float)
+    lam = np.array(lower, float, copy=True)
+    width = np.asarray(upper, float) - lam
+    remaining = 1.0 - lam.sum()
+    order = np.argsort(-f, kind="stable")
+    w = width[order]
+    before = np.cumsum(w) - w
+    add = np.clip(remaining - before, 0.0, w)
+    lam[order] += add
+    if remaining <= 0:
+        eta = float(f.max())
+    else:
+        cum = before + w
+        idx = int(np.searchsorted(cum, remaining * (1 - 1e-12), side="left"))
+        idx = min(idx, f.size - 1)
+        eta = float(f[order[idx]])
+    return float(lam @ f), lam, eta
+
+
+def _box_simplex_vertices(lower, upper) -> np.ndarray:
+    """All vertices of :math:`\\{l\\le\\lambda\\le u,\\ \\sum\\lambda=1\\}` (rows, deduplicated).
+
+    A vertex has :math:`n-1` active bounds, so every coordinate sits at a bound except at most one
+    (the "fractional" one), which is fixed by :math:`\\sum\\lambda=1`. Enumerates the :math:`2^n`
+    upper/lower patterns (vectorized); only for small ``n``.
+    """
+    lower = np.asarray(lower, float)
+    upper = np.asarray(upper, float)
+    n = lower.size
+    if n > 16:
+        raise NotImplementedError(f"vertex enumeration of a general capped simplex needs n <= 16; got n={n}")
+    masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)   # at upper
+    base = np.where(masks, upper, lower)                      # (m, n)
+    tot = base.sum(axis=1)                                     # (m,)
+    rows = []
+    for j in range(n):
+        x = 1.0 - (tot - base[:, j])                           # value of the free coordinate j
+        ok = (x >= lower[j] - 1e-12) & (x <= upper[j] + 1e-12)
+        if ok.any():
+            V = base[ok].copy()
+            V[:, j] = np.clip(x[ok], lower[j], upper[j])
+            rows.append(V)
+    V = np.concatenate(rows, axis=0)
+    return _unique_rows(V)
+
+
+def _unique_rows(V, decimals: int = 12) -> np.ndarray:
+    _, idx = np.unique(np.round(V, decimals), axis=0, return_index=True)
+    return V[np.sort(idx)]
+
+
+def _solve(problem: cp.Problem, what: str):
+    """Solve a small internal CVXPY problem with Clarabel (tight tolerances), falling back to SCS."""
+    for solver, opts in (("CLARABEL", _CLARABEL_OPTS), ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9,
+                                                                  "max_iters": 100_000})):
+        try:
+            problem.solve(solver=solver, **opts)
+        except cp.error.SolverError:
+            continue
+        if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            return problem.value
+    raise SolverError(f"{what}: no solver succeeded (last status {problem.status})")
+
+
+def _check_vector(v, n: int, name: str) -> np.ndarray:
+    arr = as_finite_array(v, name)
+    if arr.shape != (n,):
+        raise InvalidParameterError(f"{name} must have shape ({n},); got {arr.shape}")
+    return arr
+
+
+# ======================================================================================
+# base class
+# ======================================================================================
 class WeightSet:
     """Base class of client-weight sets.
 
@@ -45,10 +206,15 @@ class WeightSet:
     ----------
     n : number of clients.
     nonnegative : ``True`` if :math:`\\Lambda\\subset\\mathbb R^n_{\\ge0}` (then the DRO problem is convex).
+    in_simplex : ``True`` if :math:`\\Lambda\\subset\\Delta^{n-1}`.
+    polytope : ``True`` if :math:`\\Lambda` is a polytope and :math:`\\psi\\equiv0` (usable in
+        :class:`Integrated`).
     strong_concavity : modulus :math:`\\mu_\\lambda` of strong convexity of :math:`\\psi` (0 for polytopes).
     """
 
     nonnegative = True
+    in_simplex = True
+    polytope = True
     strong_concavity = 0.0
     name = "weights"
 
@@ -73,22 +239,47 @@ class WeightSet:
 
     def prox(self, v, step: float) -> np.ndarray:
         """:math:`\\operatorname{argmin}_{\\lambda\\in\\Lambda}\\ \\psi(\\lambda) + \\frac1{2\\,step}\\|\\lambda - v\\|^2`."""
+        check_real(step, "step", low=0, low_open=True)
         return self.project(v)
 
     def vertices(self) -> np.ndarray:
         """The vertices (rows), where enumerable; raises otherwise."""
         raise NotImplementedError(f"{type(self).__name__} has no enumerable vertex list")
 
+    def max_mass(self, masks) -> np.ndarray:
+        """:math:`\\max_{\\lambda\\in\\Lambda}\\sum_{i\\in S}\\lambda_i` for each row ``S`` of a boolean
+        ``(m, n)`` array (the support function at indicator vectors; used for
+        :meth:`Integrated.norm1`). Generic version: one :meth:`worst_case` per row."""
+        masks = np.atleast_2d(np.asarray(masks, bool))
+        return np.array([self.worst_case(m.astype(float))[0] for m in masks])
+
     # ---- CVXPY -------------------------------------------------------------------------
     def support_expr(self, f):
         """Convex CVXPY expression of :math:`\\max_{\\lambda\\in\\Lambda}\\lambda^\\top f-\\psi(\\lambda)`."""
         raise NotImplementedError
+
+    def constraints(self, var) -> list:
+        """CVXPY constraints expressing ``var`` :math:`\\in\\Lambda` (may add auxiliary variables)."""
+        raise NotImplementedError(f"{type(self).__name__} has no constraint description")
+
+    def psi_expr(self, var):
+        """:math:`\\psi` as a convex CVXPY expression of ``var``."""
+        return cp.Constant(0.0)
 
     # ---- bookkeeping -------------------------------------------------------------------
     def _check_f(self, f) -> np.ndarray:
         f = np.asarray(f, dtype=float)
         if f.shape != (self.n,):
             raise InvalidParameterError(f"loss vector f must have shape ({self.n},); got {f.shape}")
+        if not np.all(np.isfinite(f)):
+            raise InvalidDataError("loss vector f contains NaN or infinite values")
+        return f
+
+    def _check_expr(self, f):
+        if not isinstance(f, cp.Expression):
+            f = cp.Constant(np.asarray(f, float))
+        if f.shape != (self.n,):
+            raise InvalidParameterError(f"loss expression f must have shape ({self.n},); got {f.shape}")
         return f
 
     def params(self) -> dict:
@@ -99,30 +290,745 @@ class WeightSet:
                                       for k, v in self.params().items()}}
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        args = ", ".join(f"{k}={(v.tolist() if isinstance(v, np.ndarray) else v)!r}"
+                         for k, v in self.params().items())
         return f"{type(self).__name__}({args})"
 
 
-class Simplex(WeightSet):
-    """The probability simplex :math:`\\Delta^{n-1}` (AFL, Mohri et al. 2019): :math:`\\max_i f_i`."""
+class _BoxSimplexSet(WeightSet):
+    """Sets of the form :math:`\\{\\lambda: l\\le\\lambda\\le u,\\ \\mathbf 1^\\top\\lambda=1\\}`
+    (simplex, CVaR, HCVaR, :math:`\\ell_\\infty`-ball).  Subclasses provide ``_lower``/``_upper``."""
 
-    name = "simplex"
+    def _bounds(self):
+        return np.broadcast_to(self._lower, (self.n,)), np.broadcast_to(self._upper, (self.n,))
 
-    def worst_case(self, f):
+    def worst_case(self, f, return_eta: bool = False):
+        """Exact greedy maximizer (sort). With ``return_eta=True`` also the dual :math:`\\eta^\\star`."""
         f = self._check_f(f)
-        lam = np.zeros(self.n)
-        lam[int(np.argmax(f))] = 1.0
-        return float(f.max()), lam
+        value, lam, eta = _box_simplex_max(f, *self._bounds())
+        return (value, lam, eta) if return_eta else (value, lam)
 
     def contains(self, lam, tol=1e-8):
         lam = np.asarray(lam, float)
-        return lam.shape == (self.n,) and bool(np.all(lam >= -tol) and abs(lam.sum() - 1) <= tol)
+        if lam.shape != (self.n,):
+            return False
+        lo, up = self._bounds()
+        return bool(np.all(lam >= lo - tol) and np.all(lam <= up + tol) and abs(lam.sum() - 1) <= tol)
 
     def project(self, v):
-        return project_simplex(v)
+        v = _check_vector(v, self.n, "v")
+        return project_box_simplex(v, *self._bounds())
+
+    def vertices(self):
+        return _box_simplex_vertices(*self._bounds())
+
+    def max_mass(self, masks):
+        masks = np.atleast_2d(np.asarray(masks, bool))
+        lo, up = self._bounds()
+        return np.minimum(masks @ up, 1.0 - (~masks) @ lo)
+
+    def constraints(self, var):
+        lo, up = self._bounds()
+        return [var >= lo, var <= up, cp.sum(var) == 1]
+
+    def support_expr(self, f):
+        """LP dual :math:`\\min_\\eta\\ \\eta+\\sum_i[l_i(f_i-\\eta)+(u_i-l_i)(f_i-\\eta)_+]`."""
+        f = self._check_expr(f)
+        lo, up = self._bounds()
+        eta = cp.Variable()
+        return eta + lo @ (f - eta) + (up - lo) @ cp.pos(f - eta)
+
+
+# ======================================================================================
+# Simplex
+# ======================================================================================
+class Simplex(_BoxSimplexSet):
+    """The probability simplex :math:`\\Delta^{n-1}` (AFL, Mohri et al. 2019): :math:`\\max_i f_i`."""
+
+    name = "simplex"
+    _lower = 0.0
+    _upper = 1.0
+
+    def worst_case(self, f, return_eta: bool = False):
+        f = self._check_f(f)
+        lam = np.zeros(self.n)
+        i = int(np.argmax(f))
+        lam[i] = 1.0
+        return (float(f[i]), lam, float(f[i])) if return_eta else (float(f[i]), lam)
+
+    def project(self, v):
+        return project_simplex(_check_vector(v, self.n, "v"))
 
     def vertices(self):
         return np.eye(self.n)
 
+    def max_mass(self, masks):
+        masks = np.atleast_2d(np.asarray(masks, bool))
+        return masks.any(axis=1).astype(float)
+
+    def constraints(self, var):
+        return [var >= 0, cp.sum(var) == 1]
+
     def support_expr(self, f):
-        return cp.max(f)
+        return cp.max(self._check_expr(f))
+
+
+# ======================================================================================
+# CVaR
+# ======================================================================================
+class CVaR(_BoxSimplexSet):
+    """Capped simplex :math:`\\Delta_\\alpha=\\{\\lambda\\in\\Delta:\\lambda_i\\le1/(\\alpha n)\\}`, :math:`\\alpha\\in[1/n,1]`.
+
+    The value :math:`\\max_{\\lambda\\in\\Delta_\\alpha}\\lambda^\\top f` is the mean of the top
+    :math:`\\alpha` fraction of losses with the exact fractional convention (spec
+    relative-fairness §2.2): with :math:`k=\\lfloor\\alpha n\\rfloor`,
+    :math:`\\frac1{\\alpha n}(\\sum_{j\\le k}f_{(j)}+(\\alpha n-k)f_{(k+1)})`; equivalently the
+    Rockafellar--Uryasev form :math:`\\min_\\eta\\ \\eta+\\frac1{\\alpha n}\\sum_i(f_i-\\eta)_+`
+    (spec scaffpd §8.2). :math:`\\alpha=1/n` is the simplex (AFL), :math:`\\alpha=1` the uniform
+    average. The cap :math:`1/(\\alpha n)` is the ``cp.Parameter`` ``cap_param`` (DPP sweeps via
+    :meth:`set_alpha`).
+    """
+
+    name = "cvar"
+    _lower = 0.0
+
+    def __init__(self, n: int, alpha: float):
+        super().__init__(n)
+        self.cap_param = cp.Parameter(nonneg=True, name="cvar_cap")
+        self.set_alpha(alpha)
+
+    def _validate_alpha(self, alpha) -> float:
+        a = check_real(alpha, "alpha")
+        lo = 1.0 / self.n
+        if not (lo * (1 - 1e-12) <= a <= 1.0):
+            raise InvalidParameterError(
+                f"alpha must lie in [1/n, 1] = [{lo:.6g}, 1] for n={self.n} (alpha < 1/n makes the "
+                f"CVaR set empty); got {alpha!r}")
+        return min(max(a, lo), 1.0)
+
+    def set_alpha(self, alpha: float) -> None:
+        """Change :math:`\\alpha` (numpy side and the DPP parameter ``cap_param``)."""
+        self.alpha = self._validate_alpha(alpha)
+        self.cap = 1.0 / (self.alpha * self.n)
+        self.cap_param.value = self.cap
+
+    @property
+    def _upper(self):
+        return min(self.cap, 1.0)
+
+    def vertices(self):
+        """Vertices of :math:`\\Delta_\\alpha`: :math:`k=\\lfloor\\alpha n\\rfloor` coordinates at the cap,
+        one at :math:`1-k/(\\alpha n)` (if positive), the rest 0."""
+        n, cap = self.n, self.cap
+        an = self.alpha * n
+        k = int(math.floor(an + 1e-9))
+        k = min(k, n)
+        rem = 1.0 - k * cap
+        if rem <= 1e-12:
+            k = int(round(an))
+            count = math.comb(n, k)
+        else:
+            count = math.comb(n, k) * (n - k)
+        if count > _MAX_VERTICES:
+            raise NotImplementedError(f"CVaR(n={n}, alpha={self.alpha}) has {count} vertices; too many to list")
+        rows = []
+        for S in itertools.combinations(range(n), k):
+            base = np.zeros(n)
+            base[list(S)] = cap
+            if rem <= 1e-12:
+                rows.append(base)
+            else:
+                for j in range(n):
+                    if j not in S:
+                        r = base.copy()
+                        r[j] = rem
+                        rows.append(r)
+        return np.array(rows)
+
+    def constraints(self, var):
+        return [var >= 0, var <= self.cap_param, cp.sum(var) == 1]
+
+    def support_expr(self, f):
+        """:math:`\\min_\\eta\\ \\eta+\\frac1{\\alpha n}\\sum_i(f_i-\\eta)_+` (Rockafellar--Uryasev), DPP in :math:`\\alpha`."""
+        f = self._check_expr(f)
+        eta = cp.Variable(name="cvar_eta")
+        return eta + self.cap_param * cp.sum(cp.pos(f - eta))
+
+    def params(self):
+        return {"n": self.n, "alpha": self.alpha}
+
+
+# ======================================================================================
+# HCVaR (FAFL)
+# ======================================================================================
+class HCVaR(_BoxSimplexSet):
+    """FAFL's set :math:`Q_\\alpha` in :math:`\\lambda=q\\circ p` form (spec fafl-hcvar §2):
+    :math:`\\{\\lambda\\in\\Delta:\\lambda_i\\le p_i/\\alpha_i\\}` with :math:`\\alpha_i\\in[p_i,1]`.
+
+    The value is :math:`f_\\alpha=\\min_\\eta\\ \\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i-\\eta)_+`
+    (Lemma 1, eq. (2)), computed exactly by the greedy algorithm of spec §9.3, which also gives
+    :math:`\\eta^\\star` (``worst_case(f, return_eta=True)``). :math:`\\alpha_i=p_i` is the simplex
+    (AFL), :math:`\\alpha_i=1` the :math:`p`-weighted average, equal :math:`\\alpha_i=\\chi` with
+    uniform :math:`p` is ``CVaR(n, chi)``. ``tau`` is :math:`\\tau_\\alpha=\\sum_ip_i/\\alpha_i`.
+
+    ``clip_alpha=True`` (off by default) accepts :math:`\\alpha_i<p_i` and replaces it by
+    :math:`p_i` (spec fafl-hcvar §9.1 item 6: the cap :math:`p_i/\\alpha_i\\ge1` is then vacuous, so
+    the set and every value are unchanged); the original values are kept in ``alpha_given``.
+    """
+
+    name = "hcvar"
+    _lower = 0.0
+
+    def __init__(self, p, alpha, clip_alpha: bool = False):
+        p = check_probability_vector(p, "p")
+        super().__init__(p.size)
+        self.p = p
+        self.clip_alpha = bool(clip_alpha)
+        self.cap_param = cp.Parameter(self.n, nonneg=True, name="hcvar_caps")
+        self.set_alpha(alpha)
+
+    def set_alpha(self, alpha) -> None:
+        """Change :math:`\\alpha` (numpy side and the DPP parameter ``cap_param``)."""
+        a = np.asarray(alpha, float)
+        if a.ndim == 0:
+            a = np.full(self.n, float(a))
+        if a.shape != (self.n,):
+            raise InvalidParameterError(f"alpha must be a scalar or have shape ({self.n},); got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise InvalidParameterError("alpha contains NaN or infinite values")
+        self.alpha_given = a.copy()
+        for i in range(self.n):
+            lo = self.p[i]
+            if a[i] > 1.0 or a[i] <= 0.0 or (a[i] < lo * (1 - 1e-12) and not self.clip_alpha):
+                raise InvalidParameterError(
+                    f"alpha[{i}] must lie in [p[{i}], 1] = [{lo:.6g}, 1] (and be > 0); got {a[i]!r}"
+                    + ("" if a[i] > 1.0 or a[i] <= 0 else
+                       "; pass clip_alpha=True to replace alpha_i < p_i by p_i (value unchanged)"))
+        self.alpha = np.maximum(a, self.p)
+        self.caps = self.p / self.alpha
+        self.cap_param.value = self.caps
+
+    @property
+    def _upper(self):
+        return np.minimum(self.caps, 1.0)
+
+    @property
+    def tau(self) -> float:
+        """:math:`\\tau_\\alpha=\\sum_i p_i/\\alpha_i\\ (\\ge1)`."""
+        return float(self.caps.sum())
+
+    tau_alpha = tau
+
+    def constraints(self, var):
+        return [var >= 0, var <= self.cap_param, cp.sum(var) == 1]
+
+    def support_expr(self, f):
+        """:math:`\\min_\\eta\\ \\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i-\\eta)_+` (spec fafl-hcvar eq. (2)), DPP in :math:`\\alpha`."""
+        f = self._check_expr(f)
+        eta = cp.Variable(name="hcvar_eta")
+        return eta + self.cap_param @ cp.pos(f - eta)
+
+    def params(self):
+        d = {"p": self.p, "alpha": self.alpha}
+        if self.clip_alpha:
+            d["clip_alpha"] = True
+        return d
+
+
+# ======================================================================================
+# chi-square penalty
+# ======================================================================================
+class ChiSquare(WeightSet):
+    """Simplex with the :math:`\\chi^2` penalty :math:`\\psi(\\lambda)=\\frac{\\rho}{2n}\\sum_i(n\\lambda_i-1)^2
+    =\\frac{\\rho n}2\\|\\lambda-\\mathbf 1/n\\|^2` (spec scaffpd §1.1, (B.2)), :math:`\\rho\\ge0`.
+
+    * ``worst_case``: :math:`\\lambda^\\star=\\Pi_\\Delta(\\mathbf 1/n+f/(\\rho n))`, i.e.
+      :math:`\\lambda^\\star_i=\\frac1n(1+(f_i-\\eta)/\\rho)_+` with :math:`\\eta` fixed by
+      :math:`\\sum\\lambda=1` (sort-based, exact); :math:`\\rho=0`: :math:`\\max_i f_i`.
+    * ``support_expr``: the exact dual of spec scaffpd §8.2,
+      :math:`\\min_\\eta\\ \\eta+\\frac\\rho{2n}\\sum_i(1+\\frac{f_i-\\eta}\\rho)_+^2-\\frac\\rho2`,
+      written after the shift :math:`\\eta=\\eta'+\\rho` as
+      :math:`\\min_{\\eta'}\\ \\eta'+\\frac\\rho2+\\frac1{2n\\rho}\\sum_i(f_i-\\eta')_+^2`, which is DPP in
+      :math:`\\rho` (parameters ``rho_param`` and ``inv_rho_param``). With :math:`\\rho=0` at the
+      time of the call it is ``cp.max(f)``; an expression built for :math:`\\rho>0` cannot be swept
+      to :math:`\\rho=0` (and vice versa): rebuild it.
+    * ``prox(v, s)`` :math:`=\\Pi_\\Delta(v/(1+s\\rho n))` (spec scaffpd §2.4: the
+      :math:`\\rho\\mathbf 1` term is a shift along :math:`\\mathbf 1`, which the projection ignores).
+    * ``strong_concavity`` :math:`=\\rho n`.
+    """
+
+    name = "chi_square"
+    polytope = False
+
+    def __init__(self, n: int, rho: float):
+        super().__init__(n)
+        self.rho_param = cp.Parameter(nonneg=True, name="chi2_rho")
+        self.inv_rho_param = cp.Parameter(nonneg=True, name="chi2_inv_rho")
+        self.set_rho(rho)
+
+    def set_rho(self, rho: float) -> None:
+        """Change :math:`\\rho` (numpy side and the DPP parameters)."""
+        self.rho = check_real(rho, "rho", low=0)
+        self.rho_param.value = self.rho
+        self.inv_rho_param.value = 1.0 / self.rho if self.rho > 0 else 0.0
+
+    @property
+    def strong_concavity(self) -> float:
+        return self.rho * self.n
+
+    def psi(self, lam) -> float:
+        lam = np.asarray(lam, float)
+        return float(self.rho / (2 * self.n) * np.sum((self.n * lam - 1.0) ** 2))
+
+    def psi_expr(self, var):
+        return (self.n / 2) * self.rho_param * cp.sum_squares(var - 1.0 / self.n)
+
+    def worst_case(self, f):
+        f = self._check_f(f)
+        if self.rho == 0:
+            lam = np.zeros(self.n)
+            lam[int(np.argmax(f))] = 1.0
+        else:
+            # shift along 1 (ignored by the projection) to avoid cancellation when rho is tiny
+            lam = project_simplex(1.0 / self.n + (f - f.max()) / (self.rho * self.n))
+        return float(lam @ f - self.psi(lam)), lam
+
+    def contains(self, lam, tol=1e-8):
+        return Simplex(self.n).contains(lam, tol)
+
+    def project(self, v):
+        return project_simplex(_check_vector(v, self.n, "v"))
+
+    def prox(self, v, step):
+        step = check_real(step, "step", low=0, low_open=True)
+        v = _check_vector(v, self.n, "v")
+        return project_simplex(v / (1.0 + step * self.rho * self.n))
+
+    def vertices(self):
+        raise NotImplementedError("ChiSquare has a strictly concave objective; use Simplex(n).vertices() for the feasible set")
+
+    def constraints(self, var):
+        return [var >= 0, cp.sum(var) == 1]
+
+    def support_expr(self, f):
+        f = self._check_expr(f)
+        if self.rho == 0:
+            return cp.max(f)
+        eta = cp.Variable(name="chi2_eta")
+        return (eta + 0.5 * self.rho_param
+                + (0.5 / self.n) * self.inv_rho_param * cp.sum_squares(cp.pos(f - eta)))
+
+    def params(self):
+        return {"n": self.n, "rho": self.rho}
+
+
+# ======================================================================================
+# l_p ball intersected with the simplex
+# ======================================================================================
+class LpBall(WeightSet):
+    """:math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_p\\le r\\}` with :math:`c\\in\\Delta`, :math:`r>0`,
+    :math:`p\\in[1,\\infty]` (spec drfl-admm §2.2, the weight set :math:`\\mathcal Q` of Theorem 4.3).
+
+    ``center`` must lie on the simplex; it is checked, never renormalized (errata drfl-admm item 8).
+
+    * ``worst_case``: exact closed forms for :math:`p=1` (move :math:`t=\\min(r/2,1-c_{i^\\star})`
+      of mass from the lowest losses, greedily, to the largest loss :math:`i^\\star`) and
+      :math:`p=\\infty` (a box-capped simplex, greedy); for :math:`p=2`,
+      :math:`\\lambda(\\beta)=\\Pi_\\Delta(c+f/\\beta)` with the multiplier :math:`\\beta` of the ball
+      found by bisection so that :math:`\\|\\lambda-c\\|_2=r` (exact to rounding); other :math:`p`:
+      a small Clarabel solve (accuracy ~1e-8).
+    * ``support_expr``: the support function of an intersection is the infimal convolution of the
+      support functions (both sets are convex and compact and :math:`\\operatorname{ri}\\Delta`
+      meets the interior of the ball), so
+      :math:`\\max_{\\lambda}\\lambda^\\top f=\\min_y\\ \\max_i(f_i-y_i)+c^\\top y+r\\|y\\|_{p^*}`.
+      This is the dual of spec drfl-admm Prop. A.1 (:math:`\\min_{\\gamma,\\eta\\ge0}c^\\top(f+\\eta)+
+      r\\|f+\\eta-\\gamma\\mathbf 1\\|_{p^*}`) written so that it is DCP and nondecreasing for a
+      *convex* ``f``; DPP in the radius (``radius_param``). For non-integer :math:`p^*` CVXPY's
+      ``pnorm`` uses a rational approximation of the exponent.
+    * ``project``: :math:`p=\\infty` exact (box-capped simplex); :math:`p=2` exact to rounding via
+      :math:`\\Pi_\\Delta((v+\\mu c)/(1+\\mu))` with the ball multiplier :math:`\\mu` by bisection;
+      other :math:`p`: a small Clarabel solve.
+    """
+
+    name = "lp_ball"
+
+    def __init__(self, center, radius: float, p=2):
+        c = check_probability_vector(center, "center")
+        super().__init__(c.size)
+        self.center = c
+        if isinstance(p, str) and p.lower() in ("inf", "infinity"):
+            p = np.inf
+        self.p = check_real(p, "p", low=1, allow_inf=True)
+        self.polytope = self.p in (1.0, np.inf)
+        self.radius_param = cp.Parameter(nonneg=True, name="lp_radius")
+        self.set_radius(radius)
+
+    def set_radius(self, radius: float) -> None:
+        """Change the radius (numpy side and the DPP parameter ``radius_param``)."""
+        self.radius = check_real(radius, "radius", low=0, low_open=True)
+        self.radius_param.value = self.radius
+
+    @property
+    def p_dual(self) -> float:
+        """The dual exponent :math:`p^*` (:math:`1/p+1/p^*=1`)."""
+        if self.p == 1:
+            return np.inf
+        if self.p == np.inf:
+            return 1.0
+        return self.p / (self.p - 1.0)
+
+    def _box(self):
+        c, r = self.center, self.radius
+        return np.maximum(c - r, 0.0), np.minimum(c + r, 1.0)
+
+    def _norm(self, x) -> float:
+        return float(np.linalg.norm(x, ord=self.p))
+
+    # ---- numpy -------------------------------------------------------------------------
+    def contains(self, lam, tol=1e-8):
+        lam = np.asarray(lam, float)
+        return (lam.shape == (self.n,) and bool(np.all(lam >= -tol)) and abs(lam.sum() - 1) <= tol
+                and self._norm(lam - self.center) <= self.radius + tol)
+
+    def worst_case(self, f):
+        f = self._check_f(f)
+        if self.p == np.inf:
+            value, lam, _ = _box_simplex_max(f, *self._box())
+            return value, lam
+        if self.p == 1:
+            return self._worst_case_l1(f)
+        if self.p == 2:
+            return self._worst_case_l2(f)
+        lam = cp.Variable(self.n)
+        prob = cp.Problem(cp.Maximize(f @ lam), self.constraints(lam))
+        _solve(prob, "LpBall.worst_case")
+        lam_v = np.asarray(lam.value, float)
+        return float(f @ lam_v), lam_v
+
+    def _worst_case_l1(self, f):
+        c = self.center
+        i_star = int(np.argmax(f))
+        t = min(self.radius / 2.0, 1.0 - c[i_star])
+        lam = c.copy()
+        # remove mass t greedily from the smallest losses (excluding i_star)
+        order = np.argsort(f, kind="stable")
+        order = order[order != i_star]
+        take_cap = c[order]
+        before = np.cumsum(take_cap) - take_cap
+        take = np.clip(t - before, 0.0, take_cap)
+        lam[order] -= take
+        lam[i_star] += take.sum()
+        return float(lam @ f), lam
+
+    def _worst_case_l2(self, f):
+        c, r = self.center, self.radius
+        fmax = f.max()
+        top = f >= fmax - 0.0
+        # beta -> 0: projection of c onto the face of maximizers
+        lam0 = np.zeros(self.n)
+        lam0[top] = project_simplex(c[top])
+        if np.linalg.norm(lam0 - c) <= r:
+            return float(lam0 @ f), lam0
+
+        def lam_of(beta):
+            return project_simplex(c + f / beta)
+
+        def dist(beta):
+            return np.linalg.norm(lam_of(beta) - c)
+
+        spread = float(np.linalg.norm(f - f.mean())) + 1e-300
+        hi = spread / r * 4.0 + 1e-300
+        while dist(hi) > r:
+            hi *= 4.0
+        lo = hi
+        while dist(lo) <= r:
+            lo /= 4.0
+            if lo < 1e-300:
+                break
+        llo, lhi = math.log(lo), math.log(hi)
+        for _ in range(200):
+            mid = 0.5 * (llo + lhi)
+            if dist(math.exp(mid)) > r:
+                llo = mid
+            else:
+                lhi = mid
+            if lhi - llo < 1e-15:
+                break
+        lam = lam_of(math.exp(lhi))
+        return float(lam @ f), lam
+
+    def project(self, v):
+        v = _check_vector(v, self.n, "v")
+        if self.p == np.inf:
+            return project_box_simplex(v, *self._box())
+        if self.p == 2:
+            c, r = self.center, self.radius
+            x = project_simplex(v)
+            if np.linalg.norm(x - c) <= r:
+                return x
+
+            def proj(mu):
+                return project_simplex((v + mu * c) / (1.0 + mu))
+
+            lo, hi = 0.0, 1.0
+            while np.linalg.norm(proj(hi) - c) > r:
+                hi *= 4.0
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if np.linalg.norm(proj(mid) - c) > r:
+                    lo = mid
+                else:
+                    hi = mid
+                if hi - lo <= 1e-15 * max(1.0, hi):
+                    break
+            return proj(hi)
+        lam = cp.Variable(self.n)
+        prob = cp.Problem(cp.Minimize(cp.sum_squares(lam - v)), self.constraints(lam))
+        _solve(prob, "LpBall.project")
+        return np.asarray(lam.value, float)
+
+    def vertices(self):
+        if self.p == np.inf:
+            return _box_simplex_vertices(*self._box())
+        return super().vertices()
+
+    def max_mass(self, masks):
+        masks = np.atleast_2d(np.asarray(masks, bool))
+        if self.p == np.inf:
+            lo, up = self._box()
+            return np.minimum(masks @ up, 1.0 - (~masks) @ lo)
+        if self.p == 1:
+            cS = masks @ self.center
+            return np.where(masks.any(axis=1), np.minimum(cS + self.radius / 2.0, 1.0), 0.0)
+        return super().max_mass(masks)
+
+    # ---- CVXPY -------------------------------------------------------------------------
+    def constraints(self, var):
+        return [var >= 0, cp.sum(var) == 1, cp.norm(var - self.center, self.p) <= self.radius_param]
+
+    def support_expr(self, f):
+        f = self._check_expr(f)
+        y = cp.Variable(self.n, name="lp_dual_y")
+        return cp.max(f - y) + self.center @ y + self.radius_param * cp.norm(y, self.p_dual)
+
+    def params(self):
+        return {"center": self.center, "radius": self.radius,
+                "p": "inf" if self.p == np.inf else self.p}
+
+
+# ======================================================================================
+# q-FFL
+# ======================================================================================
+class QFFL(WeightSet):
+    """q-FFL as a penalized weight set (spec scaffpd §1.1 and §8.1 item 14, corrected):
+    :math:`\\Lambda=\\mathbb R^n_{\\ge0}`, :math:`\\psi_q(\\lambda)=\\frac q{q+1}\\sum_i\\lambda_i^{1+1/q}`, :math:`q>0`.
+
+    :math:`\\max_{\\lambda\\ge0}\\lambda^\\top f-\\psi_q(\\lambda)=\\frac1{q+1}\\sum_i(f_i)_+^{q+1}`
+    with :math:`\\lambda_i^\\star=(f_i)_+^q` (the q-FFL objective for :math:`f\\ge0`). The weights
+    do **not** sum to one (``in_simplex = False``). ``prox`` solves the separable problems
+    :math:`\\min_{\\lambda\\ge0}\\psi_q(\\lambda)+\\frac1{2s}(\\lambda-v)^2` by bisection on the
+    monotone derivative :math:`\\lambda^{1/q}+(\\lambda-v)/s` (spec §2.4). ``support_expr`` uses
+    ``cp.power(pos(f), q+1)`` (SOC form, exact for rational exponents with denominator <= 1024).
+    """
+
+    name = "qffl"
+    in_simplex = False
+    polytope = False
+
+    def __init__(self, n: int, q: float):
+        super().__init__(n)
+        self.q = check_real(q, "q", low=0, low_open=True)
+
+    @property
+    def strong_concavity(self) -> float:
+        # psi'' = (1/q) lam^(1/q - 1): bounded below by 1 only for q = 1 (psi = |lam|^2/2)
+        return 1.0 if self.q == 1.0 else 0.0
+
+    def psi(self, lam) -> float:
+        lam = np.asarray(lam, float)
+        if np.any(lam < 0):
+            return float("inf")
+        q = self.q
+        return float(q / (q + 1) * np.sum(lam ** (1.0 + 1.0 / q)))
+
+    def psi_expr(self, var):
+        q = self.q
+        return q / (q + 1) * cp.sum(cp.power(var, 1.0 + 1.0 / q))
+
+    def worst_case(self, f):
+        f = self._check_f(f)
+        fp = np.maximum(f, 0.0)
+        lam = fp ** self.q
+        return float(np.sum(fp ** (self.q + 1)) / (self.q + 1)), lam
+
+    def contains(self, lam, tol=1e-8):
+        lam = np.asarray(lam, float)
+        return lam.shape == (self.n,) and bool(np.all(lam >= -tol))
+
+    def project(self, v):
+        return np.maximum(_check_vector(v, self.n, "v"), 0.0)
+
+    def prox(self, v, step):
+        step = check_real(step, "step", low=0, low_open=True)
+        v = _check_vector(v, self.n, "v")
+        q = self.q
+        lam = np.zeros(self.n)
+        pos = v > 0
+        if not pos.any():
+            return lam
+        vp = v[pos]
+        lo, hi = np.zeros_like(vp), vp.copy()        # root of h(x) = x^(1/q) + (x - v)/s in (0, v)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            h = mid ** (1.0 / q) + (mid - vp) / step
+            lo = np.where(h < 0, mid, lo)
+            hi = np.where(h < 0, hi, mid)
+            if np.all(hi - lo <= 1e-15 * np.maximum(1.0, hi)):
+                break
+        lam[pos] = 0.5 * (lo + hi)
+        return lam
+
+    def constraints(self, var):
+        return [var >= 0]
+
+    def support_expr(self, f):
+        f = self._check_expr(f)
+        q = self.q
+        return cp.sum(cp.power(cp.pos(f), q + 1.0)) / (q + 1.0)
+
+    def params(self):
+        return {"n": self.n, "q": self.q}
+
+
+# ======================================================================================
+# integrated ambiguity set (relative fairness)
+# ======================================================================================
+class Integrated(WeightSet):
+    """The integrated ambiguity set of spec relative-fairness §4.3, eq. (5):
+    :math:`\\Lambda_\\varphi(A,B)=\\{(a-\\varphi b)/(1-\\varphi): a\\in A,\\ b\\in B\\}`, :math:`\\varphi\\in[0,1)`.
+
+    ``A`` and ``B`` are polytopes inside the simplex without penalty (:class:`Simplex`,
+    :class:`CVaR`, :class:`HCVaR`, :class:`LpBall` with :math:`p\\in\\{1,\\infty\\}`) over the same
+    number of clients. Entries of :math:`\\lambda` can be negative for :math:`\\varphi>0`
+    (``nonnegative = (phi == 0)``); every :math:`\\lambda` sums to one.
+
+    * ``worst_case(f)`` :math:`=(\\max_{a\\in A}a^\\top f-\\varphi\\min_{b\\in B}b^\\top f)/(1-\\varphi)`
+      (spec §4.4) with :math:`\\lambda^\\star=(a^\\star-\\varphi b^\\star)/(1-\\varphi)`; the witness
+      pair is in ``last_witness`` (not unique, spec §14.1 item 28).
+    * ``support_expr`` is :math:`A`'s for :math:`\\varphi=0` and raises :class:`NotConvexError`
+      for :math:`\\varphi>0` (a convex minus a convex function is not DCP, spec §14.2).
+    * ``project``: a QP over :math:`(a,b)` (Clarabel; cached DPP problem).
+    * ``norm1()``: the exact :math:`\\|\\Lambda_\\varphi\\|_1=\\max_{\\lambda}\\|\\lambda\\|_1`. Because
+      :math:`\\mathbf 1^\\top\\lambda=1`, :math:`\\|\\lambda\\|_1=1+2\\max_S(-\\sum_{i\\in S}\\lambda_i)`, so
+      :math:`\\|\\Lambda_\\varphi\\|_1=1+\\frac2{1-\\varphi}\\max_{S\\subseteq[n]}\\big[\\varphi\\,M_B(S)-(1-M_A(S^c))\\big]`
+      with :math:`M_X(S)=\\max_{x\\in X}\\sum_{i\\in S}x_i` (closed forms per set). For two
+      permutation-invariant sets (Simplex, CVaR) only :math:`|S|` matters: this is the
+      :math:`O(n)` formula of spec §14.2; otherwise all :math:`2^n` subsets (``n <= 20``).
+    """
+
+    name = "integrated"
+    polytope = False
+    in_simplex = False
+
+    def __init__(self, A: WeightSet, B: WeightSet, phi: float):
+        for nm, S in (("A", A), ("B", B)):
+            if not isinstance(S, WeightSet):
+                raise InvalidParameterError(f"{nm} must be a WeightSet; got {type(S).__name__}")
+            if not (S.in_simplex and S.polytope):
+                raise InvalidParameterError(
+                    f"{nm} must be a polytope inside the probability simplex without penalty "
+                    f"(Simplex, CVaR, HCVaR, LpBall with p in {{1, inf}}); got {S!r}")
+        if A.n != B.n:
+            raise InvalidParameterError(f"A and B must have the same number of clients; got A.n={A.n}, B.n={B.n}")
+        super().__init__(A.n)
+        self.A, self.B = A, B
+        self.phi = check_real(phi, "phi", low=0, high=1, high_open=True)
+        self.last_witness = None
+        self._proj_cache = None
+
+    @property
+    def nonnegative(self) -> bool:
+        return self.phi == 0
+
+    def _lam(self, a, b):
+        return (a - self.phi * b) / (1.0 - self.phi)
+
+    def worst_case(self, f):
+        f = self._check_f(f)
+        va, a = self.A.worst_case(f)[:2]
+        vb, b = self.B.worst_case(-f)[:2]          # vb = -min_b b^T f
+        self.last_witness = (a, b)
+        return float((va + self.phi * vb) / (1.0 - self.phi)), self._lam(a, b)
+
+    def support_expr(self, f):
+        if self.phi == 0:
+            return self.A.support_expr(f)
+        raise NotConvexError(
+            f"max over Integrated(phi={self.phi}) of lambda^T f is max_a a^T f - phi*min_b b^T f, a convex "
+            "minus a convex function of f: not DCP (spec relative-fairness §14.2). Use "
+            "RelativeFairness, which certifies it by R1 (vertex enumeration, SOCP), R2 (lifted SDP "
+            "with CVaR duals) or R3 (matrix-fractional dual) for quadratic losses.")
+
+    def constraints(self, var):
+        a = cp.Variable(self.n, name="integrated_a")
+        b = cp.Variable(self.n, name="integrated_b")
+        return ([(1.0 - self.phi) * var == a - self.phi * b]
+                + self.A.constraints(a) + self.B.constraints(b))
+
+    def contains(self, lam, tol=1e-8):
+        lam = np.asarray(lam, float)
+        if lam.shape != (self.n,) or not np.all(np.isfinite(lam)):
+            return False
+        a = cp.Variable(self.n)
+        b = cp.Variable(self.n)
+        prob = cp.Problem(cp.Minimize(cp.norm(self._lam(a, b) - lam, "inf")),
+                          self.A.constraints(a) + self.B.constraints(b))
+        _solve(prob, "Integrated.contains")
+        return bool(prob.value <= tol)
+
+    def project(self, v):
+        v = _check_vector(v, self.n, "v")
+        if self._proj_cache is None:
+            a = cp.Variable(self.n)
+            b = cp.Variable(self.n)
+            vp = cp.Parameter(self.n)
+            lam = (a - self.phi * b) / (1.0 - self.phi)
+            prob = cp.Problem(cp.Minimize(cp.sum_squares(lam - vp)),
+                              self.A.constraints(a) + self.B.constraints(b))
+            self._proj_cache = (prob, a, b, vp)
+        prob, a, b, vp = self._proj_cache
+        vp.value = v
+        _solve(prob, "Integrated.project")
+        return self._lam(np.asarray(a.value), np.asarray(b.value))
+
+    def vertices(self):
+        """All :math:`(a_v-\\varphi b_w)/(1-\\varphi)` over vertex lists of :math:`A` and :math:`B`
+        (deduplicated). Their convex hull is :math:`\\Lambda_\\varphi`; every vertex of
+        :math:`\\Lambda_\\varphi` is in the list (some listed points may be interior)."""
+        VA, VB = self.A.vertices(), self.B.vertices()
+        if VA.shape[0] * VB.shape[0] > _MAX_VERTICES:
+            raise NotImplementedError(f"{VA.shape[0]} x {VB.shape[0]} vertex pairs: too many to list")
+        V = (VA[:, None, :] - self.phi * VB[None, :, :]).reshape(-1, self.n) / (1.0 - self.phi)
+        return _unique_rows(V)
+
+    def norm1(self) -> float:
+        """Exact :math:`\\|\\Lambda_\\varphi(A,B)\\|_1` (spec relative-fairness §14.2), see the class doc."""
+        n, phi = self.n, self.phi
+        if phi == 0:
+            return 1.0
+        exch = (Simplex, CVaR)
+        if isinstance(self.A, exch) and isinstance(self.B, exch):
+            masks = np.arange(n)[None, :] < np.arange(n + 1)[:, None]        # |S| = 0..n
+        elif n <= 20:
+            masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+        else:
+            raise NotImplementedError(
+                f"exact ||Lambda_phi||_1 for non-permutation-invariant sets enumerates 2^n subsets; n={n} > 20")
+        neg = phi * self.B.max_mass(masks) - (1.0 - self.A.max_mass(~masks))
+        return float(1.0 + 2.0 / (1.0 - phi) * max(0.0, float(neg.max())))
+
+    def to_dict(self):
+        return {"name": self.name, "A": self.A.to_dict(), "B": self.B.to_dict(), "phi": self.phi}
+
+    def params(self):
+        return {"A": self.A, "B": self.B, "phi": self.phi}
