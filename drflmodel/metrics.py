@@ -108,8 +108,11 @@ def cvar_top(f, alpha) -> float:
     f : 1-D finite array (any sign).
     alpha : fraction in (0, 1].
     """
-    f = _vector(f)
-    alpha = _fraction(alpha, "alpha")
+    return _cvar_top(_vector(f), _fraction(alpha, "alpha"))
+
+
+def _cvar_top(f: np.ndarray, alpha: float) -> float:
+    """:func:`cvar_top` on validated input."""
     n = f.size
     s = np.sort(f)[::-1]
     an = alpha * n
@@ -128,8 +131,7 @@ def cvar_bottom(f, beta) -> float:
     (spec relative-fairness §2.2 and §3.1, the denominator :math:`F_{B,\min}` of
     :math:`\mathfrak R_{A,B}` for :math:`B=\Delta_\beta`; fractional convention).
     """
-    f = _vector(f)
-    return -cvar_top(-f, beta)
+    return -_cvar_top(-_vector(f), _fraction(beta, "beta"))
 
 
 def worst_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: bool = False) -> float:
@@ -151,7 +153,7 @@ def worst_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: boo
         s = np.sort(f)
         part = s[-k:] if worst_is_large else s[:k]
         return float(part.mean())
-    return cvar_top(f, frac) if worst_is_large else cvar_bottom(f, frac)
+    return _cvar_top(f, frac) if worst_is_large else -_cvar_top(-f, frac)
 
 
 def best_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: bool = False) -> float:
