@@ -287,11 +287,12 @@ def test_relative_unfairness_with_weight_sets():
     # mixed: set for A, level for B
     assert M.relative_unfairness(f, cap, 0.5) == pytest.approx(
         lp_cvar_top(f, 2 / n) / lp_cvar_bottom(f, 0.5), rel=1e-9)
-    cvar_cls = getattr(S, "CVaR", None)
-    if cvar_cls is not None:  # the sets module's CVaR set, once it exists, must agree
-        for a in (0.2, 0.5, 1 / n):
-            A = cvar_cls(n, a)
-            assert M.relative_unfairness(f, A, A) == pytest.approx(M.relative_unfairness(f, a, a), rel=1e-8)
+    for a in (0.2, 0.5, 1 / n):  # the sets module's CVaR set (written independently) agrees
+        A = S.CVaR(n, a)
+        assert M.relative_unfairness(f, A, A) == pytest.approx(M.relative_unfairness(f, a, a), rel=1e-12)
+    # and so does its HCVaR set with uniform p (= CVaR at level chi)
+    H = S.HCVaR(np.full(n, 1 / n), 0.5)
+    assert M.relative_unfairness(f, H, H) == pytest.approx(M.relative_unfairness(f, 0.5, 0.5), rel=1e-12)
 
 
 @pytest.mark.parametrize("n,a,b", [(5, 0.2, 0.2), (5, 0.2, 0.6), (6, 1 / 3, 0.5), (4, 0.25, 0.75)])
@@ -436,16 +437,13 @@ def test_hcvar_reductions():
 
 def test_hcvar_agrees_with_sets_hcvar_when_available():
     """Cross-check with the weight-set implementation (written independently in drflmodel.sets)."""
-    hcvar_cls = getattr(S, "HCVaR", None)
-    if hcvar_cls is None:
-        pytest.skip("drflmodel.sets.HCVaR not available in this tree")
     rng = np.random.default_rng(3)
     for _ in range(10):
         n = int(rng.integers(1, 7))
         f = rng.normal(size=n)
         p = rng.dirichlet(np.ones(n))
         alpha = rng.uniform(p, 1.0)
-        value, _ = hcvar_cls(p, alpha).worst_case(f)
+        value, _ = S.HCVaR(p, alpha).worst_case(f)
         assert M.hcvar(f, p, alpha)[0] == pytest.approx(value, abs=1e-10)
 
 
