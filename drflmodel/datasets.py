@@ -261,3 +261,453 @@ def synthetic_classification(n_clients: int = 5, dim: int = 10, samples=100,
     if return_params:
         return fed, {"w_hat": w_hat, "shifts": shifts}
     return fed
+
+
+# ---------------------------------------------------------------------------------- partitions
+def _check_Xy(X, y):
+    X = as_finite_array(X, "X", ndim=2)
+    y = as_finite_array(y, "y", ndim=1)
+    if X.shape[0] != y.shape[0]:
+        raise InvalidDataError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if X.shape[0] < 1:
+        raise InvalidDataError("X must hold at least one row")
+    return X, y
+
+
+def _quantile_classes(y: np.ndarray, n_bins: int) -> np.ndarray:
+    """Class index in ``0..n_bins-1`` of each target: bin *k* holds the targets between the
+    :math:`k/B` and :math:`(k+1)/B` empirical quantiles (``numpy.quantile``, linear
+    interpolation), right-closed at the inner edges except that a value equal to an edge goes to
+    the upper bin. Ties can leave a bin empty; the partition does not need every bin."""
+    edges = np.quantile(y, np.arange(1, n_bins) / n_bins)
+    return np.searchsorted(edges, y, side="right")
+
+
+def iid_partition(n_rows: int, n_clients: int, seed: int = 0) -> list[np.ndarray]:
+    """Uniformly random split of ``range(n_rows)`` into ``n_clients`` parts of sizes differing by
+    at most one (a seeded permutation cut by ``numpy.array_split``); each part sorted."""
+    n_rows = check_int(n_rows, "n_rows", low=1)
+    n_clients = check_int(n_clients, "n_clients", low=1, high=n_rows)
+    perm = np.random.default_rng(_check_seed(seed)).permutation(n_rows)
+    return [np.sort(p) for p in np.array_split(perm, n_clients)]
+
+
+def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_size: int = 1,
+                        task: str = "auto", n_bins: int = 5, return_indices: bool = False,
+                        max_tries: int = 1000):
+    """Label-skewed Dirichlet split of ``(X, y)`` over ``n_clients`` clients
+    (Li et al. 2022, NIID-Bench; spec scaffpd §8.1 item 25).
+
+    For every class *k* (with rows :math:`I_k`, shuffled): draw
+    :math:`p_k \\sim \\mathrm{Dir}_N(\\alpha\\mathbf 1)` and give client *j* the next
+    :math:`\\lfloor |I_k| \\textstyle\\sum_{l\\le j} p_{k,l}\\rfloor - \\lfloor |I_k|
+    \\sum_{l<j} p_{k,l}\\rfloor` rows of :math:`I_k` (the last client takes the rest). Small
+    :math:`\\alpha` gives very skewed label mixes; :math:`\\alpha\\to\\infty` approaches an i.i.d.
+    split.
+
+    * Classes: ``task="classification"`` uses the distinct values of ``y``;
+      ``task="regression"`` first bins ``y`` into ``n_bins`` quantile classes
+      (:func:`_quantile_classes`); ``task="auto"`` means classification iff every label is in
+      {-1, +1}.
+    * Minimum size: if some client gets fewer than ``min_size`` rows, the whole draw is repeated
+      with the same generator (deterministic given ``seed``), at most ``max_tries`` times; then
+      :class:`InvalidParameterError` is raised (raise ``alpha`` or lower ``n_clients``/``min_size``).
+      ``n_clients * min_size > len(y)`` is rejected up front.
+    * Every row goes to exactly one client; each client's rows are in the original order.
+
+    Returns a :class:`Federation` (clients ``client0..``, the detected/given task), or, with
+    ``return_indices=True``, the list of ``n_clients`` sorted integer index arrays.
+    """
+    X, y = _check_Xy(X, y)
+    N = y.shape[0]
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    alpha = check_real(alpha, "alpha", low=0.0, low_open=True)
+    min_size = check_int(min_size, "min_size", low=0)
+    task = check_choice(task, "task", ("auto", "classification", "regression"))
+    n_bins = check_int(n_bins, "n_bins", low=1)
+    max_tries = check_int(max_tries, "max_tries", low=1)
+    if n_clients * min_size > N:
+        raise InvalidParameterError(
+            f"n_clients * min_size must be at most the number of rows {N}; "
+            f"got n_clients={n_clients}, min_size={min_size}")
+    if task == "auto":
+        task = "classification" if np.isin(y, (-1.0, 1.0)).all() else "regression"
+    classes = np.unique(y, return_inverse=True)[1] if task == "classification" \
+        else _quantile_classes(y, n_bins)
+    rng = np.random.default_rng(_check_seed(seed))
+    members = [np.flatnonzero(classes == k) for k in range(int(classes.max()) + 1)]
+    for _ in range(max_tries):
+        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+        for idx in members:
+            if idx.size == 0:
+                continue
+            idx = rng.permutation(idx)
+            p = rng.dirichlet(np.full(n_clients, alpha))
+            cuts = np.floor(np.cumsum(p)[:-1] * idx.size).astype(int)
+            for j, chunk in enumerate(np.split(idx, np.clip(cuts, 0, idx.size))):
+                parts[j].append(chunk)
+        out = [np.sort(np.concatenate(pj)) if pj else np.zeros(0, dtype=int) for pj in parts]
+        if min(o.size for o in out) >= min_size:
+            break
+    else:
+        raise InvalidParameterError(
+            f"alpha={alpha}: no Dirichlet draw in max_tries={max_tries} attempts gave every one of "
+            f"the n_clients={n_clients} clients at least min_size={min_size} rows; increase alpha "
+            "or lower n_clients/min_size")
+    if return_indices:
+        return out
+    return Federation.from_arrays([X[o] for o in out], [y[o] for o in out], task=task)
+
+
+def _split_rows(X, y, partition, n_clients, alpha, seed, min_size, task, n_bins=5):
+    partition = check_choice(partition, "partition", ("dirichlet", "iid"))
+    if partition == "iid":
+        idx = iid_partition(len(y), n_clients, seed)
+    else:
+        idx = dirichlet_partition(X, y, n_clients, alpha, seed=seed, min_size=min_size, task=task,
+                                  n_bins=n_bins, return_indices=True)
+    return Federation.from_arrays([X[i] for i in idx], [y[i] for i in idx], task=task)
+
+
+# ---------------------------------------------------------------------------------- scikit-learn
+def breast_cancer(n_clients: int = 3, partition: str = "dirichlet", alpha: float = 0.5,
+                  standardize: bool = True, add_intercept: bool = True, seed: int = 0,
+                  min_size: int = 1) -> Federation:
+    """Wisconsin diagnostic breast cancer (scikit-learn's bundled copy, 569 rows, 30 features)
+    as a classification federation.
+
+    * Labels: ``y = +1`` for **benign** (scikit-learn's target 1), ``y = -1`` for malignant
+      (target 0); i.e. ``y = 2 * target - 1``.
+    * ``standardize``: every feature is centred and scaled with the mean and the population
+      standard deviation (``ddof=0``) of **all 569 rows** (pooled statistics, computed before the
+      split -- a convenience, not something clients could do privately).
+    * Split: ``partition="dirichlet"`` (:func:`dirichlet_partition` with ``alpha``, per label)
+      or ``"iid"`` (:func:`iid_partition`), both seeded; then the intercept column.
+    """
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    skd = _import_optional("sklearn.datasets")
+    data = skd.load_breast_cancer()
+    X = np.asarray(data.data, float)
+    y = 2.0 * np.asarray(data.target, float) - 1.0
+    if standardize:
+        X = _standardize(X)
+    if add_intercept:
+        X = _prepend_ones(X)
+    return _split_rows(X, y, partition, n_clients, alpha, seed, min_size, "classification")
+
+
+def diabetes(n_clients: int = 3, partition: str = "dirichlet", alpha: float = 0.5,
+             standardize: bool = True, add_intercept: bool = True, seed: int = 0,
+             min_size: int = 1, n_bins: int = 5, standardize_target: bool = False) -> Federation:
+    """scikit-learn's diabetes data (442 rows, 10 features, target = disease progression after one
+    year, 25..346) as a regression federation.
+
+    * Features are loaded **unscaled** (``load_diabetes(scaled=False)``); ``standardize`` centres
+      and scales them with the pooled mean and population standard deviation of all 442 rows.
+    * ``standardize_target`` does the same to ``y`` (default off: ``y`` in its original units).
+    * Split: ``partition="dirichlet"`` bins ``y`` into ``n_bins`` quantile classes and applies
+      :func:`dirichlet_partition`; ``"iid"`` is a seeded uniform split.
+    """
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    skd = _import_optional("sklearn.datasets")
+    data = skd.load_diabetes(scaled=False)
+    X = np.asarray(data.data, float)
+    y = np.asarray(data.target, float)
+    if standardize:
+        X = _standardize(X)
+    if standardize_target:
+        y = (y - y.mean()) / y.std()
+    if add_intercept:
+        X = _prepend_ones(X)
+    return _split_rows(X, y, partition, n_clients, alpha, seed, min_size, "regression", n_bins)
+
+
+# ---------------------------------------------------------------------------------- Adult (a8a)
+#: The 14 original Adult attributes and their 1-based LIBSVM column ranges (inclusive) in the
+#: a-series encoding (``a8a``: 123 binary columns; continuous attributes quantized into bins,
+#: categorical ones one-hot encoded; a row may have no column set in workclass, occupation or
+#: native-country, which is how the original "?" appears).
+ADULT_ATTRIBUTES: tuple[tuple[str, int, int], ...] = (
+    ("age", 1, 5), ("workclass", 6, 13), ("fnlwgt", 14, 18), ("education", 19, 34),
+    ("education-num", 35, 39), ("marital-status", 40, 46), ("occupation", 47, 60),
+    ("relationship", 61, 66), ("race", 67, 71), ("sex", 72, 73), ("capital-gain", 74, 75),
+    ("capital-loss", 76, 77), ("hours-per-week", 78, 82), ("native-country", 83, 123),
+)
+_ADULT_N_FEATURES = 123
+
+#: Which of the two sex columns is "female" (1-based LIBSVM index). The LIBSVM files do not name
+#: their columns, so this is determined from the data (checked in tests/test_datasets.py):
+#: (i) exactly one of columns 72/73 is set in every row of a8a and a8a.t; (ii) column 72 is set in
+#: 7,466 of 22,696 training rows (32.9%) and column 73 in 15,230 (67.1%), the known ~1:2
+#: female:male ratio of the Adult census sample (UCI: 33% female); (iii) the income > 50K rate is
+#: 11.1% in column 72 vs 30.7% in column 73 (UCI: ~11% of women vs ~31% of men); (iv) of the
+#: rows with relationship column 61 ("Wife"), 99.8% have column 72, and of those with column 63
+#: ("Husband"), 99.99% have column 73. Hence column 72 = Female, column 73 = Male.
+ADULT_FEMALE_COLUMN = 72
+ADULT_MALE_COLUMN = 73
+
+_ADULT_FILES = {"train": ("a8a.gz",), "test": ("a8a.t.gz",), "all": ("a8a.gz", "a8a.t.gz")}
+
+
+@functools.lru_cache(maxsize=2)
+def _read_libsvm_gz(fname: str) -> tuple[np.ndarray, np.ndarray]:
+    """Parse one shipped gzip LIBSVM file (``label col:value ...``, 1-based columns) into a
+    dense ``(n, 123)`` float array and the labels (cached; read-only arrays)."""
+    ref = resources.files("drflmodel").joinpath("_data").joinpath(fname)
+    with ref.open("rb") as fh, gzip.open(fh, "rt", encoding="ascii") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.strip()]
+    y = np.array([float(ln.split(None, 1)[0]) for ln in lines])
+    counts = np.array([ln.count(":") for ln in lines])
+    body = " ".join(ln.split(None, 1)[1] if ":" in ln else "" for ln in lines)
+    flat = body.replace(":", " ").split()
+    if len(flat) != 2 * counts.sum():
+        raise InvalidDataError(f"{fname}: malformed LIBSVM line (expected `col:value` pairs)")
+    cols, vals = np.array(flat[0::2], dtype=int), np.array(flat[1::2], dtype=float)
+    if cols.size and (cols.min() < 1 or cols.max() > _ADULT_N_FEATURES):
+        raise InvalidDataError(f"{fname}: column index outside 1..{_ADULT_N_FEATURES}")
+    X = np.zeros((len(lines), _ADULT_N_FEATURES))
+    X[np.repeat(np.arange(len(lines)), counts), cols - 1] = vals
+    X.setflags(write=False)
+    y.setflags(write=False)
+    return X, y
+
+
+@functools.lru_cache(maxsize=3)
+def _adult_raw(split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only ``(X, y)`` of a split (cached; callers index into copies)."""
+    parts = [_read_libsvm_gz(f) for f in _ADULT_FILES[split]]
+    X = np.vstack([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    f, m = X[:, ADULT_FEMALE_COLUMN - 1], X[:, ADULT_MALE_COLUMN - 1]
+    if not (np.isin(f, (0.0, 1.0)).all() and np.array_equal(f + m, np.ones_like(f))):
+        raise InvalidDataError("Adult data: expected exactly one of the sex columns 72/73 per row")
+    if not np.isin(y, (-1.0, 1.0)).all():
+        raise InvalidDataError("Adult data: labels must be -1/+1")
+    X.setflags(write=False)
+    y.setflags(write=False)
+    return X, y
+
+
+def _adult_attrs(drop_sensitive: bool) -> list[tuple[str, int, int]]:
+    return [a for a in ADULT_ATTRIBUTES if not (drop_sensitive and a[0] == "sex")]
+
+
+def adult_attribute_blocks(n_parties: int = 6, drop_sensitive: bool = True) -> list[list[str]]:
+    """The attributes each party holds in :func:`adult` (contiguous runs of
+    :data:`ADULT_ATTRIBUTES`, without ``sex`` when ``drop_sensitive``).
+
+    Among all ways to cut the attribute sequence into ``n_parties`` non-empty contiguous runs,
+    the one with the smallest largest block (number of columns) is chosen, ties broken by the
+    smallest sum of squared block sizes, then by the earliest cut points (exhaustive search over
+    at most :math:`\\binom{13}{6}=1716` cuts). ``native-country`` alone has 41 columns, so for
+    ``n_parties >= 3`` the largest block has 41 columns.
+    """
+    import itertools
+
+    attrs = _adult_attrs(drop_sensitive)
+    n_parties = check_int(n_parties, "n_parties", low=1, high=len(attrs))
+    sizes = np.array([b - a + 1 for _, a, b in attrs])
+    csum = np.concatenate([[0], np.cumsum(sizes)])
+    best = None
+    for cuts in itertools.combinations(range(1, len(attrs)), n_parties - 1):
+        edges = (0, *cuts, len(attrs))
+        blk = np.diff(csum[list(edges)])
+        key = (int(blk.max()), int((blk ** 2).sum()), cuts)
+        if best is None or key < best:
+            best = key
+    edges = (0, *best[2], len(attrs))
+    return [[attrs[j][0] for j in range(a, b)] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _check_split(split):
+    return check_choice(split, "split", tuple(_ADULT_FILES))
+
+
+def _stratified_subsample(strata: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` rows without replacement, the number per stratum proportional to its size
+    (largest-remainder rounding; every non-empty stratum gets at least one row when ``n`` is at
+    least the number of strata), uniformly within strata; returned sorted (file order)."""
+    labels, counts = np.unique(strata, return_counts=True)
+    quota = n * counts / counts.sum()
+    take = np.floor(quota).astype(int)
+    order = np.lexsort((np.arange(len(labels)), -(quota - take)))
+    take[order[: n - take.sum()]] += 1
+    while (take == 0).any() and n >= len(labels):
+        take[np.argmax(take)] -= 1
+        take[np.flatnonzero(take == 0)[0]] += 1
+    chosen = [rng.choice(np.flatnonzero(strata == lab), size=k, replace=False)
+              for lab, k in zip(labels, take) if k > 0]
+    return np.sort(np.concatenate(chosen))
+
+
+def adult(n_parties: int = 6, active=(0,), split: str = "train", n_samples: int | None = None,
+          add_intercept: bool = True, seed: int = 0,
+          drop_sensitive: bool = True) -> VerticalFederation:
+    """Real Adult census data (LIBSVM ``a8a``) as a fair-VFL :class:`VerticalFederation`
+    (spec fair-vfl-deo §2.1, §2.3, notes N4/N5).
+
+    * Data: the copy shipped in ``drflmodel/_data`` (UCI Adult, CC BY 4.0, LIBSVM preprocessing;
+      see ``_data/README.md``): ``split="train"`` is ``a8a`` (22,696 rows), ``"test"`` is
+      ``a8a.t`` (9,865 rows), ``"all"`` both (32,561 rows). 123 binary columns.
+    * Labels: ``y = +1`` iff income > 50K, the favourable outcome.
+    * Protected groups: **a = female** (column 72), **b = male** (column 73); see
+      :data:`ADULT_FEMALE_COLUMN` for how the columns were identified. ``group`` uses 0 = a, 1 = b.
+    * ``drop_sensitive=True`` (default) removes the two sex columns from the features (the model
+      does not see the attribute; only the active party's group labels do). With ``False`` the sex
+      attribute stays, as a block in its place in the attribute order.
+    * Parties: the remaining attributes, in their original order, are cut into ``n_parties``
+      contiguous runs (:func:`adult_attribute_blocks`); party *k* holds its run's columns.
+      The paper's experiments use ``n_parties=6`` with one active party (index 0). The intercept
+      column (``add_intercept``) is the first column of the block of the lowest-indexed active
+      party. Note that the one-hot blocks are collinear with the intercept (each complete block
+      sums to one), so the unregularized least-squares/logistic optimum is not unique in θ.
+    * ``n_samples``: a seeded subsample without replacement, **stratified by group × label**
+      (proportional allocation, largest-remainder rounding, each of the 4 cells at least one
+      row), kept in file order; ``None`` keeps every row.
+
+    The returned object carries ``feature_names`` (per party, e.g. ``"age:3"`` for LIBSVM column
+    3, ``"intercept"``) and ``attributes`` (per party) as extra attributes.
+    """
+    split = _check_split(split)
+    attrs = _adult_attrs(bool(drop_sensitive))
+    if isinstance(n_parties, (int, np.integer)) and not isinstance(n_parties, bool) \
+            and n_parties > len(attrs):
+        raise InvalidParameterError(
+            f"n_parties must be an integer in [1, {len(attrs)}] (the number of attribute blocks"
+            f"{' without sex' if drop_sensitive else ''}); got {n_parties!r}")
+    runs = adult_attribute_blocks(n_parties, drop_sensitive=bool(drop_sensitive))
+    active = [check_int(k, "active", 0, len(runs) - 1) for k in np.atleast_1d(active)]
+    if not active:
+        raise InvalidParameterError("active must name at least one party")
+    X, y = _adult_raw(split)
+    group = np.where(X[:, ADULT_FEMALE_COLUMN - 1] == 1.0, 0, 1)
+    if n_samples is not None:
+        n_samples = check_int(n_samples, "n_samples", low=4, high=len(y))
+        rows = _stratified_subsample(2 * group + (y > 0), n_samples,
+                                     np.random.default_rng(_check_seed(seed)))
+    else:
+        rows = np.arange(len(y))
+    span = {name: (a, b) for name, a, b in attrs}
+    blocks, names = [], []
+    for k, run in enumerate(runs):
+        cols = [c for name in run for c in range(span[name][0], span[name][1] + 1)]
+        Xk = X[np.ix_(rows, np.array(cols) - 1)]
+        nk = [f"{name}:{c}" for name in run for c in range(span[name][0], span[name][1] + 1)]
+        if add_intercept and k == min(active):
+            Xk = _prepend_ones(Xk)
+            nk = ["intercept"] + nk
+        blocks.append(Xk)
+        names.append(nk)
+    vfed = VerticalFederation(blocks, y[rows].copy(), group[rows], active=active)
+    vfed.feature_names = names
+    vfed.attributes = runs
+    return vfed
+
+
+def adult_horizontal(n_clients: int | None = None, partition: str = "dirichlet",
+                     alpha: float = 0.5, attribute: str | None = None, split: str = "train",
+                     n_samples: int | None = None, add_intercept: bool = True,
+                     drop_sensitive: bool = True, seed: int = 0, min_size: int = 1) -> Federation:
+    """Adult (LIBSVM ``a8a``, see :func:`adult`) as a horizontal classification federation
+    (``y = +1`` iff income > 50K), e.g. for DRO / FAFL examples.
+
+    * ``n_samples``: first a seeded uniform subsample without replacement (file order kept).
+    * ``partition="dirichlet"``: :func:`dirichlet_partition` over the labels with ``alpha``
+      (``n_clients`` default 5); ``"iid"``: seeded uniform split; ``"attribute"``: one client per
+      category of ``attribute`` (a name in :data:`ADULT_ATTRIBUTES`) present in the rows, in
+      column order, named ``"female"``/``"male"`` for ``sex`` and ``"<attribute>:<column>"``
+      otherwise, plus ``"<attribute>:none"`` for rows with no column of the attribute set (the
+      original "?"). ``n_clients`` must then be ``None`` or equal that number.
+    * ``drop_sensitive`` removes the sex columns 72/73 from the features (default ``True``).
+    """
+    split = _check_split(split)
+    partition = check_choice(partition, "partition", ("dirichlet", "iid", "attribute"))
+    X, y = _adult_raw(split)
+    rng = np.random.default_rng(_check_seed(seed))
+    if n_samples is not None:
+        n_samples = check_int(n_samples, "n_samples", low=1, high=len(y))
+        rows = np.sort(rng.choice(len(y), size=n_samples, replace=False))
+    else:
+        rows = np.arange(len(y))
+    keep = np.array([c for name, a, b in _adult_attrs(bool(drop_sensitive)) for c in range(a, b + 1)])
+    Xf = X[np.ix_(rows, keep - 1)]
+    if add_intercept:
+        Xf = _prepend_ones(Xf)
+    ys = y[rows].copy()
+    if partition != "attribute":
+        if attribute is not None:
+            raise InvalidParameterError(
+                f"attribute is only used with partition='attribute'; got attribute={attribute!r}")
+        n_clients = 5 if n_clients is None else check_int(n_clients, "n_clients", low=1)
+        return _split_rows(Xf, ys, partition, n_clients, alpha, seed, min_size, "classification")
+    span = {name: (a, b) for name, a, b in ADULT_ATTRIBUTES}
+    attribute = check_choice(attribute, "attribute", tuple(span))
+    a, b = span[attribute]
+    onehot = X[np.ix_(rows, np.arange(a - 1, b))]
+    cat = np.where(onehot.sum(1) > 0, onehot.argmax(1), b - a + 1)  # b-a+1 means "none"
+    present = np.unique(cat)
+    if n_clients is not None:
+        n_clients = check_int(n_clients, "n_clients", low=1)
+        if n_clients != len(present):
+            raise InvalidParameterError(
+                f"n_clients must be None or {len(present)} (the categories of {attribute!r} "
+                f"present) with partition='attribute'; got {n_clients}")
+    def _name(k):
+        if k == b - a + 1:
+            return f"{attribute}:none"
+        if attribute == "sex":
+            return "female" if a + k == ADULT_FEMALE_COLUMN else "male"
+        return f"{attribute}:{a + k}"
+    return Federation.from_arrays([Xf[cat == k] for k in present], [ys[cat == k] for k in present],
+                                  names=[_name(k) for k in present], task="classification")
+
+
+# ---------------------------------------------------------------------------------- synthetic VFL
+def synthetic_vertical(n_samples: int = 500, dim: int = 10, n_parties: int = 3,
+                       group_shift: float = 1.0, seed: int = 0, active=(0,),
+                       add_intercept: bool = True, return_params: bool = False):
+    """Vertical classification data with a controllable group shift (for DEO experiments).
+
+    With ``rng = numpy.random.default_rng(seed)`` and in this draw order:
+
+    1. a true direction :math:`w \\sim \\mathcal N(0, I_d)`, :math:`\\hat w = w/\\|w\\|`;
+    2. groups :math:`g_i \\in \\{0, 1\\}` i.i.d. with probability 1/2 each (0 = a, 1 = b);
+    3. base features :math:`z_i \\sim \\mathcal N(0, I_d)` (``(n, d)``), then uniforms
+       :math:`U_i \\sim \\mathcal U(0, 1)`;
+    4. features :math:`x_i = z_i + \\tfrac{s}{2}(2g_i - 1)\\hat w` with :math:`s =`
+       ``group_shift``: the two groups' feature means differ by :math:`s` along the label
+       direction;
+    5. labels :math:`y_i = +1` iff :math:`U_i < \\sigma(\\langle x_i, w\\rangle)` (logistic model
+       without bias), else :math:`-1`.
+
+    With ``s = 0`` the groups are identically distributed; as ``s`` grows group b gets more
+    favourable labels and higher scores among its favourable rows, so an unconstrained model has
+    a growing DEO. The ``d`` features are cut into ``n_parties`` contiguous blocks of sizes
+    differing by at most one (``numpy.array_split``); the intercept column (``add_intercept``) is
+    the first column of the lowest-indexed active party's block. A sample so small that a group
+    has no ``y = +1`` row raises :class:`InvalidDataError` (from :class:`VerticalFederation`).
+
+    Returns the :class:`VerticalFederation`, or ``(vfed, {"w": w})`` with ``return_params``.
+    """
+    n_samples = check_int(n_samples, "n_samples", low=2)
+    dim = check_int(dim, "dim", low=1)
+    n_parties = check_int(n_parties, "n_parties", low=1, high=dim)
+    group_shift = check_real(group_shift, "group_shift", low=0.0)
+    active = [check_int(k, "active", 0, n_parties - 1) for k in np.atleast_1d(active)]
+    if not active:
+        raise InvalidParameterError("active must name at least one party")
+    rng = np.random.default_rng(_check_seed(seed))
+    w = rng.standard_normal(dim)
+    g = (rng.random(n_samples) < 0.5).astype(int)
+    Z = rng.standard_normal((n_samples, dim))
+    U = rng.random(n_samples)
+    X = Z + 0.5 * group_shift * (2 * g - 1)[:, None] * (w / np.linalg.norm(w))[None, :]
+    y = np.where(U < 1.0 / (1.0 + np.exp(-(X @ w))), 1.0, -1.0)
+    blocks = [X[:, idx] for idx in np.array_split(np.arange(dim), n_parties)]
+    if add_intercept:
+        k = min(active)
+        blocks[k] = _prepend_ones(blocks[k])
+    vfed = VerticalFederation(blocks, y, g, active=active)
+    if return_params:
+        return vfed, {"w": w}
+    return vfed
