@@ -1,0 +1,201 @@
+"""Squared-loss DEO: the Shor SDP of a two-sided quadratic constraint (spec fair-vfl-deo §3.3).
+
+With the squared loss :math:`l(u, y) = (u - y)^2` in the objective and in the constraint, problem (4)
+of the paper is the quadratically constrained quadratic program
+
+.. math::
+
+    \\min_\\theta\\ q_0(\\theta) = \\theta^\\top A_0\\theta - 2c_0^\\top\\theta + k_0
+    \\quad\\text{s.t.}\\quad -\\varepsilon \\le D(\\theta) = \\theta^\\top A\\theta - 2d^\\top\\theta \\le \\varepsilon,
+
+with :math:`A_0 = X^\\top X/n + (\\ell_2/2) I \\succ 0`, :math:`c_0 = X^\\top y/n`, :math:`k_0 = \\|y\\|^2/n`,
+:math:`A = \\Sigma_a - \\Sigma_b` (indefinite in general) and :math:`d = u_a - u_b`. Its Shor relaxation
+
+.. math::
+
+    \\min_{Y}\\ \\langle A_0, \\Theta\\rangle - 2c_0^\\top\\theta + k_0 \\quad\\text{s.t.}\\quad
+    Y = \\begin{pmatrix}\\Theta & \\theta\\\\ \\theta^\\top & 1\\end{pmatrix} \\succeq 0,\\quad
+    \\langle A, \\Theta\\rangle - 2d^\\top\\theta \\le \\varepsilon\\ (\\lambda_1),\\quad
+    -\\langle A, \\Theta\\rangle + 2d^\\top\\theta \\le \\varepsilon\\ (\\lambda_2)
+
+is exact (one two-sided quadratic constraint with a strictly convex objective: Barvinok–Pataki,
+spec §3.3). The fairness-row duals are the KKT multipliers :math:`(\\lambda_1, \\lambda_2)` of (5a)/(5b)
+in the paper's scaling because the objective is :math:`L` itself (not a multiple).
+
+Extraction (spec §3.3, "Extraction and certificate"):
+
+1. rank one (:math:`\\lambda_2(Y)/\\lambda_1(Y) \\le` ``rank_tol``): :math:`\\theta = Y_{1:m, m+1}`;
+2. otherwise, with :math:`\\rho = \\lambda_1 - \\lambda_2`, :math:`M = A_0 + \\rho A`, :math:`b = c_0 + \\rho d`:
+   if :math:`M \\succ 0`, :math:`\\theta = M^{-1} b`;
+3. the trust-region **hard case** (:math:`M` singular): :math:`\\theta = M^+ b + \\tau v` with
+   :math:`v \\in \\ker M` and :math:`\\tau` a root of :math:`D(M^+b + \\tau v) = \\operatorname{sign}(\\rho)\\,\\varepsilon`.
+
+The global-optimality certificate (S-lemma type) is computed by the caller in numpy: for any
+:math:`\\lambda \\ge 0` with :math:`M \\succ 0` the dual function
+:math:`g(\\lambda) = k_0 - b^\\top M^{-1} b - \\varepsilon(\\lambda_1 + \\lambda_2)` is a lower bound
+(weak duality); :func:`dual_function` evaluates it and, if :math:`M` is only semidefinite (hard
+case), evaluates it at :math:`(1-\\delta)\\lambda` (still a valid bound; :math:`M(0) = A_0 \\succ 0`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import cvxpy as cp
+import scipy.linalg as sla
+
+__all__ = ["QuadraticDEO", "build_shor_sdp", "extract_theta", "dual_function"]
+
+
+class QuadraticDEO:
+    """The data :math:`(A_0, c_0, k_0, A, d)` of the squared-loss DEO QCQP (see module doc)."""
+
+    def __init__(self, A0, c0, k0, A, d):
+        self.A0 = np.asarray(A0, float)
+        self.c0 = np.asarray(c0, float)
+        self.k0 = float(k0)
+        self.A = np.asarray(A, float)
+        self.d = np.asarray(d, float)
+
+    @classmethod
+    def from_data(cls, X, y, l2, N_a, N_b) -> "QuadraticDEO":
+        """From the design ``X``, labels ``y``, ridge ``l2`` and the masks of
+        :math:`\\mathcal N^a, \\mathcal N^b` (objective :math:`\\frac1n\\|X\\theta-y\\|^2 + \\frac{\\ell_2}2\\|\\theta\\|^2`)."""
+        n, m = X.shape
+        A0 = X.T @ X / n + 0.5 * l2 * np.eye(m)
+        Xa, Xb = X[N_a], X[N_b]
+        A = Xa.T @ Xa / Xa.shape[0] - Xb.T @ Xb / Xb.shape[0]
+        d = Xa.mean(axis=0) - Xb.mean(axis=0)
+        return cls(A0, X.T @ y / n, float(y @ y) / n, 0.5 * (A + A.T), d)
+
+    @property
+    def dim(self) -> int:
+        return self.c0.shape[0]
+
+    def q0(self, theta) -> float:
+        theta = np.asarray(theta, float)
+        return float(theta @ self.A0 @ theta - 2 * self.c0 @ theta + self.k0)
+
+    def D(self, theta) -> float:
+        theta = np.asarray(theta, float)
+        return float(theta @ self.A @ theta - 2 * self.d @ theta)
+
+    def lagrangian_matrix(self, rho: float):
+        """:math:`(M, b) = (A_0 + \\rho A,\\ c_0 + \\rho d)`."""
+        return self.A0 + rho * self.A, self.c0 + rho * self.d
+
+
+def build_shor_sdp(q: QuadraticDEO, eps: cp.Parameter):
+    """The Shor SDP; returns ``(problem, Y, (con_a, con_b))`` with the (5a)/(5b) rows."""
+    m = q.dim
+    Y = cp.Variable((m + 1, m + 1), symmetric=True)
+    Theta, theta = Y[:m, :m], Y[:m, m]
+    D = cp.trace(q.A @ Theta) - 2 * q.d @ theta
+    con_a = D - eps <= 0
+    con_b = -D - eps <= 0
+    obj = cp.trace(q.A0 @ Theta) - 2 * q.c0 @ theta + q.k0
+    prob = cp.Problem(cp.Minimize(obj), [Y >> 0, Y[m, m] == 1, con_a, con_b])
+    return prob, Y, (con_a, con_b)
+
+
+def extract_theta(q: QuadraticDEO, Y: np.ndarray, lam, eps: float, rank_tol: float = 1e-6):
+    """Recover :math:`\\theta` from the SDP solution (module doc, steps 1-3).
+
+    Returns ``(theta, info)``; ``info["method"]`` is ``"rank_one"``, ``"stationary"`` or
+    ``"hard_case"`` and ``info["rank_ratio"]`` is :math:`\\lambda_2(Y)/\\lambda_1(Y)`.
+    """
+    m = q.dim
+    Y = 0.5 * (Y + Y.T)
+    ev = np.linalg.eigvalsh(Y)
+    ratio = float(max(ev[-2], 0.0) / ev[-1]) if m >= 1 and ev[-1] > 0 else float("inf")
+    info = {"rank_ratio": ratio, "eigenvalues_top": ev[-3:][::-1].tolist()}
+    if ratio <= rank_tol:
+        info["method"] = "rank_one"
+        return Y[:m, m].copy(), info
+    rho = float(lam[0] - lam[1])
+    M, b = q.lagrangian_matrix(rho)
+    w, V = np.linalg.eigh(M)
+    info["lambda_min_M"] = float(w[0])
+    scale = max(1.0, float(abs(w[-1])))
+    if w[0] > 1e-9 * scale:
+        info["method"] = "stationary"
+        return np.linalg.solve(M, b), info
+    # hard case: M is singular at the optimal multiplier
+    keep = w > 1e-9 * scale
+    theta0 = V[:, keep] @ ((V[:, keep].T @ b) / w[keep])
+    v = V[:, 0]
+    target = np.sign(rho) * eps if rho != 0 else 0.0
+    # D(theta0 + tau v) = a tau^2 + 2 beta tau + D(theta0)
+    a = float(v @ q.A @ v)
+    beta = float(v @ q.A @ theta0 - q.d @ v)
+    c = q.D(theta0) - target
+    if abs(a) > 1e-14:
+        disc = beta * beta - a * c
+        if disc < 0:
+            disc = 0.0
+        roots = [(-beta + s * np.sqrt(disc)) / a for s in (1.0, -1.0)]
+    elif abs(beta) > 1e-14:
+        roots = [-c / (2 * beta)]
+    else:
+        roots = [0.0]
+    cands = [theta0 + t * v for t in roots]
+    theta = min(cands, key=lambda t: (abs(abs(q.D(t)) - eps) if abs(q.D(t)) > eps else 0.0, q.q0(t)))
+    info.update(method="hard_case", tau=[float(t) for t in roots], kernel_dim=int((~keep).sum()))
+    return theta, info
+
+
+def polish_active(q: QuadraticDEO, rho: float, eps: float, rel: float = 1e-3):
+    """Refine an active multiplier by the secular equation of the trust-region method.
+
+    With :math:`\\theta(\\rho) = M(\\rho)^{-1}b(\\rho)` (stationary for every :math:`\\rho` with
+    :math:`M(\\rho)\\succ0`), solve :math:`D(\\theta(\\rho)) = \\operatorname{sign}(\\rho)\\varepsilon` for
+    :math:`\\rho` near the SDP's value by Brent's method. The result satisfies stationarity,
+    complementarity and the active constraint to round-off. Returns ``(theta, rho)`` or ``None``
+    when no sign change is found in :math:`[\\rho(1-r), \\rho(1+r)]` within the PD region.
+    """
+    from scipy.optimize import brentq
+
+    if rho == 0.0:
+        return None
+    target = np.sign(rho) * eps
+
+    def theta_of(r):
+        M, b = q.lagrangian_matrix(r)
+        c, low = sla.cho_factor(M)
+        return sla.cho_solve((c, low), b)
+
+    def phi(r):
+        return q.D(theta_of(r)) - target
+
+    for r in (rel, 10 * rel, 100 * rel):
+        lo, hi = sorted((rho * (1 - r), rho * (1 + r)))
+        try:
+            flo, fhi = phi(lo), phi(hi)
+        except np.linalg.LinAlgError:
+            continue
+        if flo * fhi <= 0:
+            root = brentq(phi, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=200)
+            return theta_of(root), float(root)
+    return None
+
+
+def dual_function(q: QuadraticDEO, lam, eps: float, shrink=(0.0, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)):
+    """A valid lower bound on the QCQP value from the dual function at :math:`(1-\\delta)\\lambda`.
+
+    For every :math:`\\lambda \\ge 0` with :math:`M = A_0 + \\rho A \\succ 0` (checked by a Cholesky
+    factorization), :math:`g(\\lambda) = k_0 - b^\\top M^{-1}b - \\varepsilon(\\lambda_1+\\lambda_2)`
+    bounds the QCQP from below (weak duality). Returns ``(bound, delta, lam_used)``; ``-inf`` if no
+    shrink factor gives a positive definite :math:`M`.
+    """
+    lam = np.maximum(np.asarray(lam, float), 0.0)
+    best = (-np.inf, None, None)
+    for delta in shrink:
+        lt = (1.0 - delta) * lam
+        M, b = q.lagrangian_matrix(float(lt[0] - lt[1]))
+        try:
+            c, low = sla.cho_factor(M)
+        except np.linalg.LinAlgError:
+            continue
+        g = q.k0 - float(b @ sla.cho_solve((c, low), b)) - eps * float(lt.sum())
+        if g > best[0]:
+            best = (g, delta, lt)
+    return best
