@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from ._validation import as_finite_array, check_choice, check_int
-from .errors import InvalidDataError
+from .errors import InvalidDataError, InvalidParameterError
 
 __all__ = ["Client", "Federation", "StackedData", "VerticalFederation", "TASKS"]
 
@@ -49,13 +49,17 @@ class Client:
 
     def __init__(self, X, y, name: str | None = None):
         self.name = "client" if name is None else str(name)
-        self.X = as_finite_array(X, f"X of client {self.name!r}", ndim=2)
-        self.y = as_finite_array(y, f"y of client {self.name!r}", ndim=1)
+        # copies: the client owns its (read-only) data; the caller's arrays stay writable and
+        # later changes to them (or to an array they are a view of) cannot alter the client
+        self.X = as_finite_array(X, f"X of client {self.name!r}", ndim=2).copy()
+        self.y = as_finite_array(y, f"y of client {self.name!r}", ndim=1).copy()
         if self.X.shape[0] != self.y.shape[0]:
             raise InvalidDataError(
                 f"client {self.name!r}: X has {self.X.shape[0]} rows but y has {self.y.shape[0]}")
         if self.X.shape[0] < 1:
             raise InvalidDataError(f"client {self.name!r} must hold at least one sample")
+        if self.X.shape[1] < 1:
+            raise InvalidDataError(f"X of client {self.name!r} must have at least one feature column")
         self.X.setflags(write=False)
         self.y.setflags(write=False)
 
@@ -99,6 +103,9 @@ class Federation:
 
     def __init__(self, clients: Sequence[Client], task: str = "regression"):
         self.task = check_choice(task, "task", TASKS)
+        if isinstance(clients, Client) or not hasattr(clients, "__iter__"):
+            raise InvalidDataError(
+                f"clients must be a sequence of drflmodel.Client; got {type(clients).__name__}")
         clients = list(clients)
         if not clients:
             raise InvalidDataError("clients must contain at least one Client")
@@ -216,7 +223,7 @@ class VerticalFederation:
         blocks = list(blocks)
         if not blocks:
             raise InvalidDataError("blocks must contain at least one party block")
-        self.blocks = [as_finite_array(B, f"blocks[{k}]", ndim=2) for k, B in enumerate(blocks)]
+        self.blocks = [as_finite_array(B, f"blocks[{k}]", ndim=2).copy() for k, B in enumerate(blocks)]
         rows = {B.shape[0] for B in self.blocks}
         if len(rows) != 1:
             raise InvalidDataError(
@@ -224,22 +231,29 @@ class VerticalFederation:
         n = self.blocks[0].shape[0]
         if n < 1:
             raise InvalidDataError("blocks must hold at least one row")
-        self.y = as_finite_array(y, "y", ndim=1)
+        self.y = as_finite_array(y, "y", ndim=1).copy()
         if self.y.shape[0] != n:
             raise InvalidDataError(f"y has {self.y.shape[0]} rows but the blocks have {n}")
         _check_labels(self.y, "y")
-        g = np.asarray(group, dtype=object).ravel()
+        g = np.asarray(group, dtype=object)
+        if g.ndim != 1:
+            raise InvalidDataError(f"group must be 1-dimensional (one label per row); got shape {g.shape}")
         if g.shape[0] != n:
             raise InvalidDataError(f"group has {g.shape[0]} rows but the blocks have {n}")
-        try:
-            codes = np.array([_GROUP_CODES[v.item() if hasattr(v, "item") else v] for v in g], dtype=int)
-        except (KeyError, TypeError):
-            bad = [v for v in set(g.tolist()) if v not in _GROUP_CODES][:5]
-            raise InvalidDataError(f"group values must be in {{'a', 'b'}} or {{0, 1}}; found {bad}") from None
+
+        def _code(v):
+            v = v.item() if hasattr(v, "item") else v
+            try:
+                return _GROUP_CODES[v]
+            except (KeyError, TypeError):
+                raise InvalidDataError(
+                    f"group values must be in {{'a', 'b'}} or {{0, 1}}; found {v!r}") from None
+
+        codes = np.array([_code(v) for v in g], dtype=int)
         self.group = codes
         active = [check_int(k, "active", 0, len(self.blocks) - 1) for k in np.atleast_1d(active)]
         if not active:
-            raise InvalidDataError("active must name at least one party")
+            raise InvalidParameterError("active must name at least one party")
         self.active = sorted(set(active))
         self.in_a = codes == 0
         self.in_b = codes == 1
