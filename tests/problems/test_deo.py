@@ -1,0 +1,500 @@
+"""Tests of DEOConstrained (spec fair-vfl-deo §3): every answer is checked against an independent
+route -- SciPy SLSQP on formulas written here from the raw arrays, multi-start local searches,
+closed forms, finite differences -- never against numbers produced by the code under test."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import drflmodel as dm
+from drflmodel.errors import InvalidDataError, InvalidParameterError
+from drflmodel.losses import Hinge, Logistic, Squared
+from drflmodel.problems.deo import DEOConstrained
+from drflmodel.problems._deo_sdp import QuadraticDEO, build_shor_sdp, dual_function, extract_theta
+
+import cvxpy as cp
+
+
+# ---------------------------------------------------------------------------------------------
+# data built directly (raw arrays kept for the independent formulas)
+# ---------------------------------------------------------------------------------------------
+def make_data(n=120, dims=(2, 2), seed=0, shift=1.0, intercept=True):
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, 2, n)
+    m = sum(dims)
+    X = rng.standard_normal((n, m)) + shift * g[:, None] * np.linspace(1.0, 0.2, m)
+    w = rng.standard_normal(m)
+    y = np.where(X @ w + 0.5 * rng.standard_normal(n) + 0.8 * g > 0, 1.0, -1.0)
+    dims = list(dims)
+    if intercept:
+        X = np.hstack([X, np.ones((n, 1))])
+        dims[-1] += 1
+    edges = np.cumsum([0] + dims)
+    blocks = [X[:, a:b] for a, b in zip(edges[:-1], edges[1:])]
+    vf = dm.VerticalFederation(blocks, y, g, active=[0])
+    return vf, X, y, g
+
+
+def logistic_L(theta, X, y, l2):
+    return np.mean(np.logaddexp(0.0, -y * (X @ theta))) + 0.5 * l2 * theta @ theta
+
+
+def logistic_L_grad(theta, X, y, l2):
+    s = -y / (1.0 + np.exp(y * (X @ theta)))
+    return X.T @ s / len(y) + l2 * theta
+
+
+def group_masks(y, g):
+    return (g == 0) & (y == 1), (g == 1) & (y == 1)
+
+
+def slsqp(fun, jac, cons, x0, ftol=1e-15):
+    return minimize(fun, x0, jac=jac, method="SLSQP", constraints=cons,
+                    options={"ftol": ftol, "maxiter": 1000})
+
+
+# ---------------------------------------------------------------------------------------------
+# "linear" (Donini): exact convex problem
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps,seed,swap", [(0.01, 0, False), (0.03, 1, False), (0.01, 0, True)])
+def test_linear_matches_slsqp_theta_and_multipliers(eps, seed, swap):
+    vf, X, y, g = make_data(seed=seed)
+    if swap:  # swapping a and b swaps lambda1 and lambda2 (spec §3.6)
+        g = 1 - g
+        vf = dm.VerticalFederation(vf.blocks, y, g, active=[0])
+    l2 = 0.05
+    sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="linear", l2=l2).solve()
+    Na, Nb = group_masks(y, g)
+    d = X[Na].mean(0) - X[Nb].mean(0)
+    D = lambda t: -0.5 * d @ t  # noqa: E731
+    cons = [{"type": "ineq", "fun": lambda t: eps - D(t), "jac": lambda t: 0.5 * d},   # (5a)
+            {"type": "ineq", "fun": lambda t: eps + D(t), "jac": lambda t: -0.5 * d}]  # (5b)
+    ref = slsqp(lambda t: logistic_L(t, X, y, l2), lambda t: logistic_L_grad(t, X, y, l2),
+                cons, np.zeros(X.shape[1]))
+    assert ref.success
+    assert sol.status == "optimal"
+    np.testing.assert_allclose(sol.theta, ref.x, atol=1e-6)
+    lam_ref = np.asarray(ref.multipliers, float)
+    np.testing.assert_allclose([sol.duals["lambda1"], sol.duals["lambda2"]], lam_ref, atol=1e-6)
+    assert max(lam_ref) > 1e-3, "the instance must have an active constraint"
+    assert abs(sol.value - ref.fun) <= 1e-9
+    assert sol.lower_bound <= sol.upper_bound + 1e-10
+
+
+def test_linear_complementary_slackness_and_kkt():
+    vf, X, y, g = make_data(seed=2)
+    for eps in (0.0, 0.005, 0.02, 0.05):
+        sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="linear", l2=0.02).solve()
+        l1, l2_ = sol.duals["lambda1"], sol.duals["lambda2"]
+        Na, Nb = group_masks(y, g)
+        D = -0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta
+        assert abs(D) <= eps + 1e-9
+        assert abs(l1 * (D - eps)) <= 1e-8 and abs(l2_ * (-D - eps)) <= 1e-8
+        if eps > 0:
+            assert min(l1, l2_) <= 1e-7  # both sides cannot be active
+        assert sol.info["kkt"]["stationarity"] <= 1e-6
+        assert sol.status == "optimal"
+
+
+def test_linear_large_eps_inactive_equals_unconstrained():
+    vf, X, y, g = make_data(seed=3)
+    l2 = 0.03
+    sol = DEOConstrained(vf, Logistic(), 100.0, fairness_loss="linear", l2=l2).solve()
+    ref = minimize(lambda t: logistic_L(t, X, y, l2), np.zeros(X.shape[1]),
+                   jac=lambda t: logistic_L_grad(t, X, y, l2), method="BFGS", options={"gtol": 1e-12})
+    np.testing.assert_allclose(sol.theta, ref.x, atol=1e-6)
+    assert sol.duals["lambda1"] <= 1e-8 and sol.duals["lambda2"] <= 1e-8
+    assert sol.status == "optimal"
+
+
+def test_linear_donini_convention_is_twice_eps():
+    vf, X, y, g = make_data(seed=0)
+    a = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="linear", l2=0.05).solve()
+    b = DEOConstrained(vf, Logistic(), 0.02, fairness_loss="linear", l2=0.05,
+                       tolerance_convention="donini").solve()
+    np.testing.assert_allclose(a.theta, b.theta, atol=1e-7)
+    np.testing.assert_allclose(b.duals["lambda2_donini"], 0.5 * a.duals["lambda2"], atol=1e-7)
+    Na, Nb = group_masks(y, g)
+    inner = (X[Na].mean(0) - X[Nb].mean(0)) @ b.theta
+    assert abs(inner) <= 0.02 + 1e-9  # Donini's |<theta, u_a - u_b>| <= eps
+
+
+def test_linear_squared_objective_on_pm1_labels_matches_closed_form():
+    """Squared objective + linear constraint: KKT is a linear system (independent route)."""
+    vf, X, y, g = make_data(seed=4)
+    l2, eps = 0.1, 0.01
+    sol = DEOConstrained(vf, Squared(), eps, fairness_loss="linear", l2=l2).solve()
+    Na, Nb = group_masks(y, g)
+    d = X[Na].mean(0) - X[Nb].mean(0)
+    n, m = X.shape
+    H = 2 * X.T @ X / n + l2 * np.eye(m)
+    rhs = 2 * X.T @ y / n
+    # active side: D = -d.t/2 = s*eps with s = sign of the unconstrained D
+    t_u = np.linalg.solve(H, rhs)
+    s = np.sign(-0.5 * d @ t_u)
+    K = np.block([[H, -0.5 * d[:, None]], [-0.5 * d[None, :], np.zeros((1, 1))]])
+    sol_kkt = np.linalg.solve(K, np.concatenate([rhs, [s * eps]]))
+    np.testing.assert_allclose(sol.theta, sol_kkt[:m], atol=1e-7)
+    assert abs(sol.duals["rho"] - sol_kkt[m]) <= 1e-6  # H t - rhs + rho * grad D = 0
+
+
+def test_hinge_linear_certificate_is_valid():
+    vf, X, y, g = make_data(seed=5)
+    sol = DEOConstrained(vf, Hinge(), 0.01, fairness_loss="linear", l2=0.05).solve()
+    assert sol.status in ("optimal", "optimal_within_gap")
+    assert sol.lower_bound <= sol.upper_bound + 1e-9
+    Na, Nb = group_masks(y, g)
+    assert abs(0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta) <= 0.01 + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# P_c (spec §3.4 (c4))
+# ---------------------------------------------------------------------------------------------
+def test_penalty_c_linear_matches_independent_minimization():
+    vf, X, y, g = make_data(seed=0)
+    l2, eps, c = 0.05, 0.01, 0.05
+    sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="linear", l2=l2, penalty_c=c).solve()
+    Na, Nb = group_masks(y, g)
+    d = X[Na].mean(0) - X[Nb].mean(0)
+
+    def Pc(t):
+        v = max(abs(-0.5 * d @ t) - eps, 0.0)
+        return logistic_L(t, X, y, l2) + v * v / (2 * c)
+
+    def Pc_grad(t):
+        D = -0.5 * d @ t
+        v = max(abs(D) - eps, 0.0)
+        return logistic_L_grad(t, X, y, l2) + (np.sign(D) * v / c) * (-0.5 * d)
+
+    ref = minimize(Pc, np.zeros(X.shape[1]), jac=Pc_grad, method="BFGS", options={"gtol": 1e-12})
+    np.testing.assert_allclose(sol.theta, ref.x, atol=1e-6)
+    D = -0.5 * d @ ref.x
+    lam_ref = np.array([max(D - eps, 0), max(-D - eps, 0)]) / c
+    np.testing.assert_allclose([sol.duals["lambda1"], sol.duals["lambda2"]], lam_ref, atol=1e-5)
+    assert sol.status == "optimal"
+    # fixed point: DEO = eps + c * lambda_active (spec N8)
+    assert abs(abs(D) - (eps + c * lam_ref.max())) <= 1e-9
+
+
+def test_penalty_c_tends_to_constrained_solution():
+    vf, X, y, g = make_data(seed=0)
+    exact = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="linear", l2=0.05).solve()
+    errs = []
+    for c in (1e-1, 1e-2, 1e-3):
+        s = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="linear", l2=0.05, penalty_c=c).solve()
+        errs.append(abs(s.duals["rho"] - exact.duals["rho"]))
+    assert errs[2] < errs[1] < errs[0]
+    assert errs[2] <= 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# "squared": Shor SDP, rank one, S-lemma certificate, hard case
+# ---------------------------------------------------------------------------------------------
+def qcqp_multistart(q_fun, D_fun, m, eps, starts=20, seed=0):
+    rng = np.random.default_rng(seed)
+    best = np.inf
+    cons = [{"type": "ineq", "fun": lambda t: eps - D_fun(t)},
+            {"type": "ineq", "fun": lambda t: eps + D_fun(t)}]
+    for _ in range(starts):
+        r = minimize(q_fun, rng.standard_normal(m), method="SLSQP", constraints=cons,
+                     options={"ftol": 1e-14, "maxiter": 500})
+        if r.success and abs(D_fun(r.x)) <= eps + 1e-8:
+            best = min(best, r.fun)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_squared_sdp_rank_one_matches_multistart_and_certificate(seed):
+    vf, X, y, g = make_data(n=100, dims=(2, 2), seed=seed, shift=1.5)
+    l2 = 0.02
+    Na, Nb = group_masks(y, g)
+    n, m = X.shape
+    q_fun = lambda t: np.mean((X @ t - y) ** 2) + 0.5 * l2 * t @ t  # noqa: E731
+    D_fun = lambda t: np.mean((X[Na] @ t - 1) ** 2) - np.mean((X[Nb] @ t - 1) ** 2)  # noqa: E731
+    # eps = 30 % of the unconstrained model's |D|: the constraint is active
+    theta_u = np.linalg.solve(X.T @ X / n + 0.5 * l2 * np.eye(m), X.T @ y / n)
+    eps = 0.3 * abs(D_fun(theta_u))
+    prob = DEOConstrained(vf, Squared(), eps, fairness_loss="squared", l2=l2)
+    sol = prob.solve()
+    assert sol.status == "optimal"
+    assert sol.info["rank_ratio"] <= 1e-6
+    best = qcqp_multistart(q_fun, D_fun, m, eps, seed=seed)
+    assert abs(sol.value - q_fun(sol.theta)) <= 1e-12
+    assert abs(D_fun(sol.theta)) <= eps + 1e-8
+    assert abs(sol.value - best) <= 1e-6 * max(1.0, abs(best))
+    assert best >= sol.lower_bound - 1e-9  # no local search beats the certified lower bound
+    # S-lemma: A0 + rho A is PSD, recomputed from the raw data
+    A0 = X.T @ X / n + 0.5 * l2 * np.eye(m)
+    A = X[Na].T @ X[Na] / Na.sum() - X[Nb].T @ X[Nb] / Nb.sum()
+    assert np.linalg.eigvalsh(A0 + sol.duals["rho"] * A)[0] >= -1e-9
+    assert sol.info["s_lemma"]["holds"]
+    assert abs(sol.duals["rho"]) > 1e-4, "the instance must have an active constraint"
+
+
+def test_same_with_squared_loss_is_the_sdp_case():
+    vf, *_ = make_data(n=80, seed=1)
+    a = DEOConstrained(vf, Squared(), 0.02, fairness_loss="same", l2=0.02)
+    assert a.problem_class == "squared_fair_qcqp"
+    b = DEOConstrained(vf, Squared(), 0.02, fairness_loss="squared", l2=0.02)
+    np.testing.assert_allclose(a.solve().theta, b.solve().theta, atol=1e-9)
+
+
+def test_quadratic_data_matches_losses():
+    vf, X, y, g = make_data(n=90, seed=3)
+    prob = DEOConstrained(vf, Squared(), 0.1, fairness_loss="squared", l2=0.3)
+    q = prob.quadratic
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        t = rng.standard_normal(X.shape[1])
+        assert abs(q.q0(t) - prob.loss_value(t)) <= 1e-10
+        assert abs(q.D(t) - prob.fairness_gap(t)) <= 1e-10
+
+
+def test_sdp_hard_case():
+    """min |t|^2 - 2c t_1  s.t. |t_1^2 - t_2^2| <= eps with c^2 > 4 eps: the optimal multiplier
+    rho = 1 makes A0 + rho A = diag(2, 0) singular (trust-region hard case); the optima are
+    (c/2, +-sqrt(c^2/4 - eps)) with value -c^2/2 - eps, so the SDP face is not a singleton."""
+    c, eps = 1.0, 0.1
+    q = QuadraticDEO(np.eye(2), np.array([c, 0.0]), 0.0, np.diag([1.0, -1.0]), np.zeros(2))
+    E = cp.Parameter(nonneg=True, value=eps)
+    prob, Y, (ca, cb) = build_shor_sdp(q, E)
+    prob.solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    lam = np.array([ca.dual_value, cb.dual_value], float).ravel()
+    assert abs(lam[0] - lam[1] - 1.0) <= 1e-5
+    theta, info = extract_theta(q, Y.value, lam, eps)
+    assert info["method"] == "hard_case"
+    assert info["rank_ratio"] > 1e-3
+    p_star = -c * c / 2 - eps
+    assert abs(q.q0(theta) - p_star) <= 1e-5
+    assert abs(abs(q.D(theta)) - eps) <= 1e-6
+    assert abs(abs(theta[1]) - np.sqrt(c * c / 4 - eps)) <= 1e-4
+    lb, delta, _ = dual_function(q, lam, eps)
+    assert lb <= p_star + 1e-12 and lb >= p_star - 1e-4
+
+
+# ---------------------------------------------------------------------------------------------
+# "same" (logistic, the paper's setting): the §3.5 procedure
+# ---------------------------------------------------------------------------------------------
+def logistic_multistart(X, y, g, l2, eps, starts=8, seed=0):
+    Na, Nb = group_masks(y, g)
+
+    def D(t):
+        return np.mean(np.logaddexp(0, -X[Na] @ t)) - np.mean(np.logaddexp(0, -X[Nb] @ t))
+
+    cons = [{"type": "ineq", "fun": lambda t: eps - D(t)}, {"type": "ineq", "fun": lambda t: eps + D(t)}]
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(starts):
+        r = slsqp(lambda t: logistic_L(t, X, y, l2), lambda t: logistic_L_grad(t, X, y, l2), cons,
+                  0.5 * rng.standard_normal(X.shape[1]), ftol=1e-13)
+        if abs(D(r.x)) <= eps + 1e-9:
+            vals.append(r.fun)
+    return min(vals), D
+
+
+@pytest.mark.parametrize("seed,shift", [(0, 2.0), (2, 3.0)])
+def test_same_logistic_bounds_and_status(seed, shift):
+    vf, X, y, g = make_data(n=150, dims=(2, 2), seed=seed, shift=shift)
+    l2, eps = 2 / 150, 0.01
+    sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="same", l2=l2, n_starts=1).solve()
+    assert sol.lower_bound <= sol.upper_bound + 1e-10
+    best, D = logistic_multistart(X, y, g, l2, eps, seed=seed)
+    assert abs(D(sol.theta)) <= eps + 1e-8
+    assert abs(sol.value - logistic_L(sol.theta, X, y, l2)) <= 1e-12
+    assert best >= sol.lower_bound - 1e-9  # the lower bound is valid
+    rho = sol.duals["rho"]
+    box = sol.info["convexity_box"]
+    if sol.status == "optimal":
+        # certified: no multi-start local search beats it
+        assert best >= sol.value - 1e-7
+        assert sol.certificate in ("lagrangian_convex", "penalty_bound_attained", "unconstrained_feasible")
+        assert box[0] - 1e-9 <= rho <= box[1] + 1e-9
+    else:
+        assert sol.status == "local"
+        assert not (box[0] <= rho <= box[1])  # the (c2) certificate did not apply
+        assert sol.info["kkt"]["stationarity"] <= 1e-5
+        assert sol.info["kkt"]["complementarity"] <= 1e-7
+        assert sol.gap > 0
+    # the two instances are chosen so that both outcomes are exercised
+    assert sol.status == ("local" if seed == 0 else "optimal")
+
+
+def test_same_logistic_unconstrained_feasible():
+    vf, X, y, g = make_data(n=100, seed=1)
+    sol = DEOConstrained(vf, Logistic(), 5.0, fairness_loss="same", l2=0.02).solve()
+    assert sol.status == "optimal" and sol.certificate == "unconstrained_feasible"
+    ref = minimize(lambda t: logistic_L(t, X, y, 0.02), np.zeros(X.shape[1]),
+                   jac=lambda t: logistic_L_grad(t, X, y, 0.02), method="BFGS", options={"gtol": 1e-12})
+    np.testing.assert_allclose(sol.theta, ref.x, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_same_logistic_more_instances(seed):
+    vf, X, y, g = make_data(n=200, dims=(3, 2), seed=seed, shift=2.5)
+    l2 = 0.01
+    for eps in (0.005, 0.05):
+        sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="same", l2=l2, n_starts=2).solve()
+        best, D = logistic_multistart(X, y, g, l2, eps, starts=12, seed=seed)
+        assert sol.lower_bound <= sol.upper_bound + 1e-10
+        assert best >= sol.lower_bound - 1e-9
+        if sol.status == "optimal":
+            assert best >= sol.value - 1e-7
+        else:
+            assert sol.status == "local"
+
+
+def test_penalty_c_same_is_local_or_certified_with_valid_bound():
+    vf, X, y, g = make_data(n=150, dims=(2, 2), seed=0, shift=2.0)
+    sol = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="same", l2=2 / 150, penalty_c=0.01,
+                         n_starts=1).solve()
+    assert sol.status in ("local", "optimal")
+    assert sol.lower_bound <= sol.upper_bound + 1e-10
+    D = sol.info["D"]
+    np.testing.assert_allclose(sol.duals["lambda1"] - sol.duals["lambda2"],
+                               np.sign(D) * max(abs(D) - 0.01, 0) / 0.01, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy side: objective, gradients, nu (paper (12)), party views
+# ---------------------------------------------------------------------------------------------
+def test_objective_infeasible_is_inf_and_violation():
+    vf, X, y, g = make_data(seed=0)
+    p = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="same", l2=0.1)
+    t = np.zeros(X.shape[1])
+    assert p.objective(t) == pytest.approx(np.log(2.0))
+    t[0] = 5.0
+    assert p.constraint_violation(t) > 0.01
+    assert p.objective(t) == np.inf
+    pc = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="same", l2=0.1, penalty_c=0.1)
+    v = pc.constraint_violation(t)
+    assert pc.objective(t) == pytest.approx(p.loss_value(t) + v * v / 0.2)
+
+
+@pytest.mark.parametrize("fl", ["linear", "squared", "same"])
+def test_nu_is_derivative_of_lagrangian_in_scores(fl):
+    vf, X, y, g = make_data(n=40, seed=1)
+    p = DEOConstrained(vf, Logistic(), 0.01, fairness_loss=fl, l2=0.1)
+    rng = np.random.default_rng(0)
+    t = 0.3 * rng.standard_normal(X.shape[1])
+    lam = np.array([0.7, 0.2])
+    z = X @ t
+
+    def f_of_z(zz):  # f(theta, lambda) with the scores as free variables (regularizer constant)
+        Na, Nb = group_masks(y, g)
+        l = np.logaddexp(0, -y * zz)
+        if fl == "linear":
+            lf = 0.5 * (1 - y * zz)
+        elif fl == "squared":
+            lf = (zz - y) ** 2
+        else:
+            lf = l
+        D = lf[Na].mean() - lf[Nb].mean()
+        return l.mean() + lam[0] * (D - 0.01) - lam[1] * (D + 0.01)
+
+    h = 1e-6
+    fd = np.array([(f_of_z(z + h * e) - f_of_z(z - h * e)) / (2 * h) for e in np.eye(len(z))])
+    np.testing.assert_allclose(p.nu(z, lam), fd, atol=1e-8)
+    # and the theta-gradient by finite differences of the Lagrangian
+    fdt = np.array([(p.lagrangian(t + h * e, lam) - p.lagrangian(t - h * e, lam)) / (2 * h)
+                    for e in np.eye(len(t))])
+    np.testing.assert_allclose(p.lagrangian_gradient(t, lam), fdt, atol=1e-7)
+
+
+def test_party_views():
+    vf, X, y, g = make_data(n=50, dims=(2, 3), seed=2)
+    p = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="same", l2=0.1)
+    rng = np.random.default_rng(1)
+    t = rng.standard_normal(X.shape[1])
+    lam = (0.3, 0.0)
+    views = [p.client_view(k) for k in range(vf.n_parties)]
+    blocks = p.party_blocks(t)
+    z = sum(v.partial_scores(b) for v, b in zip(views, blocks))
+    np.testing.assert_allclose(z, X @ t, atol=1e-12)
+    active, passive = views[0], views[1]
+    assert active.is_active and not passive.is_active
+    nu = active.nu(z, lam)  # the server sends the same nu to passive parties
+    full = p.lagrangian_gradient(t, lam)
+    for k, (v, b) in enumerate(zip(views, blocks)):
+        np.testing.assert_allclose(v.block_gradient(nu, b), full[vf.block_slices[k]], atol=1e-12)
+    np.testing.assert_allclose(active.local_gradient(z, blocks[0], lam), full[vf.block_slices[0]], atol=1e-12)
+    new0 = blocks[0] + 0.1
+    t2 = t.copy()
+    t2[vf.block_slices[0]] = new0
+    np.testing.assert_allclose(active.local_scores(z, new0, blocks[0]), X @ t2, atol=1e-12)
+    with pytest.raises(InvalidParameterError, match="passive"):
+        passive.nu(z, lam)
+    with pytest.raises(InvalidParameterError):
+        p.client_view(vf.n_parties)
+
+
+def test_metrics_on_solution_and_serialization():
+    vf, X, y, g = make_data(seed=0)
+    sol = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="linear", l2=0.05).solve()
+    m = sol.info["metrics"]
+    yhat = np.where(X @ sol.theta >= 0, 1.0, -1.0)
+    assert m["accuracy"] == pytest.approx(np.mean(yhat == y))
+    Na, Nb = group_masks(y, g)
+    tpr = lambda mask: np.mean(yhat[mask] == 1)  # noqa: E731
+    assert m["deo_01"] == pytest.approx(abs(tpr(Na) - tpr(Nb)))
+    assert m["dfn"] == pytest.approx(m["deo_01"])
+    fpr = lambda s: np.mean(yhat[(g == s) & (y == -1)] == 1)  # noqa: E731
+    assert m["dfp"] == pytest.approx(abs(fpr(0) - fpr(1)))
+    assert m["deo_surrogate"] == pytest.approx(sol.info["DEO"])
+    la = np.mean(np.logaddexp(0, -X[Na] @ sol.theta)) - np.mean(np.logaddexp(0, -X[Nb] @ sol.theta))
+    assert m["deo_objective_loss"] == pytest.approx(abs(la))
+    json.dumps(sol.to_dict())
+    assert len(sol.info["theta_blocks"]) == vf.n_parties
+
+
+def test_sweep_eps_value_function_nonincreasing():
+    vf, *_ = make_data(seed=1)
+    p = DEOConstrained(vf, Logistic(), 0.001, fairness_loss="linear", l2=0.05)
+    sols = p.sweep("eps", [0.001, 0.005, 0.02, 0.1])
+    vals = [s.value for s in sols]
+    assert all(s.status == "optimal" for s in sols)
+    assert all(a >= b - 1e-10 for a, b in zip(vals, vals[1:]))
+    assert [s.info["eps"] for s in sols] == [0.001, 0.005, 0.02, 0.1]
+    with pytest.raises(InvalidParameterError, match="eps"):
+        p.set_parameter("eps", -1.0)
+    with pytest.raises(InvalidParameterError):
+        p.set_parameter("l2", 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------
+def test_bad_inputs():
+    vf, X, y, g = make_data(n=60, seed=0)
+    with pytest.raises(InvalidParameterError, match="eps"):
+        DEOConstrained(vf, Logistic(), -0.1)
+    with pytest.raises(InvalidParameterError, match="fairness_loss"):
+        DEOConstrained(vf, Logistic(), 0.1, fairness_loss="cubic")
+    with pytest.raises(InvalidParameterError, match="penalty_c"):
+        DEOConstrained(vf, Logistic(), 0.1, penalty_c=0.0)
+    with pytest.raises(InvalidParameterError, match="tolerance_convention"):
+        DEOConstrained(vf, Logistic(), 0.1, tolerance_convention="other")
+    with pytest.raises(InvalidParameterError, match="donini"):
+        DEOConstrained(vf, Logistic(), 0.1, fairness_loss="same", tolerance_convention="donini")
+    with pytest.raises(InvalidParameterError, match="l2"):
+        DEOConstrained(vf, Logistic(), 0.1, l2=-1.0)
+    with pytest.raises(InvalidParameterError, match="loss"):
+        DEOConstrained(vf, "logistic", 0.1)
+    fed = dm.Federation.from_arrays([X], [y], task="classification")
+    with pytest.raises(InvalidDataError, match="VerticalFederation"):
+        DEOConstrained(fed, Logistic(), 0.1)
+    # a protected group without favourable-label rows
+    y_bad = y.copy()
+    y_bad[g == 1] = -1.0
+    with pytest.raises(InvalidDataError, match="favourable"):
+        DEOConstrained(dm.VerticalFederation(vf.blocks, y_bad, g), Logistic(), 0.1)
+    # party blocks with mismatched rows
+    with pytest.raises(InvalidDataError, match="rows"):
+        DEOConstrained(dm.VerticalFederation([vf.blocks[0], vf.blocks[1][:-1]], y, g), Logistic(), 0.1)
+    p = DEOConstrained(vf, Logistic(), 0.1)
+    with pytest.raises(InvalidDataError, match="theta"):
+        p.objective(np.zeros(3))
