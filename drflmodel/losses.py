@@ -202,7 +202,8 @@ class EpsilonInsensitive(Loss):
 
     def dphi(self, z):
         z = np.asarray(z, float)
-        return np.where(z > self.eps, 1.0, np.where(z < -self.eps, -1.0, 0.0))
+        # right derivative at the kinks (+1 at z = eps, 0 at z = -eps), as the base class documents
+        return np.where(z >= self.eps, 1.0, np.where(z < -self.eps, -1.0, 0.0))
 
     def phi_expr(self, z):
         return cp.pos(cp.abs(z) - self.eps)
