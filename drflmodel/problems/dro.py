@@ -57,6 +57,9 @@ _OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 
 CERTIFICATE = "fixed-weight minimization at dual weights"
 
+#: sweepable parameter name -> attribute of the weight set holding its ``cp.Parameter``
+_SET_PARAMETERS = {"alpha": "cap_param", "rho": "rho_param", "radius": "radius_param"}
+
 
 class WeightedMinMax(Problem):
     r"""Shared machinery of :math:`\min_\theta\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)`
@@ -143,7 +146,10 @@ class WeightedMinMax(Problem):
 
     def _strong_convexity_bound(self, lam: np.ndarray, theta: np.ndarray):
         r""":math:`g(\hat\theta)-\|s\|^2/(2\mu)` with :math:`g=\sum\lambda_if_i`, :math:`s` a
-        subgradient and :math:`\mu=\sum_i\lambda_i\mu_i>0`; ``None`` when :math:`\mu=0`."""
+        subgradient and :math:`\mu=\sum_i\lambda_i\mu_i>0`; ``None`` when :math:`\mu=0` or the
+        loss is not smooth (valid there too, but loose at kinks)."""
+        if not np.isfinite(self.loss.smoothness):
+            return None       # a kink's one-sided derivative is a poor subgradient: use the solver
         mu = float(lam @ self.objectives.strong_convexity())
         if not mu > 0:
             return None
@@ -161,7 +167,7 @@ class WeightedMinMax(Problem):
         losses = self.client_losses(theta)
         U, lam_wc = W.worst_case(losses)
         lam_raw = self._raw_dual_weights()
-        lam = W.project(lam_raw)          # exactly feasible, so L below is a valid bound
+        lam, projected = _feasible_weights(W, lam_raw)
         psi = float(W.psi(lam))
         t0 = time.perf_counter()
         fixed = self.fixed_weight_minimum(lam, solver=solver)
@@ -181,6 +187,7 @@ class WeightedMinMax(Problem):
             # saddle residuals
             "stationarity_residual": float(np.linalg.norm(grad_at_opt)),   # ||Σ λ*_i ∇f_i(θ*)||
             "dual_feasibility_residual": float(np.linalg.norm(lam - lam_raw)),
+            "dual_weights_projected": projected,
             "dual_optimality_residual": float(U - (lam @ losses - psi)),   # U − F(θ*, λ*) >= 0
             "primal_optimality_residual": float((lam @ losses - psi) - L),  # F(θ*, λ*) − L >= 0
             "worst_case_weights_numpy": lam_wc,
@@ -192,6 +199,19 @@ class WeightedMinMax(Problem):
         return Solution(theta=theta, weights=lam, client_losses=losses, value=float(U),
                         lower_bound=float(L), upper_bound=float(U), status="optimal",
                         certificate=self.certificate_name, duals=duals, info=info)
+
+
+def _feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-9):
+    """The multipliers as a point of :math:`\Lambda` (the lower bound needs :math:`\lambda\in\Lambda`).
+
+    Tiny negative entries are clipped; if the result lies in :math:`\Lambda` up to ``tol`` (solver
+    round-off, which moves the bound by at most ``tol`` times the loss scale) it is kept as is, else
+    it is projected with ``W.project``. (Keeping near-feasible multipliers avoids the projection's
+    own error, e.g. an iterative solve for an l1 ball.) Returns ``(lam, projected)``."""
+    lam = np.maximum(lam_raw, 0.0)
+    if W.contains(lam, tol=tol):
+        return lam, False
+    return np.asarray(W.project(lam_raw), float), True
 
 
 class FederatedDRO(WeightedMinMax):
@@ -240,7 +260,9 @@ class FederatedDRO(WeightedMinMax):
         cons = []
         if isinstance(expr, tuple):  # a set may return (expression, constraints)
             expr, cons = expr
-        self._parameters = {p.name(): p for p in expr.parameters()}
+        in_problem = {p.id for p in expr.parameters()}
+        self._parameters = {nm: getattr(self.weights, attr) for nm, attr in _SET_PARAMETERS.items()
+                            if getattr(getattr(self.weights, attr, None), "id", None) in in_problem}
         return expr, list(cons)
 
     def _extra_duals(self) -> dict:
@@ -256,21 +278,36 @@ class FederatedDRO(WeightedMinMax):
         return float(self.weights.worst_case(self.client_losses(theta))[0])
 
     def set_parameter(self, name: str, value) -> None:
-        """Set a parameter of the weight set (validated by the set). If the built problem holds
-        the set's ``cp.Parameter`` of that name, the next solve reuses the compiled problem (DPP);
-        otherwise the problem is rebuilt on the next solve."""
+        """Change a parameter of the weight set (validated by the set).
+
+        Parameters with a ``set_<name>`` method on the set (``alpha`` of CVaR/HCVaR, ``rho`` of
+        ChiSquare, ``radius`` of LpBall) update the set's ``cp.Parameter`` in place, so the next
+        solve reuses the compiled problem (DPP) -- unless the structure of the support expression
+        changes (``rho`` crossing 0 for ChiSquare), which triggers a rebuild. Any other constructor
+        parameter of the set (e.g. ``q`` of QFFL) builds a new set of the same type and rebuilds.
+        """
         W = self.weights
-        if hasattr(W, "set_parameter"):
-            W.set_parameter(name, value)
-        elif callable(getattr(W, f"set_{name}", None)):
+        if callable(getattr(W, f"set_{name}", None)):
+            before = self._structure_key()
             getattr(W, f"set_{name}")(value)
-        else:
-            raise InvalidParameterError(
-                f"{type(W).__name__} has no sweepable parameter {name!r}")
-        if self._cp_problem is not None:
-            names = {p.name() for p in self._cp_problem.parameters()}
-            if name not in names or getattr(W, "structure_changed", False):
-                self._cp_problem = None    # not a DPP parameter of the built problem: rebuild
+            if self._cp_problem is not None and (before != self._structure_key()
+                                                 or not self._cp_problem.parameters()):
+                self._cp_problem = None
+            return
+        params = W.params()
+        if name in params and name != "n":
+            new = type(W)(**{**params, name: value})
+            self.weights = new
+            self._cp_problem = None
+            return
+        raise InvalidParameterError(
+            f"{type(W).__name__} has no parameter {name!r}; available: "
+            f"{sorted(k for k in params if k != 'n')}")
+
+    def _structure_key(self):
+        """What decides the shape of the support expression besides DPP parameters."""
+        rho = getattr(self.weights, "rho", None)
+        return (type(self.weights).__name__, None if rho is None else rho == 0)
 
     def __repr__(self) -> str:
         return (f"FederatedDRO(n_clients={self.n_clients}, dim={self.dim}, loss={self.loss!r}, "

@@ -44,7 +44,7 @@ from ..errors import InvalidParameterError
 from ..solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from .. import sets as _sets
 from ._base import SOLVER_OPTIONS, installed_solvers
-from .dro import WeightedMinMax
+from .dro import WeightedMinMax, _feasible_weights
 
 __all__ = ["FairnessAwareFL"]
 
@@ -184,7 +184,7 @@ class FairnessAwareFL(WeightedMinMax):
         return self._eta + self._cap @ cp.pos(t - self._eta), []
 
     def _extra_duals(self) -> dict:
-        lam = self.weights.project(self._raw_dual_weights())
+        lam = _feasible_weights(self.weights, self._raw_dual_weights())[0]
         return {"eta": float(self._eta.value), "q": lam / self.p}
 
     # ------------------------------------------------------------------ smoothed target
