@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import cvxpy as cp
 
-from ._validation import check_real
+from ._validation import check_int, check_real
 from .data import Federation
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Loss
@@ -101,8 +101,11 @@ class ClientObjectives:
 
     def minibatch_gradients(self, theta, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Unbiased minibatch gradients: client *i* samples ``batch_size`` of its own rows
-        uniformly with replacement. Returns shape ``(n, d)``."""
+        uniformly with replacement. Returns shape ``(n, d)``. ``rng`` is a
+        ``numpy.random.Generator`` (or a seed for ``numpy.random.default_rng``)."""
         theta = self._theta(theta)
+        batch_size = check_int(batch_size, "batch_size", low=1)
+        rng = np.random.default_rng(rng)
         idx = np.floor(rng.random((self.n, batch_size)) * self._sizes[:, None]).astype(int)
         rows = np.arange(self.n)[:, None]
         Xb, yb = self._X[rows, idx], self._y[rows, idx]
