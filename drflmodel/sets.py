@@ -251,7 +251,17 @@ class WeightSet:
         ``(m, n)`` array (the support function at indicator vectors; used for
         :meth:`Integrated.norm1`). Generic version: one :meth:`worst_case` per row."""
         masks = np.atleast_2d(np.asarray(masks, bool))
+        pieces = self.mass_pieces()
+        if pieces is not None:
+            G, h = pieces
+            return np.min(masks.astype(float) @ G.T + h[None, :], axis=1)
         return np.array([self.worst_case(m.astype(float))[0] for m in masks])
+
+    def mass_pieces(self):
+        """``(G, h)`` with :math:`\\max_{\\lambda\\in\\Lambda}\\sum_{i\\in S}\\lambda_i=\\min_k(G_k^\\top\\mathbf 1_S+h_k)`
+        for every :math:`S` (a min of modular functions), or ``None`` if no such form is known.
+        Used by :meth:`max_mass` and by the exact MILP for :meth:`Integrated.norm1`."""
+        return None
 
     # ---- CVXPY -------------------------------------------------------------------------
     def support_expr(self, f):
@@ -322,10 +332,10 @@ class _BoxSimplexSet(WeightSet):
     def vertices(self):
         return _box_simplex_vertices(*self._bounds())
 
-    def max_mass(self, masks):
-        masks = np.atleast_2d(np.asarray(masks, bool))
+    def mass_pieces(self):
+        """:math:`\\max\\sum_{i\\in S}\\lambda_i=\\min(u(S),\\ 1-l(S^c))=\\min(u^\\top\\mathbf 1_S,\\ l^\\top\\mathbf 1_S+1-\\sum l)`."""
         lo, up = self._bounds()
-        return np.minimum(masks @ up, 1.0 - (~masks) @ lo)
+        return np.vstack([up, lo]), np.array([0.0, 1.0 - lo.sum()])
 
     def constraints(self, var):
         lo, up = self._bounds()
@@ -362,9 +372,9 @@ class Simplex(_BoxSimplexSet):
     def vertices(self):
         return np.eye(self.n)
 
-    def max_mass(self, masks):
-        masks = np.atleast_2d(np.asarray(masks, bool))
-        return masks.any(axis=1).astype(float)
+    def mass_pieces(self):
+        """:math:`\\max\\sum_{i\\in S}\\lambda_i=\\min(|S|,1)`."""
+        return np.vstack([np.ones(self.n), np.zeros(self.n)]), np.array([0.0, 1.0])
 
     def constraints(self, var):
         return [var >= 0, cp.sum(var) == 1]
@@ -589,8 +599,11 @@ class ChiSquare(WeightSet):
             lam = np.zeros(self.n)
             lam[int(np.argmax(f))] = 1.0
         else:
-            # shift along 1 (ignored by the projection) to avoid cancellation when rho is tiny
-            lam = project_simplex(1.0 / self.n + (f - f.max()) / (self.rho * self.n))
+            # shift along 1 (ignored by the projection) to avoid cancellation when rho is tiny;
+            # entries with z_i < -1 are zero after projection anyway, so clipping at -2 is exact
+            with np.errstate(over="ignore"):
+                z = np.maximum((f - f.max()) / (self.rho * self.n), -2.0)
+            lam = project_simplex(1.0 / self.n + z)
         return float(lam @ f - self.psi(lam)), lam
 
     def contains(self, lam, tol=1e-8):
@@ -792,15 +805,17 @@ class LpBall(WeightSet):
             return _box_simplex_vertices(*self._box())
         return super().vertices()
 
-    def max_mass(self, masks):
-        masks = np.atleast_2d(np.asarray(masks, bool))
+    def mass_pieces(self):
+        """:math:`p=\\infty`: the box form; :math:`p=1`: :math:`\\min(c(S)+r/2,\\ 1,\\ |S|)` (move
+        :math:`r/2` of mass into :math:`S`, at most :math:`c(S^c)`, and none if :math:`S=\\emptyset`)."""
+        n = self.n
         if self.p == np.inf:
             lo, up = self._box()
-            return np.minimum(masks @ up, 1.0 - (~masks) @ lo)
+            return np.vstack([up, lo]), np.array([0.0, 1.0 - lo.sum()])
         if self.p == 1:
-            cS = masks @ self.center
-            return np.where(masks.any(axis=1), np.minimum(cS + self.radius / 2.0, 1.0), 0.0)
-        return super().max_mass(masks)
+            return (np.vstack([self.center, np.zeros(n), np.ones(n)]),
+                    np.array([self.radius / 2.0, 1.0, 0.0]))
+        return None
 
     # ---- CVXPY -------------------------------------------------------------------------
     def constraints(self, var):
@@ -923,7 +938,9 @@ class Integrated(WeightSet):
       :math:`\\|\\Lambda_\\varphi\\|_1=1+\\frac2{1-\\varphi}\\max_{S\\subseteq[n]}\\big[\\varphi\\,M_B(S)-(1-M_A(S^c))\\big]`
       with :math:`M_X(S)=\\max_{x\\in X}\\sum_{i\\in S}x_i` (closed forms per set). For two
       permutation-invariant sets (Simplex, CVaR) only :math:`|S|` matters: this is the
-      :math:`O(n)` formula of spec §14.2; otherwise all :math:`2^n` subsets (``n <= 20``).
+      :math:`O(n)` formula of spec §14.2; otherwise all :math:`2^n` subsets for ``n <= 16`` and
+      an exact MILP (HiGHS, zero gap) over :math:`\\mathbf 1_S` for larger ``n``, using that every
+      admissible set has :math:`M(S)=\\min_k(G_k^\\top\\mathbf 1_S+h_k)` (:meth:`WeightSet.mass_pieces`).
     """
 
     name = "integrated"
@@ -1019,13 +1036,38 @@ class Integrated(WeightSet):
         exch = (Simplex, CVaR)
         if isinstance(self.A, exch) and isinstance(self.B, exch):
             masks = np.arange(n)[None, :] < np.arange(n + 1)[:, None]        # |S| = 0..n
-        elif n <= 20:
+        elif n <= 16:
             masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
         else:
-            raise NotImplementedError(
-                f"exact ||Lambda_phi||_1 for non-permutation-invariant sets enumerates 2^n subsets; n={n} > 20")
-        neg = phi * self.B.max_mass(masks) - (1.0 - self.A.max_mass(~masks))
-        return float(1.0 + 2.0 / (1.0 - phi) * max(0.0, float(neg.max())))
+            masks = self._norm1_milp()[None, :]
+        neg = self._negative_mass(masks)
+        return float(1.0 + 2.0 / (1.0 - self.phi) * max(0.0, float(neg.max())))
+
+    def _negative_mass(self, masks):
+        """:math:`(1-\\varphi)\\max_{\\lambda}(-\\sum_{i\\in S}\\lambda_i)=\\varphi M_B(S)-(1-M_A(S^c))` per row."""
+        masks = np.atleast_2d(np.asarray(masks, bool))
+        return self.phi * self.B.max_mass(masks) - (1.0 - self.A.max_mass(~masks))
+
+    def _norm1_milp(self) -> np.ndarray:
+        """The maximizing subset :math:`S` of :meth:`norm1` by a MILP (HiGHS, zero gap):
+        :math:`\\max\\ \\varphi t_B+t_A` s.t. :math:`t_B\\le G^B_kz+h^B_k`,
+        :math:`t_A\\le G^A_k(1-z)+h^A_k`, :math:`z\\in\\{0,1\\}^n`, using :meth:`mass_pieces`."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        n, phi = self.n, self.phi
+        GA, hA = self.A.mass_pieces()
+        GB, hB = self.B.mass_pieces()
+        # variables x = (z_1..z_n, t_B, t_A)
+        c = np.r_[np.zeros(n), -phi, -1.0]
+        rows_B = np.hstack([-GB, np.ones((GB.shape[0], 1)), np.zeros((GB.shape[0], 1))])
+        rows_A = np.hstack([GA, np.zeros((GA.shape[0], 1)), np.ones((GA.shape[0], 1))])
+        cons = [LinearConstraint(rows_B, -np.inf, hB), LinearConstraint(rows_A, -np.inf, hA + GA.sum(axis=1))]
+        res = milp(c, integrality=np.r_[np.ones(n), 0, 0], constraints=cons,
+                   bounds=Bounds(np.r_[np.zeros(n), -2.0, -2.0], np.r_[np.ones(n), 2.0, 2.0]),
+                   options={"mip_rel_gap": 0.0})
+        if res.status != 0:
+            raise SolverError(f"Integrated.norm1: MILP failed ({res.message})")
+        return np.round(res.x[:n]).astype(bool)
 
     def to_dict(self):
         return {"name": self.name, "A": self.A.to_dict(), "B": self.B.to_dict(), "phi": self.phi}
