@@ -8,6 +8,7 @@ is documented in :mod:`drflmodel.solvers._base`. Names are imported lazily.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 _LAZY = {
     "Solver": ("drflmodel.solvers._base", "Solver"),
@@ -26,7 +27,8 @@ _LAZY = {
     "FairVFL": ("drflmodel.solvers.fairvfl", "FairVFL"),
     "FedBCD": ("drflmodel.solvers.fairvfl", "FedBCD"),
 }
-__all__ = sorted(_LAZY)
+# only the solvers whose module is present (the others are being written; see issue 7)
+__all__ = sorted(k for k, (m, _) in _LAZY.items() if importlib.util.find_spec(m) is not None)
 
 
 def __getattr__(name):

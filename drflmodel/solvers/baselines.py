@@ -1,0 +1,364 @@
+"""Baselines of the Scaff-PD and relative-fairness papers, full participation, vectorized.
+
+The specs name these baselines (scaffpd §6, relative-fairness §2.3 and §13) without restating
+them; the published definitions are implemented, with the deviations listed per class:
+
+* :class:`FedAvg` (McMahan et al. 2017) and :class:`Scaffold` (Karimireddy et al. 2020) solve
+  ERM :math:`\\min_\\theta\\sum_ip_if_i(\\theta)` with **fixed** weights :math:`p`: they run on a
+  :class:`~drflmodel.problems.dro.FederatedDRO` whose weight set is a single point, e.g.
+  ``CVaR(n, 1)`` (uniform :math:`p`) or ``HCVaR(p, 1)`` (:math:`p`-weighted).
+* :class:`StochasticAFL` (Mohri et al. 2019) and :class:`DRFA` (Deng et al. 2020) solve the
+  min–max problem over the problem's weight set (the simplex in the papers; any set with a
+  ``prox`` works, which for a penalized set is DRFA-Prox).
+* :class:`QFedAvg` (Li et al. 2020, Algorithm 2 "q-FedAvg") solves q-FFL on a ``FederatedDRO``
+  with a ``QFFL`` set: :math:`\\min_\\theta\\frac1{q+1}\\sum_if_i(\\theta)^{q+1}`. **Each client
+  weights its update by its own loss** :math:`F_i(\\theta^r)^q` (issue 7 flags an implementation
+  elsewhere that uses one server-side loss for every client).
+
+Default step sizes are documented recipes from the smoothness :math:`L_{xx}=\\max_iL_i`
+(``problem.objectives.smoothness()``); every step can be overridden.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_choice, check_real
+from ..errors import InvalidParameterError
+from ._base import Solver, check_batch_size, check_rounds, check_step
+from .scaffpd import _initial_weights
+
+__all__ = ["FedAvg", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
+
+_DRO = ("drflmodel.problems.dro:FederatedDRO",)
+
+
+def _smoothness(problem) -> float:
+    L = float(np.max(problem.objectives.smoothness()))
+    if not np.isfinite(L) or L <= 0:
+        raise InvalidParameterError(
+            f"the default step needs a smooth loss (L_xx finite and > 0); got L_xx={L} for "
+            f"{problem.loss!r}: pass step_size explicitly")
+    return L
+
+
+def fixed_weights(weights, n: int) -> np.ndarray:
+    """The single point of a one-point weight set (ERM weights), else raise.
+
+    A set is a single point iff its projection is constant; checked on the uniform vector and
+    on two far-apart probes.
+    """
+    probes = [np.full(n, 1.0 / n), 10.0 * np.eye(n)[0], -10.0 * np.eye(n)[-1] + np.arange(n)]
+    pts = [np.asarray(weights.project(v), float) for v in probes]
+    if not all(np.allclose(pts[0], p, atol=1e-10) for p in pts[1:]):
+        raise InvalidParameterError(
+            f"this ERM baseline needs fixed client weights, i.e. a FederatedDRO whose weight set is "
+            f"a single point (e.g. CVaR(n, 1) for uniform weights or HCVaR(p, 1) for p-weights); "
+            f"got {weights!r}")
+    return pts[0]
+
+
+def _check_bool(value, name):
+    if not isinstance(value, bool):
+        raise InvalidParameterError(f"{name} must be True or False; got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------------- ERM
+class FedAvg(Solver):
+    """FedAvg: :math:`J` local SGD steps, then :math:`\\theta^{r+1}=\\theta^r-\\eta_g\\sum_ip_i(\\theta^r-u_{i,J})`.
+
+    Parameters: ``local_steps`` :math:`J`; ``step_size`` local :math:`\\eta_\\ell` (default
+    :math:`1/(L_{xx}J)`, so one round moves about one gradient step); ``global_step``
+    :math:`\\eta_g` (default 1, plain averaging); ``batch_size``.
+
+    Communication per round: model down (:math:`n` messages, :math:`nd` floats), model update up
+    (:math:`n`, :math:`nd`). With heterogeneous clients and :math:`J>1` the fixed point is biased
+    (client drift, :math:`O(\\eta_\\ell J)`); :math:`J=1` is gradient descent and exact.
+    """
+
+    problem_types = _DRO
+    expected_rate = "linear"
+
+    def __init__(self, rounds: int = 100, local_steps: int = 10, step_size: float | None = None,
+                 global_step: float = 1.0, batch_size: int | None = None):
+        super().__init__(rounds=rounds, local_steps=local_steps, step_size=step_size,
+                         global_step=global_step, batch_size=batch_size)
+
+    def _validate(self):
+        p = self.params
+        self.local_steps = check_rounds(p["local_steps"], "local_steps")
+        if p["step_size"] is not None:
+            check_step(p["step_size"], "step_size")
+        self.global_step = check_step(p["global_step"], "global_step")
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _initialize(self, problem, runtime, theta0):
+        p = fixed_weights(problem.weights, problem.n_clients)
+        eta = self.params["step_size"]
+        if eta is None:
+            eta = 1.0 / (_smoothness(problem) * self.local_steps)
+        return {"theta": theta0, "weights": p, "eta": eta, "info": {"step_size_used": eta},
+                "expected_rate": None if self.batch_size else self.expected_rate}
+
+    def _round(self, r, state, runtime):
+        x = runtime.broadcast("model", state["theta"])
+        U = runtime.local_sgd(x, self.local_steps, state["eta"])
+        D = runtime.upload(update=x[None, :] - U)
+        state["theta"] = x - self.global_step * runtime.aggregate(state["weights"], D)
+        return state
+
+
+class Scaffold(Solver):
+    """SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, full participation) on fixed weights :math:`p`.
+
+    Local steps :math:`u\\leftarrow u-\\eta_\\ell(g_i(u)-c_i+c)`; then
+    :math:`\\theta\\leftarrow\\theta+\\eta_g\\sum_ip_i(u_{i,J}-\\theta)` and the control variates
+    ``control="gradient"`` (option I: :math:`c_i^+=g_i(\\theta^r)`, a fresh gradient at the server
+    model) or ``"local"`` (option II: :math:`c_i^+=c_i-c+(\\theta^r-u_{i,J})/(J\\eta_\\ell)`),
+    :math:`c^+=\\sum_ip_ic_i^+`. Here :math:`c` is the :math:`p`-weighted average (the paper's
+    uniform :math:`1/N` with :math:`p` uniform). Option I is Scaff-PD with fixed weights
+    (relative-fairness §7.6). Initial :math:`c_i`: option I -- computed in round 1; option II --
+    zeros (as in the paper).
+
+    Defaults: ``step_size`` :math:`\\eta_\\ell=1/(L_{xx}J)`, ``global_step`` :math:`\\eta_g=1`.
+    Communication per round: model and :math:`c` down (:math:`2n` messages); option I adds the
+    control-variate upload before the local steps (:math:`n` messages, :math:`nd` floats) and
+    then the model update (:math:`nd`); option II sends model update and control update together
+    (:math:`n` messages, :math:`2nd` floats).
+    """
+
+    problem_types = _DRO
+    expected_rate = "linear"
+
+    def __init__(self, rounds: int = 100, local_steps: int = 10, step_size: float | None = None,
+                 global_step: float = 1.0, control: str = "gradient", batch_size: int | None = None):
+        super().__init__(rounds=rounds, local_steps=local_steps, step_size=step_size,
+                         global_step=global_step, control=control, batch_size=batch_size)
+
+    def _validate(self):
+        p = self.params
+        self.local_steps = check_rounds(p["local_steps"], "local_steps")
+        if p["step_size"] is not None:
+            check_step(p["step_size"], "step_size")
+        self.global_step = check_step(p["global_step"], "global_step")
+        self.control = check_choice(p["control"], "control", ("gradient", "local"))
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _initialize(self, problem, runtime, theta0):
+        p = fixed_weights(problem.weights, problem.n_clients)
+        eta = self.params["step_size"]
+        if eta is None:
+            eta = 1.0 / (_smoothness(problem) * self.local_steps)
+        n, d = problem.n_clients, problem.dim
+        return {"theta": theta0, "weights": p, "eta": eta, "C": np.zeros((n, d)),
+                "c": np.zeros(d), "info": {"step_size_used": eta},
+                "expected_rate": None if self.batch_size else self.expected_rate}
+
+    def _round(self, r, state, runtime):
+        p, eta, J = state["weights"], state["eta"], self.local_steps
+        x = runtime.broadcast("model", state["theta"])
+        if self.control == "gradient":
+            Cu = runtime.upload(controls=runtime.gradients(x))
+            C = np.asarray(Cu)                       # client i keeps its own row
+            c = runtime.broadcast("control", runtime.aggregate(p, Cu))
+        else:
+            C = state["C"]
+            c = runtime.broadcast("control", state["c"])
+        U = runtime.local_sgd(x, J, eta, correction=c[None, :] - C)
+        if self.control == "gradient":
+            D = runtime.upload(update=U - x[None, :])
+        else:
+            C_new = C - c[None, :] + (x[None, :] - U) / (J * eta)
+            D, dC = runtime.upload(update=U - x[None, :], control_update=C_new - C)
+            state["C"] = C_new
+            state["c"] = state["c"] + runtime.aggregate(p, dC)
+        state["theta"] = x + self.global_step * runtime.aggregate(p, D)
+        return state
+
+
+# ---------------------------------------------------------------------------------- min-max
+class StochasticAFL(Solver):
+    """Stochastic-AFL (Mohri, Sivek, Suresh 2019, "Agnostic federated learning", Algorithm 1),
+    full participation: one gradient step per round (FedSGD-style, no local steps).
+
+    Round :math:`r`: the server broadcasts :math:`\\theta^r`; client *i* returns
+    :math:`(f_i(\\theta^r), g_i(\\theta^r))` (one message); the server steps
+    :math:`\\theta^{r+1}=\\theta^r-\\gamma^\\theta_r\\sum_i\\lambda_i^rg_i(\\theta^r)` and
+    :math:`\\lambda^{r+1}=\\operatorname{prox}^\\Lambda_{\\gamma^\\lambda_r\\psi}(\\lambda^r+\\gamma^\\lambda_rf(\\theta^r))`
+    (projected ascent; the paper's simplex). Steps :math:`\\gamma_r=\\gamma_0/\\sqrt{r+1}`
+    (``decay="sqrt"``, the paper's :math:`O(1/\\sqrt R)` analysis) or constant; defaults
+    :math:`\\gamma^\\theta_0=1/L_{xx}`, :math:`\\gamma^\\lambda_0=\\gamma^\\theta_0`. The output the
+    paper analyses is the average :math:`\\bar\\theta^R=\\frac1R\\sum_r\\theta^r`
+    (``Trace.iterates["theta_avg"]``, ``["weights_avg"]``).
+    Communication per round: model down (:math:`n`, :math:`nd`), losses+gradients up
+    (:math:`n`, :math:`n(d+1)`).
+    """
+
+    problem_types = _DRO
+    record = ("theta_avg", "weights_avg")
+    expected_rate = "sublinear"
+
+    def __init__(self, rounds: int = 100, step_size: float | None = None,
+                 dual_step: float | None = None, decay: str = "sqrt",
+                 batch_size: int | None = None, lambda0=None):
+        super().__init__(rounds=rounds, step_size=step_size, dual_step=dual_step, decay=decay,
+                         batch_size=batch_size,
+                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist())
+
+    def _validate(self):
+        p = self.params
+        for k in ("step_size", "dual_step"):
+            if p[k] is not None:
+                check_step(p[k], k)
+        self.decay = check_choice(p["decay"], "decay", ("sqrt", "constant"))
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _initialize(self, problem, runtime, theta0):
+        g0 = self.params["step_size"] or 1.0 / _smoothness(problem)
+        l0 = self.params["dual_step"] or g0
+        lam = _initial_weights(problem.weights, problem.n_clients, self.params["lambda0"])
+        return {"theta": theta0, "weights": lam, "g0": g0, "l0": l0, "set": problem.weights,
+                "theta_avg": theta0.copy(), "weights_avg": lam.copy(),
+                "info": {"step_size_used": g0, "dual_step_used": l0}}
+
+    def _round(self, r, state, runtime):
+        scale = 1.0 / np.sqrt(r + 1.0) if self.decay == "sqrt" else 1.0
+        gx, gl = state["g0"] * scale, state["l0"] * scale
+        x = runtime.broadcast("model", state["theta"])
+        L, G = runtime.upload(losses=runtime.losses(x), gradients=runtime.gradients(x))
+        lam = state["weights"]
+        x_next = x - gx * runtime.aggregate(lam, G)
+        lam_next = np.asarray(state["set"].prox(lam + gl * L, gl), float)
+        k = r + 1
+        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
+        state["weights_avg"] = state["weights_avg"] + (lam_next - state["weights_avg"]) / k
+        state.update(theta=x_next, weights=lam_next)
+        return state
+
+
+class DRFA(Solver):
+    """DRFA (Deng, Kamani, Mahdavi 2020, "Distributionally robust federated averaging",
+    Algorithm 1), full participation (every client takes part with its weight, instead of
+    sampling :math:`m` clients by :math:`\\lambda`; the full-participation limit of the paper's
+    unbiased estimates).
+
+    Round :math:`r`: the server draws :math:`t'\\sim\\mathrm{Unif}\\{1,\\dots,J\\}` (``runtime.rng``)
+    and broadcasts :math:`\\theta^r`; every client runs :math:`J` local SGD steps
+    :math:`u_{i,j}=u_{i,j-1}-\\eta\\,g_i(u_{i,j-1})` and uploads :math:`u_{i,J}` and the
+    snapshot :math:`u_{i,t'}` (one message); the server sets
+    :math:`\\theta^{r+1}=\\sum_i\\lambda_i^ru_{i,J}` and :math:`\\bar\\theta'=\\sum_i\\lambda^r_iu_{i,t'}`,
+    broadcasts :math:`\\bar\\theta'`, collects :math:`f_i(\\bar\\theta')` and takes the dual step
+    :math:`\\lambda^{r+1}=\\operatorname{prox}^\\Lambda_{\\gamma J\\psi}(\\lambda^r+\\gamma Jf(\\bar\\theta'))`
+    (projection onto the simplex in the paper; with a penalty this is DRFA-Prox). The weights
+    are assumed to sum to one (simplex-type sets).
+
+    Defaults: local step :math:`\\eta=1/(L_{xx}J)`, dual step :math:`\\gamma=\\eta`. Communication
+    per round: model and snapshot down (:math:`2n` messages, :math:`2nd` floats); models+snapshots
+    up (:math:`n`, :math:`2nd`), then losses up (:math:`n`, :math:`n`).
+    """
+
+    problem_types = _DRO
+    record = ("theta_avg",)
+    expected_rate = "sublinear"
+
+    def __init__(self, rounds: int = 100, local_steps: int = 10, step_size: float | None = None,
+                 dual_step: float | None = None, batch_size: int | None = None, lambda0=None):
+        super().__init__(rounds=rounds, local_steps=local_steps, step_size=step_size,
+                         dual_step=dual_step, batch_size=batch_size,
+                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist())
+
+    def _validate(self):
+        p = self.params
+        self.local_steps = check_rounds(p["local_steps"], "local_steps")
+        for k in ("step_size", "dual_step"):
+            if p[k] is not None:
+                check_step(p[k], k)
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _initialize(self, problem, runtime, theta0):
+        eta = self.params["step_size"] or 1.0 / (_smoothness(problem) * self.local_steps)
+        gamma = self.params["dual_step"] or eta
+        lam = _initial_weights(problem.weights, problem.n_clients, self.params["lambda0"])
+        return {"theta": theta0, "weights": lam, "eta": eta, "gamma": gamma, "set": problem.weights,
+                "theta_avg": theta0.copy(), "info": {"step_size_used": eta, "dual_step_used": gamma}}
+
+    def _round(self, r, state, runtime):
+        J, lam = self.local_steps, state["weights"]
+        t_snap = int(runtime.rng.integers(1, J + 1))
+        x = runtime.broadcast("model", state["theta"])
+        U, S = runtime.local_sgd(x, J, state["eta"], snapshot=t_snap)
+        Uu, Su = runtime.upload(models=U, snapshots=S)
+        x_next = runtime.aggregate(lam, Uu)
+        x_snap = runtime.broadcast("snapshot", runtime.aggregate(lam, Su))
+        L = runtime.upload(losses=runtime.losses(x_snap))
+        step = state["gamma"] * J
+        lam_next = np.asarray(state["set"].prox(lam + step * L, step), float)
+        k = r + 1
+        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
+        state.update(theta=x_next, weights=lam_next)
+        return state
+
+
+class QFedAvg(Solver):
+    """q-FedAvg (Li, Sanjabi, Beirami, Smith 2020, "Fair resource allocation in federated
+    learning", Algorithm 2), full participation, on a ``FederatedDRO`` with a ``QFFL(n, q)`` set.
+
+    Round: the server broadcasts :math:`w^r`; client *i* evaluates **its own** loss
+    :math:`F_i=f_i(w^r)`, runs :math:`J` local SGD steps with step :math:`1/L` to
+    :math:`\\bar w_i`, and sends :math:`\\Delta_i=F_i^q\\,L(w^r-\\bar w_i)` and
+    :math:`h_i=qF_i^{q-1}\\|L(w^r-\\bar w_i)\\|^2+LF_i^q` (one message, :math:`d+1` floats); the server
+    sets :math:`w^{r+1}=w^r-\\sum_i\\Delta_i/\\sum_ih_i`. With :math:`J=1` and exact gradients the
+    fixed points are exactly the stationary points of :math:`\\frac1{q+1}\\sum_if_i^{q+1}`
+    (:math:`\\sum_iF_i^q\\nabla f_i=0`); with :math:`J>1` local steps bias it (as in the paper).
+
+    ``lipschitz`` is the paper's :math:`L` (default :math:`L_{xx}=\\max_iL_i`). ``q`` is read from
+    the problem's ``QFFL`` set. The weights recorded are :math:`\\lambda_i=F_i^q` (the q-FFL
+    maximizer :math:`\\lambda^\\star_i=f_i^q` of spec scaffpd §8.1 #14 at the current model).
+    """
+
+    problem_types = _DRO
+    expected_rate = None
+
+    def __init__(self, rounds: int = 100, local_steps: int = 1, lipschitz: float | None = None,
+                 batch_size: int | None = None):
+        super().__init__(rounds=rounds, local_steps=local_steps, lipschitz=lipschitz,
+                         batch_size=batch_size)
+
+    def _validate(self):
+        p = self.params
+        self.local_steps = check_rounds(p["local_steps"], "local_steps")
+        if p["lipschitz"] is not None:
+            check_step(p["lipschitz"], "lipschitz")
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _check_problem(self, problem):
+        super()._check_problem(problem)
+        from ..sets import QFFL
+        if not isinstance(problem.weights, QFFL):
+            raise InvalidParameterError(
+                f"QFedAvg runs on FederatedDRO problems with a QFFL(n, q) weight set; got {problem.weights!r}")
+
+    def _initialize(self, problem, runtime, theta0):
+        L = self.params["lipschitz"] or _smoothness(problem)
+        q = float(problem.weights.q)
+        F0 = problem.objectives.values(theta0)
+        return {"theta": theta0, "weights": np.maximum(F0, 0.0) ** q, "L": L, "q": q,
+                "info": {"lipschitz_used": L, "q": q}}
+
+    def _round(self, r, state, runtime):
+        L, q = state["L"], state["q"]
+        x = runtime.broadcast("model", state["theta"])
+        F = runtime.losses(x)                                   # row i: client i's own loss
+        U = runtime.local_sgd(x, self.local_steps, 1.0 / L)
+        dW = L * (x[None, :] - U)
+        Fq = np.maximum(F, 0.0) ** q
+        Fp = np.maximum(F, 0.0)
+        Fq1 = np.where(Fp > 0, Fp ** (q - 1.0), 0.0) if q != 1.0 else np.ones_like(F)
+        Delta = Fq[:, None] * dW
+        h = q * Fq1 * np.sum(dW * dW, axis=1) + L * Fq
+        Du, hu = runtime.upload(delta=Delta, h=h)
+        ones = np.ones(runtime.n)
+        state["theta"] = x - runtime.aggregate(ones, Du) / float(runtime.aggregate(ones, hu))
+        state["weights"] = Fq
+        return state
