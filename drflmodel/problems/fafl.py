@@ -86,6 +86,7 @@ class FairnessAwareFL(WeightedMinMax):
         self._eta = None
         self._cap = None
         self._smoothed = {}
+        self._hcvar = None
 
     # ------------------------------------------------------------------ parameters
     def _check_alpha(self, alpha) -> np.ndarray:
@@ -125,8 +126,10 @@ class FairnessAwareFL(WeightedMinMax):
 
     @property
     def weights(self):
-        """The HCVaR weight set :math:`\\{\\lambda\\in\\Delta: \\lambda_i\\le p_i/\\alpha_i\\}`."""
-        return _hcvar_set(self.p, self.alpha)
+        """The HCVaR weight set :math:`\\{\\lambda\\in\\Delta: \\lambda_i\\le p_i/\\alpha_i\\}` (``sets.HCVaR``)."""
+        if self._hcvar is None or not np.array_equal(self._hcvar.alpha, self.alpha):
+            self._hcvar = _sets.HCVaR(self.p, self.alpha)
+        return self._hcvar
 
     def set_parameter(self, name: str, value) -> None:
         """``set_parameter("alpha", a)``: validated as in the constructor; re-solves without
@@ -185,7 +188,9 @@ class FairnessAwareFL(WeightedMinMax):
 
     def _extra_duals(self) -> dict:
         lam = _feasible_weights(self.weights, self._raw_dual_weights())[0]
-        return {"eta": float(self._eta.value), "q": lam / self.p}
+        theta = np.asarray(self._theta.value, float)
+        eta_greedy = self.weights.worst_case(self.client_losses(theta), return_eta=True)[2]
+        return {"eta": float(self._eta.value), "q": lam / self.p, "eta_greedy": float(eta_greedy)}
 
     # ------------------------------------------------------------------ smoothed target
     def smoothed_problem(self, mu) -> tuple:
@@ -271,38 +276,3 @@ class FairnessAwareFL(WeightedMinMax):
     def __repr__(self) -> str:
         return (f"FairnessAwareFL(n_clients={self.n_clients}, dim={self.dim}, loss={self.loss!r}, "
                 f"alpha={self.alpha.tolist()}, l2={self.l2})")
-
-
-def _hcvar_set(p, alpha):
-    """The weight set :math:`\\{\\lambda\\in\\Delta:\\lambda_i\\le p_i/\\alpha_i\\}` (``sets.HCVaR``)."""
-    HCVaR = getattr(_sets, "HCVaR", None)
-    if HCVaR is not None:
-        return HCVaR(p, alpha)
-    return _CappedSimplex(p / alpha)  # pragma: no cover - until sets.HCVaR lands
-
-
-class _CappedSimplex(_sets.WeightSet):
-    """Temporary stand-in for ``sets.HCVaR`` (greedy worst case, spec fafl §9.3)."""
-
-    def __init__(self, cap):
-        self.cap = np.asarray(cap, float)
-        super().__init__(self.cap.size)
-
-    def worst_case(self, f):
-        f = self._check_f(f)
-        order = np.argsort(-f, kind="stable")
-        lam = np.zeros(self.n)
-        rem = 1.0
-        for i in order:
-            lam[i] = min(self.cap[i], rem)
-            rem -= lam[i]
-            if rem <= 0:
-                break
-        return float(lam @ f), lam
-
-    def project(self, v):
-        v = np.asarray(v, float)
-        g = lambda tau: np.clip(v - tau, 0.0, self.cap).sum() - 1.0  # noqa: E731
-        lo, hi = v.min() - 1.0, v.max()
-        tau = brentq(g, lo, hi, xtol=1e-15)
-        return np.clip(v - tau, 0.0, self.cap)
