@@ -20,7 +20,8 @@ Contents
 * :func:`synthetic_regression` -- Scaff-PD's synthetic recipe, spec scaffpd §5.
 * :func:`synthetic_classification` -- the classification analogue (per-client logistic models).
 * :func:`breast_cancer`, :func:`diabetes` -- scikit-learn's bundled data, split over clients.
-* :func:`dirichlet_partition`, :func:`iid_partition` -- partitioners (spec scaffpd §8.1 item 25).
+* :func:`dirichlet_partition`, :func:`iid_partition`, :func:`imbalance` -- partitioners and
+  Scaff-PD's size imbalance (spec scaffpd §8.1 item 25).
 * :func:`adult`, :func:`adult_horizontal`, :func:`adult_attribute_blocks` -- real data with a
   sensitive attribute (spec fair-vfl-deo §2.3, N4, N5).
 * :func:`synthetic_vertical` -- vertical data with a controllable group shift.
@@ -48,6 +49,7 @@ __all__ = [
     "diabetes",
     "dirichlet_partition",
     "iid_partition",
+    "imbalance",
     "adult",
     "adult_horizontal",
     "adult_attribute_blocks",
@@ -359,6 +361,31 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
     return Federation.from_arrays([X[o] for o in out], [y[o] for o in out], task=task)
 
 
+def imbalance(federation: Federation, client_fraction: float = 0.3, drop: float = 0.7,
+              seed: int = 0) -> Federation:
+    """Scaff-PD's size imbalance after a Dirichlet split (spec scaffpd §6, §8.1 item 25):
+    pick :math:`\\mathrm{round}(\\texttt{client\\_fraction}\\cdot n)` clients uniformly at random
+    (seeded) and remove a ``drop`` fraction of each one's rows, i.e. keep
+    :math:`\\max(1, \\mathrm{round}((1-\\texttt{drop}) N_i))` rows drawn uniformly without
+    replacement (file order kept). Other clients are unchanged. The paper uses 0.3 and 0.7.
+    """
+    if not isinstance(federation, Federation):
+        raise InvalidDataError(f"federation must be a drflmodel.Federation; got {type(federation).__name__}")
+    client_fraction = check_real(client_fraction, "client_fraction", low=0.0, high=1.0)
+    drop = check_real(drop, "drop", low=0.0, high=1.0, high_open=True)
+    rng = np.random.default_rng(_check_seed(seed))
+    n = federation.n_clients
+    chosen = set(rng.choice(n, size=int(round(client_fraction * n)), replace=False).tolist())
+    clients = []
+    for i, c in enumerate(federation.clients):
+        if i in chosen:
+            keep = max(1, int(round((1.0 - drop) * c.size)))
+            rows = np.sort(rng.choice(c.size, size=keep, replace=False))
+            c = Client(c.X[rows], c.y[rows], name=c.name)
+        clients.append(c)
+    return Federation(clients, task=federation.task)
+
+
 def _split_rows(X, y, partition, n_clients, alpha, seed, min_size, task, n_bins=5):
     partition = check_choice(partition, "partition", ("dirichlet", "iid"))
     if partition == "iid":
@@ -452,7 +479,8 @@ _ADULT_FILES = {"train": ("a8a.gz",), "test": ("a8a.t.gz",), "all": ("a8a.gz", "
 @functools.lru_cache(maxsize=2)
 def _read_libsvm_gz(fname: str) -> tuple[np.ndarray, np.ndarray]:
     """Parse one shipped gzip LIBSVM file (``label col:value ...``, 1-based columns) into a
-    dense ``(n, 123)`` float array and the labels (cached; read-only arrays)."""
+    dense ``(n, 123)`` 0/1 array (``uint8``: a8a is binary, which is checked) and float labels
+    (cached; read-only arrays)."""
     ref = resources.files("drflmodel").joinpath("_data").joinpath(fname)
     with ref.open("rb") as fh, gzip.open(fh, "rt", encoding="ascii") as f:
         lines = [ln for ln in f.read().splitlines() if ln.strip()]
@@ -465,7 +493,9 @@ def _read_libsvm_gz(fname: str) -> tuple[np.ndarray, np.ndarray]:
     cols, vals = np.array(flat[0::2], dtype=int), np.array(flat[1::2], dtype=float)
     if cols.size and (cols.min() < 1 or cols.max() > _ADULT_N_FEATURES):
         raise InvalidDataError(f"{fname}: column index outside 1..{_ADULT_N_FEATURES}")
-    X = np.zeros((len(lines), _ADULT_N_FEATURES))
+    if not np.all(vals == 1.0):
+        raise InvalidDataError(f"{fname}: expected binary features (every stored value 1)")
+    X = np.zeros((len(lines), _ADULT_N_FEATURES), dtype=np.uint8)
     X[np.repeat(np.arange(len(lines)), counts), cols - 1] = vals
     X.setflags(write=False)
     y.setflags(write=False)
@@ -474,7 +504,8 @@ def _read_libsvm_gz(fname: str) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=3)
 def _adult_raw(split: str) -> tuple[np.ndarray, np.ndarray]:
-    """Read-only ``(X, y)`` of a split (cached; callers index into copies)."""
+    """Read-only ``(X, y)`` of a split, ``X`` as ``uint8`` 0/1 (cached; callers index into
+    float copies)."""
     parts = [_read_libsvm_gz(f) for f in _ADULT_FILES[split]]
     X = np.vstack([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
@@ -591,7 +622,7 @@ def adult(n_parties: int = 6, active=(0,), split: str = "train", n_samples: int 
     blocks, names = [], []
     for k, run in enumerate(runs):
         cols = [c for name in run for c in range(span[name][0], span[name][1] + 1)]
-        Xk = X[np.ix_(rows, np.array(cols) - 1)]
+        Xk = X[np.ix_(rows, np.array(cols) - 1)].astype(float)
         nk = [f"{name}:{c}" for name in run for c in range(span[name][0], span[name][1] + 1)]
         if add_intercept and k == min(active):
             Xk = _prepend_ones(Xk)
@@ -630,7 +661,7 @@ def adult_horizontal(n_clients: int | None = None, partition: str = "dirichlet",
     else:
         rows = np.arange(len(y))
     keep = np.array([c for name, a, b in _adult_attrs(bool(drop_sensitive)) for c in range(a, b + 1)])
-    Xf = X[np.ix_(rows, keep - 1)]
+    Xf = X[np.ix_(rows, keep - 1)].astype(float)
     if add_intercept:
         Xf = _prepend_ones(Xf)
     ys = y[rows].copy()

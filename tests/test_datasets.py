@@ -572,3 +572,28 @@ def test_synthetic_vertical_group_shift_controls_the_gap():
 def test_synthetic_vertical_bad_arguments(kwargs, name):
     with pytest.raises(InvalidParameterError, match=name):
         ds.synthetic_vertical(**kwargs)
+
+
+def test_imbalance():
+    fed = ds.synthetic_regression(n_clients=10, samples=[20 + i for i in range(10)], seed=0)
+    out = ds.imbalance(fed, client_fraction=0.3, drop=0.7, seed=1)
+    assert out.names == fed.names and out.task == fed.task
+    shrunk = [i for i in range(10) if out.sizes[i] < fed.sizes[i]]
+    assert len(shrunk) == 3
+    for i in range(10):
+        if i in shrunk:
+            assert out.sizes[i] == round(0.3 * fed.sizes[i])
+            # kept rows are rows of the original client, in order
+            pos = [int(np.flatnonzero((fed.clients[i].X == r).all(1))[0]) for r in out.clients[i].X]
+            assert pos == sorted(pos) and len(set(pos)) == len(pos)
+            assert np.array_equal(out.clients[i].y, fed.clients[i].y[pos])
+        else:
+            assert np.array_equal(out.clients[i].X, fed.clients[i].X)
+    assert _same_fed(out, ds.imbalance(fed, 0.3, 0.7, seed=1))
+    assert _same_fed(ds.imbalance(fed, 0.0, 0.7), fed)
+    for kw, name in [({"client_fraction": 1.5}, "client_fraction"), ({"drop": 1.0}, "drop"),
+                     ({"drop": -0.1}, "drop")]:
+        with pytest.raises(InvalidParameterError, match=name):
+            ds.imbalance(fed, **kw)
+    with pytest.raises(InvalidDataError, match="federation"):
+        ds.imbalance([1, 2])
