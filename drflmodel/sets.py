@@ -286,6 +286,8 @@ class WeightSet:
         return f
 
     def _check_expr(self, f):
+        if isinstance(f, (list, tuple)) and any(isinstance(e, cp.Expression) for e in f):
+            f = cp.hstack([cp.reshape(e, ()) if isinstance(e, cp.Expression) else e for e in f])
         if not isinstance(f, cp.Expression):
             f = cp.Constant(np.asarray(f, float))
         if f.shape != (self.n,):
@@ -959,8 +961,12 @@ class Integrated(WeightSet):
             raise InvalidParameterError(f"A and B must have the same number of clients; got A.n={A.n}, B.n={B.n}")
         super().__init__(A.n)
         self.A, self.B = A, B
-        self.phi = check_real(phi, "phi", low=0, high=1, high_open=True)
         self.last_witness = None
+        self.set_phi(phi)
+
+    def set_phi(self, phi: float) -> None:
+        """Change :math:`\\varphi\\in[0,1)` (drops the cached projection QP)."""
+        self.phi = check_real(phi, "phi", low=0, high=1, high_open=True)
         self._proj_cache = None
 
     @property

@@ -803,3 +803,34 @@ def test_invariants_integrated(seed, data):
     assert I.worst_case(f + c)[0] == pytest.approx(v + c, abs=1e-8)
     assert np.all(I.vertices() @ f <= v + 1e-9)
     assert np.abs(lam).sum() <= I.norm1() + 1e-9
+
+
+def test_support_expr_dcp_for_convex_losses_and_list_input():
+    """support_expr must be DCP (convex, nondecreasing) for a *convex* loss vector, accept a list
+    of scalar expressions, and equal the worst case at the minimizing theta."""
+    n = 4
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    th = cp.Variable(2)
+    targets = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    f_list = [cp.sum_squares(th - t) for t in targets]
+    for ws in [S.Simplex(n), S.CVaR(n, 0.5), S.HCVaR(p, 0.6), S.ChiSquare(n, 0.3), S.ChiSquare(n, 0.0),
+               S.LpBall(p, 0.2, 1), S.LpBall(p, 0.2, 2), S.LpBall(p, 0.2, np.inf), S.QFFL(n, 2.0),
+               S.Integrated(S.CVaR(n, 0.5), S.Simplex(n), 0.0)]:
+        prob = cp.Problem(cp.Minimize(ws.support_expr(f_list)))
+        assert prob.is_dcp(), ws
+        prob.solve(**CLARABEL)
+        fv = np.sum((th.value[None, :] - targets) ** 2, axis=1)
+        # at the returned theta the exact robust value equals the solver's optimum
+        assert ws.worst_case(fv)[0] == pytest.approx(prob.value, abs=1e-6), ws
+
+
+def test_integrated_set_phi():
+    I = S.Integrated(S.CVaR(4, 0.5), S.CVaR(4, 0.5), 0.1)
+    v = np.array([0.7, -0.4, 0.5, 0.2])
+    I.project(v)
+    I.set_phi(0.5)
+    J = S.Integrated(S.CVaR(4, 0.5), S.CVaR(4, 0.5), 0.5)
+    np.testing.assert_allclose(I.project(v), J.project(v), atol=1e-7)
+    assert I.norm1() == J.norm1()
+    with pytest.raises(InvalidParameterError, match="phi"):
+        I.set_phi(1.5)
