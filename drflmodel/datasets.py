@@ -277,10 +277,12 @@ def _check_Xy(X, y):
 
 
 def _quantile_classes(y: np.ndarray, n_bins: int) -> np.ndarray:
-    """Class index in ``0..n_bins-1`` of each target: bin *k* holds the targets between the
-    :math:`k/B` and :math:`(k+1)/B` empirical quantiles (``numpy.quantile``, linear
-    interpolation), right-closed at the inner edges except that a value equal to an edge goes to
-    the upper bin. Ties can leave a bin empty; the partition does not need every bin."""
+    """Class index in ``0..n_bins-1`` of each target: with the inner edges
+    :math:`e_k` = the :math:`k/B` empirical quantiles (``numpy.quantile``, linear interpolation,
+    :math:`k=1..B-1`) and :math:`e_0=-\\infty`, :math:`e_B=+\\infty`, bin *k* is
+    :math:`[e_k, e_{k+1})` (a value equal to an edge goes to the upper bin). With distinct
+    targets the bins hold :math:`N/B` rows up to rounding; ties can leave a bin empty, which the
+    partition tolerates."""
     edges = np.quantile(y, np.arange(1, n_bins) / n_bins)
     return np.searchsorted(edges, y, side="right")
 
@@ -409,7 +411,8 @@ def breast_cancer(n_clients: int = 3, partition: str = "dirichlet", alpha: float
       standard deviation (``ddof=0``) of **all 569 rows** (pooled statistics, computed before the
       split -- a convenience, not something clients could do privately).
     * Split: ``partition="dirichlet"`` (:func:`dirichlet_partition` with ``alpha``, per label)
-      or ``"iid"`` (:func:`iid_partition`), both seeded; then the intercept column.
+      or ``"iid"`` (:func:`iid_partition`), both seeded; the intercept column (``add_intercept``)
+      is the first column.
     """
     n_clients = check_int(n_clients, "n_clients", low=1)
     skd = _import_optional("sklearn.datasets")
