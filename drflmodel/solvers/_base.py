@@ -226,6 +226,15 @@ class ClientRuntime:
         self.ledger.record("down", name, m, m * value.size)
         return value
 
+    def scatter(self, name: str, rows) -> np.ndarray:
+        """Server → clients, personalized: client *i* gets row *i* of ``rows`` (leading axis = number
+        of receiving clients), one message each; e.g. ADMM sends client *s* its own :math:`z_s`."""
+        rows = np.asarray(rows, float)
+        if rows.ndim == 0:
+            raise ValueError("scatter() needs an array with one row per receiving client")
+        self.ledger.record("down", name, rows.shape[0], rows.size)
+        return rows
+
     def upload(self, senders=None, **arrays):
         """Clients → server: client *i* sends row *i* of each named array, as one message.
 
