@@ -635,3 +635,20 @@ def test_imbalance():
             ds.imbalance(fed, **kw)
     with pytest.raises(InvalidDataError, match="federation"):
         ds.imbalance([1, 2])
+
+
+def test_shipped_data_is_declared_as_package_data():
+    """pyproject's package-data globs cover every file in drflmodel/_data (so wheels ship them;
+    verified once by building a wheel: the three files are in it)."""
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(ds.__file__).parent.parent
+    if not (root / "pyproject.toml").exists():
+        pytest.skip("not running from a source checkout")
+    cfg = tomllib.loads((root / "pyproject.toml").read_text())
+    globs = cfg["tool"]["setuptools"]["package-data"]["drflmodel"]
+    files = sorted(p.name for p in SHIPPED_ADULT.iterdir() if p.is_file())
+    assert {"a8a.gz", "a8a.t.gz", "README.md"} <= set(files)
+    for f in files:
+        assert any(fnmatch.fnmatch(f"_data/{f}", g) for g in globs), f
