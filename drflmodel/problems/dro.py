@@ -233,8 +233,10 @@ class FederatedDRO(WeightedMinMax):
     l2 : ridge weight :math:`\ell_2\ge0`.
 
     The solution's ``weights`` are :math:`\lambda^\star` (epigraph multipliers projected onto
-    :math:`\Lambda`), ``duals["epigraph"]`` the raw multipliers and ``duals["aux"]`` the auxiliary
-    variables of the set's support expression (e.g. :math:`\eta^\star` of CVaR / :math:`\chi^2`).
+    :math:`\Lambda`), ``duals["epigraph"]`` the raw multipliers, ``duals["aux"]`` the auxiliary
+    variables of the set's support expression and ``duals["eta"]`` the :math:`\eta^\star` of
+    CVaR / HCVaR / :math:`\chi^2` in the spec's convention (scaffpd §8.2:
+    :math:`\lambda^\star_i=\frac1N(1+(f_i-\eta^\star)/\rho)_+` for :math:`\chi^2`).
     Sweepable parameters are the set's (``alpha``, ``rho``, ``radius``, ...): see :meth:`set_parameter`.
     """
 
@@ -276,7 +278,13 @@ class FederatedDRO(WeightedMinMax):
             if v.id != self._t.id and v.value is not None:
                 val = np.asarray(v.value, float)
                 aux[v.name()] = float(val) if val.size == 1 else val.reshape(-1)
-        return {"aux": aux} if aux else {}
+        out = {"aux": aux} if aux else {}
+        etas = [k for k in aux if k.endswith("_eta")]
+        if len(etas) == 1:
+            # η* in the spec's convention: CVaR/HCVaR as is; χ² (spec scaffpd §8.2) after
+            # undoing the set's shift η = η' + ρ
+            out["eta"] = aux[etas[0]] + (self.weights.rho if etas[0] == "chi2_eta" else 0.0)
+        return out
 
     def objective(self, theta) -> float:
         r""":math:`\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)` in numpy (``weights.worst_case``)."""

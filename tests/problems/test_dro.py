@@ -179,6 +179,8 @@ def test_spec_reference_formulations_agree():
         if name == "chi2":  # λ* = (1/N)(1 + (f − η*)/ρ)_+ (spec §8.2)
             lam = np.maximum(1 + (prob0.client_losses(th.value) - eta.value) / rho, 0) / n
             np.testing.assert_allclose(sol.weights, lam, atol=1e-6)
+            lam_eta = np.maximum(1 + (sol.client_losses - sol.duals["eta"]) / rho, 0) / n
+            np.testing.assert_allclose(sol.weights, lam_eta, atol=1e-6)
     # q-FFL: min 1/(q+1) Σ t_i^{q+1}, t >= f, t >= 0
     t = cp.Variable(n, nonneg=True)
     ref = cp.Problem(cp.Minimize(cp.sum(cp.power(t, q + 1)) / (q + 1)), [t >= cp.hstack(f)]).solve(solver="CLARABEL")
@@ -189,7 +191,8 @@ def test_spec_reference_formulations_agree():
 def test_cvar_aux_eta_is_reported():
     fed = regression_fed()
     sol = FederatedDRO(fed, Squared(), CVaR(fed.n_clients, 0.5), l2=0.1).solve()
-    eta = sol.duals["aux"]["cvar_eta"]
+    eta = sol.duals["eta"]
+    assert eta == sol.duals["aux"]["cvar_eta"]
     f = sol.client_losses
     # η* minimizes η + cap Σ (f − η)_+ : its value there equals the objective
     assert eta + np.maximum(f - eta, 0).sum() / (0.5 * fed.n_clients) == pytest.approx(sol.value, rel=1e-7)
