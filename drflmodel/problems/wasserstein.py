@@ -1,0 +1,610 @@
+"""Wasserstein distributionally robust federated learning (DRFL), problem (4) of Bai, Wong, Qiao & Ho
+(spec ``drfl-admm`` §2–§5, §10): one type-1 Wasserstein ball per client and a client-weight set Q,
+
+.. math::
+    \\min_{w}\\ \\max_{q\\in\\mathcal Q}\\ \\sum_s q_s\\ \\sup_{W(\\mathbb P_s,\\hat{\\mathbb P}_s)\\le\\rho_s}
+    \\mathbb E^{\\mathbb P_s}[L(f_w(x),y)]\\ \\ (+\\tfrac{\\ell_2}2\\|w\\|^2).
+
+**Reformulation (Thm 4.3, Prop. A.1).** With :math:`\\varpi_s=\\rho_s\\lambda_s+\\frac1{N_s}e^\\top\\alpha_s`,
+:math:`(\\lambda_s,\\alpha_s,w)\\in\\Omega_s` (:mod:`._omega`, Corollaries B.1–B.6, Props 6.3/6.4) and
+:math:`\\varpi\\le z`, the outer term is the support function of Q at z:
+
+* ``weights=LpBall(q̂, θ, p)`` (:math:`\\{q\\in\\Delta:\\|q-\\hat q\\|_p\\le\\theta\\}`): Prop. A.1's dual
+  :math:`\\min_{\\gamma,\\eta\\ge0}\\hat q^\\top(z+\\eta)+\\theta\\|z+\\gamma e+\\eta\\|_{p_*}` (Thm 4.3);
+* ``weights=Simplex(S)`` (DRFA): :math:`\\max_s z_s` (the :math:`\\gamma` form of (20));
+* a 1-D probability vector q̂: no weight ambiguity, :math:`\\hat q^\\top z`;
+* any other nonnegative :class:`~drflmodel.sets.WeightSet`: its ``support_expr`` (not in the paper).
+
+The multiplier of :math:`\\varpi\\le z` is the worst-case weight vector :math:`q^\\star` (KKT:
+:math:`q=\\hat q+\\theta g` with :math:`g\\in\\partial\\|t\\|_{p_*}`, which lies in Q). For clients with
+:math:`\\rho_s=0` the dedicated empirical epigraph of (17)/(20) is used and :math:`\\lambda_s` is not
+reported (errata item 10). :math:`\\lambda_s\\ge0` is explicit (errata item 9).
+
+**Certificate.** Upper bound :math:`U` = :meth:`objective` at the returned :math:`w` (exact worst case
+per client — closed form for unbounded support, a small LP/SOCP per client for polyhedral supports —
+then the support function of Q). Lower bound :math:`L` = the conic **dual objective** of the solved
+problem read from the solver's raw output (Clarabel ``obj_val_dual``, ECOS ``dcost``, SCS ``dobj``)
+plus CVXPY's constant offset, accepted only when the solver's reported dual residual is
+<= 1e-6. By weak conic duality any dual-feasible point bounds the optimal value of (4) from below,
+and (4) equals the robust problem by Thm 4.3; the residual check guards the feasibility of the dual
+point (its effect on the bound is of the order of residual × ‖x‖). Tests cross-check :math:`L`
+against an independent fixed-weight minimization :math:`\\min_w\\sum_s\\tilde q_s z_s(w)` with
+:math:`\\tilde q\\in\\mathcal Q`, which is a lower bound by weak min–max duality.
+
+**Intercept.** The paper's models have no intercept (spec §0). An intercept must be an explicit
+constant column (``datasets.add_intercept``) and is then an ordinary feature: the adversary may
+move it at transport cost, and it enters :math:`\\|w\\|_*`. An all-ones column lies on the boundary
+of ``"box"`` ([-1,1]^n) and ``"unit_box"`` ([0,1]^n), hence in the support; it is accepted.
+"""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+
+from .._validation import as_finite_array, check_probability_vector, check_real
+from ..errors import InvalidParameterError, SolverError
+from ..sets import Simplex, WeightSet, project_simplex
+from ..solution import Solution
+from ._base import ClientView, Problem, SOLVER_OPTIONS
+from ._omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
+                     worst_case_unbounded)
+
+__all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_support_expr", "erm", "afl",
+           "drfa", "wafl"]
+
+#: dual residual above which the solver's dual objective is not accepted as a lower bound
+DUAL_RESIDUAL_TOL = 1e-6
+
+
+class _RawProblem(cp.Problem):
+    """A ``cp.Problem`` that keeps the solver's raw output and the objective offset (for the
+    conic dual bound)."""
+
+    def unpack_results(self, solution, chain, inverse_data):
+        self._raw = solution
+        try:
+            self._offset = float(inverse_data[-1].get("offset") or 0.0)
+        except Exception:  # pragma: no cover - defensive
+            self._offset = None
+        return super().unpack_results(solution, chain, inverse_data)
+
+
+def conic_dual_bound(prob) -> tuple[float, dict]:
+    """``(L, info)``: the solver's dual objective (+ offset) if its dual residual is small."""
+    raw, offset = getattr(prob, "_raw", None), getattr(prob, "_offset", None)
+    if raw is None or offset is None:
+        return float("-inf"), {"reason": "no raw solver output"}
+    if hasattr(raw, "obj_val_dual"):
+        dval, res = float(raw.obj_val_dual), float(raw.r_dual)
+    elif isinstance(raw, dict) and "info" in raw and "dcost" in raw["info"]:
+        dval, res = float(raw["info"]["dcost"]), float(raw["info"]["dres"])
+    elif isinstance(raw, dict) and "info" in raw and "dobj" in raw["info"]:
+        dval, res = float(raw["info"]["dobj"]), float(raw["info"]["res_dual"])
+    else:
+        return float("-inf"), {"reason": "solver reports no dual objective"}
+    info = {"dual_objective": dval + offset, "dual_residual": res}
+    if not np.isfinite(dval) or not res <= DUAL_RESIDUAL_TOL:
+        info["reason"] = f"dual residual {res:.3g} above {DUAL_RESIDUAL_TOL:g}"
+        return float("-inf"), info
+    return dval + offset, info
+
+
+def ball_support_expr(z, center, theta, p):
+    """Prop. A.1 / Thm 4.3: :math:`\\max\\{q^\\top z: q\\in\\Delta,\\ \\|q-\\hat q\\|_p\\le\\theta\\}` equals
+    :math:`\\min_{\\gamma\\in\\mathbb R,\\eta\\ge0}\\ \\hat q^\\top(z+\\eta)+\\theta\\|z+\\gamma e+\\eta\\|_{p_*}`
+    (valid because :math:`e^\\top\\hat q=1`). Returns ``(expr, gamma, eta, constraints)``; the expression is
+    convex and nondecreasing in ``z``, to be *minimized*. Cone: linear (p = 1, inf), SOC (p = 2),
+    power cone otherwise (spec §3.4)."""
+    S = z.shape[0]
+    gamma = cp.Variable(name="gamma")
+    eta = cp.Variable(S, name="eta")
+    pst = dual_exponent(float(p))
+    t = z + gamma + eta
+    tn = cp.norm(t, pst) if pst in (1.0, 2.0, np.inf) else cp.pnorm(t, pst)
+    return center @ (z + eta) + theta * tn, gamma, eta, [eta >= 0]
+
+
+def _is_lp_ball(weights) -> bool:
+    return isinstance(weights, WeightSet) and all(hasattr(weights, a) for a in ("center", "radius", "p"))
+
+
+class WassersteinDRFL(Problem):
+    """Problem (4) of the DRFL paper: per-client Wasserstein balls and a client-weight set Q.
+
+    Parameters
+    ----------
+    federation : :class:`~drflmodel.data.Federation`.
+    loss : one of ``Huber(eps)``, ``EpsilonInsensitive(eps)``, ``Pinball(tau)`` (the spec's pinball
+        level ε), ``Hinge()``, ``SmoothHinge()``, ``Logistic()``.
+    radius : :math:`\\rho_s\\ge0`, a scalar (shared) or one per client.
+    kappa : label cost :math:`\\kappa>0`, ``np.inf`` for labels that cannot move.
+    norm : feature norm of the transport cost, 1, 2 or inf.
+    weights : ``LpBall(q̂, θ, p)`` (∩ simplex), ``Simplex(S)`` (DRFA), a probability vector q̂
+        (fixed weights), or another nonnegative ``WeightSet``.
+    support : None (unbounded), ``"box"`` ([-1,1]^n), ``"unit_box"`` ([0,1]^n) or ``(C, d)``
+        (polyhedral :math:`\\{C\\xi\\le d\\}`, Slater-checked); bounded supports only for the
+        piecewise-linear losses. Training samples must lie in the support (errata item 15).
+    l2 : optional ridge term :math:`\\frac{\\ell_2}2\\|w\\|^2` (0 in the paper).
+
+    Sweepable parameters (DPP, no recompilation): ``"radius"`` (while the zero pattern of
+    :math:`\\rho` is unchanged) and ``"theta"`` (the LpBall radius).
+    """
+
+    family = "wasserstein"
+    shared_multiplier = False
+
+    def __init__(self, federation, loss, radius, kappa, norm, weights, support=None, l2: float = 0.0):
+        kappa = check_real(kappa, "kappa", low=0.0, low_open=True, allow_inf=True)
+        model = TransportModel.validate(loss, norm, kappa, support, federation.dim)
+        super().__init__(federation, loss, l2)          # checks the loss's task against the data
+        self.kappa = kappa
+        self.model = model
+        self.norm = self.model.norm
+        self.support = self.model.support
+        self.radius = self._check_radius(radius)
+        self._set_weights(weights)
+        for c in federation.clients:
+            self.model.check_samples(c.X, c.y, f"client {c.name!r}")
+        self._local: dict = {}
+
+    # ------------------------------------------------------------------ validation
+    def _check_radius(self, radius) -> np.ndarray:
+        S = self.n_clients
+        if np.ndim(radius) == 0:
+            r = check_real(radius, "radius", low=0.0)
+            return np.full(S, r)
+        arr = np.asarray(radius, dtype=float)
+        if arr.ndim != 1 or arr.shape[0] != S:
+            raise InvalidParameterError(
+                f"radius must be a scalar or a vector with one entry per client (length {S}); "
+                f"got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise InvalidParameterError(f"radius entries must lie in [0, inf); got {arr.tolist()}")
+        return arr.copy()
+
+    def _set_weights(self, weights) -> None:
+        S = self.n_clients
+        if isinstance(weights, WeightSet):
+            if weights.n != S:
+                raise InvalidParameterError(f"weights must be a set over {S} clients; got n={weights.n}")
+            if isinstance(weights, Simplex):
+                kind = "simplex"
+            elif _is_lp_ball(weights):
+                kind = "ball"
+                center = check_probability_vector(weights.center, "weights.center", n=S)
+                self._center = center / center.sum()          # errata item 8: exactly on the simplex
+                self._theta = check_real(weights.radius, "weights.radius", low=0.0)
+                p = float(weights.p)
+                if p < 1:
+                    raise InvalidParameterError(f"weights.p must lie in [1, inf]; got {weights.p!r}")
+                self._p = p
+            else:
+                if not getattr(weights, "nonnegative", False):
+                    raise InvalidParameterError(
+                        f"weights {weights!r} allows negative client weights; the DRFL problem needs "
+                        "Q inside the simplex (LpBall, Simplex, a fixed q̂)")
+                kind = "generic"
+            self.weights = weights
+        elif weights is None:
+            raise InvalidParameterError("weights must be LpBall(center, radius, p), Simplex(n), a "
+                                        "probability vector q̂ or a WeightSet; got None")
+        else:
+            q = np.asarray(weights, dtype=float)
+            if q.ndim != 1:
+                raise InvalidParameterError(
+                    f"weights must be a WeightSet or a 1-D probability vector; got shape {q.shape}")
+            self.weights = check_probability_vector(q, "weights", n=S)
+            kind = "fixed"
+        self.weight_kind = kind
+
+    # ------------------------------------------------------------------ numpy side
+    def outer(self, z) -> tuple[float, np.ndarray]:
+        """:math:`(\\max_{q\\in\\mathcal Q} q^\\top z,\\ q^\\star)` (the support function of Q)."""
+        z = np.asarray(z, float)
+        if self.weight_kind == "fixed":
+            return float(self.weights @ z), self.weights.copy()
+        if self.weight_kind == "simplex":
+            q = np.zeros_like(z)
+            q[int(np.argmax(z))] = 1.0
+            return float(z.max()), q
+        val, q = self.weights.worst_case(z)
+        return float(val), np.asarray(q, float)
+
+    def worst_case_losses(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        """Per client :math:`z_s(w)=\\sup_{W(\\mathbb P_s,\\hat{\\mathbb P}_s)\\le\\rho_s}\\mathbb E[L]`
+        and the minimizing :math:`\\lambda_s` (``nan`` where :math:`\\rho_s=0`), computed by each
+        client alone (:meth:`WassersteinClientView.worst_case`)."""
+        theta = self._check_theta(theta)
+        out = [self.client_view(s).worst_case(theta) for s in range(self.n_clients)]
+        return np.array([o[0] for o in out]), np.array([o[1] for o in out])
+
+    def client_losses(self, theta) -> np.ndarray:
+        """The clients' worst-case expected losses :math:`z_s(w)` (not the empirical means; those
+        are ``self.objectives.values(theta)``)."""
+        return self.worst_case_losses(theta)[0]
+
+    def objective(self, theta) -> float:
+        """Exact robust objective at ``theta`` without the joint CVXPY problem: each client's
+        worst case (:meth:`worst_case_losses`), then the support function of Q."""
+        theta = self._check_theta(theta)
+        z, _ = self.worst_case_losses(theta)
+        return self.outer(z)[0] + 0.5 * self.l2 * float(theta @ theta)
+
+    def _check_theta(self, theta) -> np.ndarray:
+        theta = as_finite_array(theta, "theta", ndim=1)
+        if theta.shape != (self.dim,):
+            raise InvalidParameterError(f"theta must have shape ({self.dim},); got {theta.shape}")
+        return theta
+
+    # ------------------------------------------------------------------ CVXPY side
+    def _build(self) -> cp.Problem:
+        fed, model = self.federation, self.model
+        S, n = self.n_clients, self.dim
+        X, y, cid = fed.pooled()
+        N = X.shape[0]
+        w = cp.Variable(n, name="w")
+        lam = cp.Variable(S, name="lambda")
+        alpha = cp.Variable(N, name="alpha")
+        z = cp.Variable(S, name="z")
+        rho = cp.Parameter(S, nonneg=True, name="radius", value=self.radius.copy())
+        robust_c = self.radius > 0
+        robust_i = robust_c[cid]
+        cons = [lam >= 0]                              # errata item 9
+        if robust_i.any():
+            ri = np.flatnonzero(robust_i)
+            cons += omega_constraints(model, w, lam, alpha[ri], X[ri], y[ri], cid[ri],
+                                      np.flatnonzero(robust_c))
+        if (~robust_i).any():
+            ei = np.flatnonzero(~robust_i)
+            cons += empirical_constraints(model, w, alpha[ei], X[ei], y[ei])
+        if (~robust_c).any():
+            cons.append(lam[np.flatnonzero(~robust_c)] == 0)
+        if self.shared_multiplier and S > 1:
+            cons.append(lam[1:] == lam[0])
+        # averaging matrix (S x N): varpi_s = rho_s lam_s + mean_i alpha_si
+        sizes = fed.sizes
+        avg = np.zeros((S, N))
+        avg[cid, np.arange(N)] = 1.0 / sizes[cid]
+        varpi = cp.multiply(rho, lam) + avg @ alpha
+        con_z = varpi <= z
+        cons.append(con_z)
+        self._parameters = {"radius": rho}
+        aux = {}
+        kind = self.weight_kind
+        if kind == "fixed":
+            outer = self.weights @ z
+        elif kind == "simplex":
+            gamma = cp.Variable(name="gamma")
+            cons.append(z <= gamma)
+            outer = gamma
+            aux["gamma"] = gamma
+        elif kind == "ball":
+            theta = cp.Parameter(nonneg=True, name="theta", value=self._theta)
+            outer, gamma, eta, bcons = ball_support_expr(z, self._center, theta, self._p)
+            cons += bcons
+            self._parameters["theta"] = theta
+            aux.update(gamma=gamma, eta=eta)
+        else:
+            outer = self.weights.support_expr(z)
+        obj = outer + (0.5 * self.l2 * cp.sum_squares(w) if self.l2 > 0 else 0)
+        self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
+        return _RawProblem(cp.Minimize(obj), cons)
+
+    def _certify(self, solver: str) -> Solution:
+        prob, v = self._cp_problem, self._vars
+        w = np.asarray(v["w"].value, float)
+        z_exact, lam_exact = self.worst_case_losses(w)
+        U = self.outer(z_exact)[0] + 0.5 * self.l2 * float(w @ w)
+        L, dinfo = conic_dual_bound(prob)
+        q_dual = None if v["con_z"].dual_value is None else np.asarray(v["con_z"].dual_value, float)
+        q_cert = self._weights_from_duals(q_dual, z_exact)
+        lam_solver = np.asarray(v["lambda"].value, float).copy()
+        lam_solver[self.radius == 0] = np.nan
+        duals = {"lambda": lam_solver, "q_dual": q_dual}
+        if "gamma" in v:
+            duals["gamma"] = float(v["gamma"].value)
+        if "eta" in v:
+            duals["eta"] = np.asarray(v["eta"].value, float)
+            t = np.asarray(v["z"].value + v["gamma"].value + v["eta"].value, float)
+            duals["beta"] = float(np.linalg.norm(t, dual_exponent(self._p)))
+        info = {"solver": solver, "solver_value": prob.value, "lambda_exact": lam_exact,
+                "z_solver": np.asarray(v["z"].value, float), "q_argmax": self.outer(z_exact)[1],
+                "lower_bound_method": "conic dual objective (weak duality)", **dinfo,
+                "weights_kind": self.weight_kind, "support": self.support.kind}
+        return Solution(theta=w, weights=q_cert, client_losses=z_exact, value=U, lower_bound=L,
+                        upper_bound=U, status="optimal", certificate="conic dual objective of (4)",
+                        duals=duals, info=info)
+
+    def _weights_from_duals(self, q_dual, z_exact) -> np.ndarray:
+        """A point of Q near the multiplier of :math:`\\varpi\\le z` (projected onto Q)."""
+        if self.weight_kind == "fixed":
+            return self.weights.copy()
+        if q_dual is None or not np.all(np.isfinite(q_dual)):
+            return self.outer(z_exact)[1]
+        if self.weight_kind == "simplex":
+            return project_simplex(q_dual)
+        try:
+            q = np.asarray(self.weights.project(q_dual), float)
+        except NotImplementedError:
+            return self.outer(z_exact)[1]
+        return q
+
+    def set_parameter(self, name: str, value) -> None:
+        """Set ``"radius"`` (scalar or per client) or ``"theta"`` (LpBall radius)."""
+        if name == "radius":
+            new = self._check_radius(value)
+            pattern_changed = not np.array_equal(new > 0, self.radius > 0)
+            self.radius = new
+            self._local.clear()
+            if self._cp_problem is not None:
+                if pattern_changed:
+                    self._cp_problem = None
+                else:
+                    self._parameters["radius"].value = new.copy()
+            return
+        if name == "theta" and self.weight_kind == "ball":
+            self._theta = check_real(value, "theta", low=0.0, low_open=True)
+            if hasattr(self.weights, "set_radius"):
+                self.weights.set_radius(self._theta)
+            else:
+                self.weights = type(self.weights)(self.weights.center, self._theta, self.weights.p)
+            if self._cp_problem is not None:
+                self._parameters["theta"].value = self._theta
+            return
+        raise InvalidParameterError(
+            f"{type(self).__name__} has sweepable parameters 'radius' and 'theta' (LpBall weights); "
+            f"got {name!r}")
+
+    # ------------------------------------------------------------------ clients
+    def client_view(self, i: int) -> "WassersteinClientView":
+        if i not in self._local:
+            self._local[i] = WassersteinClientView(self, i)
+        return self._local[i]
+
+    # ------------------------------------------------------------------ special cases
+    @classmethod
+    def erm(cls, federation, loss, l2: float = 0.0) -> "WassersteinDRFL":
+        """Standard FL (1) / Cor. 6.1–6.2: equal client weights 1/S, no robustness (ρ = 0)."""
+        S = federation.n_clients
+        return cls(federation, loss, radius=0.0, kappa=1.0, norm=1, weights=np.full(S, 1.0 / S), l2=l2)
+
+    @classmethod
+    def afl(cls, federation, loss, weights, l2: float = 0.0) -> "WassersteinDRFL":
+        """AFL (17): ρ_s = 0 with the Thm 4.3 ball ``weights`` (errata item 17) or any Q."""
+        return cls(federation, loss, radius=0.0, kappa=1.0, norm=1, weights=weights, l2=l2)
+
+    @classmethod
+    def drfa(cls, federation, loss, l2: float = 0.0) -> "WassersteinDRFL":
+        """DRFA (20): ρ_s = 0 and Q = the whole simplex."""
+        return cls(federation, loss, radius=0.0, kappa=1.0, norm=1,
+                   weights=Simplex(federation.n_clients), l2=l2)
+
+    @classmethod
+    def wafl(cls, federation, loss, radius, kappa, norm, center=None, support=None,
+             l2: float = 0.0) -> "ExactDualWAFL":
+        """Exact-dual WAFL (spec §5 [R]); see :class:`ExactDualWAFL`."""
+        return ExactDualWAFL(federation, loss, radius, kappa, norm, center=center, support=support, l2=l2)
+
+
+class ExactDualWAFL(WassersteinDRFL):
+    """Exact-dual WAFL (spec §5 [R], errata 16): ONE Wasserstein ball of radius ρ around
+    :math:`\\hat{\\mathbb P}_{agg}=\\sum_s\\hat q_s\\hat{\\mathbb P}_s`, dualized with one shared
+    multiplier:
+
+    .. math:: \\min_{w,\\lambda\\ge0,\\alpha}\\ \\rho\\lambda+\\sum_s\\hat q_s\\tfrac1{N_s}e^\\top\\alpha_s
+       \\quad\\text{s.t.}\\quad(\\lambda,\\alpha_s,w)\\in\\Omega_s\\ \\forall s.
+
+    It equals :class:`WassersteinDRFL` with fixed weights q̂, all radii ρ and the constraint
+    :math:`\\lambda_1=\\dots=\\lambda_S` (since :math:`\\sum_s\\hat q_s=1`). This is not Nguyen et al.'s
+    approximate algorithm. ``center`` defaults to :math:`N_s/N`.
+    """
+
+    family = "wafl"
+    shared_multiplier = True
+
+    def __init__(self, federation, loss, radius, kappa, norm, center=None, support=None, l2: float = 0.0):
+        if np.ndim(radius) != 0:
+            raise InvalidParameterError("WAFL has one ball: radius must be a scalar >= 0")
+        rho = check_real(radius, "radius", low=0.0)
+        q = federation.proportions if center is None else center
+        super().__init__(federation, loss, rho, kappa, norm, weights=q, support=support, l2=l2)
+
+    def _check_radius(self, radius):
+        if np.ndim(radius) != 0:
+            raise InvalidParameterError("WAFL has one ball: radius must be a scalar >= 0")
+        return super()._check_radius(radius)
+
+    def worst_case_losses(self, theta):
+        """WAFL has one joint worst case, not per-client ones. Returns the per-client parts
+        :math:`z_s=\\rho\\lambda^\\star+\\frac1{N_s}\\sum_i g_{si}(w,\\lambda^\\star)` at the shared optimal
+        :math:`\\lambda^\\star` (so :math:`\\sum_s\\hat q_s z_s` is the WAFL objective) and :math:`\\lambda^\\star`."""
+        theta = self._check_theta(theta)
+        val, lam, parts = self._joint(theta)
+        return parts, np.full(self.n_clients, lam)
+
+    def _joint(self, theta):
+        rho = float(self.radius[0])
+        fed, model = self.federation, self.model
+        X, y, cid = fed.pooled()
+        c = self.weights[cid] / fed.sizes[cid]
+        if not self.support.bounded or rho == 0:
+            val, lam = worst_case_unbounded(model, theta, X, y, rho, weights=c)
+            lam_eval = lam if np.isfinite(lam) else 0.0
+        else:
+            val, lam = _local_problem(self, "wafl", X, y, c, rho).solve(theta)
+            lam_eval = lam
+        # split into per-client parts z_s with sum_s q_s z_s = val
+        parts = np.array([self._client_part(theta, s, rho, lam_eval) for s in range(self.n_clients)])
+        return val, lam, parts
+
+    def _client_part(self, theta, s, rho, lam):
+        cl = self.federation.clients[s]
+        if rho == 0:
+            return float(np.mean(self.loss.value(cl.X @ theta, cl.y)))
+        if not self.support.bounded:
+            L = self.loss.value(cl.X @ theta, cl.y)
+            if not self.model.flips:
+                return float(rho * lam + L.mean())
+            Lt = self.loss.value(cl.X @ theta, -cl.y)
+            return float(rho * lam + np.mean(np.maximum(L, Lt - self.kappa * lam)))
+        return float(self.client_view(s).value_at_lambda(theta, lam))
+
+    def objective(self, theta) -> float:
+        theta = self._check_theta(theta)
+        val, _, _ = self._joint(theta)
+        return val + 0.5 * self.l2 * float(theta @ theta)
+
+
+# ====================================================================== local problems
+class _LocalWorstCase:
+    """:math:`\\min_{\\lambda\\ge0,\\alpha}\\rho\\lambda+c^\\top\\alpha` s.t. :math:`\\Omega` at a fixed w:
+    the exact worst case on a polyhedral support (an LP for ℓ1/ℓ∞ transport, solved by HiGHS; an
+    SOCP for ℓ2, by Clarabel), independent of the joint problem. ``w`` enters as a constant (a
+    ``cp.Parameter`` inside ``maximum`` trips CVXPY 1.9's bound propagation), so each call
+    compiles a small problem."""
+
+    def __init__(self, model, X, y, c, rho):
+        self.model, self.X, self.y, self.c, self.rho = model, X, y, np.asarray(c, float), float(rho)
+        self.lp = model.norm != 2
+
+    def solve(self, theta):
+        w = np.asarray(theta, float)
+        lam = cp.Variable(1)
+        alpha = cp.Variable(self.X.shape[0])
+        cons = [lam >= 0] + omega_constraints(self.model, w, lam, alpha, self.X, self.y,
+                                              np.zeros(self.X.shape[0], int), [0])
+        prob = cp.Problem(cp.Minimize(self.rho * lam[0] + self.c @ alpha), cons)
+        order = (["HIGHS"] if self.lp else []) + ["CLARABEL", "ECOS"]
+        for s in order:
+            if s not in cp.installed_solvers():
+                continue
+            try:
+                prob.solve(solver=s, **SOLVER_OPTIONS.get(s, {}))
+            except cp.error.SolverError:
+                continue
+            if prob.status == cp.OPTIMAL:
+                return float(prob.value), float(lam.value[0])
+        raise SolverError(f"local worst-case problem failed (status {prob.status})")
+
+
+def _local_problem(problem, key, X, y, c, rho) -> _LocalWorstCase:
+    cache = problem.__dict__.setdefault("_local_wc", {})
+    k = (key, float(rho))
+    if k not in cache:
+        cache[k] = _LocalWorstCase(problem.model, X, y, c, rho)
+    return cache[k]
+
+
+class WassersteinClientView(ClientView):
+    """What client *s* computes on its own data for DRFL (spec §3.2, §6.5).
+
+    * :meth:`worst_case` — :math:`z_s(w)` and :math:`\\lambda_s^\\star(w)`: the client's worst-case
+      expected loss (Prop. 4.2), exact (closed form on unbounded support; a small LP/SOCP on a
+      polyhedral support);
+    * :meth:`omega` — the CVXPY constraints :math:`(\\lambda_s,\\alpha_s,\\hat w)\\in\\Omega_s` for
+      caller-supplied variables (to build custom local subproblems);
+    * :meth:`admm_step` — the client operator :math:`\\mathfrak C_s(w,z_s,\\psi_s,\\zeta_s)` of
+      Algorithm 1 (§6.5): argmin over :math:`(\\lambda_s,\\alpha_s,\\hat w_s)\\in\\Omega_s` (and the
+      auxiliaries) of :math:`\\zeta_s\\varpi_s-\\psi_s^\\top\\hat w_s+\\frac c2\\|w-\\hat w_s\\|^2+
+      \\frac c2(\\varpi_s-z_s)^2` with :math:`\\varpi_s=\\rho_s\\lambda_s+\\frac1{N_s}e^\\top\\alpha_s`.
+      Returns ``{"lambda", "alpha", "w_hat", "varpi", "status"}``; the client sends back
+      ``w_hat`` and the scalar ``varpi`` only. No lower bound on α is added (§6.5).
+
+    Inherits the empirical loss value/gradient of :class:`~drflmodel.problems._base.ClientView`.
+    """
+
+    def __init__(self, problem: WassersteinDRFL, index: int):
+        super().__init__(problem, index)
+        self.model = problem.model
+        self.rho = float(problem.radius[index])
+        self._admm = None
+        self._wc = None
+
+    @property
+    def radius(self) -> float:
+        return self.rho
+
+    def omega(self, w, lam, alpha) -> list:
+        """Constraints :math:`(\\lambda,\\alpha,w)\\in\\Omega_s` (``lam`` of shape (1,), ``alpha``
+        of shape (N_s,)); for :math:`\\rho_s=0` the empirical epigraph :math:`L(\\hat\\xi_i)\\le\\alpha_i`."""
+        if self.rho == 0:
+            return empirical_constraints(self.model, w, alpha, self._X, self._y)
+        return omega_constraints(self.model, w, lam, alpha, self._X, self._y,
+                                 np.zeros(self.size, int), [0])
+
+    def worst_case(self, w) -> tuple[float, float]:
+        """``(z_s, lambda_s)`` at the fixed model ``w`` (``lambda_s`` is nan if ρ_s = 0)."""
+        w = np.asarray(w, float)
+        if self.rho == 0 or not self.model.support.bounded:
+            return worst_case_unbounded(self.model, w, self._X, self._y, self.rho)
+        if self._wc is None:
+            self._wc = _LocalWorstCase(self.model, self._X, self._y,
+                                       np.full(self.size, 1.0 / self.size), self.rho)
+        return self._wc.solve(w)
+
+    def value_at_lambda(self, w, lam) -> float:
+        """:math:`\\rho_s\\lambda+\\frac1{N_s}\\sum_i g_i(w,\\lambda)` at a fixed λ (small LP on
+        polyhedral supports)."""
+        w = np.asarray(w, float)
+        alpha = cp.Variable(self.size)
+        cons = omega_constraints(self.model, w, np.array([float(lam)]), alpha, self._X, self._y,
+                                 np.zeros(self.size, int), [0])
+        prob = cp.Problem(cp.Minimize(cp.sum(alpha) / self.size), cons)
+        prob.solve(solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
+        return self.rho * float(lam) + float(prob.value)
+
+    def admm_step(self, w, z, psi, zeta, c: float, solver: str = "CLARABEL") -> dict:
+        """The client operator :math:`\\mathfrak C_s` of Algorithm 1 (spec §6.5)."""
+        n = self._X.shape[1]
+        c = check_real(c, "c", low=0.0, low_open=True)
+        if self._admm is None:
+            # DPP: c enters as sqrt(c/2) times variables, and sqrt(c/2) w, sqrt(c/2) z are
+            # parameters of their own (a parameter times a parameter-affine term is not DPP).
+            P = {k: cp.Parameter(shape) for k, shape in
+                 (("sw", n), ("sz", ()), ("psi", n), ("zeta", ()))}
+            P["sc"] = cp.Parameter(nonneg=True)
+            w_hat = cp.Variable(n)
+            lam = cp.Variable(1)
+            alpha = cp.Variable(self.size)
+            cons = [lam >= 0] + self.omega(w_hat, lam, alpha)
+            if self.rho == 0:
+                cons.append(lam == 0)
+            varpi = self.rho * lam[0] + cp.sum(alpha) / self.size
+            obj = (P["zeta"] * varpi - P["psi"] @ w_hat + cp.sum_squares(P["sw"] - P["sc"] * w_hat)
+                   + cp.square(P["sc"] * varpi - P["sz"]))
+            self._admm = (cp.Problem(cp.Minimize(obj), cons), P, w_hat, lam, alpha, varpi)
+        prob, P, w_hat, lam, alpha, varpi = self._admm
+        sc = np.sqrt(c / 2.0)
+        P["sc"].value = sc
+        P["sw"].value = sc * np.asarray(w, float)
+        P["sz"].value = sc * float(z)
+        P["psi"].value = np.asarray(psi, float)
+        P["zeta"].value = float(zeta)
+        prob.solve(solver=solver, **SOLVER_OPTIONS.get(solver, {}))
+        return {"lambda": float(lam.value[0]), "alpha": np.asarray(alpha.value, float),
+                "w_hat": np.asarray(w_hat.value, float), "varpi": float(varpi.value),
+                "status": prob.status}
+
+
+# ====================================================================== functions
+def erm(federation, loss, l2: float = 0.0) -> WassersteinDRFL:
+    """Standard FL (1), Cor. 6.1/6.2 — see :meth:`WassersteinDRFL.erm`."""
+    return WassersteinDRFL.erm(federation, loss, l2=l2)
+
+
+def afl(federation, loss, weights, l2: float = 0.0) -> WassersteinDRFL:
+    """AFL (17) — see :meth:`WassersteinDRFL.afl`."""
+    return WassersteinDRFL.afl(federation, loss, weights, l2=l2)
+
+
+def drfa(federation, loss, l2: float = 0.0) -> WassersteinDRFL:
+    """DRFA (20) — see :meth:`WassersteinDRFL.drfa`."""
+    return WassersteinDRFL.drfa(federation, loss, l2=l2)
+
+
+def wafl(federation, loss, radius, kappa, norm, center=None, support=None, l2: float = 0.0) -> ExactDualWAFL:
+    """Exact-dual WAFL (spec §5 [R]) — see :class:`ExactDualWAFL`."""
+    return ExactDualWAFL(federation, loss, radius, kappa, norm, center=center, support=support, l2=l2)
