@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import cvxpy as cp
@@ -516,6 +517,11 @@ class HCVaR(_BoxSimplexSet):
                     f"alpha[{i}] must lie in [p[{i}], 1] = [{lo:.6g}, 1] (and be > 0); got {a[i]!r}"
                     + ("" if a[i] > 1.0 or a[i] <= 0 else
                        "; pass clip_alpha=True to replace alpha_i < p_i by p_i (value unchanged)"))
+        if self.clip_alpha and np.any(a < self.p):
+            idx = np.flatnonzero(a < self.p).tolist()
+            warnings.warn(f"HCVaR: alpha_i < p_i for clients {idx}; replaced by p_i (clip_alpha=True). The cap "
+                          "p_i/alpha_i >= 1 is vacuous there, so the set and every value are unchanged "
+                          "(spec fafl-hcvar §9.1 item 6).", UserWarning, stacklevel=3)
         self.alpha = np.maximum(a, self.p)
         self.caps = self.p / self.alpha
         self.cap_param.value = self.caps

@@ -247,7 +247,8 @@ def test_hcvar_alpha_validation_and_clip():
         S.HCVaR(p, [0.6, 0.4])
     with pytest.raises(InvalidParameterError, match="p"):
         S.HCVaR([0.5, 0.3, 0.3], 0.9)
-    ws = S.HCVaR(p, [0.6, 0.2, 0.5], clip_alpha=True)
+    with pytest.warns(UserWarning, match=r"clients \[1\].*clip_alpha=True"):
+        ws = S.HCVaR(p, [0.6, 0.2, 0.5], clip_alpha=True)
     np.testing.assert_allclose(ws.alpha, [0.6, 0.3, 0.5])
     np.testing.assert_allclose(ws.alpha_given, [0.6, 0.2, 0.5])
     f = np.array([1.0, 3.0, 2.0])
