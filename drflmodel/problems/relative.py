@@ -265,8 +265,13 @@ class RelativeFairness(Problem):
 
     @property
     def parameters(self) -> dict:
-        self._build_r2()
-        return {"p1": self._r2[1]["p1"], "p2": self._r2[1]["p2"]}
+        """The ``cp.Parameter`` s :math:`p_1=1/(1-\varphi)`, :math:`p_2=\varphi/(1-\varphi)` of the
+        built problem (set from ``phi`` at each solve)."""
+        if self.is_quadratic:
+            h = self._build_r2()[1]
+            return {"p1": h["p1"], "p2": h["p2"]}
+        prob, _, _, _, p1, p2 = self._build_ccp()
+        return {"p1": p1, "p2": p2}
 
     def sweep_phi(self, values, **solve_kwargs) -> list[Solution]:
         """One :class:`Solution` per :math:`\\varphi` in ``values`` (``info["phi"]`` set). The problem
@@ -450,7 +455,9 @@ class RelativeFairness(Problem):
         return "R2"
 
     def _build(self) -> cp.Problem:
-        return self._build_r2()[0]
+        """The lifted SDP (quadratic losses) or the CCP majorizer (other losses); both keep
+        :math:`\varphi` in ``cp.Parameter`` s."""
+        return self._build_r2()[0] if self.is_quadratic else self._build_ccp()[0]
 
     def _build_r2(self):
         if self._r2 is None:
@@ -459,17 +466,17 @@ class RelativeFairness(Problem):
         return self._r2
 
     # ------------------------------------------------------------------ solve
-    def solve(self, method: str = "auto", solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL,
-              refine: bool = True, n_starts: int = 3, max_iter: int = 50, seed=0,
-              verbose: bool = False, **solver_options) -> Solution:
-        r"""Solve and certify.
+    def solve(self, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL, verbose: bool = False,
+              method: str = "auto", refine: bool = True, n_starts: int = 3, max_iter: int = 50, seed=0,
+              **solver_options) -> Solution:
+        r"""Solve and certify (same leading arguments as :meth:`Problem.solve`).
 
         Parameters
         ----------
-        method : ``"auto"`` (see :meth:`choose_method`), ``"FederatedDRO"`` (:math:`\varphi=0`
-            only), ``"R1"``, ``"R2"``, ``"R3"`` (quadratic losses) or ``"local"``.
         solver : a CVXPY solver to try first.
         gap_tol : relative certificate gap for ``"optimal"``.
+        method : ``"auto"`` (see :meth:`choose_method`), ``"FederatedDRO"`` (:math:`\varphi=0`
+            only), ``"R1"``, ``"R2"``, ``"R3"`` (quadratic losses) or ``"local"``.
         refine : R2 only: when the gap is open, run the convex--concave procedure from the extracted
             point, then the multi-start local search (it can only lower :math:`U`).
         n_starts, max_iter, seed : the local (CCP) search: number of starts, iterations per start,
