@@ -263,3 +263,17 @@ def test_sc_sc_needs_strongly_concave_penalty_and_smooth_loss():
         hinge = dm.FederatedDRO(fedc, dm.losses.Hinge(), weights=dm.sets.ChiSquare(fedc.n_clients, 0.1), l2=0.1)
         with pytest.raises(InvalidParameterError, match="smooth"):
             ScaffPD(rounds=2).run(hinge)
+
+
+def test_trace_roundtrip_of_a_scaffpd_run(chi2, tmp_path):
+    prob, _ = chi2
+    tr = ScaffPD(rounds=5, batch_size=10).run(prob, seed=2)
+    tr.save(tmp_path / "t.npz")
+    back = dm.solvers.Trace.load(tmp_path / "t.npz")
+    assert np.array_equal(back.theta, tr.theta) and np.array_equal(back.weights, tr.weights)
+    assert set(back.iterates) == set(ScaffPD.record)
+    assert np.array_equal(back.iterates["client_losses"], tr.iterates["client_losses"])
+    assert back.info["schedule"] == "sc-sc" and back.params["batch_size"] == 10
+    import json
+    again = dm.solvers.Trace.from_dict(json.loads(json.dumps(tr.to_dict())))
+    assert np.array_equal(again.floats_up, tr.floats_up) and np.allclose(again.theta, tr.theta)
