@@ -35,16 +35,18 @@ Four pieces, shared by every algorithm in :mod:`drflmodel.solvers`:
       data and the arguments given for row *i* (its own iterate, the broadcast server values);
       :meth:`ClientRuntime.view` returns ``problem.client_view(i)`` for per-client computations
       that do not vectorize (e.g. a local subproblem);
-    * server side -- :meth:`ClientRuntime.broadcast` (server → every client) and
-      :meth:`ClientRuntime.upload` (every client → server) are the two crossings of the
-      privacy boundary; both are **counted** (messages and floats, per round, per direction).
+    * server side -- :meth:`ClientRuntime.broadcast` (server → every client, one value),
+      :meth:`ClientRuntime.scatter` (server → clients, row *i* to client *i*) and
+      :meth:`ClientRuntime.upload` (every client → server) are the crossings of the
+      privacy boundary; all are **counted** (messages and floats, per round, per direction).
       Anything combined *across* clients must first be uploaded; :meth:`ClientRuntime.aggregate`
       (:math:`\\sum_i w_i\\,v_i`, any real weights, negative allowed) only accepts arrays returned
       by :meth:`upload` in the current round, so an uncounted cross-client sum raises.
 
     Counting convention: one ``upload(...)`` call is one message per participating client whose
     size is the total number of floats of that client's rows (several named arrays sent together
-    form one message); one ``broadcast(...)`` call is one message per receiving client. A round's
+    form one message); one ``broadcast(...)`` or ``scatter(...)`` call is one message per
+    receiving client (a broadcast sends the whole value to each, a scatter its own row). A round's
     totals go into ``Trace.messages_up/floats_up/messages_down/floats_down``; the named ledger of
     the first round is kept in ``Trace.info["comm_schedule"]``.
 
@@ -233,6 +235,17 @@ class ClientRuntime:
         if rows.ndim == 0:
             raise ValueError("scatter() needs an array with one row per receiving client")
         self.ledger.record("down", name, rows.shape[0], rows.size)
+        return rows
+
+    def scatter(self, name: str, rows, receivers=None) -> np.ndarray:
+        """Server → clients, a *different* message per client: client *i* receives row *i* of
+        ``rows`` (leading axis ``n``, or ``len(receivers)`` when only the clients at indices
+        ``receivers`` receive). One message per receiving client, ``rows[i].size`` floats each."""
+        rows = np.asarray(rows, float)
+        m = self.n if receivers is None else len(np.atleast_1d(receivers))
+        if rows.shape[:1] != (m,):
+            raise ValueError(f"scattered array {name!r} must have leading axis {m}; got {rows.shape}")
+        self.ledger.record("down", name, m, rows.size)
         return rows
 
     def upload(self, senders=None, **arrays):

@@ -206,3 +206,22 @@ def test_wrong_problem_family(problem):
 
     with pytest.raises(InvalidParameterError, match="FederatedDRO"):
         NeedsDRO().run(problem)
+
+
+def test_scatter_and_partial_participation_counts(problem):
+    rt = ClientRuntime(problem, np.random.default_rng(0))
+    n, d = problem.n_clients, problem.dim
+    rt.begin_round()
+    rows = rt.scatter("personal", np.ones((n, d + 1)))
+    assert rows.shape == (n, d + 1)
+    rt.broadcast("model", np.zeros(d), receivers=2)
+    up = rt.upload(senders=[0, 2], update=np.ones((2, d)))
+    assert np.allclose(rt.aggregate(np.array([0.5, 0.5]), up), np.ones(d))
+    with pytest.raises(ValueError):
+        rt.scatter("bad", np.ones((n + 1, d)))
+    with pytest.raises(ValueError):
+        rt.upload(senders=[0, 2], update=np.ones((3, d)))
+    row = rt.end_round()
+    assert row["messages_down"] == n + 2 and row["floats_down"] == n * (d + 1) + 2 * d
+    assert row["messages_up"] == 2 and row["floats_up"] == 2 * d
+    assert rt.view(1).index == 1 and rt.view(1).size == problem.client_view(1).size
