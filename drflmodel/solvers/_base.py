@@ -189,7 +189,7 @@ class ClientRuntime:
             return self.objectives.gradients(theta)
         return self.objectives.minibatch_gradients(theta, bs, self.rng)
 
-    def local_sgd(self, start, steps: int, step_size, correction=None, active=None,
+    def local_sgd(self, start, steps: int, step_size, correction=None,
                   snapshot: int | None = None):
         """``steps`` local (stochastic) gradient steps run by every client in parallel:
 
