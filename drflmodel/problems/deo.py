@@ -229,6 +229,9 @@ class DEOConstrained(Problem):
     n_starts : number of random feasible starts for the local search (non-convex cases), in
         addition to :math:`0`, the scaled unconstrained and the scaled penalty solutions.
     max_ccp_iter, ccp_tol : CCP iteration cap and relative decrease tolerance.
+    local_solver : ``"slsqp+ccp"`` (default: SciPy SLSQP from each feasible start, then the CCP
+        from SLSQP's point, which converges in a few iterations and gives the multipliers) or
+        ``"ccp"`` (the CCP alone, spec §3.5 step 3). Non-smooth losses always use ``"ccp"``.
     rank_tol : :math:`\lambda_2(Y)/\lambda_1(Y)` below which the SDP solution is rank one.
     seed : seed of the random starts.
     """
@@ -238,7 +241,7 @@ class DEOConstrained(Problem):
     def __init__(self, vertical_federation, loss, eps, fairness_loss: str = "linear", l2: float = 0.0,
                  penalty_c=None, tolerance_convention: str = "deo", feasibility_tol: float = 1e-8,
                  n_starts: int = 3, max_ccp_iter: int = 100, ccp_tol: float = 1e-10,
-                 rank_tol: float = 1e-6, seed=0):
+                 rank_tol: float = 1e-6, local_solver: str = "slsqp+ccp", seed=0):
         # Problem.__init__ builds ClientObjectives of a horizontal Federation: not applicable here
         if not isinstance(vertical_federation, VerticalFederation):
             raise InvalidDataError(
@@ -267,6 +270,7 @@ class DEOConstrained(Problem):
         self.max_ccp_iter = check_int(max_ccp_iter, "max_ccp_iter", 1)
         self.ccp_tol = check_real(ccp_tol, "ccp_tol", low=0.0)
         self.rank_tol = check_real(rank_tol, "rank_tol", low=0.0, low_open=True)
+        self.local_solver = check_choice(local_solver, "local_solver", ("ccp", "slsqp+ccp"))
         self.seed = seed
 
         vf = vertical_federation
@@ -802,7 +806,10 @@ class DEOConstrained(Problem):
 
     # ---- the DC case (§3.5) -----------------------------------------------------------------
     def _unconstrained(self, order, solver_options, record):
-        """:math:`\\theta_u = \\arg\\min L` and a valid lower bound on :math:`\\min L`."""
+        """:math:`\\theta_u = \\arg\\min L` and a valid lower bound on :math:`\\min L` (cached:
+        independent of :math:`\\varepsilon`, so an :math:`\\varepsilon` sweep computes it once)."""
+        if getattr(self, "_unc_cache", None) is not None:
+            return self._unc_cache
         theta = cp.Variable(self.dim)
         prob = cp.Problem(cp.Minimize(self._loss_expr(theta)))
         used = self._run(prob, order, solver_options, record)
@@ -812,6 +819,7 @@ class DEOConstrained(Problem):
         lb = self._polished_bound(th, np.zeros(2), c=0.0)
         if not np.isfinite(lb):
             lb = float(prob.value)
+        self._unc_cache = (th, lb)
         return th, lb
 
     def _penalty_bound(self, order, record):
@@ -865,6 +873,30 @@ class DEOConstrained(Problem):
                 break
         return th, lam, {"iterations": it, "values": [values[0], values[-1]]}
 
+    def _slsqp(self, theta0):
+        """SciPy SLSQP on (4) from ``theta0`` (smooth losses only), pulled back to feasibility;
+        ``None`` if unavailable or worse than the start. Used to warm-start the CCP, which
+        then certifies feasibility/monotonicity and yields the multipliers."""
+        try:
+            self.loss.ddphi(np.zeros(1))
+            self.fair.ddphi(np.zeros(1))
+        except NotImplementedError:
+            return None
+        eps = self.eps_deo
+        cons = [{"type": "ineq", "fun": lambda t: eps - self.fairness_gap(t),
+                 "jac": lambda t: -self.fairness_gap_gradient(t)},
+                {"type": "ineq", "fun": lambda t: eps + self.fairness_gap(t),
+                 "jac": lambda t: self.fairness_gap_gradient(t)}]
+        try:
+            res = minimize(self.loss_value, np.asarray(theta0, float), jac=self.loss_gradient,
+                           method="SLSQP", constraints=cons, options={"ftol": 1e-12, "maxiter": 500})
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError):  # pragma: no cover
+            return None
+        th, _ = self.shrink_to_feasible(res.x)
+        if self.loss_value(th) > self.loss_value(theta0):
+            return None
+        return th
+
     def _feasible_starts(self, theta_u, theta_pen):
         rng = np.random.default_rng(self.seed)
         margin = 1e-3 * self.eps_deo
@@ -910,9 +942,11 @@ class DEOConstrained(Problem):
         # 3. CCP from several feasible starts
         runs = []
         for name, start in self._feasible_starts(theta_u, theta_pen):
-            th, lam, rec = self._ccp(start, order, solver_options)
+            pre = self._slsqp(start) if self.local_solver == "slsqp+ccp" else None
+            th, lam, rec = self._ccp(start if pre is None else pre, order, solver_options)
             th, _ = self.shrink_to_feasible(th)
-            runs.append({"start": name, "theta": th, "lam": lam, "value": self.objective(th), **rec})
+            runs.append({"start": name, "theta": th, "lam": lam, "value": self.objective(th),
+                         "slsqp_presolve": pre is not None, **rec})
         runs = [r for r in runs if np.isfinite(r["value"])]
         if not runs:
             return self._failed(record)

@@ -498,3 +498,35 @@ def test_bad_inputs():
     p = DEOConstrained(vf, Logistic(), 0.1)
     with pytest.raises(InvalidDataError, match="theta"):
         p.objective(np.zeros(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# the Adult example (quick mode)
+# ---------------------------------------------------------------------------------------------
+def test_example_fair_vfl_adult_quick():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "fair_vfl_adult.py"
+    spec = importlib.util.spec_from_file_location("fair_vfl_adult", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main(quick=True, verbose=False)
+    rows = out["rows"]
+    assert out["n_train"] == mod.QUICK_TRAIN and len(rows) == 1 + 2 * len(mod.PAPER_EPS)
+    base = rows[0]
+    assert base["model"] == "unconstrained" and base["status"] == "optimal"
+    for fl in ("linear", "same"):
+        sub = [r for r in rows if r["fairness_loss"] == fl and r["model"] != "unconstrained"]
+        assert [r["eps"] for r in sub] == list(mod.PAPER_EPS)
+        for r in sub:
+            assert r["train_deo_surrogate"] <= r["eps"] + 1e-8
+            assert r["status"] in ("optimal", "local")
+            assert r["relative_gap"] >= -1e-9  # lower bound <= upper bound
+            assert r["objective"] >= base["objective"] - 1e-9
+            assert 0.0 <= r["test_accuracy"] <= 1.0
+        certified = [r for r in sub if r["status"] == "optimal"]
+        vals = [r["objective"] for r in certified]
+        assert all(a >= b - 1e-9 for a, b in zip(vals, vals[1:]))  # v(eps) is non-increasing
+        if fl == "linear":
+            assert len(certified) == len(sub)
