@@ -23,7 +23,12 @@ Four pieces, shared by every algorithm in :mod:`drflmodel.solvers`:
     ``state["theta"]`` (shape ``(d,)``) and, if present, ``state["weights"]`` (shape ``(n,)``, the
     client weights :math:`\\lambda`) are recorded after every round; the keys listed in
     ``record`` (a class attribute or ``self.record``) are recorded too, in ``Trace.iterates``.
-    ``state["info"]`` (a dict, optional) is copied into ``Trace.info`` at the end.
+    ``state["info"]`` (a dict, optional) is copied into ``Trace.info`` at the end, and
+    ``state["expected_rate"]`` (optional) overrides the class's ``expected_rate`` for this run
+    (e.g. ``None`` with minibatch gradients). Optional hooks: ``_check_problem(problem)`` (extra
+    family checks; call ``super()`` first) and ``_batch_size()`` (the runtime's minibatch size,
+    default ``self.params.get("batch_size")``). ``run`` validates ``seed``, ``callback`` and
+    ``theta0`` (shape ``(problem.dim,)``, default zeros) before calling ``_initialize``.
 
 :class:`ClientRuntime`
     The simulated federation. It is the *only* way a solver touches client data:
