@@ -172,6 +172,37 @@ def _box_simplex_vertices(lower, upper) -> np.ndarray:
     return _unique_rows(V)
 
 
+def _l1_simplex_vertices(c, r) -> np.ndarray:
+    """All vertices of :math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_1\\le r\\}` (rows, deduplicated).
+
+    [derived] At a vertex every coordinate is at 0, at :math:`c_i` (a kink of the ball) or free;
+    :math:`\\mathbf 1^\\top\\lambda=1` and :math:`\\|\\lambda-c\\|_1=r` leave at most two free
+    coordinates, one up (:math:`u`) and one down (:math:`d`). Solving the two equations: with
+    :math:`Z` the set put to 0, :math:`\\lambda_u=c_u+r/2`, :math:`\\lambda_d=c_d-(r/2-c(Z))`,
+    valid iff :math:`0\\le r/2-c(Z)\\le c_d`. If the ball is inactive the vertex is a simplex
+    vertex :math:`e_u` with :math:`2(1-c_u)\\le r`. Enumerates all :math:`Z` (``n <= 14``).
+    """
+    c = np.asarray(c, float)
+    n = c.size
+    if n > 14:
+        raise NotImplementedError(f"vertex enumeration of the l1-ball/simplex intersection needs n <= 14; got n={n}")
+    h = r / 2.0
+    rows = [np.eye(n)[u][None, :] for u in range(n) if 2.0 * (1.0 - c[u]) <= r + 1e-12]
+    masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)      # Z
+    deficit = h - masks @ c
+    for u in range(n):
+        for d in range(n):
+            if d == u:
+                continue
+            ok = ~masks[:, u] & ~masks[:, d] & (deficit >= -1e-12) & (deficit <= c[d] + 1e-12)
+            if ok.any():
+                X = np.where(masks[ok], 0.0, c[None, :])
+                X[:, u] = c[u] + h
+                X[:, d] = np.maximum(c[d] - deficit[ok], 0.0)
+                rows.append(X)
+    return _unique_rows(np.concatenate(rows, axis=0))
+
+
 def _unique_rows(V, decimals: int = 12) -> np.ndarray:
     _, idx = np.unique(np.round(V, decimals), axis=0, return_index=True)
     return V[np.sort(idx)]
@@ -288,7 +319,7 @@ class WeightSet:
 
     def _check_expr(self, f):
         if isinstance(f, (list, tuple)) and any(isinstance(e, cp.Expression) for e in f):
-            f = cp.hstack([cp.reshape(e, ()) if isinstance(e, cp.Expression) else e for e in f])
+            f = cp.hstack([cp.reshape(e, (), order="C") if isinstance(e, cp.Expression) else e for e in f])
         if not isinstance(f, cp.Expression):
             f = cp.Constant(np.asarray(f, float))
         if f.shape != (self.n,):
@@ -809,9 +840,12 @@ class LpBall(WeightSet):
         return np.asarray(lam.value, float)
 
     def vertices(self):
+        """Vertices for the polytopes :math:`p\\in\\{1,\\infty\\}` (small ``n``)."""
         if self.p == np.inf:
             return _box_simplex_vertices(*self._box())
-        return super().vertices()
+        if self.p == 1:
+            return _l1_simplex_vertices(self.center, self.radius)
+        raise NotImplementedError(f"LpBall with p={self.p} is not a polytope: no vertex list")
 
     def mass_pieces(self):
         """:math:`p=\\infty`: the box form; :math:`p=1`: :math:`\\min(c(S)+r/2,\\ 1,\\ |S|)` (move

@@ -579,7 +579,7 @@ def integrated_instances(seed, count=12, nmax=6):
     rng = np.random.default_rng(seed)
 
     def mk(n):
-        k = int(rng.integers(0, 4))
+        k = int(rng.integers(0, 5))
         if k == 0:
             return S.Simplex(n)
         if k == 1:
@@ -587,7 +587,9 @@ def integrated_instances(seed, count=12, nmax=6):
         if k == 2:
             p = rng.dirichlet(np.ones(n))
             return S.HCVaR(p, rng.uniform(p, 1))
-        return S.LpBall(rng.dirichlet(np.ones(n)), float(rng.uniform(0.01, 0.5)), np.inf)
+        if k == 3:
+            return S.LpBall(rng.dirichlet(np.ones(n)), float(rng.uniform(0.01, 0.5)), np.inf)
+        return S.LpBall(rng.dirichlet(np.ones(n)), float(rng.uniform(0.01, 1.5)), 1)
 
     out = []
     for _ in range(count):
@@ -609,6 +611,9 @@ def test_integrated_worst_case_vs_vertices_and_lp():
             a, b = cp.Variable(n), cp.Variable(n)
             cons = []
             for var, X in ((a, I.A), (b, I.B)):
+                if isinstance(X, S.LpBall) and X.p == 1:
+                    cons += [var >= 0, cp.sum(var) == 1, cp.sum(cp.abs(var - X.center)) <= X.radius]
+                    continue
                 lo, up = X._bounds() if hasattr(X, "_bounds") else X._box()
                 cons += [var >= lo, var <= up, cp.sum(var) == 1]
             prob = cp.Problem(cp.Maximize(f @ (a - I.phi * b) / (1 - I.phi)), cons)
@@ -835,3 +840,27 @@ def test_integrated_set_phi():
     assert I.norm1() == J.norm1()
     with pytest.raises(InvalidParameterError, match="phi"):
         I.set_phi(1.5)
+
+
+def test_lpball_l1_vertices():
+    """Vertices of simplex ∩ l1-ball: all feasible, they attain every linear maximum, and the
+    vertex optimum returned by the dual simplex (HiGHS, lifted LP) is always in the list."""
+    rng = np.random.default_rng(90)
+    for t in range(25):
+        n = int(rng.integers(1, 6))
+        c = rng.dirichlet(np.ones(n) * rng.choice([0.3, 1, 4]))
+        r = float(rng.choice([0.01, 0.1, 0.4, 1.0, 1.9, 2.5]))
+        ws = S.LpBall(c, r, 1)
+        V = ws.vertices()
+        assert all(ws.contains(v, tol=1e-9) for v in V)
+        for f in loss_vectors(n, t, count=5):
+            assert (V @ f).max() == pytest.approx(ws.worst_case(f)[0], abs=1e-10)
+            if np.unique(f).size < n:          # ties: the LP optimum need not be a vertex
+                continue
+            A_ub = np.block([[np.eye(n), -np.eye(n)], [-np.eye(n), -np.eye(n)], [np.zeros((1, n)), np.ones((1, n))]])
+            res = linprog(np.r_[-f, np.zeros(n)], A_ub=A_ub, b_ub=np.r_[c, -c, r],
+                          A_eq=np.r_[np.ones(n), np.zeros(n)][None], b_eq=[1],
+                          bounds=[(0, None)] * (2 * n), method="highs-ds")
+            assert np.min(np.abs(V - res.x[:n]).max(axis=1)) < 1e-7
+    with pytest.raises(NotImplementedError, match="not a polytope"):
+        S.LpBall(np.full(3, 1 / 3), 0.1, 2).vertices()
