@@ -53,8 +53,12 @@ Stopping (§6.7 [R]): the run stops early (``Trace.info["converged"]``) once the
 :math:`w`, for which the cited :math:`O(1/k)` holds), ``admm_objective``
 (:math:`\hat q^\top t+\theta\|t\|_{p_*}-\gamma+\frac{\ell_2}2\|w\|^2`), ``primal_residual``,
 ``change``, ``z``, ``t``, ``gamma``, ``varpi`` and ``lambda`` (the clients' :math:`\lambda_s`).
-``Trace.theta`` is the last iterate :math:`w^k`; ``Trace.weights`` the multiplier-based weights
-:math:`\sigma^k` (at a KKT point :math:`\sigma=\zeta=` the worst-case :math:`q^\star`).
+``Trace.theta`` is the last iterate :math:`w^k`. ``Trace.iterates["zeta"]`` are the multipliers of
+:math:`\varpi_s=z_s`: at a KKT point of (5), stationarity in :math:`z` and :math:`t` gives
+:math:`\zeta=-\sigma=\hat q+\theta g` (:math:`g\in\partial\|t\|_{p_*}`), the worst-case client weights
+:math:`q^\star\in\mathcal Q` (the oracle's ``Solution.weights``); ``Trace.weights`` is their
+projection onto :math:`\mathcal Q` (equal to :math:`\zeta` at convergence; a point of
+:math:`\mathcal Q` at every round, as :func:`drflmodel.verify` expects).
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ class ADLPMM(Solver):
 
     problem_types = _WASS
     record = ("theta_avg", "admm_objective", "primal_residual", "change", "z", "t", "gamma",
-              "varpi", "lambda")
+              "varpi", "lambda", "zeta")
     expected_rate = "sublinear"
 
     def __init__(self, rounds: int = 5000, c: float = 1.0, proximal: str = "paper",
@@ -199,6 +203,13 @@ class ADLPMM(Solver):
         trace.info.update(stopped_by_callback=user["stopped"], converged=converged)
         return trace
 
+    @staticmethod
+    def _to_weight_set(problem, v) -> np.ndarray:
+        """Projection of a multiplier vector onto the weight set Q (fixed weights: q itself)."""
+        if problem.weight_kind == "fixed":
+            return np.asarray(problem.weights, float).copy()
+        return np.asarray(problem.weights.project(np.asarray(v, float)), float)
+
     # ------------------------------------------------------------------ hooks
     def _initialize(self, problem, runtime, theta0):
         if getattr(problem, "shared_multiplier", False):
@@ -213,7 +224,8 @@ class ADLPMM(Solver):
                 "p": p, "l2": problem.l2, "dual_storage": self.dual_storage, "converged": False}
         views = [runtime.view(s) for s in range(S)]
         zero = np.zeros(S)
-        return {"theta": np.asarray(theta0, float), "weights": zero.copy(), "views": views,
+        return {"theta": np.asarray(theta0, float), "weights": self._to_weight_set(problem, q_hat),
+                "views": views,
                 "q_hat": q_hat, "ball": theta, "p": p, "pst": pst, "cp": cp_, "cpp": cpp,
                 "t": zero.copy(), "z": zero.copy(), "eta": zero.copy(), "gamma": 0.0,
                 "w_hat": np.tile(np.asarray(theta0, float), (S, 1)), "varpi": zero.copy(),
@@ -243,7 +255,8 @@ class ADLPMM(Solver):
         if self.dual_storage == "server":
             rows = np.column_stack([rows, psi, zeta])
         rows = runtime.scatter("w+z_s" if self.dual_storage == "client" else "w+z_s+psi_s+zeta_s", rows)
-        # 4. client step C_s on each client's own data (a small conic program per client)
+        # 4. client step C_s on each client's own data: one small conic program per client (a loop
+        #    over clients: each is a separate CVXPY/Clarabel solve, nothing to stack)
         out = []
         for s, view in enumerate(st["views"]):
             ws, zs = rows[s, :w.size], rows[s, w.size]
@@ -267,7 +280,7 @@ class ADLPMM(Solver):
         obj = (st["q_hat"] @ t_new + st["ball"] * np.linalg.norm(t_new, st["pst"]) - gamma_new
                + 0.5 * problem.l2 * float(w @ w))
         st.update(theta=w, t=t_new, z=z_new, eta=eta_new, gamma=float(gamma_new), w_hat=w_hat,
-                  varpi=varpi, sigma=sigma, psi=psi, zeta=zeta, weights=sigma.copy(), **{"lambda": lam},
+                  varpi=varpi, sigma=sigma, psi=psi, zeta=zeta, weights=self._to_weight_set(problem, zeta), **{"lambda": lam},
                   theta_avg=st["theta_avg"] + (w - st["theta_avg"]) / kk, _k=kk,
                   admm_objective=float(obj), primal_residual=float(primal), change=float(change))
         return st

@@ -62,6 +62,10 @@ def test_converges_to_oracle_with_stopping_rule(problem, oracle):
     assert np.all(np.diff(gaps) < 0)                                 # decreasing
     assert -1e-9 <= gaps[-1] <= 1e-6 * max(1.0, abs(oracle.value))   # to the solver tolerance
     assert np.linalg.norm(tr.theta[-1] - oracle.theta) < 1e-5
+    # the multipliers zeta of varpi_s = z_s converge to the worst-case weights q* of the oracle
+    assert np.abs(tr.iterates["zeta"][-1] - oracle.weights).max() < 1e-5
+    assert np.abs(tr.weights[-1] - oracle.weights).max() < 1e-5
+    assert all(problem.weights.contains(q, tol=1e-8) for q in tr.weights)
     # the ADMM objective of (5) approaches the same value
     assert abs(tr.iterates["admm_objective"][-1] - oracle.value) < 1e-5
     # last iterate and ergodic average are both reported; the ergodic one is the running mean
