@@ -555,6 +555,12 @@ class DEOConstrained(Problem):
                 out[f"{name}_note"] = str(exc)
         acc_a, acc_b = M.per_group_accuracy(vf.y, yhat, vf.in_a, vf.in_b)
         out["accuracy_a"], out["accuracy_b"] = acc_a, acc_b
+        for s, mask in (("a", vf.in_a), ("b", vf.in_b)):
+            for name, fn in (("fpr", M.false_positive_rate), ("fnr", M.false_negative_rate)):
+                try:
+                    out[f"{name}_{s}"] = fn(vf.y, yhat, mask)
+                except InvalidDataError:
+                    out[f"{name}_{s}"] = None
         return out
 
     # ------------------------------------------------------------------ CVXPY side

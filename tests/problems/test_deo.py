@@ -530,3 +530,34 @@ def test_example_fair_vfl_adult_quick():
         assert all(a >= b - 1e-9 for a, b in zip(vals, vals[1:]))  # v(eps) is non-increasing
         if fl == "linear":
             assert len(certified) == len(sub)
+
+
+# ---------------------------------------------------------------------------------------------
+# invariants (hypothesis) and the l2 = 0 fallback
+# ---------------------------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), eps=st.floats(0.0, 0.2), l2=st.floats(1e-3, 0.5))
+def test_linear_invariants(seed, eps, l2):
+    vf, X, y, g = make_data(n=60, dims=(2, 1), seed=seed, shift=1.5)
+    sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="linear", l2=l2).solve()
+    Na, Nb = group_masks(y, g)
+    D = -0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta
+    assert abs(D) <= eps + 1e-8
+    assert sol.lower_bound <= sol.upper_bound + 1e-9
+    assert sol.status == "optimal"
+    # weak duality from the other side: the Lagrangian at (theta*, lambda*) equals L(theta*)
+    assert abs(sol.info["kkt"]["complementarity"]) <= 1e-7
+    # theta = 0 is feasible (Fact 0), so the optimum is at most L(0) = log 2
+    assert sol.value <= np.log(2.0) + 1e-9
+
+
+def test_l2_zero_falls_back_and_says_so():
+    vf, X, y, g = make_data(n=80, seed=0, shift=2.0)
+    sol = DEOConstrained(vf, Logistic(), 0.01, fairness_loss="linear", l2=0.0).solve()
+    assert "solver_value" in sol.info["lb_method"]
+    assert sol.certificate == "solver"
+    Na, Nb = group_masks(y, g)
+    assert abs(0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta) <= 0.01 + 1e-8
