@@ -31,8 +31,8 @@ import cvxpy as cp
 
 from ..errors import NotConvexError
 
-__all__ = ["aggregate", "psd_factor", "quad_value", "min_quadratic", "build_r1", "build_r2",
-           "build_r3", "rlt_constraints"]
+__all__ = ["aggregate", "psd_factor", "quad_value", "min_quadratic", "preconditioner", "build_r1",
+           "build_r2", "build_r3", "rlt_data", "rlt_constraints", "set_box"]
 
 
 def aggregate(Q: np.ndarray, r: np.ndarray, c: np.ndarray, lam) -> tuple:
@@ -166,36 +166,46 @@ def build_r1(Q, r, c, lambdas, box=None):
 
 
 # ------------------------------------------------------------------------------------------ R2
-def rlt_constraints(W, theta, lower, upper) -> list:
-    """RLT / McCormick cuts for :math:`W\\approx\\theta\\theta^\\top` on the box
-    :math:`l\\le\\theta\\le u` (spec §14.3): for all :math:`a,b`,
-    :math:`W_{ab}-l_a\\theta_b-l_b\\theta_a+l_al_b\\ge0`, :math:`W_{ab}-u_a\\theta_b-u_b\\theta_a+u_au_b\\ge0`,
-    :math:`W_{ab}-l_a\\theta_b-u_b\\theta_a+l_au_b\\le0`."""
+def rlt_data(lower: np.ndarray, upper: np.ndarray) -> dict:
+    """The constant matrices of the RLT cuts for the box :math:`[l,u]`: ``Lr[a,b]=l_a``,
+    ``Ur[a,b]=u_a``, ``LL=l l^T``, ``UU=u u^T``, ``LU=l u^T``."""
     d = lower.size
-    ones = np.ones((1, d))
-    T = cp.reshape(theta, (d, 1), order="F") @ ones     # T[a, b] = theta_a
-    TT = T.T                                            # TT[a, b] = theta_b
-    Lr = np.outer(lower, np.ones(d))                    # Lr[a, b] = l_a
-    Ur = np.outer(upper, np.ones(d))
+    one = np.ones(d)
+    return {"Lr": np.outer(lower, one), "Ur": np.outer(upper, one), "LL": np.outer(lower, lower),
+            "UU": np.outer(upper, upper), "LU": np.outer(lower, upper)}
+
+
+def rlt_constraints(W, theta, data) -> list:
+    """RLT / McCormick cuts for :math:`W\approx\theta\theta^\top` on the box
+    :math:`l\le\theta\le u` (spec §14.3): for all :math:`a,b`,
+    :math:`W_{ab}-l_a\theta_b-l_b\theta_a+l_al_b\ge0`, :math:`W_{ab}-u_a\theta_b-u_b\theta_a+u_au_b\ge0`,
+    :math:`W_{ab}-l_a\theta_b-u_b\theta_a+l_au_b\le0`. ``data`` is :func:`rlt_data` (numpy
+    arrays, or ``cp.Parameter`` s of the same shapes: the cuts stay DPP)."""
+    d = theta.shape[0]
+    T = cp.reshape(theta, (d, 1), order="F") @ np.ones((1, d))     # T[a, b] = theta_a
+    TT = T.T                                                         # TT[a, b] = theta_b
+    Lr, Ur = data["Lr"], data["Ur"]
     return [
-        W - cp.multiply(Lr, TT) - cp.multiply(Lr.T, T) + np.outer(lower, lower) >= 0,
-        W - cp.multiply(Ur, TT) - cp.multiply(Ur.T, T) + np.outer(upper, upper) >= 0,
-        W - cp.multiply(Lr, TT) - cp.multiply(Ur.T, T) + np.outer(lower, upper) <= 0,
+        W - cp.multiply(Lr, TT) - cp.multiply(Lr.T, T) + data["LL"] >= 0,
+        W - cp.multiply(Ur, TT) - cp.multiply(Ur.T, T) + data["UU"] >= 0,
+        W - cp.multiply(Lr, TT) - cp.multiply(Ur.T, T) + data["LU"] <= 0,
     ]
 
 
 def build_r2(Q, r, c, A, B, box=None, rlt: bool = True):
     """R2, the lifted (Shor) SDP with the support functions of ``A`` and ``B``.
 
-    :math:`\\min\\ p_1\\,\\sigma_A(F)+p_2\\,\\sigma_B(-F)` over
-    :math:`M=\\begin{bmatrix}W&\\theta\\\\\\theta^\\top&1\\end{bmatrix}\\succeq0`, with
-    :math:`F_i=\\langle Q_i,W\\rangle-2r_i^\\top\\theta+c_i` and the parameters
-    :math:`p_1=1/(1-\\varphi)`, :math:`p_2=\\varphi/(1-\\varphi)` (``cp.Parameter`` s, so a φ sweep
-    re-solves without recompiling). :math:`\\sigma_S(F)=\\max_{s\\in S}s^\\top F` comes from
+    :math:`\min\ p_1\,\sigma_A(F)+p_2\,\sigma_B(-F)` over
+    :math:`M=\begin{bmatrix}W&\theta\\\theta^\top&1\end{bmatrix}\succeq0`, with
+    :math:`F_i=\langle Q_i,W\rangle-2r_i^\top\theta+c_i` and the parameters
+    :math:`p_1=1/(1-\varphi)`, :math:`p_2=\varphi/(1-\varphi)` (``cp.Parameter`` s, so a φ sweep
+    re-solves without recompiling). :math:`\sigma_S(F)=\max_{s\in S}s^\top F` comes from
     ``S.support_expr`` (CVaR: Rockafellar--Uryasev; simplex: ``max``); it is convex and
-    non-decreasing, and :math:`\\sigma_B(-F)=-\\min_{b\\in B}b^\\top F`.
+    non-decreasing, and :math:`\sigma_B(-F)=-\min_{b\in B}b^\top F`.
 
-    Returns ``(problem, handles)`` with handles ``M, W, theta, F, p1, p2``.
+    With a box, its bounds (and the RLT matrices) are ``cp.Parameter`` s too, so a
+    branch-and-bound can re-solve on sub-boxes (:func:`set_box`).
+    Returns ``(problem, handles)`` with handles ``M, W, theta, F, p1, p2`` (and ``box``).
     """
     n, d = r.shape
     M = cp.Variable((d + 1, d + 1), PSD=True, name="M")
@@ -210,13 +220,26 @@ def build_r2(Q, r, c, A, B, box=None, rlt: bool = True):
     tA, tB = cp.Variable(name="sigma_A"), cp.Variable(name="sigma_B")
     obj = p1 * tA + p2 * tB
     cons = [M[d, d] == 1, A.support_expr(F) <= tA, B.support_expr(-F) <= tB]
+    handles = {"M": M, "W": W, "theta": theta, "F": F, "p1": p1, "p2": p2}
     if box is not None:
-        lower, upper = box
-        cons += [theta >= lower, theta <= upper]
+        bp = {"lower": cp.Parameter(d, name="box_lower"), "upper": cp.Parameter(d, name="box_upper")}
+        bp.update({k: cp.Parameter((d, d), name=f"rlt_{k}") for k in ("Lr", "Ur", "LL", "UU", "LU")})
+        cons += [theta >= bp["lower"], theta <= bp["upper"]]
         if rlt:
-            cons += rlt_constraints(W, theta, lower, upper)
+            cons += rlt_constraints(W, theta, bp)
+        handles["box"] = bp
+        set_box(handles, *box)
     prob = cp.Problem(cp.Minimize(obj), cons)
-    return prob, {"M": M, "W": W, "theta": theta, "F": F, "p1": p1, "p2": p2}
+    return prob, handles
+
+
+def set_box(handles: dict, lower: np.ndarray, upper: np.ndarray) -> None:
+    """Set the box parameters of an R2 problem built with a box."""
+    bp = handles["box"]
+    bp["lower"].value = np.asarray(lower, float)
+    bp["upper"].value = np.asarray(upper, float)
+    for k, v in rlt_data(np.asarray(lower, float), np.asarray(upper, float)).items():
+        bp[k].value = v
 
 
 # ------------------------------------------------------------------------------------------ R3

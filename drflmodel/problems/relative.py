@@ -468,7 +468,7 @@ class RelativeFairness(Problem):
     # ------------------------------------------------------------------ solve
     def solve(self, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL, verbose: bool = False,
               method: str = "auto", refine: bool = True, n_starts: int = 3, max_iter: int = 50, seed=0,
-              **solver_options) -> Solution:
+              max_nodes: int = 100, **solver_options) -> Solution:
         r"""Solve and certify (same leading arguments as :meth:`Problem.solve`).
 
         Parameters
@@ -481,11 +481,15 @@ class RelativeFairness(Problem):
             point, then the multi-start local search (it can only lower :math:`U`).
         n_starts, max_iter, seed : the local (CCP) search: number of starts, iterations per start,
             seed of the random starts.
+        max_nodes : R2 with a box: if the root relaxation does not certify, a spatial
+            branch-and-bound (:meth:`branch_and_bound`) with at most this many SDP solves
+            (0 disables it).
         """
         check_choice(method, "method", METHODS)
         gap_tol = check_real(gap_tol, "gap_tol", low=0.0)
         n_starts = check_int(n_starts, "n_starts", low=1)
         max_iter = check_int(max_iter, "max_iter", low=1)
+        max_nodes = check_int(max_nodes, "max_nodes", low=0)
         t0 = time.perf_counter()
         m = self.choose_method() if method == "auto" else method
         if m in ("R1", "R2", "R3") and not self.is_quadratic:
@@ -503,7 +507,8 @@ class RelativeFairness(Problem):
         elif m == "R3":
             sol = self._solve_r3(**opts)
         elif m == "R2":
-            sol = self._solve_r2(refine=refine, max_iter=max_iter, n_starts=n_starts, seed=seed, **opts)
+            sol = self._solve_r2(refine=refine, max_iter=max_iter, n_starts=n_starts, seed=seed,
+                                 max_nodes=max_nodes, **opts)
         else:
             sol = self._solve_local(n_starts=n_starts, max_iter=max_iter, seed=seed, **opts)
         self._last_method = m
@@ -649,7 +654,7 @@ class RelativeFairness(Problem):
         return self._run_solvers(prob, solver, verbose, solver_options, certify)
 
     # ---- R2 -------------------------------------------------------------------------------
-    def _solve_r2(self, solver, gap_tol, verbose, solver_options, refine, max_iter, n_starts, seed):
+    def _solve_r2(self, solver, gap_tol, verbose, solver_options, refine, max_iter, n_starts, seed, max_nodes):
         prob, h = self._build_r2()
         h["p1"].value = 1.0 / (1.0 - self.phi)
         h["p2"].value = self.phi / (1.0 - self.phi)
@@ -684,12 +689,85 @@ class RelativeFairness(Problem):
                         theta, U = th3, U3
             closed = relative_gap(L, U) <= gap_tol
             status = "optimal" if (closed and rank_ratio <= RANK_TOL) else "optimal_within_gap"
+            cert = "lifted SDP (Shor" + (" + RLT" if self.box is not None else "") + ") bound, rank-one check"
+            if status != "optimal" and self.box is not None and max_nodes > 0 and not closed:
+                bb = self.branch_and_bound(theta, U, L, gap_tol=gap_tol, max_nodes=max_nodes)
+                info["branch_and_bound"] = {k: v for k, v in bb.items() if k != "theta"}
+                theta, U, L = bb["theta"], bb["upper"], max(L, bb["lower"])
+                if relative_gap(L, U) <= gap_tol:
+                    status = "optimal"
+                    cert = ("spatial branch-and-bound over the box: lifted SDP + RLT bound on every leaf "
+                            f"({bb['nodes']} nodes)")
             if relative_gap(L, U) < -max(gap_tol, 1e-6):
                 status = "failed"
-            cert = "lifted SDP (Shor" + (" + RLT" if self.box is not None else "") + ") bound, rank-one check"
             return self._solution(theta, L, status, cert, gap_tol, info=info)
 
         return self._run_solvers(prob, solver, verbose, solver_options, certify)
+
+    def branch_and_bound(self, theta, upper: float, lower: float, gap_tol: float = DEFAULT_GAP_TOL,
+                         max_nodes: int = 100, time_limit: float = 60.0) -> dict:
+        r"""Spatial branch-and-bound over the box for quadratic losses.
+
+        Every node is a sub-box :math:`[l,u]\subseteq\Theta`; its bound is the lifted SDP with the
+        RLT cuts of that sub-box (a relaxation of the problem restricted to it), and never below its
+        parent's. The node with the smallest bound is split at the midpoint of its widest side
+        (relative to the root box). The point extracted from each node's lifted matrix, clipped into
+        the node, is a feasible candidate for the incumbent. Nodes whose bound is within ``gap_tol``
+        of the incumbent are closed. The returned ``lower`` is the minimum bound over all leaves
+        (open and closed), a valid lower bound of the problem over the whole box; ``upper`` is
+        :meth:`objective` at ``theta``. Starts from the root's ``lower`` bound and incumbent.
+        """
+        import heapq
+
+        if self.box is None or not self.is_quadratic:
+            raise InvalidParameterError("branch_and_bound needs a quadratic loss and a box")
+        prob, h = self._build_r2()
+        h["p1"].value = 1.0 / (1.0 - self.phi)
+        h["p2"].value = self.phi / (1.0 - self.phi)
+        lo0, hi0 = self.box
+        width0 = np.where(hi0 > lo0, hi0 - lo0, 1.0)
+        d = self.dim
+        best_theta, U = self._feasible(theta), float(upper)
+        heap = [(float(lower), 0, lo0.copy(), hi0.copy())]
+        closed_min, count, nodes, t0 = float("inf"), 1, 0, time.perf_counter()
+        try:
+            while heap and nodes < max_nodes and time.perf_counter() - t0 < time_limit:
+                if relative_gap(min(heap[0][0], closed_min), U) <= gap_tol:
+                    break
+                bnd, _, lo, hi = heapq.heappop(heap)
+                if relative_gap(bnd, U) <= gap_tol:
+                    closed_min = min(closed_min, bnd)
+                    continue
+                j = int(np.argmax((hi - lo) / width0))
+                mid = 0.5 * (lo[j] + hi[j])
+                for clo, chi in ((lo, np.where(np.arange(d) == j, mid, hi)),
+                                 (np.where(np.arange(d) == j, mid, lo), hi)):
+                    qd.set_box(h, clo, chi)
+                    nodes += 1
+                    try:
+                        _quiet_solve(prob, solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
+                        ok = prob.status in _OK
+                    except cp.error.SolverError:
+                        ok = False
+                    v = bnd
+                    if ok:
+                        v = max(bnd, float(prob.value))
+                        Mv = np.asarray(h["M"].value, float)
+                        cand = np.clip(Mv[:d, d], clo, chi)
+                        gc = self.objective(cand)
+                        if gc < U:
+                            best_theta, U = cand, gc
+                    if relative_gap(v, U) <= gap_tol:
+                        closed_min = min(closed_min, v)
+                    else:
+                        heapq.heappush(heap, (v, count, clo, chi))
+                        count += 1
+        finally:
+            qd.set_box(h, lo0, hi0)
+        L = min([heap[0][0]] if heap else [float("inf")])
+        L = min(L, closed_min, U) if (heap or np.isfinite(closed_min)) else U
+        return {"theta": best_theta, "upper": U, "lower": float(L), "nodes": nodes,
+                "open_nodes": len(heap), "time": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ local (DC) machinery
     def _build_ccp(self):
