@@ -935,13 +935,14 @@ class QFFL(WeightSet):
             return lam
         vp = v[pos]
         lo, hi = np.zeros_like(vp), vp.copy()        # root of h(x) = x^(1/q) + (x - v)/s in (0, v)
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            h = mid ** (1.0 / q) + (mid - vp) / step
-            lo = np.where(h < 0, mid, lo)
-            hi = np.where(h < 0, hi, mid)
-            if np.all(hi - lo <= 1e-15 * np.maximum(1.0, hi)):
-                break
+        with np.errstate(over="ignore"):                # mid**(1/q) = inf for tiny q just means h > 0
+            for _ in range(300):
+                mid = 0.5 * (lo + hi)
+                h = mid ** (1.0 / q) + (mid - vp) / step
+                lo = np.where(h < 0, mid, lo)
+                hi = np.where(h < 0, hi, mid)
+                if np.all(hi - lo <= 4e-16 * hi):
+                    break
         lam[pos] = 0.5 * (lo + hi)
         return lam
 
