@@ -162,3 +162,12 @@ def test_bad_inputs():
         verify_iterates(prob, sol, np.zeros((5, 3)), lambdas=np.zeros((4, 2)))
     with pytest.raises(InvalidParameterError, match="kind"):
         fit_rate([1.0, 0.5], kind="cubic")
+
+
+def test_dm_verify_stays_callable_after_submodule_import():
+    import drflmodel as dm
+    import drflmodel.verify  # noqa: F401  (rebinds the package attribute to the module)
+
+    prob = QuadraticProblem(C)
+    rep = dm.verify(_Trace(_iterates(C, 0.7 ** np.arange(40))), _solution(prob), tol=1e-5)
+    assert rep.passed
