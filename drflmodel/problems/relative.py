@@ -27,7 +27,9 @@ DCP even when it is convex** (§14.2). What the oracle proves depends on the cas
                        a box). The SDP value is a valid lower bound; :math:`U=` objective at the
                        extracted (box-feasible) :math:`\hat\theta`, improved by a local refinement.
                        ``"optimal"`` only if the lifted matrix is numerically rank one **and**
-                       :math:`U` equals the bound to tolerance; else ``"optimal_within_gap"``.
+                       :math:`U` equals the bound to tolerance. Otherwise, with a box, a spatial
+                       branch-and-bound (SDP + RLT bound on every leaf) may close the gap
+                       (``"optimal"`` with that certificate); else ``"optimal_within_gap"``.
 ``"local"``            non-quadratic losses, :math:`\varphi>0` (or a box at :math:`\varphi=0`): the
                        convex--concave procedure from several seeded starts, with the best valid
                        lower bound of :meth:`RelativeFairness.lower_bounds`; status ``"local"``
@@ -1097,8 +1099,12 @@ def select_phi(federation, loss, A, B, l2: float = 0.0, solution: Solution | Non
     b0 = np.asarray(prob.B.worst_case(-f0)[1], float)
     H = np.einsum("i,ijk->jk", a0, prob.objectives.hessians(theta0))
     g = b0 @ prob.objectives.gradients(theta0)
+    H = 0.5 * (H + H.T)
+    ev = np.linalg.eigvalsh(H)
     try:
-        cho = scipy.linalg.cho_factor(0.5 * (H + H.T))
+        if ev[0] <= 1e-12 * max(1.0, abs(ev[-1])):
+            raise np.linalg.LinAlgError(f"smallest eigenvalue {ev[0]:.3g}")
+        cho = scipy.linalg.cho_factor(H)
     except np.linalg.LinAlgError as exc:
         raise NotConvexError("select_phi: H = sum_i a0_i Hess f_i(theta0) is not positive definite, so "
                              "c = g^T H^{-1} g is undefined (spec §14.1 item 6); add l2 > 0") from exc

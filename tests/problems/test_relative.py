@@ -411,6 +411,14 @@ def test_select_phi_minimizes_the_approximate_utility():
     assert float(sel) == sel.phi
 
 
+def test_select_phi_singular_hessian_is_a_clear_error():
+    """d = 5 features, 2 clients with 2 samples each and no ridge: H has rank <= 4 (errata item 6)."""
+    rng = np.random.default_rng(0)
+    fed = dm.Federation.from_arrays([rng.normal(size=(2, 5)) for _ in range(2)], [rng.normal(size=2) for _ in range(2)])
+    with pytest.raises(dm.NotConvexError, match="positive definite"):
+        select_phi(fed, Squared(), Simplex(2), Simplex(2))
+
+
 # ----------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("phi", [1.0, -0.1, 1.5, float("nan"), "0.1"])
 def test_bad_phi(phi):
