@@ -63,6 +63,7 @@ projection onto :math:`\mathcal Q` (equal to :math:`\zeta` at convergence; a poi
 
 from __future__ import annotations
 
+import cvxpy as cp
 import numpy as np
 
 from .._validation import check_choice, check_real
@@ -203,6 +204,23 @@ class ADLPMM(Solver):
         trace.info.update(stopped_by_callback=user["stopped"], converged=converged)
         return trace
 
+    def _client_step(self, view, s, w, z, psi, zeta, info) -> dict:
+        """:math:`\mathfrak C_s` by ``view.admm_step`` with ``client_solver``; if that solver fails
+        (e.g. a numerical failure of Clarabel at its 1e-9 tolerances), ECOS then SCS are tried and
+        the fallback is counted in ``Trace.info["client_solver_fallbacks"]``."""
+        first = self.params["client_solver"].upper()
+        for name in [first] + [x for x in ("ECOS", "SCS", "CLARABEL") if x != first]:
+            try:
+                o = view.admm_step(w, z, psi, zeta, self.c, solver=name)
+            except cp.error.SolverError:
+                o = {"status": "solver_error"}
+            if o["status"] in ("optimal", "optimal_inaccurate"):
+                if name != first:
+                    info["client_solver_fallbacks"] = info.get("client_solver_fallbacks", 0) + 1
+                return o
+        raise SolverError(f"client {s}: the ADMM client step C_s failed with every solver "
+                          f"(last status {o['status']})")
+
     @staticmethod
     def _to_weight_set(problem, v) -> np.ndarray:
         """Projection of a multiplier vector onto the weight set Q (fixed weights: q itself)."""
@@ -261,10 +279,7 @@ class ADLPMM(Solver):
         for s, view in enumerate(st["views"]):
             ws, zs = rows[s, :w.size], rows[s, w.size]
             ps, zt = psi[s], zeta[s]                 # the client's own replica (or the received row)
-            o = view.admm_step(ws, zs, ps, zt, c, solver=self.params["client_solver"])
-            if o["status"] not in ("optimal", "optimal_inaccurate"):
-                raise SolverError(f"client {s}: the ADMM client step C_s failed (status {o['status']})")
-            out.append(o)
+            out.append(self._client_step(view, s, ws, zs, ps, zt, st["info"]))
         # 5. client -> server: (w_hat_s, varpi_s)
         up = runtime.upload(w_hat_varpi=np.array([np.append(o["w_hat"], o["varpi"]) for o in out]))
         w_hat, varpi = np.array(up[:, :-1]), np.array(up[:, -1])

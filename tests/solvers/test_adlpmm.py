@@ -99,6 +99,21 @@ def test_other_weight_sets(weights):
     assert -1e-9 <= pb.objective(tr.theta[-1]) - sol.value <= 1e-6 * max(1, abs(sol.value))
 
 
+@pytest.mark.slow
+def test_ridge_and_nonrobust_client():
+    """l2 > 0 (the extension of (6)) and a client with rho_s = 0 (empirical epigraph, errata 10)."""
+    fed = _federation()
+    pb = WassersteinDRFL(fed, dm.losses.Hinge(), radius=[0.0, 0.1, 0.02], kappa=0.5, norm=1,
+                         weights=dm.sets.LpBall(np.full(3, 1 / 3), 0.15, 2), l2=0.1)
+    sol = pb.solve()
+    assert sol.status == "optimal"
+    tr = ADLPMM(rounds=1000, proximal="tight").run(pb)
+    assert tr.info["converged"]
+    assert -1e-9 <= pb.objective(tr.theta[-1]) - sol.value <= 1e-6
+    assert np.linalg.norm(tr.theta[-1] - sol.theta) < 1e-5
+    assert np.abs(tr.iterates["lambda"][:, 0]).max() < 1e-9       # lambda_s = 0 where rho_s = 0
+
+
 def reference_algorithm_1(problem, K, c=1.0):
     """Algorithm 1 (spec §6.6) with the verbatim operators (6)-(10), c' = c'' = 2Sc."""
     S, m = problem.n_clients, problem.dim

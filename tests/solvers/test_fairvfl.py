@@ -98,6 +98,24 @@ def test_decreasing_c_tracks_penalty_multipliers_towards_kkt(vf, problem, oracle
     assert errs[1] < errs[0]
 
 
+@pytest.mark.parametrize("fairness_loss,loss,eps", [("same", dm.losses.Logistic(), 0.02),
+                                                     ("squared", dm.losses.Squared(), 0.05)])
+def test_nonaffine_fairness_losses(vf, fairness_loss, loss, eps):
+    """l_f = l (DC program, spec §3.5) and the squared l_f (Shor SDP, §3.3): the c = 0 limit is a
+    KKT point; here both oracles certify a global optimum, and the simulator reaches it."""
+    pb = DEOConstrained(vf, loss, eps=eps, fairness_loss=fairness_loss, l2=L2)
+    sol = pb.solve()
+    assert sol.status == "optimal"
+    tr = FairVFL(rounds=1000, preset="lagrangian").run(pb)
+    theta, lam = tr.theta[-1], np.array(tr.info["lam_final"])
+    kkt = pb.kkt_residuals(theta, lam)
+    assert kkt["stationarity"] < 1e-8 and kkt["complementarity"] < 1e-8
+    assert kkt["primal_violation"] < 1e-8
+    assert pb.loss_value(theta) >= sol.lower_bound - 1e-8
+    assert np.linalg.norm(theta - sol.theta) < 1e-5
+    assert np.abs(lam - _lam(sol)).max() < 1e-5
+
+
 def reference_gda(problem, R, eta, beta, c, Q=1):
     """Centralized loop on the full design (synchronous reference schedule of spec §1.5)."""
     X, slices = problem.X, problem.federation.block_slices
