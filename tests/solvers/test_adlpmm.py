@@ -191,6 +191,26 @@ def test_communication_counts(problem):
     assert np.allclose(tr.theta, tr2.theta, atol=1e-12)       # same iterates either way
 
 
+def test_client_solver_fallback_is_counted(problem, monkeypatch):
+    from drflmodel.problems.wasserstein import WassersteinClientView
+    real = WassersteinClientView.admm_step
+    calls = []
+
+    def flaky(self, w, z, psi, zeta, c, solver="CLARABEL"):
+        calls.append(solver)
+        if solver == "CLARABEL" and len(calls) == 2:         # the second client step fails once
+            raise cp.error.SolverError("simulated failure")
+        return real(self, w, z, psi, zeta, c, solver=solver)
+
+    monkeypatch.setattr(WassersteinClientView, "admm_step", flaky)
+    tr = ADLPMM(rounds=3, tol_primal=0, tol_change=0).run(problem)
+    monkeypatch.setattr(WassersteinClientView, "admm_step", real)
+    ref = ADLPMM(rounds=3, tol_primal=0, tol_change=0).run(problem)
+    assert calls[:3] == ["CLARABEL", "CLARABEL", "ECOS"]
+    assert tr.info["client_solver_fallbacks"] == 1
+    assert np.allclose(tr.theta, ref.theta, atol=1e-6)
+
+
 def test_callback_stop_is_not_convergence(problem):
     def cb(res):
         if res.round == 2:
