@@ -86,7 +86,7 @@ from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap, status_from_gap
 from ._base import SOLVER_OPTIONS, Problem, installed_solvers
 from ._deo_sdp import QuadraticDEO, build_shor_sdp, dual_function, extract_theta, polish_active
 
-__all__ = ["DEOConstrained", "PartyView", "LinearFairnessLoss", "FAIRNESS_LOSSES",
+__all__ = ["DEOConstrained", "PartyView", "ServerView", "LinearFairnessLoss", "FAIRNESS_LOSSES",
            "TOLERANCE_CONVENTIONS"]
 
 FAIRNESS_LOSSES = ("linear", "squared", "same")
@@ -203,6 +203,39 @@ class PartyView:
 
     def __repr__(self) -> str:
         return f"PartyView(k={self.index}, {'active' if self.is_active else 'passive'}, dim={self.dim})"
+
+
+class ServerView:
+    r"""What the (trusted) server computes from the aggregated scores :math:`z` (spec §1.4,
+    Algorithm 1): it holds :math:`\{y_i, s_i\}` and, in the paper, the loss. It never sees a
+    party's block :math:`X^k` or :math:`\theta_k`.
+
+    * :meth:`fairness_gap` -- :math:`D_f(z)`;
+    * :meth:`dual_gradient` -- :math:`\nabla_\lambda\tilde f` of (8);
+    * :meth:`nu` -- the message :math:`\nu = \partial f/\partial z` of (12) sent to passive parties;
+    * :meth:`loss_value` -- :math:`\frac1n\sum_i l(z_i, y_i)` (no regularizer).
+    """
+
+    def __init__(self, problem: "DEOConstrained"):
+        self._problem = problem
+        self.n_samples = problem.n
+
+    @property
+    def eps(self) -> float:
+        """The current tolerance on :math:`|D_f|` (DEO convention)."""
+        return self._problem.eps_deo
+
+    def fairness_gap(self, scores) -> float:
+        return self._problem.fairness_gap_from_scores(scores)
+
+    def dual_gradient(self, scores, lam=(0.0, 0.0), c: float = 0.0) -> np.ndarray:
+        return self._problem.dual_gradient(scores, lam, c)
+
+    def nu(self, scores, lam=(0.0, 0.0)) -> np.ndarray:
+        return self._problem.nu(scores, lam)
+
+    def loss_value(self, scores) -> float:
+        return self._problem.data_loss_from_scores(scores)
 
 
 # =============================================================================================
@@ -521,6 +554,10 @@ class DEOConstrained(Problem):
     def client_view(self, k: int) -> PartyView:
         """What party *k* may compute (:class:`PartyView`; spec §1.4)."""
         return PartyView(self, k)
+
+    def server_view(self) -> ServerView:
+        """What the server may compute from the aggregated scores (:class:`ServerView`)."""
+        return ServerView(self)
 
     def party_blocks(self, theta) -> list[np.ndarray]:
         r"""``theta`` split into the party blocks :math:`\theta_k`."""

@@ -426,6 +426,14 @@ def test_party_views():
     t2 = t.copy()
     t2[vf.block_slices[0]] = new0
     np.testing.assert_allclose(active.local_scores(z, new0, blocks[0]), X @ t2, atol=1e-12)
+    server = p.server_view()
+    np.testing.assert_allclose(server.nu(z, lam), nu, atol=0)
+    Na, Nb = group_masks(y, g)
+    la = np.logaddexp(0, -z)
+    D = la[Na].mean() - la[Nb].mean()
+    assert server.fairness_gap(z) == pytest.approx(D, abs=1e-13)
+    np.testing.assert_allclose(server.dual_gradient(z, lam, c=0.1),
+                               [D - 0.01 - 0.1 * lam[0], -D - 0.01 - 0.1 * lam[1]], atol=1e-13)
     with pytest.raises(InvalidParameterError, match="passive"):
         passive.nu(z, lam)
     with pytest.raises(InvalidParameterError):
