@@ -279,9 +279,22 @@ def omega_constraints(model: TransportModel, w, lam, alpha, X, y, cid, clients) 
 def _lipschitz_form(model, w, lam, lam_i, alpha, X, y, clients) -> list:
     loss = model.loss
     u = X @ w
+    if model.flips and isinstance(loss, Logistic):
+        # log(1+e^{z}) = log(1+e^{-z}) + z: the flipped branch is the sample's loss plus the
+        # affine term z = y u, so one exponential-cone epigraph t per sample serves both
+        # branches: alpha >= t, alpha >= t + y u - kappa lam, t >= L(y u).
+        t = cp.Variable(X.shape[0])
+        return [loss.expr(u, y) <= t, t <= alpha,
+                t + cp.multiply(y, u) - model.kappa * lam_i <= alpha] + _lip_norm(model, w, lam, clients)
     cons = [loss.expr(u, y) <= alpha]
     if model.flips:
         cons.append(loss.expr(u, -y) - model.kappa * lam_i <= alpha)
+    return cons + _lip_norm(model, w, lam, clients)
+
+
+def _lip_norm(model, w, lam, clients) -> list:
+    """:math:`\\lambda_s\\ge\\mathrm{Lip}\\cdot N_*` for every listed client."""
+    cons = []
     lam_c = lam[np.asarray(clients)]
     cons.append(model.lip * _norm(w, model.dual) <= lam_c)
     if model.task == "regression" and np.isfinite(model.kappa):
