@@ -148,6 +148,30 @@ def test_many_vertices_convex_by_prop10_uses_r3_and_agrees_with_r2_and_ccp():
     assert g_numpy(F, 0.1, alpha=0.5)[0] == pytest.approx(vals[0], rel=1e-10)
 
 
+def test_other_polytopes_lpball_and_hcvar_agree_across_r1_r2_r3():
+    from drflmodel.sets import HCVaR, LpBall
+
+    n, d = 4, 3
+    fed = reg_fed(n, d, seed=11)
+    A = LpBall(np.ones(n) / n, 0.3, np.inf)
+    B = HCVaR(fed.proportions, 0.5 * np.ones(n))
+    prob = RelativeFairness(fed, Squared(), A, B, phi=0.0)
+    prob.set_parameter("phi", 0.5 * prob.max_convex_phi())
+    sols = [prob.solve(method=m) for m in ("R1", "R2", "R3")]
+    assert all(s.status == "optimal" for s in sols)
+    vals = [s.value for s in sols]
+    assert np.ptp(vals) <= 1e-6 * max(1, abs(vals[0]))
+    # numpy objective from an independent LP (scipy.optimize.linprog over A and B)
+    from scipy.optimize import linprog
+
+    f = prob.client_losses(sols[0].theta)
+    lo_a, hi_a = np.maximum(0, 1 / n - 0.3), np.minimum(1, 1 / n + 0.3)
+    FA = -linprog(-f, A_eq=np.ones((1, n)), b_eq=[1], bounds=[(lo_a, hi_a)] * n).fun
+    cap = fed.proportions / 0.5
+    FB = linprog(f, A_eq=np.ones((1, n)), b_eq=[1], bounds=list(zip(np.zeros(n), cap))).fun
+    assert (FA - prob.phi * FB) / (1 - prob.phi) == pytest.approx(vals[0], rel=1e-8)
+
+
 def test_local_searches_never_beat_a_certified_optimum():
     n, d = 4, 3
     for seed in range(3):
@@ -339,6 +363,7 @@ def test_non_quadratic_phi_positive_is_local_with_a_valid_bound():
     if sol.status == "optimal":
         assert sol.relative_gap <= GAP
     assert sol.info["lower_bound_kind"] in sol.info["lower_bounds"]
+    json.dumps(sol.to_dict())
     # the bound is valid: a dense grid over the box never goes below it
     g = np.linspace(-3, 3, 241)
     T = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
