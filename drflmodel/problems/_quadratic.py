@@ -167,7 +167,7 @@ def build_r1(Q, r, c, lambdas, box=None):
 
 # ------------------------------------------------------------------------------------------ R2
 def rlt_data(lower: np.ndarray, upper: np.ndarray) -> dict:
-    """The constant matrices of the RLT cuts for the box :math:`[l,u]`: ``Lr[a,b]=l_a``,
+    r"""The constant matrices of the RLT cuts for the box :math:`[l,u]`: ``Lr[a,b]=l_a``,
     ``Ur[a,b]=u_a``, ``LL=l l^T``, ``UU=u u^T``, ``LU=l u^T``."""
     d = lower.size
     one = np.ones(d)
@@ -176,7 +176,7 @@ def rlt_data(lower: np.ndarray, upper: np.ndarray) -> dict:
 
 
 def rlt_constraints(W, theta, data) -> list:
-    """RLT / McCormick cuts for :math:`W\approx\theta\theta^\top` on the box
+    r"""RLT / McCormick cuts for :math:`W\approx\theta\theta^\top` on the box
     :math:`l\le\theta\le u` (spec §14.3): for all :math:`a,b`,
     :math:`W_{ab}-l_a\theta_b-l_b\theta_a+l_al_b\ge0`, :math:`W_{ab}-u_a\theta_b-u_b\theta_a+u_au_b\ge0`,
     :math:`W_{ab}-l_a\theta_b-u_b\theta_a+l_au_b\le0`. ``data`` is :func:`rlt_data` (numpy
@@ -193,7 +193,7 @@ def rlt_constraints(W, theta, data) -> list:
 
 
 def build_r2(Q, r, c, A, B, box=None, rlt: bool = True):
-    """R2, the lifted (Shor) SDP with the support functions of ``A`` and ``B``.
+    r"""R2, the lifted (Shor) SDP with the support functions of ``A`` and ``B``.
 
     :math:`\min\ p_1\,\sigma_A(F)+p_2\,\sigma_B(-F)` over
     :math:`M=\begin{bmatrix}W&\theta\\\theta^\top&1\end{bmatrix}\succeq0`, with
