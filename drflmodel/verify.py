@@ -195,13 +195,14 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
 
     g_star = float(solution.value)
     lam_star = None if solution.weights is None else np.asarray(solution.weights, float)
+    objective = problem.objective_for(solution) if hasattr(problem, "objective_for") else problem.objective
     wset = _problem_weight_set(problem)
     violation = getattr(problem, "constraint_violation", None)
     rows = []
     for r, th in enumerate(T):
         d = float(np.linalg.norm(th - theta_star))
         try:
-            g = float(problem.objective(th))
+            g = float(objective(th))
         except (ValueError, ArithmeticError):
             g = float("nan")
         row = {"round": r, "dist_theta": d, "dist_theta_sq": d * d, "objective": g,
@@ -313,7 +314,8 @@ class Verifier:
     def error(self, theta) -> float:
         theta = np.asarray(theta, float)
         if self.error_metric == "rel_gap":
-            g = float(self.problem.objective(theta))
+            objective = getattr(self.problem, "objective_for", lambda s: self.problem.objective)(self.solution)
+            g = float(objective(theta))
             return (g - self.solution.value) / max(1.0, abs(self.solution.value))
         d = float(np.linalg.norm(theta - np.asarray(self.solution.theta, float)))
         return d * d if self.error_metric == "dist_theta_sq" else d

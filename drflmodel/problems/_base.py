@@ -136,6 +136,15 @@ class Problem:
         """The exact robust objective at ``theta`` (numpy; no CVXPY)."""
         raise NotImplementedError
 
+    def objective_for(self, solution: Solution):
+        """The objective a ``solution`` certifies (a callable of :math:`\\theta`).
+
+        Usually :meth:`objective`; a family whose oracle can also certify a *different* target
+        (e.g. the smoothed FAFL objective rFedFair converges to) returns that target's function,
+        so that :func:`drflmodel.verify` measures iterates against the right value.
+        """
+        return self.objective
+
     def client_view(self, i: int) -> ClientView:
         """What client *i* may compute on its own data."""
         return ClientView(self, i)
