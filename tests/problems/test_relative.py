@@ -482,6 +482,16 @@ def test_bad_sets_and_box():
         prob.set_parameter("alpha", 0.3)
     with pytest.raises(InvalidDataError, match="theta"):
         prob.objective(np.zeros(5))
+    # forcing an exact convex route on a non-convex instance is refused with the alternative named
+    q = RelativeFairness(fed, Squared(), Simplex(3), Simplex(3), phi=0.0)
+    q.set_parameter("phi", min(0.95, q.max_convex_phi("vertex") + 0.2))
+    with pytest.raises(dm.NotConvexError, match="R2"):
+        q.solve(method="R1")
+    with pytest.raises(InvalidParameterError, match="box"):
+        RelativeFairness(fed, Squared(), Simplex(3), Simplex(3), phi=0.1,
+                         box=(-np.ones(2), np.ones(2))).solve(method="R3")
+    with pytest.raises(InvalidParameterError, match="FederatedDRO"):
+        q.solve(method="FederatedDRO")
     with pytest.raises(InvalidParameterError):
         select_phi(fed, dm.losses.Hinge() if False else dm.losses.EpsilonInsensitive(0.1), Simplex(3), Simplex(3))
 
