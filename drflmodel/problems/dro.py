@@ -207,7 +207,7 @@ class WeightedMinMax(Problem):
 
 
 def _feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-9):
-    """The multipliers as a point of :math:`\Lambda` (the lower bound needs :math:`\lambda\in\Lambda`).
+    r"""The multipliers as a point of :math:`\Lambda` (the lower bound needs :math:`\lambda\in\Lambda`).
 
     Tiny negative entries are clipped; if the result lies in :math:`\Lambda` up to ``tol`` (solver
     round-off, which moves the bound by at most ``tol`` times the loss scale) it is kept as is, else

@@ -173,6 +173,18 @@ class FairnessAwareFL(WeightedMinMax):
         hi = f.max() + mu * (np.log(tau) + 1.0)
         return float(brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500))
 
+    def smoothed_value(self, theta, mu) -> float:
+        r""":math:`\min_\eta F^\mu_\alpha(\theta,\eta)` (exact in :math:`\eta`, numpy)."""
+        return self.smoothed_objective(theta, self.smoothed_eta(theta, mu), mu)
+
+    def objective_for(self, solution):
+        r"""The smoothed objective :math:`\min_\eta F^\mu_\alpha(\theta,\eta)` for a solution of
+        :meth:`solve_smoothed` (what rFedFair converges to), else the exact FAFL objective."""
+        if solution is not None and solution.certificate == SMOOTHED_CERTIFICATE:
+            mu = solution.info["mu"]
+            return lambda theta: self.smoothed_value(theta, mu)
+        return self.objective
+
     def _check_tau_for_smoothing(self):
         if self.tau_alpha - 1.0 <= 1e-12:
             raise InvalidParameterError(

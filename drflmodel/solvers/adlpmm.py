@@ -205,7 +205,7 @@ class ADLPMM(Solver):
         return trace
 
     def _client_step(self, view, s, w, z, psi, zeta, info) -> dict:
-        """:math:`\mathfrak C_s` by ``view.admm_step`` with ``client_solver``; if that solver fails
+        r""":math:`\mathfrak C_s` by ``view.admm_step`` with ``client_solver``; if that solver fails
         (e.g. a numerical failure of Clarabel at its 1e-9 tolerances), ECOS then SCS are tried and
         the fallback is counted in ``Trace.info["client_solver_fallbacks"]``."""
         first = self.params["client_solver"].upper()
