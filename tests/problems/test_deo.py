@@ -233,6 +233,10 @@ def test_squared_sdp_rank_one_matches_multistart_and_certificate(seed):
     assert np.linalg.eigvalsh(A0 + sol.duals["rho"] * A)[0] >= -1e-9
     assert sol.info["s_lemma"]["holds"]
     assert abs(sol.duals["rho"]) > 1e-4, "the instance must have an active constraint"
+    # the SDP's fairness-row duals are the QCQP's KKT multipliers: SLSQP from theta* agrees
+    cons = [{"type": "ineq", "fun": lambda t: eps - D_fun(t)}, {"type": "ineq", "fun": lambda t: eps + D_fun(t)}]
+    ref = minimize(q_fun, sol.theta, method="SLSQP", constraints=cons, options={"ftol": 1e-15, "maxiter": 500})
+    np.testing.assert_allclose([sol.duals["lambda1"], sol.duals["lambda2"]], ref.multipliers, atol=1e-5)
 
 
 def test_same_with_squared_loss_is_the_sdp_case():
@@ -319,6 +323,13 @@ def test_same_logistic_bounds_and_status(seed, shift):
         assert sol.info["kkt"]["stationarity"] <= 1e-5
         assert sol.info["kkt"]["complementarity"] <= 1e-7
         assert sol.gap > 0
+        # a correct local KKT point: SLSQP started there stays and reports the same multipliers
+        Na, Nb = group_masks(y, g)
+        cons = [{"type": "ineq", "fun": lambda t: eps - D(t)}, {"type": "ineq", "fun": lambda t: eps + D(t)}]
+        ref = slsqp(lambda t: logistic_L(t, X, y, l2), lambda t: logistic_L_grad(t, X, y, l2), cons,
+                    sol.theta, ftol=1e-14)
+        np.testing.assert_allclose(ref.x, sol.theta, atol=1e-5)
+        np.testing.assert_allclose([sol.duals["lambda1"], sol.duals["lambda2"]], ref.multipliers, atol=1e-4)
     # the two instances are chosen so that both outcomes are exercised
     assert sol.status == ("local" if seed == 0 else "optimal")
 
