@@ -595,9 +595,17 @@ class RelativeFairness(Problem):
         if status is None:
             from ..solution import status_from_gap
             status = status_from_gap(L, U, gap_tol)
+        info = dict(info or {})
+        lam_bar = (duals or {}).get("lambda_bar")
+        if lam_bar is not None:
+            # saddle check of spec §14.3 (verification protocol, step 3): the (projected) gradient of
+            # lam_bar^T f at theta vanishes at a saddle point
+            grad = np.asarray(lam_bar, float) @ self.objectives.gradients(theta)
+            step = theta - grad if self.box is None else np.clip(theta - grad, self.box[0], self.box[1])
+            info["stationarity_residual"] = float(np.linalg.norm(theta - step))
         return Solution(theta=theta, weights=lam, client_losses=losses, value=U, lower_bound=float(L),
                         upper_bound=U, status=status, certificate=certificate,
-                        duals={"a": a, "b": b, **(duals or {})}, info=dict(info or {}))
+                        duals={"a": a, "b": b, **(duals or {})}, info=info)
 
     # ---- phi = 0: delegate ----------------------------------------------------------------
     def _solve_dro(self, solver, gap_tol, verbose, solver_options):
