@@ -782,8 +782,10 @@ class LpBall(WeightSet):
         if np.linalg.norm(lam0 - c) <= r:
             return float(lam0 @ f), lam0
 
+        fs = f - fmax  # the simplex projection ignores shifts along 1; shifting keeps c + fs/beta accurate
+
         def lam_of(beta):
-            return project_simplex(c + f / beta)
+            return project_simplex(c + fs / beta)
 
         def dist(beta):
             return np.linalg.norm(lam_of(beta) - c)

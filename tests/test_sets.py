@@ -864,3 +864,16 @@ def test_lpball_l1_vertices():
             assert np.min(np.abs(V - res.x[:n]).max(axis=1)) < 1e-7
     with pytest.raises(NotImplementedError, match="not a polytope"):
         S.LpBall(np.full(3, 1 / 3), 0.1, 2).vertices()
+
+
+@pytest.mark.parametrize("spread", [1e-13, 1e-9, 1e-3])
+def test_lpball_l2_worst_case_with_near_ties_stays_on_the_set(spread):
+    """Regression: with nearly tied losses the multiplier beta is tiny and c + f/beta lost all
+    precision (sum(lambda) = 1.000122 was returned). Checked against the exact max over the set,
+    which for a near-tie equals max f up to the spread."""
+    ball = S.LpBall(np.array([114.0, 114.0, 113.0]) / 341.0, 0.1, 2)
+    f = np.array([1.0, 1.0 + spread, 1.0 - spread])
+    value, lam = ball.worst_case(f)
+    assert ball.contains(lam, tol=1e-12)
+    assert f.min() - 1e-15 <= value <= f.max() + 1e-15
+    assert value == pytest.approx(float(lam @ f), abs=1e-15)
