@@ -580,3 +580,19 @@ def test_l2_zero_falls_back_and_says_so():
     assert sol.certificate == "solver"
     Na, Nb = group_masks(y, g)
     assert abs(0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta) <= 0.01 + 1e-8
+
+
+@pytest.mark.slow
+def test_same_logistic_on_synthetic_vertical_is_local_with_valid_bound():
+    """The spec §3.5 calibration situation: the KKT multiplier leaves the convexity box, the
+    certificate does not close, and the answer is an honest "local" with LB <= UB."""
+    vf = dm.datasets.synthetic_vertical(n_samples=300, dim=6, n_parties=3, group_shift=1.0, seed=0)
+    X, y, g = vf.X, vf.y, vf.group
+    l2, eps = 2 / 300, 0.01
+    sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="same", l2=l2, n_starts=2).solve()
+    assert sol.status == "local" and sol.certificate == "none"
+    box = sol.info["convexity_box"]
+    assert not (box[0] <= sol.duals["rho"] <= box[1])
+    best, D = logistic_multistart(X, y, g, l2, eps, starts=12)
+    assert sol.lower_bound <= best + 1e-9
+    assert sol.value <= best + 1e-7  # the local search found the best SLSQP value
