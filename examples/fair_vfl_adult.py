@@ -30,8 +30,6 @@ import argparse
 import json
 import time
 
-import numpy as np
-
 import drflmodel as dm
 from drflmodel.losses import Logistic
 from drflmodel.problems.deo import DEOConstrained
@@ -131,4 +129,3 @@ if __name__ == "__main__":
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(dm.solution.jsonable(out), fh, indent=1)
-    _ = np  # numpy is used by callers of main() that post-process rows

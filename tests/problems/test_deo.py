@@ -596,3 +596,13 @@ def test_same_logistic_on_synthetic_vertical_is_local_with_valid_bound():
     best, D = logistic_multistart(X, y, g, l2, eps, starts=12)
     assert sol.lower_bound <= best + 1e-9
     assert sol.value <= best + 1e-7  # the local search found the best SLSQP value
+
+
+@pytest.mark.parametrize("loss,fl,kw", [(Squared(), "squared", {}), (Logistic(), "same", {}),
+                                        (Logistic(), "linear", {"penalty_c": 0.1})])
+def test_to_dict_is_json_for_every_problem_class(loss, fl, kw):
+    vf, *_ = make_data(n=60, seed=4, shift=2.0)
+    sol = DEOConstrained(vf, loss, 0.01, fairness_loss=fl, l2=0.05, n_starts=0, **kw).solve()
+    d = json.loads(json.dumps(sol.to_dict()))
+    assert d["status"] == sol.status and d["info"]["problem_class"] == sol.info["problem_class"]
+    assert set(d["duals"]) >= {"lambda1", "lambda2", "rho"}
