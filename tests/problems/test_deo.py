@@ -280,6 +280,26 @@ def test_sdp_hard_case():
     assert lb <= p_star + 1e-12 and lb >= p_star - 1e-4
 
 
+def test_sdp_hard_case_from_data():
+    """A data set realizing the hard case (derivation in the docstring's numbers):
+    N_a = {(+-1, 0)}, N_b = {(0, +-1)} (y = +1), four y = -1 rows at (-1, 0); l2 = 0. Then
+    A0 = diag(3/4, 1/4), c0 = (1/2, 0), k0 = 1, A = diag(1, -1), d = 0, so A0 + rho A is singular
+    at rho = 1/4 where theta_1 = c/(3/4 + 1/4) = 1/2 still has D = 1/4 > eps = 0.1: the optimum is
+    theta = (1/2, +-sqrt(0.15)), value 0.725, rho* = 1/4 (two optimal points, rank-2 SDP face)."""
+    X = np.array([[1, 0], [-1, 0], [0, 1], [0, -1], [-1, 0], [-1, 0], [-1, 0], [-1, 0]], float)
+    y = np.array([1, 1, 1, 1, -1, -1, -1, -1], float)
+    g = np.array([0, 0, 1, 1, 0, 1, 0, 1])
+    vf = dm.VerticalFederation([X[:, :1], X[:, 1:]], y, g)
+    sol = DEOConstrained(vf, Squared(), 0.1, fairness_loss="squared", l2=0.0).solve()
+    assert sol.info["extraction"]["method"] == "hard_case"
+    assert sol.status == "optimal" and "hard_case" in sol.certificate
+    assert sol.value == pytest.approx(0.725, abs=1e-8)
+    assert np.mean((X @ sol.theta - y) ** 2) == pytest.approx(0.725, abs=1e-8)
+    np.testing.assert_allclose(np.abs(sol.theta), [0.5, np.sqrt(0.15)], atol=1e-6)
+    assert sol.duals["rho"] == pytest.approx(0.25, abs=1e-6)
+    assert sol.lower_bound <= 0.725 + 1e-12
+
+
 # ---------------------------------------------------------------------------------------------
 # "same" (logistic, the paper's setting): the §3.5 procedure
 # ---------------------------------------------------------------------------------------------
