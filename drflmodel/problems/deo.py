@@ -762,6 +762,9 @@ class DEOConstrained(Problem):
         info["kkt"] = self.kkt_residuals(theta, lam)
         info["lb_method"] = lb_method
         info["convexity_box"] = [-self.n_a / self.n, self.n_b / self.n]
+        if self.eps_deo == 0.0 and self.penalty_c is None:
+            info["note"] = ("eps = 0: both constraints are active and only rho = lambda1 - lambda2 is "
+                            "identifiable (spec §3.2)")
         info["lagrangian_convexity_modulus"] = self.lagrangian_convexity(lam)
         return Solution(theta=np.asarray(theta, float), weights=None, client_losses=self.group_losses(theta),
                         value=ub, lower_bound=float(lb), upper_bound=ub, status=status,
