@@ -36,7 +36,7 @@ warnings.filterwarnings("ignore")
 
 
 #: wall-clock cap per SCS run, in seconds (SCS needs many iterations to reach 1e-7 on exp cones)
-SCS_TIME_LIMIT = 90
+SCS_TIME_LIMIT = 60
 
 
 def make_federation(n_clients: int, per_client: int, dim: int, seed: int = 0):

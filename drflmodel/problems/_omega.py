@@ -271,14 +271,21 @@ def omega_constraints(model: TransportModel, w, lam, alpha, X, y, cid, clients) 
     if N == 0:
         return []
     lam_i = lam[cid]
+    extra = []
+    if isinstance(w, cp.Expression) and not w.is_constant():
+        # the scores enter several constraints (flip branch, pieces): one copy u = X w keeps
+        # the dense block X in the KKT system once (measured ~1.5x faster with Clarabel)
+        u = cp.Variable(N)
+        extra = [u == X @ w]
+    else:
+        u = X @ np.asarray(w.value if isinstance(w, cp.Expression) else w, float)
     if not model.support.bounded:
-        return _lipschitz_form(model, w, lam, lam_i, alpha, X, y, clients)
-    return _polyhedral_form(model, w, lam_i, alpha, X, y)
+        return extra + _lipschitz_form(model, w, u, lam, lam_i, alpha, X, y, clients)
+    return extra + _polyhedral_form(model, w, u, lam_i, alpha, X, y)
 
 
-def _lipschitz_form(model, w, lam, lam_i, alpha, X, y, clients) -> list:
+def _lipschitz_form(model, w, u, lam, lam_i, alpha, X, y, clients) -> list:
     loss = model.loss
-    u = X @ w
     if model.flips and isinstance(loss, Logistic):
         # log(1+e^{z}) = log(1+e^{-z}) + z: the flipped branch is the sample's loss plus the
         # affine term z = y u, so one exponential-cone epigraph t per sample serves both
@@ -302,7 +309,7 @@ def _lip_norm(model, w, lam, clients) -> list:
     return cons
 
 
-def _polyhedral_form(model, w, lam_i, alpha, X, y) -> list:
+def _polyhedral_form(model, w, u, lam_i, alpha, X, y) -> list:
     # Sign constraints are written as constraints, not as ``nonneg=True`` variable attributes:
     # CVXPY 1.9 rejects a solver's slightly negative value (-1e-12) for an attributed variable.
     S = model.support
@@ -311,7 +318,6 @@ def _polyhedral_form(model, w, lam_i, alpha, X, y) -> list:
     r = slack.shape[1]
     C1 = S.C[:, :n]
     c2 = S.C[:, n] if model.task == "regression" else None
-    u = X @ w
     w_row = cp.reshape(w, (1, n), order="C") if isinstance(w, cp.Expression) else np.asarray(w, float)[None, :]
     cons = []
     branches = [1.0, -1.0] if model.flips else [1.0]

@@ -20,12 +20,14 @@ import warnings
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize
 
 import drflmodel as dm
 from drflmodel.errors import InvalidDataError, InvalidParameterError, NotConvexError
 from drflmodel.losses import EpsilonInsensitive, Hinge, Huber, Logistic, Pinball, SmoothHinge, Squared
-from drflmodel.problems._omega import TransportModel, omega_constraints, worst_case_unbounded
+from drflmodel.problems._omega import TransportModel, min_piecewise, omega_constraints
 from drflmodel.problems.wasserstein import (ExactDualWAFL, WassersteinDRFL, _LocalWorstCase,
                                             ball_support_expr)
 from drflmodel.sets import Simplex, WeightSet
@@ -107,6 +109,56 @@ def test_certificate_closes(loss, norm, kappa):
     assert json.dumps(sol.to_dict())
 
 
+PL_LOSSES = [EpsilonInsensitive(0.1), Pinball(0.3), Hinge()]
+
+
+@pytest.mark.parametrize("support", ["box", pytest.param("unit_box", marks=pytest.mark.slow),
+                                     pytest.param("polyhedral", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kappa", [2.0, pytest.param(np.inf, marks=pytest.mark.slow)], ids=["kappa2", "kappaInf"])
+@pytest.mark.parametrize("norm", NORMS, ids=["l1", "l2", "linf"])
+@pytest.mark.parametrize("loss", PL_LOSSES, ids=lambda l: l.name)
+def test_certificate_closes_polyhedral_support(loss, norm, kappa, support):
+    fed = make_fed(loss.task, low=0.0) if support == "unit_box" else FED[loss.task]
+    sup = _general_polytope(loss.task, fed.dim) if support == "polyhedral" else support
+    prob = WassersteinDRFL(fed, loss, radius=[0.3, 0.1, 0.5], kappa=kappa, norm=norm,
+                           weights=LpBall(np.full(3, 1 / 3), 0.2, np.inf), support=sup)
+    sol = prob.solve()
+    assert sol.status == "optimal", sol.summary()
+    assert rel(sol.upper_bound, sol.info["solver_value"]) <= 1e-6
+    # never above the unbounded-support optimum (a smaller ambiguity set)
+    unb = WassersteinDRFL(fed, loss, radius=[0.3, 0.1, 0.5], kappa=kappa, norm=norm,
+                          weights=LpBall(np.full(3, 1 / 3), 0.2, np.inf)).solve()
+    assert sol.value <= unb.value + 1e-7
+
+
+def test_l2_regularized_certificate():
+    fed = FED["classification"]
+    sol = WassersteinDRFL(fed, Logistic(), radius=RADII, kappa=2.0, norm=2, weights=Simplex(3),
+                          l2=0.3).solve()
+    assert sol.status == "optimal"
+    # stationarity-free check: the objective includes the ridge term
+    base = WassersteinDRFL(fed, Logistic(), radius=RADII, kappa=2.0, norm=2, weights=Simplex(3))
+    assert abs(sol.value - base.objective(sol.theta) - 0.15 * sol.theta @ sol.theta) <= 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000))
+def test_min_piecewise_matches_dense_grid(seed):
+    """The sorted-breakpoint minimization of rho*lam + sum_i c_i max(L_i, Lt_i - kappa*lam) over
+    lam >= lo equals a brute-force evaluation at every breakpoint and on a dense grid."""
+    rng = np.random.default_rng(seed)
+    N = int(rng.integers(1, 8))
+    c = rng.dirichlet(np.ones(N))
+    L, Lt = rng.uniform(0, 2, N), rng.uniform(0, 3, N)
+    rho, kappa, lo = rng.uniform(0.01, 2), rng.uniform(0.2, 3), rng.uniform(0, 1)
+    val, lam = min_piecewise(rho, c, L, Lt, kappa, lo)
+    h = lambda t: rho * t + c @ np.maximum(L, Lt - kappa * t)
+    grid = np.concatenate([np.linspace(lo, lo + 10, 4001), np.maximum((Lt - L) / kappa, lo)])
+    brute = min(h(t) for t in grid)
+    assert lam >= lo and abs(h(lam) - val) <= 1e-12
+    assert val <= brute + 1e-12 and val >= brute - 1e-9
+
+
 # ============================================================== Prop. 4.2 from the primal side
 def _directions(w, n):
     D = [np.eye(n)[k] * s for k in range(n) for s in (1, -1)]
@@ -115,31 +167,47 @@ def _directions(w, n):
     return D
 
 
-def primal_lp(loss, X, y, w, rho, kappa, norm, Rs):
-    """max sum_ik p_ik L(xi_ik) s.t. sum_k p_ik = 1/N, sum_ik p_ik d(xi_ik, xi_i) <= rho, p >= 0,
-    over candidates xi_ik: the sample, its label flip, and moves of length R in Rs along a
-    generic direction set (both labels; in regression also label moves)."""
+def _unbounded_candidates(loss, xhat, w, kappa, Rs):
+    """The sample, its label flip, and moves of length R in Rs along a generic direction set (both
+    labels; in regression also label moves): a list of (dx, dy, flip)."""
+    n = xhat.size
+    flips = loss.task == "classification" and np.isfinite(kappa)
+    cands = [(np.zeros(n), 0.0, False)] + ([(np.zeros(n), 0.0, True)] if flips else [])
+    for R in Rs:
+        for v in _directions(w, n):
+            cands += [(R * v, 0.0, fl) for fl in ([False, True] if flips else [False])]
+        if loss.task == "regression" and np.isfinite(kappa):
+            cands += [(np.zeros(n), R, False), (np.zeros(n), -R, False)]
+    return cands
+
+
+def _grid_candidates(loss, xhat, kappa, grid, lo, hi, Rs=(1e3,)):
+    """Points of a grid over the box [lo, hi]^n (plus xhat's own coordinates), both labels; in
+    regression the label may also move by +-R (it is unbounded)."""
+    n = xhat.size
+    axes = [np.unique(np.concatenate([np.linspace(lo, hi, grid), [xhat[k]]])) for k in range(n)]
+    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, n)
+    flips = loss.task == "classification" and np.isfinite(kappa)
+    cands = [(p - xhat, 0.0, fl) for p in pts for fl in ([False, True] if flips else [False])]
+    if loss.task == "regression" and np.isfinite(kappa):
+        cands += [(p - xhat, dy, False) for p in pts for R in Rs for dy in (R, -R)]
+    return cands
+
+
+def primal_lp(loss, X, y, w, rho, kappa, norm, cand_fn):
+    """max sum_ik p_ik L(xi_ik) s.t. sum_k p_ik = 1/N, sum_ik p_ik d(xi_ik, xi_i) <= rho, p >= 0:
+    the worst case over distributions supported on the candidates ``cand_fn(i)`` (each sample's
+    mass moves only to its own candidates) — a lower bound on the sup over the ball."""
     N, n = X.shape
     vals, costs, rows = [], [], []
     for i in range(N):
-        cands = [(np.zeros(n), 0.0, False)]
-        labels = [False, True] if (loss.task == "classification" and np.isfinite(kappa)) else [False]
-        for R in Rs:
-            for v in _directions(w, n):
-                for fl in labels:
-                    cands.append((R * v, 0.0, fl))
-            if loss.task == "regression" and np.isfinite(kappa):
-                cands += [(np.zeros(n), R, False), (np.zeros(n), -R, False)]
-        if loss.task == "classification" and np.isfinite(kappa):
-            cands.append((np.zeros(n), 0.0, True))
-        for dx, dy, fl in cands:
+        for dx, dy, fl in cand_fn(i):
             x = X[i] + dx
             if loss.task == "regression":
                 val = loss.value(np.array([x @ w]), np.array([y[i] + dy]))[0]
                 cost = np.linalg.norm(dx, norm) + (kappa * abs(dy) if dy else 0.0)
             else:
-                lab = -y[i] if fl else y[i]
-                val = loss.value(np.array([x @ w]), np.array([lab]))[0]
+                val = loss.value(np.array([x @ w]), np.array([-y[i] if fl else y[i]]))[0]
                 cost = np.linalg.norm(dx, norm) + (kappa if fl else 0.0)
             vals.append(val)
             costs.append(cost)
@@ -169,12 +237,37 @@ def test_prop42_primal_lp_tightens_to_dual(loss, norm):
     model = prob.model
     lp = _LocalWorstCase(model, X, y, np.full(len(y), 1 / len(y)), rho).solve(w)
     assert rel(lp[0], dual) <= 1e-7
-    lows = [primal_lp(loss, X, y, w, rho, kappa, norm, Rs)
+    lows = [primal_lp(loss, X, y, w, rho, kappa, norm,
+                      lambda i, Rs=Rs: _unbounded_candidates(loss, X[i], w, kappa, Rs))
             for Rs in ([0.5], [0.5, 5.0], [0.5, 5.0, 1e2], [0.5, 5.0, 1e2, 1e4, 1e6])]
     assert all(b >= a - 1e-10 for a, b in zip(lows, lows[1:]))       # tightens with the set
     assert all(v <= dual + 1e-8 for v in lows)                        # lower bounds
     assert lows[-1] >= dual - 1e-5 * max(1, dual)                     # and converges
     assert lows[-1] > lows[0] or rel(lows[0], dual) < 1e-8
+
+
+@pytest.mark.parametrize("norm", NORMS, ids=["l1", "l2", "linf"])
+@pytest.mark.parametrize("loss", [EpsilonInsensitive(0.1), Pinball(0.3), Hinge()], ids=lambda l: l.name)
+def test_prop42_primal_lp_on_box_support(loss, norm):
+    """Prop. 4.2 on the box [-1,1]^n: grid candidates (nested grids) lower-bound the Omega_s LP
+    value and tighten to it (exactly for l1, where an optimal move snaps coordinates to the
+    bounds or keeps them; l2/linf optima may be interior, approached by the grid)."""
+    fed = FED[loss.task]
+    kappa, rho = 1.5, 0.3
+    w = np.array([1.3, -0.8])
+    prob = WassersteinDRFL(fed, loss, radius=rho, kappa=kappa, norm=norm, weights=Simplex(3), support="box")
+    X, y = fed.clients[0].X, fed.clients[0].y
+    dual, lam = prob.client_view(0).worst_case(w)          # the LP / SOCP over Omega_s
+    lows = [primal_lp(loss, X, y, w, rho, kappa, norm,
+                      lambda i, g=g: _grid_candidates(loss, X[i], kappa, g, -1.0, 1.0))
+            for g in (3, 9, 33)]                           # nested grids (2^k + 1 points)
+    assert all(b >= a - 1e-10 for a, b in zip(lows, lows[1:]))
+    assert all(v <= dual + 1e-7 for v in lows)
+    tol = 1e-7 if norm == 1 else 2e-3                    # grid 33: measured 1.8e-6 (l2), 1.1e-3 (linf)
+    assert lows[-1] >= dual - tol * max(1, dual)
+    # a smaller support gives a smaller worst case than the unbounded one at the same w
+    unb = WassersteinDRFL(fed, loss, radius=rho, kappa=kappa, norm=norm, weights=Simplex(3))
+    assert unb.client_view(0).worst_case(w)[0] >= dual - 1e-8
 
 
 # ============================================================== per-sample sup over a polyhedron
@@ -361,6 +454,19 @@ def test_wafl_equals_drfl_with_equal_radii_when_lambda_common():
     a = WassersteinDRFL(fed, Huber(0.5), radius=0.1, kappa=2.0, norm=1, weights=q).solve()
     b = ExactDualWAFL(fed, Huber(0.5), 0.1, 2.0, 1).solve()
     assert rel(a.value, b.value) <= 1e-7
+
+
+@pytest.mark.parametrize("norm", [1, 2], ids=["l1", "l2"])
+def test_wafl_polyhedral_support(norm):
+    fed = FED["classification"]
+    q = np.array([0.5, 0.3, 0.2])
+    rho = np.array([0.02, 0.3, 0.1])
+    drfl = WassersteinDRFL(fed, Hinge(), radius=rho, kappa=1.0, norm=norm, weights=q, support="box").solve()
+    wafl = ExactDualWAFL(fed, Hinge(), float(q @ rho), 1.0, norm, center=q, support="box").solve()
+    assert drfl.status == "optimal" and wafl.status == "optimal", wafl.summary()
+    assert drfl.value <= wafl.value + 1e-7
+    # the per-client parts recombine into the WAFL value
+    assert abs(q @ wafl.client_losses - wafl.value) <= 1e-7
 
 
 # ============================================================== other weight sets and p
