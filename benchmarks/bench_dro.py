@@ -98,7 +98,9 @@ def main(argv=None):
     for label, fed, loss, make_set, param, values in instances(**size):
         row = bench_one(label, fed, loss, make_set, param, values, solvers)
         rows.append(row)
-        print(f"  done {label}", flush=True)
+        print(f"  done {label}: " + ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k != "instance"),
+            flush=True)
     head = (f"{'instance':<16}{'build s':>9}{'compile s':>10}"
             + "".join(f"{s[:8] + ' s':>12}" for s in solvers)
             + f"{'gap':>10}{'sweep DPP s':>13}{'rebuild s':>11}{'speed-up':>10}{'max |dv|':>10}")

@@ -175,7 +175,7 @@ class WeightedMinMax(Problem):
         lam, projected = _feasible_weights(W, lam_raw)
         psi = float(W.psi(lam))
         t0 = time.perf_counter()
-        fixed = self.fixed_weight_minimum(lam, solver=solver)
+        fixed = self.fixed_weight_minimum(lam)   # Clarabel -> ECOS -> SCS, whoever did the saddle
         t_fixed = time.perf_counter() - t0
         L = fixed["value"] - psi
         grad_at_opt = lam @ self.objectives.gradients(theta)

@@ -270,7 +270,7 @@ class FairnessAwareFL(WeightedMinMax):
         s = expit((losses - eta) / mu)
         lam = c * s
         U = float(eta + c @ _softplus(losses - eta, mu))
-        fixed = self.fixed_weight_minimum(lam, solver=solver)
+        fixed = self.fixed_weight_minimum(lam)
         entropy = float(mu * (c @ _binary_entropy(s)))
         L = fixed["value"] + entropy
         info = {"solver": solver, "mu": mu, "tau_alpha": self.tau_alpha,
