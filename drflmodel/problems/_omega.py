@@ -20,7 +20,10 @@ samples of any number of clients):
   the label-flip branch :math:`L(-\\hat y\\,u)-\\kappa\\lambda\\le\\alpha` (dropped for :math:`\\kappa=\\infty`,
   spec §4.4 [R]). Constraints: ``alpha >= L(sample)``, ``alpha >= L(flipped) - kappa*lam``,
   ``lam >= Lip * N_*``. (The paper's lifted forms with :math:`\\mu` / :math:`\\phi,\\pi` are exactly
-  these epigraphs of the loss.)
+  these epigraphs of the loss.) For the logistic loss the identity
+  :math:`\\log(1+e^{z})=\\log(1+e^{-z})+z` turns the flip branch into
+  :math:`t+\\hat y u-\\kappa\\lambda\\le\\alpha` with one exponential-cone epigraph
+  :math:`t\\ge L(\\hat y u)` per sample (half the exp cones of spec §4.4's count).
 * **Polyhedral form** for the piecewise-linear losses (SVR, pinball, hinge) on
   :math:`\\Xi=\\{C\\xi\\le d\\}` (Corollaries B.2–B.4, Props 6.3/6.4; the general recipe of spec §4.4):
   for every piece :math:`L=\\max_j(a_j z+b_j)` and branch there is :math:`\\phi\\ge0` with

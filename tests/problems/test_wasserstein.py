@@ -54,7 +54,8 @@ except ImportError:  # pragma: no cover
 
         def project(self, v):
             q = cp.Variable(self.n)
-            cp.Problem(cp.Minimize(cp.sum_squares(q - v)), self._cons(q)).solve(solver="CLARABEL")
+            cp.Problem(cp.Minimize(cp.sum_squares(q - v)), self._cons(q)).solve(
+                solver="CLARABEL", tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
             return np.asarray(q.value)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
