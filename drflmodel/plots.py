@@ -61,16 +61,21 @@ def plot_convergence(reports: Mapping[str, object], metric: str | None = None, p
     if not reports:
         raise InvalidParameterError("reports must contain at least one Report")
     fig, ax = _axes(ax)
+    plotted = set()
     for label, rep in reports.items():
         m = metric or rep.error_metric
+        plotted.add(m)
         r = np.array([row["round"] for row in rep.rows])
         e = np.abs(np.array([row.get(m, np.nan) for row in rep.rows], dtype=float))
         e = np.where(e > 0, e, np.nan)
         ax.semilogy(r, e, label=label)
-        tol = rep.tol
-    ax.axhline(tol, color="gray", ls=":", lw=1, label=f"tol {tol:g}")
+    # a tolerance line only when every report was judged on the plotted metric with one tolerance
+    judged = {(rep.error_metric, rep.tol) for rep in reports.values()}
+    if len(judged) == 1 and plotted == {next(iter(judged))[0]}:
+        tol = next(iter(judged))[1]
+        ax.axhline(tol, color="gray", ls=":", lw=1, label=f"tol {tol:g}")
     ax.set_xlabel("communication round")
-    ax.set_ylabel(metric or "error")
+    ax.set_ylabel(", ".join(sorted(plotted)))
     ax.set_title(title or "distance to the certified optimum")
     ax.legend()
     return _finish(fig, ax, path)
