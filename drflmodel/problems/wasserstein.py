@@ -39,7 +39,6 @@ of ``"box"`` ([-1,1]^n) and ``"unit_box"`` ([0,1]^n), hence in the support; it i
 
 from __future__ import annotations
 
-import time
 
 import cvxpy as cp
 import numpy as np

@@ -15,7 +15,6 @@ Independent routes used here:
 from __future__ import annotations
 
 import json
-import warnings
 
 import cvxpy as cp
 import numpy as np
@@ -447,6 +446,9 @@ def test_drfl_fixed_weights_below_wafl(loss, norm):
     if loss.task == "regression":
         # unbounded support, regression: the minimal lambda = Lip * N_*(w,-1) does not depend on s
         assert rel(drfl.value, wafl.value) <= 1e-6
+    else:
+        # with label flips the clients' optimal multipliers differ: the bound is strict here
+        assert wafl.value >= drfl.value + 1e-3
 
 
 def test_wafl_equals_drfl_with_equal_radii_when_lambda_common():
