@@ -376,7 +376,7 @@ def _weighted_erm(fed, loss, q):
     """min_w sum_s q_s mean_i L — a direct CVXPY ERM (independent of the DRFL code)."""
     w = cp.Variable(fed.dim)
     obj = sum(q[s] * cp.sum(loss.expr(c.X @ w, c.y)) / c.size for s, c in enumerate(fed.clients))
-    return cp.Problem(cp.Minimize(obj)).solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10)
+    return cp.Problem(cp.Minimize(obj)).solve(solver="CLARABEL", tol_gap_abs=1e-9, tol_gap_rel=1e-9)
 
 
 @pytest.mark.parametrize("loss", [Huber(0.5), Pinball(0.3), Hinge(), Logistic()], ids=lambda l: l.name)
