@@ -62,12 +62,19 @@ from .._validation import check_choice, check_real
 from ..errors import InvalidParameterError
 from ._base import ClientRuntime, Solver, check_batch_size, check_rounds, check_step
 
-__all__ = ["ScaffPD", "scaffpd_constants", "sc_sc_schedule", "SCCSchedule", "ConstantSchedule"]
+__all__ = ["ScaffPD", "scaffpd_constants", "ball_lipschitz", "sc_sc_schedule", "SCCSchedule", "ConstantSchedule"]
 
 _DRO = ("drflmodel.problems.dro:FederatedDRO",)
 
 
 # ---------------------------------------------------------------------------------- constants
+def ball_lipschitz(grad_norms, smoothness_rows, radius: float) -> float:
+    """Lipschitz constant of the loss vector :math:`(f_i)_i` on a ball of radius :math:`R_b` around
+    the point where the gradients were taken (spec scaffpd §4.4 point 5, errata #16):
+    :math:`\\sqrt{\\sum_i(\\|\\nabla f_i(x^0)\\|+L_iR_b)^2}`."""
+    return float(np.sqrt(np.sum((np.asarray(grad_norms) + np.asarray(smoothness_rows) * radius) ** 2)))
+
+
 def scaffpd_constants(problem, theta0, mu_x=None, smoothness=None, lipschitz=None,
                       mu_lambda=None, radius=None) -> dict:
     """The constants of the Scaff-PD schedules (see the module docstring).
@@ -94,8 +101,7 @@ def scaffpd_constants(problem, theta0, mu_x=None, smoothness=None, lipschitz=Non
                     "cannot bound the iterate region without strong convexity (mu_x = 0); "
                     "pass lipschitz= (L_lambda_x) or radius=, or use l2 > 0")
             rb = 2.0 * float(g.max()) / mu
-        Lrow = Li if smoothness is None else np.full_like(Li, L)
-        lip = float(np.sqrt(np.sum((g + Lrow * rb) ** 2)))
+        lip = ball_lipschitz(g, Li if smoothness is None else np.full_like(Li, L), rb)
     else:
         lip = lipschitz
     return {"mu_x": mu, "L_xx": L, "L_lx": lip, "mu_lambda": ml,

@@ -54,7 +54,7 @@ import numpy as np
 from .._validation import as_finite_array, check_choice, check_real
 from ..errors import InvalidParameterError
 from ._base import Solver, check_batch_size, check_rounds, check_step
-from .scaffpd import ConstantSchedule, SCCSchedule, primal_dual_round
+from .scaffpd import ConstantSchedule, SCCSchedule, ball_lipschitz, primal_dual_round
 
 __all__ = ["ScaffPDIA", "ia_constants"]
 
@@ -79,7 +79,7 @@ def ia_constants(problem, theta0, lipschitz=None, radius=None) -> dict:
                     "the lambda-weighted losses are not strongly convex on Lambda_phi "
                     f"(m_f - (M_f - m_f)(||Lambda||_1 - 1)/2 = {mu_w:.3g} <= 0): pass lipschitz= or radius=")
             rb = 2.0 * nrm * float(g.max()) / mu_w
-        lip = float(np.sqrt(np.sum((g + obj.smoothness() * rb) ** 2)))
+        lip = ball_lipschitz(g, obj.smoothness(), rb)
     else:
         lip = lipschitz
     return {"m_f": m_f, "M_f": M_f, "norm1": nrm, "kappa": kappa, "mu_lambda_weighted": mu_w,
