@@ -42,6 +42,12 @@ def _smoothness(problem) -> float:
     return L
 
 
+def _local_step(solver, problem) -> float:
+    """The user's ``step_size``, else the documented default :math:`1/(L_{xx}J)`."""
+    eta = solver.params["step_size"]
+    return eta if eta is not None else 1.0 / (_smoothness(problem) * solver.local_steps)
+
+
 def fixed_weights(weights, n: int) -> np.ndarray:
     """The single point of a one-point weight set (ERM weights), else raise.
 
@@ -95,9 +101,7 @@ class FedAvg(Solver):
 
     def _initialize(self, problem, runtime, theta0):
         p = fixed_weights(problem.weights, problem.n_clients)
-        eta = self.params["step_size"]
-        if eta is None:
-            eta = 1.0 / (_smoothness(problem) * self.local_steps)
+        eta = _local_step(self, problem)
         return {"theta": theta0, "weights": p, "eta": eta, "info": {"step_size_used": eta},
                 "expected_rate": None if self.batch_size else self.expected_rate}
 
@@ -147,9 +151,7 @@ class Scaffold(Solver):
 
     def _initialize(self, problem, runtime, theta0):
         p = fixed_weights(problem.weights, problem.n_clients)
-        eta = self.params["step_size"]
-        if eta is None:
-            eta = 1.0 / (_smoothness(problem) * self.local_steps)
+        eta = _local_step(self, problem)
         n, d = problem.n_clients, problem.dim
         return {"theta": theta0, "weights": p, "eta": eta, "C": np.zeros((n, d)),
                 "c": np.zeros(d), "info": {"step_size_used": eta},
@@ -277,7 +279,7 @@ class DRFA(Solver):
         self.batch_size = check_batch_size(p["batch_size"])
 
     def _initialize(self, problem, runtime, theta0):
-        eta = self.params["step_size"] or 1.0 / (_smoothness(problem) * self.local_steps)
+        eta = _local_step(self, problem)
         gamma = self.params["dual_step"] or eta
         lam = _initial_weights(problem.weights, problem.n_clients, self.params["lambda0"])
         return {"theta": theta0, "weights": lam, "eta": eta, "gamma": gamma, "set": problem.weights,
