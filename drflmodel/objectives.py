@@ -18,7 +18,18 @@ from .data import Federation
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Loss
 
-__all__ = ["ClientObjectives", "check_loss_matches"]
+__all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices"]
+
+
+def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> np.ndarray:
+    """The one minibatch rule of drflmodel: ``batch_size`` row indices of a client with ``size``
+    rows, drawn uniformly **with replacement** by ``rng.integers(0, size, batch_size)``.
+
+    Every minibatch gradient (the vectorized simulator, :class:`~drflmodel.problems._base.ClientView`,
+    a Flower client) draws through this function from the client's own generator, so the same
+    generator gives the same rows on every engine.
+    """
+    return rng.integers(0, size, size=batch_size)
 
 
 def check_loss_matches(federation: Federation, loss: Loss) -> None:
@@ -99,14 +110,25 @@ class ClientObjectives:
         H = np.einsum("im,imd,ime->ide", w, self._X, self._X)
         return H + self.l2 * np.eye(self.dim)[None]
 
-    def minibatch_gradients(self, theta, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    def minibatch_gradients(self, theta, batch_size: int, rng) -> np.ndarray:
         """Unbiased minibatch gradients: client *i* samples ``batch_size`` of its own rows
-        uniformly with replacement. Returns shape ``(n, d)``. ``rng`` is a
-        ``numpy.random.Generator`` (or a seed for ``numpy.random.default_rng``)."""
+        uniformly with replacement (:func:`minibatch_indices`). Returns shape ``(n, d)``.
+
+        ``rng`` is either a sequence of ``n`` ``numpy.random.Generator`` s -- client *i* draws from
+        ``rng[i]``, its own stream, as in a real federation (the solvers pass
+        :func:`drflmodel.solvers.client_generators`) -- or one generator (or a seed for
+        ``numpy.random.default_rng``) from which clients ``0, ..., n-1`` draw in turn."""
         theta = self._theta(theta)
         batch_size = check_int(batch_size, "batch_size", low=1)
-        rng = np.random.default_rng(rng)
-        idx = np.floor(rng.random((self.n, batch_size)) * self._sizes[:, None]).astype(int)
+        if isinstance(rng, (list, tuple)):
+            if len(rng) != self.n:
+                raise InvalidParameterError(
+                    f"rng must be one generator or a sequence of {self.n} (one per client); got {len(rng)}")
+            gens = rng
+        else:
+            gens = [np.random.default_rng(rng)] * self.n
+        sizes = self._sizes.astype(int)
+        idx = np.stack([minibatch_indices(g, int(s), batch_size) for g, s in zip(gens, sizes)])
         rows = np.arange(self.n)[:, None]
         Xb, yb = self._X[rows, idx], self._y[rows, idx]
         u = np.einsum("ibd,id->ib", Xb, theta if theta.ndim == 2 else np.broadcast_to(theta, (self.n, self.dim)))

@@ -28,7 +28,7 @@ import cvxpy as cp
 
 from .._validation import check_real
 from ..errors import InvalidParameterError, SolverError
-from ..objectives import ClientObjectives
+from ..objectives import ClientObjectives, minibatch_indices
 from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap
 
 __all__ = ["Problem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
@@ -92,7 +92,7 @@ class ClientView:
     def minibatch_gradient(self, theta, batch_size: int, seed=None) -> np.ndarray:
         """Unbiased gradient from ``batch_size`` rows drawn uniformly with replacement."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        idx = rng.integers(0, self.size, size=batch_size)
+        idx = minibatch_indices(rng, self.size, batch_size)
         theta = np.asarray(theta, float)
         Xb, yb = self._X[idx], self._y[idx]
         return Xb.T @ self.loss.derivative(Xb @ theta, yb) / batch_size + self.l2 * theta

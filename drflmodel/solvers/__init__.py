@@ -15,6 +15,7 @@ _LAZY = {
     "Trace": ("drflmodel.solvers._base", "Trace"),
     "RoundResult": ("drflmodel.solvers._base", "RoundResult"),
     "ClientRuntime": ("drflmodel.solvers._base", "ClientRuntime"),
+    "client_generators": ("drflmodel.solvers._base", "client_generators"),
     "ScaffPD": ("drflmodel.solvers.scaffpd", "ScaffPD"),
     "ScaffPDIA": ("drflmodel.solvers.scaffpd_ia", "ScaffPDIA"),
     "FedAvg": ("drflmodel.solvers.baselines", "FedAvg"),

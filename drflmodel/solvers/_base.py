@@ -70,9 +70,13 @@ Callbacks (SciPy style)
     round's communication). Raising ``StopIteration`` stops the run cleanly; the trace then ends
     at that round and ``trace.info["stopped_by_callback"]`` is ``True``.
 
-Seeding: ``run(problem, seed)`` creates ``rng = numpy.random.default_rng(seed)`` once; every
-random choice of a run (minibatches, client sampling, random snapshot steps) draws from
-``runtime.rng`` in a fixed order, so a run is reproducible from ``seed``.
+Seeding: ``run(problem, seed)`` creates two kinds of generators once. The **server's**
+``runtime.rng = numpy.random.default_rng(seed)`` makes every server-side choice (client sampling,
+random snapshot steps, delays) in a fixed order. **Client i's own** generator
+``runtime.client_rngs[i]`` (:func:`client_generators`: ``default_rng(SeedSequence(seed,
+spawn_key=(i,)))``) draws that client's minibatches, as a real client would from its own state; so
+a client that runs on another engine (e.g. a Flower ``ClientApp`` holding partition *i*) draws the
+same rows from the same seed. A run is reproducible from ``seed``.
 """
 
 from __future__ import annotations
@@ -90,7 +94,25 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
 
 __all__ = ["Solver", "Trace", "RoundResult", "ClientRuntime", "CommLedger",
-           "check_step", "check_rounds"]
+           "check_step", "check_rounds", "client_generators"]
+
+
+def client_generators(seed, n: int) -> list[np.random.Generator]:
+    """Client *i*'s own generator for a run seeded with ``seed`` (module docstring, "Seeding").
+
+    For an integer ``seed`` client *i* gets ``default_rng(SeedSequence(seed, spawn_key=(i,)))`` --
+    the *i*-th child of ``SeedSequence(seed)``, independent of the server's
+    ``default_rng(seed)`` and computable by client *i* alone from ``(seed, i)``. A
+    ``numpy.random.Generator`` seed spawns ``n`` children of its seed sequence; ``None`` fresh
+    entropy.
+    """
+    if isinstance(seed, np.random.Generator):
+        children = seed.bit_generator.seed_seq.spawn(n)
+    elif seed is None:
+        children = np.random.SeedSequence().spawn(n)
+    else:
+        children = [np.random.SeedSequence(seed, spawn_key=(i,)) for i in range(n)]
+    return [np.random.default_rng(c) for c in children]
 
 
 # ---------------------------------------------------------------------------------- validation
@@ -146,14 +168,19 @@ class ClientRuntime:
         :class:`~drflmodel.objectives.ClientObjectives`) is used for the vectorized client side
         when it exists (horizontal federations). Vertical solvers may ignore the client-side
         helpers and use only the ledger (``broadcast`` / ``upload``) and :meth:`view`.
-    rng : ``numpy.random.Generator`` of the run.
+    rng : the server's ``numpy.random.Generator`` of the run.
+    client_rngs : one generator per client (:func:`client_generators`); default: derived from
+        ``rng``'s seed sequence.
     batch_size : ``None`` for exact local gradients, else the minibatch size of every stochastic
         gradient (client *i* samples its own rows uniformly with replacement).
     """
 
-    def __init__(self, problem, rng: np.random.Generator, batch_size: int | None = None):
+    def __init__(self, problem, rng: np.random.Generator, batch_size: int | None = None,
+                 client_rngs=None):
         self.problem = problem
         self.rng = rng
+        self.client_rngs = (client_generators(rng, int(problem.n_clients)) if client_rngs is None
+                            else list(client_rngs))
         self.batch_size = batch_size
         self.objectives = getattr(problem, "objectives", None)
         self.ledger = CommLedger()
@@ -187,12 +214,13 @@ class ClientRuntime:
     def gradients(self, theta, batch_size: int | None | str = "default") -> np.ndarray:
         """Row *i* is client *i*'s gradient at ``theta`` (shared ``(d,)`` or row *i* of ``(n, d)``):
         exact when the batch size is ``None``, else an unbiased minibatch gradient with a fresh,
-        independent sample per call (spec scaffpd §8.1 #19)."""
+        independent sample per call (spec scaffpd §8.1 #19), drawn from client *i*'s own
+        generator ``client_rngs[i]``."""
         bs = self.batch_size if batch_size == "default" else batch_size
         self.gradient_evaluations += self.n
         if bs is None:
             return self.objectives.gradients(theta)
-        return self.objectives.minibatch_gradients(theta, bs, self.rng)
+        return self.objectives.minibatch_gradients(theta, bs, self.client_rngs)
 
     def local_sgd(self, start, steps: int, step_size, correction=None,
                   snapshot: int | None = None):
@@ -232,15 +260,6 @@ class ClientRuntime:
         m = self.n if receivers is None else int(receivers)
         self.ledger.record("down", name, m, m * value.size)
         return value
-
-    def scatter(self, name: str, rows) -> np.ndarray:
-        """Server → clients, personalized: client *i* gets row *i* of ``rows`` (leading axis = number
-        of receiving clients), one message each; e.g. ADMM sends client *s* its own :math:`z_s`."""
-        rows = np.asarray(rows, float)
-        if rows.ndim == 0:
-            raise ValueError("scatter() needs an array with one row per receiving client")
-        self.ledger.record("down", name, rows.shape[0], rows.size)
-        return rows
 
     def scatter(self, name: str, rows, receivers=None) -> np.ndarray:
         """Server → clients, a *different* message per client: client *i* receives row *i* of
@@ -497,6 +516,7 @@ class Solver:
         if seed is not None and not isinstance(seed, np.random.Generator):
             seed = check_int(seed, "seed", low=0)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        client_rngs = client_generators(seed, int(problem.n_clients))
         d = int(problem.dim)
         if theta0 is None:
             theta0 = np.zeros(d)
@@ -504,7 +524,7 @@ class Solver:
             theta0 = as_finite_array(theta0, "theta0", ndim=1)
             if theta0.shape != (d,):
                 raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
-        runtime = ClientRuntime(problem, rng, batch_size=self._batch_size())
+        runtime = ClientRuntime(problem, rng, batch_size=self._batch_size(), client_rngs=client_rngs)
         state = self._initialize(problem, runtime, theta0.copy())
         record = tuple(self.record)
 

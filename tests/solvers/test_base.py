@@ -225,3 +225,31 @@ def test_scatter_and_partial_participation_counts(problem):
     assert row["messages_down"] == n + 2 and row["floats_down"] == n * (d + 1) + 2 * d
     assert row["messages_up"] == 2 and row["floats_up"] == 2 * d
     assert rt.view(1).index == 1 and rt.view(1).size == problem.client_view(1).size
+
+
+def test_client_generators_are_per_client_streams_computable_from_seed_and_index():
+    """Client i's generator depends only on (seed, i): a client on another engine (a Flower
+    ClientApp holding partition i) rebuilds it alone and draws the simulator's rows."""
+    from drflmodel.solvers import client_generators
+
+    gens = client_generators(11, 4)
+    alone = np.random.default_rng(np.random.SeedSequence(11, spawn_key=(2,)))
+    assert np.array_equal(gens[2].random(5), alone.random(5))
+    # independent of the server's stream and of each other
+    server = np.random.default_rng(11).random(5)
+    draws = [g.random(5) for g in client_generators(11, 4)]
+    assert all(not np.allclose(server, d) for d in draws)
+    assert not np.allclose(draws[0], draws[1])
+
+
+def test_vectorized_minibatch_gradients_equal_each_clients_own_draws():
+    """The simulator's batched minibatch gradients (one generator per client) equal what each
+    client computes alone from its ClientView with its own generator, row for row."""
+    from drflmodel.solvers import client_generators
+
+    prob = Problem(_federation(n=4, d=3), dm.losses.Squared(), l2=0.1)
+    theta = np.array([0.3, -1.0, 0.5])
+    batched = prob.objectives.minibatch_gradients(theta, 7, client_generators(3, 4))
+    gens = client_generators(3, 4)
+    alone = np.array([prob.client_view(i).minibatch_gradient(theta, 7, seed=gens[i]) for i in range(4)])
+    assert np.allclose(batched, alone, rtol=1e-13, atol=1e-13)
