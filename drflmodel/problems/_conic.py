@@ -40,7 +40,7 @@ from ..solution import relative_gap
 from ._routes import Route
 
 __all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings",
-           "check_solver_options", "default_solver", "SolverSequence", "ConicRoute"]
+           "check_solver_options", "default_solver", "quiet_solve", "SolverSequence", "ConicRoute"]
 
 #: the documented tolerances per solver (DESIGN.md §4.7)
 SOLVER_OPTIONS = {
@@ -70,6 +70,14 @@ _DEFAULT_ORDER = ("CLARABEL", "ECOS", "SCS")
 def installed_solvers() -> list[str]:
     """The CVXPY solvers available in this environment."""
     return list(cp.installed_solvers())
+
+
+def quiet_solve(prob: cp.Problem, **kwargs):
+    """``prob.solve`` without CVXPY's "Solution may be inaccurate" warning (the status is recorded
+    and the certificate decides) -- for a route's internal subproblems."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        return prob.solve(**kwargs)
 
 
 def default_solver() -> str | None:

@@ -198,8 +198,21 @@ def _forced(problem, routes, method: str, solver, options) -> list:
 
 
 def _candidates(problem, routes, solver, options) -> list:
-    """The routes ``method="auto"`` may use, in order (see the module docstring)."""
-    applicable = [r for r in routes if r.applies(problem) is None and r.auto_skip(problem) is None]
+    """The routes ``method="auto"`` uses, in order: the first that applies, is not skipped, uses a
+    solver if one is named and accepts every option -- and, after a ``may_fall_back`` route, the
+    next such route (see the module docstring)."""
+    applicable, fitting = [], []
+    for r in routes:
+        if r.applies(problem) is not None or r.auto_skip(problem) is not None:
+            continue
+        applicable.append(r)
+        if (solver is not None and not r.uses_solver) or not set(options) <= r.accepted_options(problem, solver):
+            continue
+        fitting.append(r)
+        if not r.may_fall_back:
+            break
+    if fitting:
+        return fitting
     if not applicable:
         reasons = "; ".join(f"{r.name}: {r.applies(problem) or r.auto_skip(problem)}" for r in routes)
         raise InvalidParameterError(f"no method applies to this problem ({reasons})")
@@ -210,15 +223,12 @@ def _candidates(problem, routes, solver, options) -> list:
             raise InvalidParameterError(
                 f"solver={solver!r}: none of the methods that apply here ({_describe(applicable)}) "
                 f"uses a conic solver; leave solver=None")
-    fitting = [r for r in pool if set(options) <= r.accepted_options(problem, solver)]
-    if not fitting:
-        listing = "; ".join(f"method {r.name!r}: {', '.join(sorted(r.accepted_options(problem, solver))) or 'none'}"
-                            for r in pool)
-        unknown = sorted(set(options) - set().union(*(r.accepted_options(problem, solver) for r in pool)))
-        what = (f"unknown option(s) {', '.join(map(repr, unknown))}" if unknown else
-                f"no single method accepts all of {', '.join(map(repr, sorted(options)))}")
-        raise InvalidParameterError(f"{what}; valid options ({listing})")
-    return fitting
+    accepted = {r.name: r.accepted_options(problem, solver) for r in pool}
+    listing = "; ".join(f"method {name!r}: {', '.join(sorted(names)) or 'none'}" for name, names in accepted.items())
+    unknown = sorted(set(options) - set().union(*accepted.values()))
+    what = (f"unknown option(s) {', '.join(map(repr, unknown))}" if unknown else
+            f"no single method accepts all of {', '.join(map(repr, sorted(options)))}")
+    raise InvalidParameterError(f"{what}; valid options ({listing})")
 
 
 def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
