@@ -27,20 +27,21 @@ rule when a named solver fails are documented in :mod:`._conic`.
 
 from __future__ import annotations
 
-import time
 from typing import Iterable
 
 import numpy as np
 import cvxpy as cp
 
 from .._validation import check_real
-from ..errors import InvalidParameterError
+from ..data import VerticalFederation
+from ..errors import InvalidDataError, InvalidParameterError
+from ..losses import Loss
 from ..objectives import ClientObjectives, minibatch_indices
 from ..solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from ._conic import SOLVER_OPTIONS, ConicRoute, installed_solvers
 from ._routes import Route, dispatch
 
-__all__ = ["ProblemBase", "Problem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
+__all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
 
 
 class ClientView:
@@ -258,3 +259,23 @@ class Problem(ProblemBase):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim}, "
                 f"loss={self.loss!r}, l2={self.l2})")
+
+
+class VerticalProblem(ProblemBase):
+    r"""An oracle on a :class:`~drflmodel.data.VerticalFederation`: the parties hold feature blocks
+    :math:`X^k` of the same rows (:math:`X=[X^1,\dots,X^K]`), and a server holds the labels.
+    Subclasses provide the party and server views (``client_view(k)``, ``server_view()``)."""
+
+    def __init__(self, vertical_federation, loss, l2: float = 0.0):
+        if not isinstance(vertical_federation, VerticalFederation):
+            raise InvalidDataError(
+                "vertical_federation must be a drflmodel.VerticalFederation; got "
+                f"{type(vertical_federation).__name__}")
+        if not isinstance(loss, Loss):
+            raise InvalidParameterError(f"loss must be a drflmodel.losses.Loss; got {loss!r}")
+        super().__init__(vertical_federation, loss, l2)
+
+    @property
+    def n_clients(self) -> int:
+        """Number of parties :math:`K`."""
+        return self.federation.n_parties
