@@ -223,6 +223,8 @@ def _candidates(problem, routes, solver, options) -> list:
             raise InvalidParameterError(
                 f"solver={solver!r}: none of the methods that apply here ({_describe(applicable)}) "
                 f"uses a conic solver; leave solver=None")
+    if len(pool) == 1:
+        pool[0].request(problem, options, solver=solver)   # raises the route's own, precise error
     accepted = {r.name: r.accepted_options(problem, solver) for r in pool}
     listing = "; ".join(f"method {name!r}: {', '.join(sorted(names)) or 'none'}" for name, names in accepted.items())
     unknown = sorted(set(options) - set().union(*accepted.values()))
