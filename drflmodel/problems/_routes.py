@@ -185,7 +185,7 @@ def _describe(routes) -> str:
     return ", ".join(repr(r.name) for r in routes)
 
 
-def _forced(problem, routes, method: str, solver, options) -> list:
+def _forced(problem, routes, method: str, solver) -> list:
     route = next(r for r in routes if r.name == method)
     reason = route.applies(problem)
     if reason is not None:
@@ -206,7 +206,9 @@ def _candidates(problem, routes, solver, options) -> list:
         if r.applies(problem) is not None or r.auto_skip(problem) is not None:
             continue
         applicable.append(r)
-        if (solver is not None and not r.uses_solver) or not set(options) <= r.accepted_options(problem, solver):
+        if solver is not None and not r.uses_solver:
+            continue
+        if options and not set(options) <= r.accepted_options(problem, solver):
             continue
         fitting.append(r)
         if not r.may_fall_back:
@@ -259,7 +261,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     if method == "auto":
         chosen = _candidates(problem, routes, solver, options)
     else:
-        chosen = _forced(problem, routes, method, solver, options)
+        chosen = _forced(problem, routes, method, solver)
     requests = [r.request(problem, options, **choices) for r in chosen]   # validates before solving
     route_attempts = []
     for k, (route, request) in enumerate(zip(chosen, requests)):
