@@ -156,8 +156,11 @@ class Route:
         if rest and self.passes_solver_options:
             from ._conic import check_solver_options
 
-            rest = check_solver_options(choices.get("solver") or self.first_solver(problem), rest,
-                                        route_options=self.options)
+            try:
+                rest = check_solver_options(choices.get("solver") or self.first_solver(problem), rest,
+                                            route_options=self.options)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"method {self.name!r}: {exc}") from None
         elif rest:
             self.complete_options(rest)   # raises, listing the valid options
         return SolveRequest(options=self.complete_options(own), solver_options=rest, **choices)

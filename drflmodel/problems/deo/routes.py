@@ -66,7 +66,7 @@ class DEORoute(Route):
         if problem.problem_class in self.classes:
             return None
         right = next((r.name for r in problem.routes() if problem.problem_class in r.classes), None)
-        return (f"method {self.name!r} solves the class(es) {', '.join(self.classes)}; this problem is "
+        return (f"it solves the problem class(es) {', '.join(self.classes)}; this problem is "
                 f"{problem.problem_class!r} (method {right!r})")
 
     def first_solver(self, problem) -> str | None:
