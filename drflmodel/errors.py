@@ -9,6 +9,12 @@ Every error raised on purpose by the package derives from :class:`DrflmodelError
 * :class:`NotConvexError` -- the requested formulation is not convex (or not DCP) for the
   given data; the message names the failing condition and the exact alternative.
 * :class:`SolverError` -- no open solver produced an answer that passed its certificate.
+
+Warnings derive from :class:`DrflmodelWarning` (a ``UserWarning``):
+
+* :class:`SolverFallbackWarning` -- the solver named in ``solve(solver=...)`` did not give a
+  certified answer and the others were tried (``fallback=True``, the default); the attempt is
+  recorded in ``solution.info["attempts"]``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ __all__ = [
     "InvalidParameterError",
     "NotConvexError",
     "SolverError",
+    "DrflmodelWarning",
+    "SolverFallbackWarning",
 ]
 
 
@@ -43,3 +51,12 @@ class NotConvexError(DrflmodelError):
 
 class SolverError(DrflmodelError, RuntimeError):
     """No available solver produced an answer that passed its certificate."""
+
+
+class DrflmodelWarning(UserWarning):
+    """Base class of every warning issued on purpose by drflmodel."""
+
+
+class SolverFallbackWarning(DrflmodelWarning):
+    """The solver the user named failed (error, no optimal status, or a certificate that did not
+    close) and ``solve(fallback=True)`` went on to the others; see ``info["attempts"]``."""

@@ -85,7 +85,14 @@ class Solution:
     status : one of :data:`STATUSES`.
     certificate : the name of the method that produced the lower bound.
     duals : named dual quantities (multipliers, :math:`\\eta^\\star`, ...).
-    info : anything else (solver name, times, retries, convexity checks, indices, ...).
+    info : anything else: ``method`` (the solve route that answered), ``attempts`` (every solver
+        attempt; the one the user named carries ``"requested": True``), ``route_attempts``, solver
+        name, times, convexity checks, indices, ...
+
+    Modelled on SciPy's ``OptimizeResult`` (one result object with the answer, a status and the
+    diagnostics of the run), but a dataclass with fixed attributes: there is deliberately no
+    dict-style access (``sol["theta"]``) -- a second spelling of the same fields; :meth:`to_dict`
+    gives the mapping (JSON-ready).
     """
 
     theta: np.ndarray | None

@@ -1,4 +1,9 @@
-"""The exact oracles, one module per formulation family (imported lazily)."""
+"""The exact oracles, one module (or subpackage) per formulation family (imported lazily).
+
+``_base`` (``ProblemBase``, the horizontal ``Problem``, ``VerticalProblem``), ``_routes`` (the
+solve contract: ``Route``, ``SolveRequest``, dispatch), ``_conic`` (solver names and settings, the
+solver sequence, ``ConicRoute``); ``dro``, ``fafl``, ``wasserstein``, ``relative/``, ``deo/``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,11 @@ import importlib
 _LAZY = {
     "Problem": ("drflmodel.problems._base", "Problem"),
     "ClientView": ("drflmodel.problems._base", "ClientView"),
+    "ProblemBase": ("drflmodel.problems._base", "ProblemBase"),
+    "VerticalProblem": ("drflmodel.problems._base", "VerticalProblem"),
+    "Route": ("drflmodel.problems._routes", "Route"),
+    "SolveRequest": ("drflmodel.problems._routes", "SolveRequest"),
+    "ConicRoute": ("drflmodel.problems._conic", "ConicRoute"),
     "FederatedDRO": ("drflmodel.problems.dro", "FederatedDRO"),
     "FairnessAwareFL": ("drflmodel.problems.fafl", "FairnessAwareFL"),
     "WassersteinDRFL": ("drflmodel.problems.wasserstein", "WassersteinDRFL"),

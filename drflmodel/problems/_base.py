@@ -1,54 +1,47 @@
-"""The :class:`Problem` base class shared by every formulation family (DESIGN.md §1, §3).
+"""The problem base classes shared by every formulation family (DESIGN.md §1, §3).
 
-``Problem.build()`` is a *reduction* from the formulation to a ``cvxpy.Problem`` (cached);
-``Problem.solve()`` runs an open conic solver, then *inverts* the answer into a
-:class:`~drflmodel.solution.Solution` whose status comes from an independent certificate:
+* :class:`ProblemBase` -- what every oracle has, whatever its federation: the CVXPY side
+  (``build()`` is a *reduction* from the formulation to a ``cvxpy.Problem``, cached), the solve
+  contract (``routes()`` and ``solve()``) and parameter sweeps.
+* :class:`Problem` -- a problem on a horizontal :class:`~drflmodel.data.Federation` (clients own
+  rows): the client objectives :math:`f_i` and :class:`ClientView`. The four horizontal families
+  derive from it; vertical problems derive from :class:`~drflmodel.problems._vertical.VerticalProblem`.
+
+**The solve contract.** ``solve(solver=None, gap_tol=..., method="auto", seed=None,
+verbose=False, fallback=True, **options)`` is the same for every family: ``method`` names a route
+of :meth:`ProblemBase.routes` (``"auto"``: the first that applies and accepts the options),
+``options`` are validated against the chosen route, and ``info["method"]`` records the route
+that answered (:mod:`._routes`). The default route, :class:`~drflmodel.problems._conic.ConicRoute`,
+runs an open conic solver and *inverts* the answer into a :class:`~drflmodel.solution.Solution`
+whose status comes from an independent certificate:
 
 * upper bound :math:`U` = the exact robust objective at the returned :math:`\\theta`, computed in
-  numpy by :meth:`Problem.objective` (no CVXPY);
-* lower bound :math:`L` = a dual argument supplied by the subclass in :meth:`Problem._certify`.
+  numpy by :meth:`ProblemBase.objective` (no CVXPY);
+* lower bound :math:`L` = a dual argument supplied by the subclass in :meth:`ProblemBase._certify`.
 
 If the certificate does not close (relative gap above ``gap_tol``) the next solver in
-:meth:`Problem.solver_order` is tried; the best answer is returned with an honest status, and
-``"failed"`` if none passed (DESIGN.md §4.1).
-
-Solver tolerances (documented, DESIGN.md §4.7): Clarabel and ECOS run with absolute/relative
-gap and feasibility tolerances of 1e-9; SCS (first-order, used as the last resort and for
-comparisons) with ``eps_abs = eps_rel = 1e-7`` and up to 200,000 iterations.
+:meth:`ProblemBase.solver_order` is tried; the best answer is returned with an honest status, and
+``"failed"`` if none passed (DESIGN.md §4.1). Solver names, settings, tolerances and the fallback
+rule when a named solver fails are documented in :mod:`._conic`.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
 from typing import Iterable
 
 import numpy as np
 import cvxpy as cp
 
 from .._validation import check_real
-from ..errors import InvalidParameterError, SolverError
+from ..data import VerticalFederation
+from ..errors import InvalidDataError, InvalidParameterError
+from ..losses import Loss
 from ..objectives import ClientObjectives, minibatch_indices
-from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap
+from ..solution import DEFAULT_GAP_TOL, Solution, status_from_gap
+from ._conic import SOLVER_OPTIONS, ConicRoute, installed_solvers
+from ._routes import Route, dispatch
 
-__all__ = ["Problem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
-
-#: the documented tolerances per solver (DESIGN.md §4.7)
-SOLVER_OPTIONS = {
-    "CLARABEL": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9, "max_iter": 500},
-    "ECOS": {"abstol": 1e-9, "reltol": 1e-9, "feastol": 1e-9, "max_iters": 500},
-    "SCS": {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200_000},
-    "OSQP": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iter": 200_000, "polish": True},
-    "HIGHS": {},
-}
-
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-_INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
-
-
-def installed_solvers() -> list[str]:
-    """The CVXPY solvers available in this environment."""
-    return list(cp.installed_solvers())
+__all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
 
 
 class ClientView:
@@ -98,13 +91,14 @@ class ClientView:
         return Xb.T @ self.loss.derivative(Xb @ theta, yb) / batch_size + self.l2 * theta
 
 
-class Problem:
-    """Base class of the exact oracles.
+class ProblemBase:
+    """Base class of the exact oracles, whatever the shape of the federation.
 
     Subclasses implement :meth:`_build` (return a ``cp.Problem``; keep handles to its variables),
-    :meth:`objective` (exact robust objective in numpy) and :meth:`_certify` (turn the solved
-    CVXPY problem into a :class:`Solution` with an independent lower bound). Constructors only
-    store and validate parameters (scikit-learn style); nothing is built until :meth:`build`.
+    :meth:`objective` (exact robust objective in numpy), :meth:`client_losses` and
+    :meth:`_certify` (turn the solved CVXPY problem into a :class:`Solution` with an independent
+    lower bound) -- or their own :meth:`routes`. Constructors only store and validate parameters
+    (scikit-learn style); nothing is built until :meth:`build`.
     """
 
     #: short family name used in reports
@@ -114,14 +108,8 @@ class Problem:
         self.federation = federation
         self.loss = loss
         self.l2 = check_real(l2, "l2", low=0.0)
-        self.objectives = ClientObjectives(federation, loss, self.l2)
         self._cp_problem: cp.Problem | None = None
         self._parameters: dict[str, cp.Parameter] = {}
-
-    # ------------------------------------------------------------------ shape
-    @property
-    def n_clients(self) -> int:
-        return self.federation.n_clients
 
     @property
     def dim(self) -> int:
@@ -129,8 +117,8 @@ class Problem:
 
     # ------------------------------------------------------------------ numpy side
     def client_losses(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta), \\dots, f_n(\\theta))` in numpy."""
-        return self.objectives.values(np.asarray(theta, float))
+        """The per-client (or per-group) losses at ``theta`` in numpy."""
+        raise NotImplementedError
 
     def objective(self, theta) -> float:
         """The exact robust objective at ``theta`` (numpy; no CVXPY)."""
@@ -145,10 +133,6 @@ class Problem:
         """
         return self.objective
 
-    def client_view(self, i: int) -> ClientView:
-        """What client *i* may compute on its own data."""
-        return ClientView(self, i)
-
     # ------------------------------------------------------------------ CVXPY side
     def build(self) -> cp.Problem:
         """The cached CVXPY problem (built on first call)."""
@@ -162,8 +146,6 @@ class Problem:
     def solver_order(self) -> list[str]:
         """Open solvers to try, in order, for this problem's cone types."""
         prob = self.build()
-        dims = prob.size_metrics
-        del dims  # size metrics are informative only; the cone types decide below
         has_sdp = (any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
                    or any(v.attributes.get("PSD") or v.attributes.get("NSD") for v in prob.variables()))
         order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
@@ -174,66 +156,47 @@ class Problem:
         """Turn the solved CVXPY problem into a certified :class:`Solution`."""
         raise NotImplementedError
 
-    def solve(self, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL,
-              verbose: bool = False, **solver_options) -> Solution:
-        """Solve and certify.
+    # ------------------------------------------------------------------ the solve contract
+    def routes(self) -> list[Route]:
+        """This family's solve routes in order of preference (default: the conic route)."""
+        return [ConicRoute()]
+
+    def solve(self, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL, method: str = "auto",
+              seed=None, verbose: bool = False, fallback: bool = True, **options) -> Solution:
+        """Solve and certify (the same contract for every family; see :mod:`._routes`).
 
         Parameters
         ----------
-        solver : a CVXPY solver name to use first (default: :meth:`solver_order`).
+        solver : a CVXPY solver name to try first (case-insensitive); an unknown or uninstalled
+            name raises :class:`~drflmodel.errors.InvalidParameterError` listing the valid ones.
+            Naming a solver restricts ``method="auto"`` to routes that use one.
         gap_tol : relative certificate gap below which the status is ``"optimal"``.
-        **solver_options : override the documented tolerances of :data:`SOLVER_OPTIONS`.
+        method : ``"auto"`` (the first route of :meth:`routes` that applies and accepts
+            ``options``) or a route name; a forced route that does not apply raises with its reason.
+        seed : seed of the route's random choices (multi-start points); ``None``: the problem's
+            own ``seed`` attribute where it has one, else 0.
+        verbose : pass solver output through.
+        fallback : when the named ``solver`` fails, warn
+            (:class:`~drflmodel.errors.SolverFallbackWarning`) and try the others (``True``, the
+            default), or return that solver's own answer (``False``, usually ``"failed"``).
+            Either way ``info["attempts"]`` records the requested attempt (``"requested": True``).
+        **options : the route's options; for conic routes, settings of the first solver tried
+            (validated against its documented settings; they override the documented tolerances
+            of :data:`SOLVER_OPTIONS`).
 
-        Returns a :class:`Solution`; its ``info`` records every attempt.
+        Returns a :class:`Solution`; ``info["method"]`` names the route, ``info["attempts"]``
+        records every solver attempt.
         """
-        gap_tol = check_real(gap_tol, "gap_tol", low=0.0)
-        order = self.solver_order()
-        if solver is not None:
-            solver = solver.upper()
-            order = [solver] + [s for s in order if s != solver]
-        prob = self.build()
-        attempts, best = [], None
-        for name in order:
-            opts = {**SOLVER_OPTIONS.get(name, {}), **(solver_options if name == order[0] else {})}
-            t0 = time.perf_counter()
-            try:
-                with warnings.catch_warnings():
-                    # "Solution may be inaccurate" is recorded as cvxpy_status; the certificate decides
-                    warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                    prob.solve(solver=name, verbose=verbose, **opts)
-            except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
-                attempts.append({"solver": name, "error": str(exc)[:200]})
-                continue
-            elapsed = time.perf_counter() - t0
-            record = {"solver": name, "cvxpy_status": prob.status, "time": elapsed,
-                      "cvxpy_value": prob.value}
-            if prob.status in _INFEASIBLE:
-                attempts.append(record)
-                return self._infeasible_solution(name, attempts)
-            if prob.status not in _OK:
-                attempts.append(record)
-                continue
-            sol = self._certify(name)
-            sol.status = self._status(sol, gap_tol)
-            record.update(status=sol.status, relative_gap=sol.relative_gap)
-            attempts.append(record)
-            if best is None or _better(sol, best):
-                best = sol
-            if sol.status == "optimal" or sol.status == "local":
-                break
-        if best is None:
-            return self._failed_solution(attempts)
-        best.info.setdefault("solver", attempts[-1]["solver"] if attempts else None)
-        best.info["attempts"] = attempts
-        best.info["gap_tol"] = gap_tol
-        best.problem = self
-        return best
+        return dispatch(self, self.routes(), solver=solver, gap_tol=gap_tol, method=method, seed=seed,
+                        verbose=verbose, fallback=fallback, options=options)
+
+    def _annotate(self, solution: Solution, request, started: float) -> None:
+        """Family-specific ``info`` added to every answer (after the route; default: nothing)."""
 
     def _status(self, sol: Solution, gap_tol: float) -> str:
         """Status from the certificate (subclasses with ``"local"`` answers override)."""
         if sol.status == "local":
             return "local"
-        from ..solution import status_from_gap
         return status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)
 
     def _failed_solution(self, attempts) -> Solution:
@@ -271,18 +234,48 @@ class Problem:
             out.append(sol)
         return out
 
+
+class Problem(ProblemBase):
+    """An oracle on a horizontal :class:`~drflmodel.data.Federation`: client *i* owns rows
+    :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta) = \\frac1{N_i}\\sum_j L + \\frac{\\ell_2}2\\|\\theta\\|^2`
+    (:class:`~drflmodel.objectives.ClientObjectives`)."""
+
+    def __init__(self, federation, loss, l2: float = 0.0):
+        super().__init__(federation, loss, l2)
+        self.objectives = ClientObjectives(federation, loss, self.l2)
+
+    @property
+    def n_clients(self) -> int:
+        return self.federation.n_clients
+
+    def client_losses(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta), \\dots, f_n(\\theta))` in numpy."""
+        return self.objectives.values(np.asarray(theta, float))
+
+    def client_view(self, i: int) -> ClientView:
+        """What client *i* may compute on its own data."""
+        return ClientView(self, i)
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim}, "
                 f"loss={self.loss!r}, l2={self.l2})")
 
 
-def _better(a: Solution, b: Solution) -> bool:
-    """Prefer the smaller certified relative gap; a broken certificate (status ``"failed"``,
-    e.g. L > U) never beats a valid one."""
-    if (a.status == "failed") != (b.status == "failed"):
-        return b.status == "failed"
-    return relative_gap(a.lower_bound, a.upper_bound) < relative_gap(b.lower_bound, b.upper_bound)
+class VerticalProblem(ProblemBase):
+    r"""An oracle on a :class:`~drflmodel.data.VerticalFederation`: the parties hold feature blocks
+    :math:`X^k` of the same rows (:math:`X=[X^1,\dots,X^K]`), and a server holds the labels.
+    Subclasses provide the party and server views (``client_view(k)``, ``server_view()``)."""
 
+    def __init__(self, vertical_federation, loss, l2: float = 0.0):
+        if not isinstance(vertical_federation, VerticalFederation):
+            raise InvalidDataError(
+                "vertical_federation must be a drflmodel.VerticalFederation; got "
+                f"{type(vertical_federation).__name__}")
+        if not isinstance(loss, Loss):
+            raise InvalidParameterError(f"loss must be a drflmodel.losses.Loss; got {loss!r}")
+        super().__init__(vertical_federation, loss, l2)
 
-def _raise_solver_error(attempts) -> None:  # pragma: no cover - helper for callers
-    raise SolverError(f"no solver produced a certified answer: {attempts}")
+    @property
+    def n_clients(self) -> int:
+        """Number of parties :math:`K`."""
+        return self.federation.n_parties

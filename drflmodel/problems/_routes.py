@@ -33,16 +33,39 @@ The contract (stable; families and helpers code against it):
 ``Route.solve(problem, request) -> Solution``
     Solve and certify. ``request`` is a :class:`SolveRequest` (the user's choices, options
     validated and completed with the route's defaults).
+
+Extensions (optional; the defaults keep the contract above):
+
+``Route.passes_solver_options``
+    ``True`` for a route that hands every keyword it does not list in ``options`` to its conic
+    solver (``solve(solver="SCS", eps_abs=1e-8)``). Those are validated against the solver's
+    documented settings (:func:`drflmodel.problems._conic.check_solver_options`) and arrive in
+    ``request.solver_options``; a route option of the same name wins.
+``Route.auto_skip(problem) -> str | None``
+    Why ``method="auto"`` passes over a route that applies (``None``: it may take it). For a route
+    that can be forced but is not the preferred answer to every problem it applies to.
+``Route.refusal(problem, reason) -> Exception``
+    The error raised when the route is forced but does not apply (default
+    :class:`~drflmodel.errors.InvalidParameterError`).
+
+**Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction): ``method="auto"``
+keeps, in order, the routes that apply, that ``auto_skip`` does not pass over, that use a solver
+if one is named, and that accept every given option; it solves with the first, and with the next
+only after a ``may_fall_back`` route's non-optimal answer.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
+import numpy as np
+
+from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
 
-__all__ = ["Route", "SolveRequest"]
+__all__ = ["Route", "SolveRequest", "dispatch"]
 
 
 @dataclass(frozen=True)
@@ -58,14 +81,17 @@ class SolveRequest:
     fallback : when the named ``solver`` fails, try the others (recorded in ``info["attempts"]``,
         with a warning) -- ``True``, the default -- or return the honest failure (``False``).
     options : the route's options, validated and completed with its defaults.
+    solver_options : settings for the first conic solver tried (routes with
+        ``passes_solver_options``), validated against that solver's documented settings.
     """
 
     solver: str | None = None
     gap_tol: float = 1e-6
-    seed: int = 0
+    seed: Any = 0
     verbose: bool = False
     fallback: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
+    solver_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Route:
@@ -75,10 +101,19 @@ class Route:
     options: ClassVar[Mapping[str, Any]] = {}
     uses_solver: ClassVar[bool] = True
     may_fall_back: ClassVar[bool] = False
+    passes_solver_options: ClassVar[bool] = False
 
     def applies(self, problem) -> str | None:
         """``None`` if this route can solve ``problem``, else a one-line reason why not."""
         return None
+
+    def auto_skip(self, problem) -> str | None:
+        """Why ``method="auto"`` passes over this route although it applies (``None``: it may not)."""
+        return None
+
+    def refusal(self, problem, reason: str) -> Exception:
+        """The error for ``solve(method=self.name)`` when the route does not apply."""
+        return InvalidParameterError(f"method {self.name!r} does not apply to this problem: {reason}")
 
     def solve(self, problem, request: SolveRequest):
         """Solve ``problem`` and return a certified :class:`~drflmodel.solution.Solution`."""
@@ -95,5 +130,153 @@ class Route:
                 f"valid options: {valid}")
         return {**self.options, **given}
 
+    # ---- solver options (routes with passes_solver_options) ---------------------------------
+    def first_solver(self, problem) -> str | None:
+        """The solver this route tries first when none is named (its settings are the valid
+        solver options)."""
+        from ._conic import default_solver
+
+        return default_solver()
+
+    def accepted_options(self, problem, solver: str | None) -> set[str]:
+        """Every keyword this route accepts: its ``options`` and, if it passes solver options,
+        the documented settings of ``solver`` (or of :meth:`first_solver`)."""
+        names = set(self.options)
+        if self.passes_solver_options:
+            from ._conic import solver_settings
+
+            names |= solver_settings(solver or self.first_solver(problem)) or set()
+        return names
+
+    def request(self, problem, given: Mapping[str, Any], **choices) -> SolveRequest:
+        """The :class:`SolveRequest` for ``given`` keywords: route options completed with their
+        defaults, the rest validated as solver options."""
+        own = {k: v for k, v in given.items() if k in self.options}
+        rest = {k: v for k, v in given.items() if k not in self.options}
+        if rest and self.passes_solver_options:
+            from ._conic import check_solver_options
+
+            try:
+                rest = check_solver_options(choices.get("solver") or self.first_solver(problem), rest,
+                                            route_options=self.options)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"method {self.name!r}: {exc}") from None
+        elif rest:
+            self.complete_options(rest)   # raises, listing the valid options
+        return SolveRequest(options=self.complete_options(own), solver_options=rest, **choices)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+# ==============================================================================================
+# selection and dispatch (Problem.solve)
+# ==============================================================================================
+def _check_seed(seed):
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence)):
+        return seed
+    return check_int(seed, "seed", low=0)
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _describe(routes) -> str:
+    return ", ".join(repr(r.name) for r in routes)
+
+
+def _forced(problem, routes, method: str, solver) -> list:
+    route = next(r for r in routes if r.name == method)
+    reason = route.applies(problem)
+    if reason is not None:
+        raise route.refusal(problem, reason)
+    if solver is not None and not route.uses_solver:
+        raise InvalidParameterError(
+            f"method {method!r} does not use a conic solver, so solver={solver!r} has no meaning for "
+            f"it; leave solver=None or choose a method that uses one")
+    return [route]
+
+
+def _candidates(problem, routes, solver, options) -> list:
+    """The routes ``method="auto"`` uses, in order: the first that applies, is not skipped, uses a
+    solver if one is named and accepts every option -- and, after a ``may_fall_back`` route, the
+    next such route (see the module docstring)."""
+    applicable, fitting = [], []
+    for r in routes:
+        if r.applies(problem) is not None or r.auto_skip(problem) is not None:
+            continue
+        applicable.append(r)
+        if solver is not None and not r.uses_solver:
+            continue
+        if options and not set(options) <= r.accepted_options(problem, solver):
+            continue
+        fitting.append(r)
+        if not r.may_fall_back:
+            break
+    if fitting:
+        return fitting
+    if not applicable:
+        reasons = "; ".join(f"{r.name}: {r.applies(problem) or r.auto_skip(problem)}" for r in routes)
+        raise InvalidParameterError(f"no method applies to this problem ({reasons})")
+    pool = applicable
+    if solver is not None:
+        pool = [r for r in pool if r.uses_solver]
+        if not pool:
+            raise InvalidParameterError(
+                f"solver={solver!r}: none of the methods that apply here ({_describe(applicable)}) "
+                f"uses a conic solver; leave solver=None")
+    if len(pool) == 1:
+        pool[0].request(problem, options, solver=solver)   # raises the route's own, precise error
+    accepted = {r.name: r.accepted_options(problem, solver) for r in pool}
+    listing = "; ".join(f"method {name!r}: {', '.join(sorted(names)) or 'none'}" for name, names in accepted.items())
+    unknown = sorted(set(options) - set().union(*accepted.values()))
+    what = (f"unknown option(s) {', '.join(map(repr, unknown))}" if unknown else
+            f"no single method accepts all of {', '.join(map(repr, sorted(options)))}")
+    raise InvalidParameterError(f"{what}; valid options ({listing})")
+
+
+def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
+             fallback=True, options=None):
+    """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body).
+
+    Raises :class:`~drflmodel.errors.InvalidParameterError` for an unknown solver, method or
+    option (listing the valid ones) and the route's :meth:`Route.refusal` for a forced route that
+    does not apply. ``info["method"]`` names the route that answered; ``info["route_attempts"]``
+    lists routes that answered first without certifying (``may_fall_back``).
+    """
+    from ._conic import check_solver
+
+    started = time.perf_counter()
+    options = dict(options or {})
+    routes = list(routes)
+    names = [r.name for r in routes]
+    if not isinstance(method, str) or (method != "auto" and method not in names):
+        raise InvalidParameterError(
+            f"unknown method {method!r} for {type(problem).__name__}; valid methods: 'auto', "
+            f"{_describe(routes)}")
+    solver = check_solver(solver)
+    choices = dict(solver=solver, gap_tol=check_real(gap_tol, "gap_tol", low=0.0),
+                   seed=_check_seed(getattr(problem, "seed", 0) if seed is None else seed),
+                   verbose=_check_bool(verbose, "verbose"), fallback=_check_bool(fallback, "fallback"))
+    if method == "auto":
+        chosen = _candidates(problem, routes, solver, options)
+    else:
+        chosen = _forced(problem, routes, method, solver)
+    requests = [r.request(problem, options, **choices) for r in chosen]   # validates before solving
+    route_attempts = []
+    for k, (route, request) in enumerate(zip(chosen, requests)):
+        sol = route.solve(problem, request)
+        if route.may_fall_back and sol.status != "optimal" and k + 1 < len(chosen):
+            route_attempts.append({"method": route.name, "status": sol.status,
+                                   "relative_gap": sol.relative_gap})
+            continue
+        break
+    sol.info["method"] = route.name
+    if route_attempts:
+        sol.info["route_attempts"] = route_attempts
+    sol.problem = problem
+    problem._annotate(sol, request, started)
+    return sol

@@ -31,7 +31,6 @@ default such :math:`\alpha` is an error (DESIGN.md §4.3); ``alpha_below_p="clip
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -43,10 +42,11 @@ from .._validation import as_finite_array, check_choice, check_real
 from ..errors import InvalidParameterError
 from ..solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from .. import sets as _sets
-from ._base import SOLVER_OPTIONS, installed_solvers
+from ._conic import SolverSequence, installed_solvers
+from ._routes import Route, dispatch
 from .dro import WeightedMinMax, _feasible_weights
 
-__all__ = ["FairnessAwareFL"]
+__all__ = ["FairnessAwareFL", "SmoothedRoute"]
 
 SMOOTHED_CERTIFICATE = "entropy-regularized fixed-weight minimization (softplus Fenchel dual)"
 
@@ -218,7 +218,8 @@ class FairnessAwareFL(WeightedMinMax):
             self._smoothed[key] = (cp.Problem(cp.Minimize(obj), [t >= f]), theta, eta)
         return self._smoothed[key]
 
-    def solve_smoothed(self, mu, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL) -> Solution:
+    def solve_smoothed(self, mu, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL, *,
+                       verbose: bool = False, fallback: bool = True, **solver_options) -> Solution:
         r"""Certified minimizer of the smoothed objective :math:`F^\mu_\alpha` (problem (5)).
 
         Certificate: the softplus is :math:`\phi_\mu(x)=\max_{s\in[0,1]}sx+\mu h(s)` with the binary
@@ -228,40 +229,12 @@ class FairnessAwareFL(WeightedMinMax):
         :math:`\tilde\eta` = :meth:`smoothed_eta` (exact in :math:`\eta`), and the upper bound
         :math:`U=F^\mu_\alpha(\hat\theta,\tilde\eta)` in numpy.
         ``duals``: ``eta`` (:math:`\tilde\eta`), ``eta_solver``, ``q`` (:math:`\lambda/p`), ``s``.
+
+        The solve contract of :meth:`solve` with the route :class:`SmoothedRoute` (``info["method"]
+        == "smoothed"``): ``solver``, ``verbose``, ``fallback`` and solver options as there.
         """
-        mu = check_real(mu, "mu", low=0.0, low_open=True)
-        gap_tol = check_real(gap_tol, "gap_tol", low=0.0)
-        self._check_tau_for_smoothing()
-        prob, theta_v, eta_v = self.smoothed_problem(mu)
-        order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]
-        if solver is not None:
-            order = [solver.upper()] + [s for s in order if s != solver.upper()]
-        attempts, best = [], None
-        for name in order:
-            t0 = time.perf_counter()
-            try:
-                prob.solve(solver=name, **SOLVER_OPTIONS.get(name, {}))
-            except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
-                attempts.append({"solver": name, "error": str(exc)[:200]})
-                continue
-            rec = {"solver": name, "cvxpy_status": prob.status, "time": time.perf_counter() - t0}
-            if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-                attempts.append(rec)
-                continue
-            sol = self._certify_smoothed(mu, np.asarray(theta_v.value, float), float(eta_v.value), name)
-            sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)
-            rec.update(status=sol.status, relative_gap=sol.relative_gap)
-            attempts.append(rec)
-            if best is None or sol.relative_gap < best.relative_gap:
-                best = sol
-            if sol.status == "optimal":
-                break
-        if best is None:
-            return self._failed_solution(attempts)
-        best.info["attempts"] = attempts
-        best.info["gap_tol"] = gap_tol
-        best.problem = self
-        return best
+        return dispatch(self, [SmoothedRoute()], solver=solver, gap_tol=gap_tol, method="smoothed",
+                        verbose=verbose, fallback=fallback, options={"mu": mu, **solver_options})
 
     def _certify_smoothed(self, mu: float, theta: np.ndarray, eta_solver: float, solver: str) -> Solution:
         c = self.cap
@@ -288,3 +261,41 @@ class FairnessAwareFL(WeightedMinMax):
     def __repr__(self) -> str:
         return (f"FairnessAwareFL(n_clients={self.n_clients}, dim={self.dim}, loss={self.loss!r}, "
                 f"alpha={self.alpha.tolist()}, l2={self.l2})")
+
+
+class SmoothedRoute(Route):
+    r"""The certified minimizer of :math:`F^\mu_\alpha` (problem (5); :meth:`FairnessAwareFL.solve_smoothed`).
+    Option ``mu`` (:math:`\mu>0`, required); solver settings for the first solver."""
+
+    name = "smoothed"
+    options = {"mu": None}
+    passes_solver_options = True
+
+    def complete_options(self, given) -> dict:
+        opts = super().complete_options(given)
+        opts["mu"] = check_real(opts["mu"], "mu", low=0.0, low_open=True)
+        return opts
+
+    def solve(self, problem, request):
+        mu = request.options["mu"]
+        problem._check_tau_for_smoothing()
+        prob, theta_v, eta_v = problem.smoothed_problem(mu)
+        seq = SolverSequence(request, [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()],
+                             record_value=False)
+        best = None
+        for name in seq:
+            record = seq.run(prob, name)
+            if record is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+                continue
+            sol = problem._certify_smoothed(mu, np.asarray(theta_v.value, float), float(eta_v.value), name)
+            sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
+            record.update(status=sol.status, relative_gap=sol.relative_gap)
+            if best is None or sol.relative_gap < best.relative_gap:
+                best = sol
+            if sol.status == "optimal":
+                break
+        if best is None:
+            return problem._failed_solution(seq.attempts)
+        best.info["attempts"] = seq.attempts
+        best.info["gap_tol"] = request.gap_tol
+        return best

@@ -14,7 +14,7 @@ import drflmodel as dm
 from drflmodel.errors import InvalidDataError, InvalidParameterError
 from drflmodel.losses import Hinge, Logistic, Squared
 from drflmodel.problems.deo import DEOConstrained
-from drflmodel.problems._deo_sdp import QuadraticDEO, build_shor_sdp, dual_function, extract_theta
+from drflmodel.problems.deo.sdp import QuadraticDEO, build_shor_sdp, dual_function, extract_theta
 
 import cvxpy as cp
 

@@ -35,6 +35,10 @@ The global-optimality certificate (S-lemma type) is computed by the caller in nu
 :math:`g(\\lambda) = k_0 - b^\\top M^{-1} b - \\varepsilon(\\lambda_1 + \\lambda_2)` is a lower bound
 (weak duality); :func:`dual_function` evaluates it and, if :math:`M` is only semidefinite (hard
 case), evaluates it at :math:`(1-\\delta)\\lambda` (still a valid bound; :math:`M(0) = A_0 \\succ 0`).
+
+:class:`SDPRoute` is the route ``"sdp"`` of :class:`~.problem.DEOConstrained`: it solves the SDP,
+extracts and polishes :math:`\\theta`, pulls it back to feasibility and certifies it with the dual
+function.
 """
 
 from __future__ import annotations
@@ -43,7 +47,12 @@ import numpy as np
 import cvxpy as cp
 import scipy.linalg as sla
 
-__all__ = ["QuadraticDEO", "build_shor_sdp", "extract_theta", "dual_function"]
+from ...solution import status_from_gap
+from .routes import DEORoute, smaller_gap, solver_sequence
+
+_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+
+__all__ = ["QuadraticDEO", "build_shor_sdp", "extract_theta", "dual_function", "polish_active", "SDPRoute"]
 
 
 class QuadraticDEO:
@@ -199,3 +208,55 @@ def dual_function(q: QuadraticDEO, lam, eps: float, shrink=(0.0, 1e-12, 1e-10, 1
         if g > best[0]:
             best = (g, delta, lt)
     return best
+
+
+class SDPRoute(DEORoute):
+    """Squared loss in the objective and the constraint: the exact Shor SDP (module docstring)."""
+
+    name = "sdp"
+    classes = ("squared_fair_qcqp",)
+
+    def solve(self, problem, request):
+        prob = problem.build()
+        q = problem.quadratic
+        eps = problem.eps_deo
+        seq = solver_sequence(problem, request)
+        best = None
+        for name in seq:
+            if seq.run(prob, name) is None or prob.status not in _OK:
+                continue
+            lam = np.maximum(np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel(), 0.0)
+            theta, ext = extract_theta(q, np.asarray(problem._Y.value, float), lam, eps, problem.rank_tol)
+            ext["polished"] = False
+            rho_sdp = float(lam[0] - lam[1])
+            if abs(rho_sdp) <= 1e-7:
+                # inactive constraint: the unconstrained minimizer A0^{-1} c0, if feasible (c1)
+                th_u = np.linalg.solve(q.A0, q.c0)
+                if problem.constraint_violation(th_u) <= problem.feasibility_tol:
+                    theta, lam = th_u, np.zeros(2)
+                    ext["polished"] = "unconstrained"
+            elif ext["method"] != "hard_case":
+                pol = polish_active(q, rho_sdp, eps)
+                if pol is not None and q.q0(pol[0]) <= q.q0(theta) + 1e-7 * max(1.0, abs(q.q0(theta))):
+                    theta, rho = pol
+                    lam = np.array([max(rho, 0.0), max(-rho, 0.0)])
+                    ext["polished"] = True
+                    ext["rho_sdp"] = rho_sdp
+            theta, alpha = problem.shrink_to_feasible(theta)
+            lb, delta, lam_used = dual_function(q, lam, eps)
+            M, _ = q.lagrangian_matrix(float(lam[0] - lam[1]))
+            lmin = float(np.linalg.eigvalsh(M)[0])
+            info = {"solver": name, "attempts": seq.attempts, "sdp_value": float(prob.value),
+                    "extraction": ext, "rank_ratio": ext["rank_ratio"], "shrink_alpha": alpha,
+                    "s_lemma": {"lambda_min(A0 + rho A)": lmin, "dual_shrink_delta": delta,
+                                "holds": bool(lmin >= -1e-9 * max(1.0, abs(np.linalg.eigvalsh(M)[-1])))}}
+            ub = problem.objective(theta)
+            status = status_from_gap(lb, ub, request.gap_tol)
+            sol = problem._make_solution(theta, lam, lb, "s_lemma_dual_function", status,
+                                         "s_lemma" + ("" if ext["method"] == "rank_one" else f"+{ext['method']}"),
+                                         info)
+            if best is None or smaller_gap(sol, best):
+                best = sol
+            if status == "optimal":
+                break
+        return best if best is not None else problem._failed_solution(seq.attempts)

@@ -1,0 +1,286 @@
+r"""Conic solvers: their names and documented settings, the solver sequence every route shares,
+and the conic route (DESIGN.md §4.1, §4.7).
+
+* :func:`check_solver` / :func:`check_solver_options` -- ``solve(solver=..., **options)`` is
+  validated before anything runs: an unknown or uninstalled solver, or a setting the solver does
+  not document, raises :class:`~drflmodel.errors.InvalidParameterError` naming the valid ones.
+  Settings are read from the solver itself where it exposes them (the attributes of
+  ``clarabel.DefaultSettings()``) and otherwise from its documentation (SCS 3 "Settings", the
+  ECOS Python interface); other solvers take no options from drflmodel.
+* :class:`SolverSequence` -- the one loop over solvers: the user's solver first, then the
+  documented order; the documented tolerances of :data:`SOLVER_OPTIONS` for each, the user's
+  options on the first. **When the user names a solver and it fails** (an error, a status that is
+  not optimal, or -- for a certified route -- an answer the route does not accept), the default
+  ``fallback=True`` issues a :class:`~drflmodel.errors.SolverFallbackWarning` and tries the others;
+  ``fallback=False`` stops there, so the route returns that solver's own (honest) answer, typically
+  ``"failed"`` or ``"optimal_within_gap"``. Either way the user's attempt is recorded in
+  ``info["attempts"]`` with ``"requested": True`` (and ``"fallback": True`` when the others ran).
+* :class:`ConicRoute` -- the default route of every family: solve ``Problem.build()`` with the
+  sequence and certify each answer with ``Problem._certify`` (upper bound in numpy, lower bound
+  from a dual argument); stop at the first ``"optimal"`` (or ``"local"``) answer, else return the
+  best certified one, ``"infeasible"`` on a solver's infeasibility certificate, ``"failed"`` if
+  none answered.
+
+Solver tolerances (documented, DESIGN.md §4.7): Clarabel and ECOS run with absolute/relative gap
+and feasibility tolerances of 1e-9; SCS (first-order, the last resort and for comparisons) with
+``eps_abs = eps_rel = 1e-7`` and up to 200,000 iterations.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+import cvxpy as cp
+
+from ..errors import InvalidParameterError, SolverFallbackWarning
+from ..solution import relative_gap
+from ._routes import Route
+
+__all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings",
+           "check_solver_options", "default_solver", "quiet_solve", "SolverSequence", "ConicRoute"]
+
+#: the documented tolerances per solver (DESIGN.md §4.7)
+SOLVER_OPTIONS = {
+    "CLARABEL": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9, "max_iter": 500},
+    "ECOS": {"abstol": 1e-9, "reltol": 1e-9, "feastol": 1e-9, "max_iters": 500},
+    "SCS": {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200_000},
+    "OSQP": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iter": 200_000, "polish": True},
+    "HIGHS": {},
+}
+
+#: settings documented by solvers that do not expose them programmatically (``verbose`` is
+#: ``solve``'s own argument; ``warm_start`` is CVXPY's): SCS 3 "Settings"; ECOS's Python interface
+_DOCUMENTED_SETTINGS = {
+    "SCS": frozenset({"max_iters", "eps_abs", "eps_rel", "eps_infeas", "alpha", "rho_x", "scale",
+                      "normalize", "adaptive_scale", "acceleration_lookback", "acceleration_interval",
+                      "time_limit_secs", "write_data_filename", "log_csv_filename", "use_indirect",
+                      "linear_solver"}),
+    "ECOS": frozenset({"max_iters", "abstol", "reltol", "feastol", "abstol_inacc", "reltol_inacc",
+                       "feastol_inacc", "nitref"}),
+}
+
+_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+_INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+_DEFAULT_ORDER = ("CLARABEL", "ECOS", "SCS")
+
+
+def installed_solvers() -> list[str]:
+    """The CVXPY solvers available in this environment."""
+    return list(cp.installed_solvers())
+
+
+def quiet_solve(prob: cp.Problem, **kwargs):
+    """``prob.solve`` without CVXPY's "Solution may be inaccurate" warning (the status is recorded
+    and the certificate decides) -- for a route's internal subproblems."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        return prob.solve(**kwargs)
+
+
+def default_solver() -> str | None:
+    """The first installed solver of the documented order (Clarabel where installed)."""
+    avail = set(installed_solvers())
+    return next((s for s in _DEFAULT_ORDER if s in avail), None)
+
+
+def check_solver(solver) -> str | None:
+    """``solver`` upper-cased, or ``None``; an unknown or uninstalled name raises
+    :class:`InvalidParameterError` listing CVXPY's solver names and the installed ones."""
+    if solver is None:
+        return None
+    installed = ", ".join(installed_solvers())
+    if not isinstance(solver, str):
+        raise InvalidParameterError(f"solver must be a CVXPY solver name or None; got {solver!r} "
+                                    f"(installed: {installed})")
+    name = solver.upper()
+    known = list(cp.settings.SOLVERS)
+    if name not in known:
+        raise InvalidParameterError(f"unknown solver {solver!r}; valid names: {', '.join(known)}; "
+                                    f"installed: {installed}")
+    if name not in installed_solvers():
+        raise InvalidParameterError(f"solver {name!r} is not installed; installed solvers: {installed}")
+    return name
+
+
+def solver_settings(solver: str | None) -> frozenset | None:
+    """The settings ``solver`` documents (``None`` if drflmodel cannot check them)."""
+    if solver == "CLARABEL":
+        import clarabel
+
+        s = clarabel.DefaultSettings()
+        return frozenset(a for a in dir(s) if not a.startswith("_") and not callable(getattr(s, a))
+                         and a != "verbose")
+    return _DOCUMENTED_SETTINGS.get(solver)
+
+
+def check_solver_options(solver: str | None, options, route_options=()) -> dict:
+    """``options`` if every key is a documented setting of ``solver``, else
+    :class:`InvalidParameterError` listing the valid settings (and ``route_options``)."""
+    options = dict(options)
+    if not options:
+        return options
+    valid = solver_settings(solver)
+    own = f"; the method's own options: {', '.join(sorted(route_options))}" if route_options else ""
+    if valid is None:
+        checked = ", ".join(["CLARABEL", *_DOCUMENTED_SETTINGS])
+        raise InvalidParameterError(
+            f"option(s) {', '.join(map(repr, sorted(options)))}: drflmodel checks solver settings for "
+            f"{checked} only, and passes none to {solver!r}{own}")
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise InvalidParameterError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for solver {solver!r}; its settings: "
+            f"{', '.join(sorted(valid))}{own}")
+    return options
+
+
+class SolverSequence:
+    """The solvers to try for one request, in order, with the records of every attempt.
+
+    Iterating yields solver names: the requested solver first (alone if ``fallback=False``), then
+    ``default_order``. Moving past a requested solver warns (:class:`SolverFallbackWarning`) and
+    marks its record. :meth:`run` solves a ``cp.Problem`` with one of them and records the attempt.
+
+    Parameters
+    ----------
+    request : the :class:`~drflmodel.problems._routes.SolveRequest`.
+    default_order : the route's documented solver order.
+    record_value : add CVXPY's optimal value to each record.
+    quiet : which solver warnings to silence while solving -- ``"inaccurate"`` (CVXPY's "Solution
+        may be inaccurate": the status is recorded and the certificate decides) or ``"user"``
+        (every ``UserWarning`` raised inside the solve).
+    """
+
+    def __init__(self, request, default_order, record_value: bool = True, quiet: str = "inaccurate"):
+        self.request = request
+        self.record_value = record_value
+        self.quiet = quiet
+        order = list(default_order)
+        if request.solver is not None:
+            order = [request.solver] + ([s for s in order if s != request.solver] if request.fallback else [])
+        self.order = order
+        self.attempts: list[dict] = []
+        self.record: dict | None = None
+
+    def __iter__(self):
+        for k, name in enumerate(self.order):
+            if k == 1 and self.request.solver is not None:
+                self._fall_back()
+            yield name
+
+    def _fall_back(self) -> None:
+        first = next((a for a in self.attempts if a.get("requested")), None)
+        if first is None:
+            return
+        first["fallback"] = True
+        if "error" in first:
+            why = f"error: {first['error']}"
+        elif "status" in first:
+            why = f"certified status {first['status']!r}, relative gap {first.get('relative_gap', float('nan')):.2e}"
+        else:
+            why = f"solver status {first.get('cvxpy_status')!r}"
+        warnings.warn(
+            f"solver {first['solver']!r} (requested) gave no certified answer ({why}); trying "
+            f"{', '.join(self.order[1:])} (solve(fallback=False) returns its own answer instead)",
+            SolverFallbackWarning, stacklevel=_caller_level())
+
+    def options_for(self, name: str) -> dict:
+        """The documented tolerances of ``name``, and the user's options if it is tried first."""
+        first = name == self.order[0]
+        return {**SOLVER_OPTIONS.get(name, {}), **(self.request.solver_options if first else {})}
+
+    def run(self, prob: cp.Problem, name: str) -> dict | None:
+        """Solve ``prob`` with ``name``; append and return the record (``None`` on a solver error)."""
+        t0 = time.perf_counter()
+        requested = self.request.solver is not None and name == self.order[0] and not self.attempts
+        try:
+            with warnings.catch_warnings():
+                if self.quiet == "user":
+                    warnings.simplefilter("ignore", UserWarning)
+                else:
+                    warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                prob.solve(solver=name, verbose=self.request.verbose, **self.options_for(name))
+        except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
+            self.record = {"solver": name, "error": str(exc)[:200]}
+            self._append(self.record, requested)
+            return None
+        self.record = {"solver": name, "cvxpy_status": prob.status, "time": time.perf_counter() - t0}
+        if self.record_value:
+            self.record["cvxpy_value"] = prob.value
+        self._append(self.record, requested)
+        return self.record
+
+    def _append(self, record: dict, requested: bool) -> None:
+        if requested:
+            record["requested"] = True
+        self.attempts.append(record)
+
+    def first_optimal(self, prob: cp.Problem) -> str | None:
+        """Solve ``prob`` with the first solver that reports an optimal status (its name, or
+        ``None``) -- for subproblems whose answer the route checks itself."""
+        for name in self:
+            if self.run(prob, name) is not None and prob.status in _OK:
+                return name
+        return None
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _caller_level() -> int:
+    """``stacklevel`` of the first frame outside drflmodel (the user's ``solve`` call)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def better(a, b) -> bool:
+    """Prefer the smaller certified relative gap; a broken certificate (status ``"failed"``,
+    e.g. L > U) never beats a valid one."""
+    if (a.status == "failed") != (b.status == "failed"):
+        return b.status == "failed"
+    return relative_gap(a.lower_bound, a.upper_bound) < relative_gap(b.lower_bound, b.upper_bound)
+
+
+class ConicRoute(Route):
+    """Solve ``problem.build()`` with an open conic solver and certify with ``problem._certify``
+    (the module docstring; every family's default route). Options: the first solver's settings."""
+
+    name = "conic"
+    options = {}
+    uses_solver = True
+    passes_solver_options = True
+
+    def first_solver(self, problem) -> str | None:
+        order = problem.solver_order()
+        return order[0] if order else None
+
+    def solve(self, problem, request):
+        prob = problem.build()
+        seq = SolverSequence(request, problem.solver_order())
+        best = None
+        for name in seq:
+            record = seq.run(prob, name)
+            if record is None:
+                continue
+            if prob.status in _INFEASIBLE:
+                return problem._infeasible_solution(name, seq.attempts)
+            if prob.status not in _OK:
+                continue
+            sol = problem._certify(name)
+            sol.status = problem._status(sol, request.gap_tol)
+            record.update(status=sol.status, relative_gap=sol.relative_gap)
+            if best is None or better(sol, best):
+                best = sol
+            if sol.status in ("optimal", "local"):
+                break
+        if best is None:
+            return problem._failed_solution(seq.attempts)
+        best.info.setdefault("solver", seq.attempts[-1]["solver"] if seq.attempts else None)
+        best.info["attempts"] = seq.attempts
+        best.info["gap_tol"] = request.gap_tol
+        return best

@@ -1,0 +1,114 @@
+r"""The solve routes of the DEO-constrained problem, one per problem class (spec fair-vfl-deo §3).
+
+=====================  ==========================================  ====================================
+route                  problem class                               certificate
+=====================  ==========================================  ====================================
+``"convex"``           ``affine_fair`` (§3.2), ``penalty_c_affine``  Lagrangian bound at the solver's
+                       (§3.4 (c4))                                 duals / the penalty multipliers
+``"sdp"``              ``squared_fair_qcqp`` (§3.3, :mod:`.sdp`)    S-lemma dual function
+``"dc"``               ``dc_deo`` (§3.5, :mod:`.local`)             (c1)--(c3) bounds; ``"local"`` if
+                                                                   no certificate closes the gap
+``"penalty_local"``    ``penalty_c_nonconvex`` (:mod:`.local`)      Lagrangian-convexity (c2) or
+                                                                   ``"local"``
+=====================  ==========================================  ====================================
+
+Exactly one route applies to a problem (its :attr:`~.problem.DEOConstrained.problem_class`);
+forcing another raises naming the right one. Every route takes solver options (the first conic
+solver's settings) and runs its convex subproblems through the shared
+:class:`~drflmodel.problems._conic.SolverSequence`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import cvxpy as cp
+
+from ...solution import relative_gap, status_from_gap
+from .._conic import SolverSequence
+from .._routes import Route
+
+__all__ = ["DEORoute", "ConvexRoute", "solve_subproblem", "smaller_gap"]
+
+_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+
+
+def solver_sequence(problem, request) -> SolverSequence:
+    """The solver sequence of a DEO route (no CVXPY value in the records; solver warnings off:
+    the certificate is checked in numpy)."""
+    return SolverSequence(request, problem.solver_order(), record_value=False, quiet="user")
+
+
+def solve_subproblem(problem, prob: cp.Problem, request, record: list | None = None) -> str | None:
+    """Solve a convex subproblem with the first solver that reports an optimal status (its name or
+    ``None``); the attempts are appended to ``record``."""
+    seq = solver_sequence(problem, request)
+    used = seq.first_optimal(prob)
+    if record is not None:
+        record.extend(seq.attempts)
+    return used
+
+
+def smaller_gap(a, b) -> bool:
+    """``a`` has the smaller certified relative gap."""
+    return relative_gap(a.lower_bound, a.upper_bound) < relative_gap(b.lower_bound, b.upper_bound)
+
+
+class DEORoute(Route):
+    """A DEO route: applies to the problem classes in :attr:`classes`."""
+
+    classes: ClassVar[tuple] = ()
+    uses_solver = True
+    passes_solver_options = True
+
+    def applies(self, problem) -> str | None:
+        if problem.problem_class in self.classes:
+            return None
+        right = next((r.name for r in problem.routes() if problem.problem_class in r.classes), None)
+        return (f"it solves the problem class(es) {', '.join(self.classes)}; this problem is "
+                f"{problem.problem_class!r} (method {right!r})")
+
+    def first_solver(self, problem) -> str | None:
+        order = problem.solver_order()
+        return order[0] if order else None
+
+
+class ConvexRoute(DEORoute):
+    r"""Affine :math:`D` (linear fairness loss): problem (4) (§3.2) or :math:`P_c` (§3.4 (c4)) is
+    convex. Lower bound: the Lagrangian bound at the solver's multipliers (problem (4), after
+    pulling :math:`\theta` back to feasibility) or at :math:`\lambda_c` (:math:`P_c`); the solver's
+    value only when ``l2 = 0`` leaves no strong convexity."""
+
+    name = "convex"
+    classes = ("affine_fair", "penalty_c_affine")
+
+    def solve(self, problem, request):
+        prob = problem.build()
+        seq = solver_sequence(problem, request)
+        best = None
+        for name in seq:
+            if seq.run(prob, name) is None or prob.status not in _OK:
+                continue
+            theta = np.asarray(problem._theta_var.value, float)
+            if problem.penalty_c is None:
+                lam = np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel()
+                theta, _ = problem.shrink_to_feasible(theta)
+                lam = np.maximum(lam, 0.0)
+                lb_method = "lagrangian_at_solver_duals"
+            else:
+                lam = problem.penalty_multipliers(theta)
+                lb_method = "lagrangian_at_penalty_multipliers"
+            lb = problem._polished_bound(theta, lam)
+            if not np.isfinite(lb):  # l2 = 0: no strong convexity, fall back on the solver's value
+                lb, lb_method = float(prob.value), "solver_value (l2 = 0: no strong-convexity bound)"
+            ub = problem.objective(theta)
+            status = status_from_gap(lb, ub, request.gap_tol)
+            sol = problem._make_solution(theta, lam, lb, lb_method, status,
+                                         "lagrangian_dual_bound" if "lagrangian" in lb_method else "solver",
+                                         {"solver": name, "attempts": seq.attempts})
+            if best is None or smaller_gap(sol, best):
+                best = sol
+            if status == "optimal":
+                break
+        return best if best is not None else problem._failed_solution(seq.attempts)
