@@ -14,59 +14,22 @@ from drflmodel._config import ConfigError, build_problem, build_solver, load_con
 from drflmodel.cli import main
 from drflmodel.errors import InvalidParameterError
 
-DRO = """
-[data]
-source = "synthetic_regression"
-options = { n_clients = 4, dim = 3, samples = 20, seed = 0 }
+def _toml(source, data_options, loss, family, problem_options, weights=None):
+    """The [data], [loss] and [problem] tables of a configuration."""
+    text = (f'[data]\nsource = "{source}"\noptions = {data_options}\n\n[loss]\nname = "{loss}"\n\n'
+            f'[problem]\nfamily = "{family}"\noptions = {problem_options}\n')
+    return text + (f"weights = {weights}\n" if weights else "")
 
-[loss]
-name = "squared"
 
-[problem]
-family = "dro"
-options = { l2 = 0.1 }
-weights = { name = "simplex" }
-"""
-
-FAFL = """
-[data]
-source = "synthetic_classification"
-options = { n_clients = 4, dim = 3, samples = 30, seed = 0 }
-
-[loss]
-name = "logistic"
-
-[problem]
-family = "fafl"
-options = { alpha = 0.5 }
-"""
-
-WASSERSTEIN = """
-[data]
-source = "synthetic_classification"
-options = { n_clients = 3, dim = 2, samples = 12, seed = 0 }
-
-[loss]
-name = "hinge"
-
-[problem]
-family = "wasserstein"
-options = { radius = 0.05, kappa = 0.5, norm = 1 }
-weights = { name = "lp_ball", center = "uniform", radius = 0.15, p = 2 }
-"""
-
-DEO = """
-[data]
-source = "synthetic_vertical"
-options = { n_samples = 100, dim = 4, n_parties = 3, seed = 0 }
-
-[loss]
-name = "logistic"
-
-[problem]
-family = "deo"
-options = { eps = 0.05, fairness_loss = "linear", l2 = 0.1 }
-"""
+DRO = _toml("synthetic_regression", "{ n_clients = 4, dim = 3, samples = 20, seed = 0 }", "squared",
+            "dro", "{ l2 = 0.1 }", weights='{ name = "simplex" }')
+FAFL = _toml("synthetic_classification", "{ n_clients = 4, dim = 3, samples = 30, seed = 0 }", "logistic",
+             "fafl", "{ alpha = 0.5 }")
+WASSERSTEIN = _toml("synthetic_classification", "{ n_clients = 3, dim = 2, samples = 12, seed = 0 }", "hinge",
+                    "wasserstein", "{ radius = 0.05, kappa = 0.5, norm = 1 }",
+                    weights='{ name = "lp_ball", center = "uniform", radius = 0.15, p = 2 }')
+DEO = _toml("synthetic_vertical", "{ n_samples = 100, dim = 4, n_parties = 3, seed = 0 }", "logistic",
+            "deo", '{ eps = 0.05, fairness_loss = "linear", l2 = 0.1 }')
 
 # (base config, solver, its options in TOML, the variant option and its value)
 VARIANTS = [
