@@ -1,4 +1,5 @@
-"""Baselines of the Scaff-PD and relative-fairness papers, full participation, vectorized.
+"""Baselines of the Scaff-PD and relative-fairness papers, vectorized (full participation;
+DRFA and Stochastic-AFL also with the client sampling of their papers).
 
 The specs name these baselines (scaffpd §6, relative-fairness §2.3 and §13) without restating
 them; the published definitions are implemented, with the deviations listed per class:
@@ -241,8 +242,9 @@ class StochasticAFL(Solver):
     :math:`\\frac1m\\sum_{k\\in D}g_k` and :math:`v=\\frac nm(f_i\\mathbb 1[i\\in U])_i`.
 
     Steps :math:`\\gamma_r=\\gamma_0/\\sqrt{r+1}` (``decay="sqrt"``) or constant (``"constant"``;
-    the paper's Theorem 2 takes constant steps :math:`\\propto1/\\sqrt R` for a horizon of
-    :math:`R` rounds and bounds the expected duality gap of the averages by :math:`O(1/\\sqrt R)`);
+    the paper's Theorem 2, not restated in the specs, takes constant steps :math:`\\propto1/\\sqrt R`
+    for a horizon of :math:`R` rounds and bounds the expected duality gap of the averages by
+    :math:`O(1/\\sqrt R)`);
     defaults :math:`\\gamma^\\theta_0=1/L_{xx}`, :math:`\\gamma^\\lambda_0=\\gamma^\\theta_0`. The
     output the paper analyses is the average :math:`\\bar\\theta^R=\\frac1R\\sum_r\\theta^r`
     (``Trace.iterates["theta_avg"]``, ``["weights_avg"]``).
@@ -337,8 +339,9 @@ class DRFA(Solver):
     server then draws :math:`U` (:math:`m` distinct clients, uniform), sends them
     :math:`\\bar\\theta'`, and steps with :math:`v=\\frac nm(f_i(\\bar\\theta')\\mathbb 1[i\\in U])_i`
     in place of :math:`f(\\bar\\theta')`. The paper's convex-case guarantee (its Theorem 1, with
-    steps tuned to the horizon) is an :math:`O(T^{-3/8})` bound on the expected duality gap of
-    the averaged iterates, :math:`T=RJ` local iterations.
+    steps tuned to the horizon, :math:`\\eta\\propto T^{-1/2}`, :math:`\\gamma\\propto T^{-5/8}`; the
+    specs do not restate it) is an :math:`O(T^{-3/8})` bound on the expected duality gap of the
+    averaged iterates, :math:`T=RJ` local iterations.
 
     Defaults: local step :math:`\\eta=1/(L_{xx}J)`, dual step :math:`\\gamma=\\eta`. The average
     :math:`\\frac1R\\sum_r\\theta^r` of the synchronized models is ``Trace.iterates["theta_avg"]``.
