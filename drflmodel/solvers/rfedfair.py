@@ -73,7 +73,8 @@ theorems' setting). Each local step of client *i* uses its exact loss :math:`f_i
 pass over its rows, for the weight :math:`s_i`) and an unbiased minibatch gradient
 :math:`g_i(\omega)` of :math:`b` rows drawn uniformly with replacement from client *i*'s own
 generator (:func:`~drflmodel.objectives.minibatch_indices`; under partial participation only the
-clients of :math:`Z` draw):
+clients of :math:`Z` draw, and a client drawn twice runs one stochastic trajectory, counted with
+its multiplicity):
 
 .. math:: \omega\leftarrow\omega-\beta\frac{s_i}{\alpha_i}g_i(\omega),\qquad
           \eta\leftarrow\eta-\beta\Big(1-\frac{s_i}{\alpha_i}\Big).
