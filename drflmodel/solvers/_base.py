@@ -186,6 +186,7 @@ class ClientRuntime:
         self.ledger = CommLedger()
         self._uploaded: dict[int, np.ndarray] = {}
         self.gradient_evaluations = 0     # per-client gradient calls (rows), for cost accounting
+        self._scratch_rng = np.random.default_rng(0)   # placeholder rows of non-participants
 
     # ------------------------------------------------------------------ shape
     @property
@@ -211,19 +212,31 @@ class ClientRuntime:
         (the broadcast model) or ``(n, d)`` (per-client iterates). Shape ``(n,)``."""
         return self.objectives.values(theta)
 
-    def gradients(self, theta, batch_size: int | None | str = "default") -> np.ndarray:
+    def gradients(self, theta, batch_size: int | None | str = "default", clients=None) -> np.ndarray:
         """Row *i* is client *i*'s gradient at ``theta`` (shared ``(d,)`` or row *i* of ``(n, d)``):
         exact when the batch size is ``None``, else an unbiased minibatch gradient with a fresh,
         independent sample per call (spec scaffpd §8.1 #19), drawn from client *i*'s own
-        generator ``client_rngs[i]``."""
+        generator ``client_rngs[i]``.
+
+        ``clients`` (partial participation): the indices of the clients that take part. Only
+        they draw minibatches from their own generators (as a real client that is not selected
+        draws nothing); the other rows are placeholders, computed from a scratch generator, that
+        the caller discards. ``None``: every client takes part."""
         bs = self.batch_size if batch_size == "default" else batch_size
         self.gradient_evaluations += self.n
         if bs is None:
             return self.objectives.gradients(theta)
-        return self.objectives.minibatch_gradients(theta, bs, self.client_rngs)
+        return self.objectives.minibatch_gradients(theta, bs, self._generators(clients))
+
+    def _generators(self, clients) -> list:
+        """``client_rngs``, with a scratch generator in the rows of clients not in ``clients``."""
+        if clients is None:
+            return self.client_rngs
+        taking_part = set(np.atleast_1d(clients).tolist())
+        return [g if i in taking_part else self._scratch_rng for i, g in enumerate(self.client_rngs)]
 
     def local_sgd(self, start, steps: int, step_size, correction=None,
-                  snapshot: int | None = None):
+                  snapshot: int | None = None, clients=None):
         """``steps`` local (stochastic) gradient steps run by every client in parallel:
 
         .. math:: u_{i,j} = u_{i,j-1} - \\eta_i\\,\\big(g_i(u_{i,j-1}) + \\text{correction}_i\\big),
@@ -233,7 +246,8 @@ class ClientRuntime:
         or ``(n, d)``; ``step_size`` a scalar or an ``(n,)`` vector; ``correction`` ``None``,
         ``(d,)`` or ``(n, d)`` (e.g. SCAFFOLD's :math:`-c_i + c`). Returns ``u_J`` (``(n, d)``),
         or ``(u_J, u_snapshot)`` when ``snapshot = t`` in ``[0, steps]`` is given (the local
-        iterate after *t* steps, as DRFA needs).
+        iterate after *t* steps, as DRFA needs). ``clients``: as in :meth:`gradients` (only the
+        rows of these clients are meaningful).
         """
         n, d = self.n, self.dim
         U = np.array(np.broadcast_to(np.asarray(start, float), (n, d)))
@@ -241,7 +255,7 @@ class ClientRuntime:
         eta = eta[:, None] if eta.ndim == 1 else eta
         snap = U.copy() if snapshot == 0 else None
         for j in range(1, steps + 1):
-            G = self.gradients(U)
+            G = self.gradients(U, clients=clients)
             if correction is not None:
                 G = G + correction
             U = U - eta * G

@@ -1,4 +1,5 @@
-"""Baselines of the Scaff-PD and relative-fairness papers, full participation, vectorized.
+"""Baselines of the Scaff-PD and relative-fairness papers, vectorized (full participation;
+DRFA and Stochastic-AFL also with the client sampling of their papers).
 
 The specs name these baselines (scaffpd §6, relative-fairness §2.3 and §13) without restating
 them; the published definitions are implemented, with the deviations listed per class:
@@ -9,7 +10,14 @@ them; the published definitions are implemented, with the deviations listed per 
   ``CVaR(n, 1)`` (uniform :math:`p`) or ``HCVaR(p, 1)`` (:math:`p`-weighted).
 * :class:`StochasticAFL` (Mohri et al. 2019) and :class:`DRFA` (Deng et al. 2020) solve the
   min–max problem over the problem's weight set (the simplex in the papers; any set with a
-  ``prox`` works, which for a penalized set is DRFA-Prox).
+  ``prox`` works, which for a penalized set is DRFA-Prox). Both run with full participation
+  (default) or, with ``clients_per_round=m``, with the client sampling of their papers, drawn
+  by the server from ``runtime.rng`` (:mod:`drflmodel.solvers._sampling`): :math:`m` clients
+  with replacement by :math:`\\lambda` for the model (their average is unbiased for the
+  :math:`\\lambda`-weighted one) and :math:`m` distinct clients uniformly for the losses
+  (:math:`v_i=\\frac nmf_i` on them, 0 elsewhere: unbiased for :math:`f`). Only the sampled
+  clients communicate; the trace records ``sampled`` (multiplicity of each client in the model
+  sample) and ``loss_clients`` (indicator of the loss sample) per round.
 * :class:`QFedAvg` (Li et al. 2020, Algorithm 2 "q-FedAvg") solves q-FFL on a ``FederatedDRO``
   with a ``QFFL`` set: :math:`\\min_\\theta\\frac1{q+1}\\sum_if_i(\\theta)^{q+1}`. **Each client
   weights its update by its own loss** :math:`F_i(\\theta^r)^q` (issue 7 flags an implementation
@@ -23,14 +31,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_choice, check_real
+from .._validation import check_choice, check_int, check_real
 from ..errors import InvalidParameterError
 from ._base import Solver, check_batch_size, check_rounds, check_step
+from ._sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from .scaffpd import _initial_weights
 
 __all__ = ["FedAvg", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
 
 _DRO = ("drflmodel.problems.dro:FederatedDRO",)
+#: recorded per round by the min-max baselines when they sample clients
+_SAMPLING_RECORD = ("sampled", "loss_clients")
 
 
 def _smoothness(problem) -> float:
@@ -62,6 +73,38 @@ def fixed_weights(weights, n: int) -> np.ndarray:
             f"a single point (e.g. CVaR(n, 1) for uniform weights or HCVaR(p, 1) for p-weights); "
             f"got {weights!r}")
     return pts[0]
+
+
+def _check_clients_per_round(value):
+    """``None`` (full participation) or an integer :math:`m\\ge1` (checked against :math:`n` at run)."""
+    return None if value is None else check_int(value, "clients_per_round", low=1)
+
+
+def _sampling_setup(solver, problem, state: dict) -> dict:
+    """Check :math:`m\\le n` and add the sampling records to a min-max baseline's state."""
+    m, n = solver.clients_per_round, problem.n_clients
+    if m is None:
+        return state
+    if m > n:
+        raise InvalidParameterError(
+            f"clients_per_round must be an integer in [1, {n}] (the number of clients); got {m}")
+    if not getattr(problem.weights, "in_simplex", True):
+        raise InvalidParameterError(
+            f"clients_per_round: sampling clients by their weights needs a weight set inside the "
+            f"simplex; {problem.weights!r} is not (use full participation, clients_per_round=None)")
+    state.update(sampled=np.zeros(n), loss_clients=np.zeros(n))
+    return state
+
+
+def _sampled_losses(runtime, x, U, state: dict) -> np.ndarray:
+    """Clients ``U`` (:math:`m` distinct, uniform) upload :math:`f_i(x)`; returns the unbiased
+    estimate :math:`v_i=\\frac nmf_i(x)\\mathbb 1[i\\in U]` of :math:`f(x)`."""
+    n, m = runtime.n, len(U)
+    L = runtime.upload(senders=U, losses=runtime.losses(x)[U])
+    v = np.zeros(n)
+    v[U] = (n / m) * L
+    state["loss_clients"] = np.isin(np.arange(n), U).astype(float)
+    return v
 
 
 def _check_bool(value, name):
@@ -181,20 +224,34 @@ class Scaffold(Solver):
 
 # ---------------------------------------------------------------------------------- min-max
 class StochasticAFL(Solver):
-    """Stochastic-AFL (Mohri, Sivek, Suresh 2019, "Agnostic federated learning", Algorithm 1),
-    full participation: one gradient step per round (FedSGD-style, no local steps).
+    """Stochastic-AFL (Mohri, Sivek, Suresh 2019, "Agnostic federated learning", Algorithm 1):
+    one gradient step per round (FedSGD-style, no local steps).
 
-    Round :math:`r`: the server broadcasts :math:`\\theta^r`; client *i* returns
-    :math:`(f_i(\\theta^r), g_i(\\theta^r))` (one message); the server steps
+    Round :math:`r`, full participation (default): the server broadcasts :math:`\\theta^r`; client
+    *i* returns :math:`(f_i(\\theta^r), g_i(\\theta^r))` (one message); the server steps
     :math:`\\theta^{r+1}=\\theta^r-\\gamma^\\theta_r\\sum_i\\lambda_i^rg_i(\\theta^r)` and
     :math:`\\lambda^{r+1}=\\operatorname{prox}^\\Lambda_{\\gamma^\\lambda_r\\psi}(\\lambda^r+\\gamma^\\lambda_rf(\\theta^r))`
-    (projected ascent; the paper's simplex). Steps :math:`\\gamma_r=\\gamma_0/\\sqrt{r+1}`
-    (``decay="sqrt"``, the paper's :math:`O(1/\\sqrt R)` analysis) or constant; defaults
-    :math:`\\gamma^\\theta_0=1/L_{xx}`, :math:`\\gamma^\\lambda_0=\\gamma^\\theta_0`. The output the
-    paper analyses is the average :math:`\\bar\\theta^R=\\frac1R\\sum_r\\theta^r`
+    (projected ascent; the paper's simplex).
+
+    Client sampling (``clients_per_round=m``; the paper's stochastic gradients of
+    :math:`L(w,\\lambda)=\\sum_i\\lambda_if_i(w)`, its "weighted" estimator with :math:`m` clients):
+    the server draws :math:`D` (:math:`m` clients with replacement by :math:`\\lambda^r`), then
+    :math:`U` (:math:`m` distinct clients, uniform); it broadcasts :math:`\\theta^r` to
+    :math:`D\\cup U`; the distinct clients of :math:`D` upload :math:`g_i(\\theta^r)` and those of
+    :math:`U` upload :math:`f_i(\\theta^r)`; the steps use the unbiased estimates
+    :math:`\\frac1m\\sum_{k\\in D}g_k` and :math:`v=\\frac nm(f_i\\mathbb 1[i\\in U])_i`.
+
+    Steps :math:`\\gamma_r=\\gamma_0/\\sqrt{r+1}` (``decay="sqrt"``) or constant (``"constant"``;
+    the paper's Theorem 2, not restated in the specs, takes constant steps :math:`\\propto1/\\sqrt R`
+    for a horizon of :math:`R` rounds and bounds the expected duality gap of the averages by
+    :math:`O(1/\\sqrt R)`);
+    defaults :math:`\\gamma^\\theta_0=1/L_{xx}`, :math:`\\gamma^\\lambda_0=\\gamma^\\theta_0`. The
+    output the paper analyses is the average :math:`\\bar\\theta^R=\\frac1R\\sum_r\\theta^r`
     (``Trace.iterates["theta_avg"]``, ``["weights_avg"]``).
     Communication per round: model down (:math:`n`, :math:`nd`), losses+gradients up
-    (:math:`n`, :math:`n(d+1)`).
+    (:math:`n`, :math:`n(d+1)`); sampled: model down to :math:`|D\\cup U|` clients, gradients up
+    from the distinct clients of :math:`D`, losses up from :math:`U` (two messages for a client in
+    both).
     """
 
     problem_types = _DRO
@@ -203,10 +260,11 @@ class StochasticAFL(Solver):
 
     def __init__(self, rounds: int = 100, step_size: float | None = None,
                  dual_step: float | None = None, decay: str = "sqrt",
-                 batch_size: int | None = None, lambda0=None):
+                 batch_size: int | None = None, lambda0=None, clients_per_round: int | None = None):
         super().__init__(rounds=rounds, step_size=step_size, dual_step=dual_step, decay=decay,
                          batch_size=batch_size,
-                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist())
+                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist(),
+                         clients_per_round=clients_per_round)
 
     def _validate(self):
         p = self.params
@@ -215,23 +273,41 @@ class StochasticAFL(Solver):
                 check_step(p[k], k)
         self.decay = check_choice(p["decay"], "decay", ("sqrt", "constant"))
         self.batch_size = check_batch_size(p["batch_size"])
+        self.clients_per_round = _check_clients_per_round(p["clients_per_round"])
+        if self.clients_per_round is not None:
+            self.record = type(self).record + _SAMPLING_RECORD
 
     def _initialize(self, problem, runtime, theta0):
         g0 = self.params["step_size"] or 1.0 / _smoothness(problem)
         l0 = self.params["dual_step"] or g0
         lam = _initial_weights(problem.weights, problem.n_clients, self.params["lambda0"])
-        return {"theta": theta0, "weights": lam, "g0": g0, "l0": l0, "set": problem.weights,
-                "theta_avg": theta0.copy(), "weights_avg": lam.copy(),
-                "info": {"step_size_used": g0, "dual_step_used": l0}}
+        return _sampling_setup(self, problem, {
+            "theta": theta0, "weights": lam, "g0": g0, "l0": l0, "set": problem.weights,
+            "theta_avg": theta0.copy(), "weights_avg": lam.copy(),
+            "info": {"step_size_used": g0, "dual_step_used": l0}})
+
+    def _estimates(self, state, runtime):
+        """``(x, g, v)``: the broadcast model, the estimate of :math:`\\sum_i\\lambda_ig_i(x)` and
+        the estimate of :math:`f(x)` (exact sums under full participation)."""
+        lam, m = state["weights"], self.clients_per_round
+        if m is None:
+            x = runtime.broadcast("model", state["theta"])
+            L, G = runtime.upload(losses=runtime.losses(x), gradients=runtime.gradients(x))
+            return x, runtime.aggregate(lam, G), L
+        mult, D = sample_by_weights(runtime.rng, sampling_probabilities(lam), m)
+        U = sample_uniform(runtime.rng, runtime.n, m)
+        x = runtime.broadcast("model", state["theta"], receivers=np.union1d(D, U).size)
+        G = runtime.upload(senders=D, gradients=runtime.gradients(x, clients=D)[D])
+        state["sampled"] = mult
+        return x, runtime.aggregate(mult[D] / m, G), _sampled_losses(runtime, x, U, state)
 
     def _round(self, r, state, runtime):
         scale = 1.0 / np.sqrt(r + 1.0) if self.decay == "sqrt" else 1.0
         gx, gl = state["g0"] * scale, state["l0"] * scale
-        x = runtime.broadcast("model", state["theta"])
-        L, G = runtime.upload(losses=runtime.losses(x), gradients=runtime.gradients(x))
         lam = state["weights"]
-        x_next = x - gx * runtime.aggregate(lam, G)
-        lam_next = np.asarray(state["set"].prox(lam + gl * L, gl), float)
+        x, g, v = self._estimates(state, runtime)
+        x_next = x - gx * g
+        lam_next = np.asarray(state["set"].prox(lam + gl * v, gl), float)
         k = r + 1
         state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
         state["weights_avg"] = state["weights_avg"] + (lam_next - state["weights_avg"]) / k
@@ -241,12 +317,12 @@ class StochasticAFL(Solver):
 
 class DRFA(Solver):
     """DRFA (Deng, Kamani, Mahdavi 2020, "Distributionally robust federated averaging",
-    Algorithm 1), full participation (every client takes part with its weight, instead of
-    sampling :math:`m` clients by :math:`\\lambda`; the full-participation limit of the paper's
-    unbiased estimates).
+    Algorithm 1), with full participation (default) or the paper's client sampling.
 
-    Round :math:`r`: the server draws :math:`t'\\sim\\mathrm{Unif}\\{1,\\dots,J\\}` (``runtime.rng``)
-    and broadcasts :math:`\\theta^r`; every client runs :math:`J` local SGD steps
+    Round :math:`r`, full participation (every client takes part with its weight, instead of
+    sampling :math:`m` clients by :math:`\\lambda`; the full-participation limit of the paper's
+    unbiased estimates): the server draws :math:`t'\\sim\\mathrm{Unif}\\{1,\\dots,J\\}`
+    (``runtime.rng``) and broadcasts :math:`\\theta^r`; every client runs :math:`J` local SGD steps
     :math:`u_{i,j}=u_{i,j-1}-\\eta\\,g_i(u_{i,j-1})` and uploads :math:`u_{i,J}` and the
     snapshot :math:`u_{i,t'}` (one message); the server sets
     :math:`\\theta^{r+1}=\\sum_i\\lambda_i^ru_{i,J}` and :math:`\\bar\\theta'=\\sum_i\\lambda^r_iu_{i,t'}`,
@@ -255,9 +331,24 @@ class DRFA(Solver):
     (projection onto the simplex in the paper; with a penalty this is DRFA-Prox). The weights
     are assumed to sum to one (simplex-type sets).
 
-    Defaults: local step :math:`\\eta=1/(L_{xx}J)`, dual step :math:`\\gamma=\\eta`. Communication
-    per round: model and snapshot down (:math:`2n` messages, :math:`2nd` floats); models+snapshots
-    up (:math:`n`, :math:`2nd`), then losses up (:math:`n`, :math:`n`).
+    Client sampling (``clients_per_round=m``, Algorithm 1 as printed): the server draws
+    :math:`D^{(r)}` (:math:`m` clients with replacement by :math:`\\lambda^r`), then :math:`t'`;
+    only the distinct clients of :math:`D` receive :math:`\\theta^r`, run the local steps and
+    upload; :math:`\\theta^{r+1}=\\frac1m\\sum_{k\\in D}u_{k,J}` and
+    :math:`\\bar\\theta'=\\frac1m\\sum_{k\\in D}u_{k,t'}` (a client drawn twice counts twice); the
+    server then draws :math:`U` (:math:`m` distinct clients, uniform), sends them
+    :math:`\\bar\\theta'`, and steps with :math:`v=\\frac nm(f_i(\\bar\\theta')\\mathbb 1[i\\in U])_i`
+    in place of :math:`f(\\bar\\theta')`. The paper's convex-case guarantee (its Theorem 1, with
+    steps tuned to the horizon, :math:`\\eta\\propto T^{-1/2}`, :math:`\\gamma\\propto T^{-5/8}`; the
+    specs do not restate it) is an :math:`O(T^{-3/8})` bound on the expected duality gap of the
+    averaged iterates, :math:`T=RJ` local iterations.
+
+    Defaults: local step :math:`\\eta=1/(L_{xx}J)`, dual step :math:`\\gamma=\\eta`. The average
+    :math:`\\frac1R\\sum_r\\theta^r` of the synchronized models is ``Trace.iterates["theta_avg"]``.
+    Communication per round: model and snapshot down (:math:`2n` messages, :math:`2nd` floats);
+    models+snapshots up (:math:`n`, :math:`2nd`), then losses up (:math:`n`, :math:`n`); sampled:
+    model down to and models+snapshots up from the distinct clients of :math:`D`, snapshot down to
+    and losses up from the :math:`m` clients of :math:`U`.
     """
 
     problem_types = _DRO
@@ -265,10 +356,12 @@ class DRFA(Solver):
     expected_rate = "sublinear"
 
     def __init__(self, rounds: int = 100, local_steps: int = 10, step_size: float | None = None,
-                 dual_step: float | None = None, batch_size: int | None = None, lambda0=None):
+                 dual_step: float | None = None, batch_size: int | None = None, lambda0=None,
+                 clients_per_round: int | None = None):
         super().__init__(rounds=rounds, local_steps=local_steps, step_size=step_size,
                          dual_step=dual_step, batch_size=batch_size,
-                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist())
+                         lambda0=None if lambda0 is None else np.asarray(lambda0, float).tolist(),
+                         clients_per_round=clients_per_round)
 
     def _validate(self):
         p = self.params
@@ -277,15 +370,20 @@ class DRFA(Solver):
             if p[k] is not None:
                 check_step(p[k], k)
         self.batch_size = check_batch_size(p["batch_size"])
+        self.clients_per_round = _check_clients_per_round(p["clients_per_round"])
+        if self.clients_per_round is not None:
+            self.record = type(self).record + _SAMPLING_RECORD
 
     def _initialize(self, problem, runtime, theta0):
         eta = _local_step(self, problem)
         gamma = self.params["dual_step"] or eta
         lam = _initial_weights(problem.weights, problem.n_clients, self.params["lambda0"])
-        return {"theta": theta0, "weights": lam, "eta": eta, "gamma": gamma, "set": problem.weights,
-                "theta_avg": theta0.copy(), "info": {"step_size_used": eta, "dual_step_used": gamma}}
+        return _sampling_setup(self, problem, {
+            "theta": theta0, "weights": lam, "eta": eta, "gamma": gamma, "set": problem.weights,
+            "theta_avg": theta0.copy(), "info": {"step_size_used": eta, "dual_step_used": gamma}})
 
-    def _round(self, r, state, runtime):
+    def _full_round(self, state, runtime):
+        """``(x_next, v)`` with every client: the :math:`\\lambda`-average and :math:`f(\\bar\\theta')`."""
         J, lam = self.local_steps, state["weights"]
         t_snap = int(runtime.rng.integers(1, J + 1))
         x = runtime.broadcast("model", state["theta"])
@@ -293,9 +391,31 @@ class DRFA(Solver):
         Uu, Su = runtime.upload(models=U, snapshots=S)
         x_next = runtime.aggregate(lam, Uu)
         x_snap = runtime.broadcast("snapshot", runtime.aggregate(lam, Su))
-        L = runtime.upload(losses=runtime.losses(x_snap))
+        return x_next, runtime.upload(losses=runtime.losses(x_snap))
+
+    def _sampled_round(self, state, runtime):
+        """``(x_next, v)`` with the sampled clients :math:`D` and :math:`U` (class docstring)."""
+        J, m = self.local_steps, self.clients_per_round
+        mult, D = sample_by_weights(runtime.rng, sampling_probabilities(state["weights"]), m)
+        t_snap = int(runtime.rng.integers(1, J + 1))
+        x = runtime.broadcast("model", state["theta"], receivers=D.size)
+        U, S = runtime.local_sgd(x, J, state["eta"], snapshot=t_snap, clients=D)
+        Uu, Su = runtime.upload(senders=D, models=U[D], snapshots=S[D])
+        x_next = runtime.aggregate(mult[D] / m, Uu)
+        x_snap = runtime.aggregate(mult[D] / m, Su)
+        Uc = sample_uniform(runtime.rng, runtime.n, m)
+        x_snap = runtime.broadcast("snapshot", x_snap, receivers=m)
+        state["sampled"] = mult
+        return x_next, _sampled_losses(runtime, x_snap, Uc, state)
+
+    def _round(self, r, state, runtime):
+        J, lam = self.local_steps, state["weights"]
+        if self.clients_per_round is None:
+            x_next, v = self._full_round(state, runtime)
+        else:
+            x_next, v = self._sampled_round(state, runtime)
         step = state["gamma"] * J
-        lam_next = np.asarray(state["set"].prox(lam + step * L, step), float)
+        lam_next = np.asarray(state["set"].prox(lam + step * v, step), float)
         k = r + 1
         state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
         state.update(theta=x_next, weights=lam_next)

@@ -21,7 +21,14 @@ S3. server → active parties :math:`(z^{(t)},\lambda^{(t)})` (:math:`n+2` float
     never receive labels, groups,** :math:`\lambda` **or scores** -- only :math:`\nu`;
 S4a. passive party *k*: one step
     :math:`\theta_k^{(t+1)}=\theta_k^{(t)}-\eta_t^{-1}((X^k)^\top\nu^{(t)}+\ell_2\theta_k^{(t)})`
-    (``PartyView.block_gradient``);
+    (``PartyView.block_gradient``), or with ``passive_steps`` :math:`=P>1` (spec N19: the theory
+    allows every party up to :math:`Q` updates per round; the algorithms give passive parties one),
+    :math:`P` steps :math:`\theta_k\leftarrow\theta_k-\eta_t^{-1}((X^k)^\top\nu^{(t)}+\ell_2\theta_k)`
+    with the round's :math:`\nu^{(t)}`: the passive party cannot recompute :math:`\nu` (it holds
+    no labels, groups or loss), so its data term is the stale read at :math:`z^{(t)}` (its own
+    block is fresh only in the regularizer); nothing more is communicated. The fixed points are
+    unchanged: a block is fixed by the :math:`P`-step map iff its gradient
+    :math:`(X^k)^\top\nu+\ell_2\theta_k` vanishes;
 S4b. active party *k*: :math:`q_k^{(t)}\in\{1,\dots,Q\}` local steps on the "inconsistent read"
     :math:`z^{(t)}+X^k(\theta_k-\theta_k^{(t)})` with :math:`\lambda^{(t)}` fixed (N7;
     ``PartyView.local_scores`` / ``local_gradient``). :math:`q_k^{(t)}=Q` (``local_schedule="fixed"``)
@@ -41,7 +48,8 @@ parties are processed one after another (different block widths; each step is an
 Lagrangian) or ``"decreasing"``: :math:`c_t=\frac\beta2\max(t,1)^{-1/4}` (Theorem 2 with N3).
 ``eta_inv`` is a float (constant :math:`\eta_t`) or ``"theory"``: Theorem 2's lower bound
 :math:`\eta_t=\frac{L^2(KQ+2)(KQ-1)+2(L+1)}4+\frac{L_{12}^2KQ(1+32\tau\sqrt{\max(t,1)})}{2\beta}`
-with :math:`\tau=` ``tau_const`` :math:`>8`, :math:`L_{12}=\sqrt2\,\mathrm{Lip}(D_f)` and :math:`L`
+with :math:`\tau=` ``tau_const`` :math:`>8`, :math:`Q=\max(` ``local_steps``, ``passive_steps`` :math:`)`
+(the most updates a party makes in a round), :math:`L_{12}=\sqrt2\,\mathrm{Lip}(D_f)` and :math:`L`
 the smoothness of :math:`\theta\mapsto f(\theta,\lambda)` -- computed for the affine (linear)
 fairness loss only, where both are independent of :math:`\lambda` (spec §1.7 "facts"; computed once
 before the first round as a setup step). ``preset="paper"`` is the paper's experiment
@@ -120,7 +128,9 @@ class FairVFL(Solver):
     c : float :math:`\ge0` (constant) or ``"decreasing"`` (:math:`\frac\beta2\max(t,1)^{-1/4}`).
     eta_inv : inverse step :math:`\eta_t>0` (float) or ``"theory"``.
     beta : dual step :math:`\beta>0`.
-    local_steps : :math:`Q\ge1` (active parties; passive parties take one step, N19).
+    local_steps : :math:`Q\ge1` (active parties).
+    passive_steps : :math:`P\ge1` steps of every passive party per round (default 1, as the
+        algorithms; :math:`P>1` is the N19 extension, module docstring S4a).
     local_schedule : ``"fixed"`` (:math:`q_k=Q`) or ``"random"`` (uniform in :math:`1..Q`).
     update_prob : probability :math:`\in(0,1]` that a party updates in a round (asynchrony).
     tau_const : the constant :math:`\tau>8` of Theorem 2 (``eta_inv="theory"``).
@@ -133,7 +143,7 @@ class FairVFL(Solver):
 
     def __init__(self, rounds: int = 1000, preset: str | None = "paper", c=None, eta_inv=None,
                  beta=None, local_steps: int = 1, local_schedule: str = "fixed",
-                 update_prob: float = 1.0, tau_const: float = 9.0):
+                 update_prob: float = 1.0, tau_const: float = 9.0, passive_steps: int = 1):
         if preset is not None:
             preset = check_choice(preset, "preset", tuple(PRESETS))
             base = PRESETS[preset]
@@ -142,7 +152,7 @@ class FairVFL(Solver):
             beta = base["beta"] if beta is None else beta
         super().__init__(rounds=rounds, preset=preset, c=c, eta_inv=eta_inv, beta=beta,
                          local_steps=local_steps, local_schedule=local_schedule,
-                         update_prob=update_prob, tau_const=tau_const)
+                         update_prob=update_prob, tau_const=tau_const, passive_steps=passive_steps)
 
     def _validate(self):
         p = self.params
@@ -163,6 +173,7 @@ class FairVFL(Solver):
         self.local_schedule = check_choice(p["local_schedule"], "local_schedule", ("fixed", "random"))
         self.update_prob = check_real(p["update_prob"], "update_prob", low=0.0, high=1.0, low_open=True)
         self.tau_const = check_real(p["tau_const"], "tau_const", low=8.0, low_open=True)
+        self.passive_steps = check_int(p["passive_steps"], "passive_steps", low=1)
 
     # ------------------------------------------------------------------ schedules
     def c_t(self, t: int) -> float:
@@ -177,7 +188,9 @@ class FairVFL(Solver):
         e = self.params["eta_inv"]
         if e == "theory":
             k = state["constants"]
-            return theory_eta(t, k["L"], k["L12"], state["K"], self.Q, state["beta"], self.tau_const)
+            # Theorem 2 counts up to Q updates per party and round: Q = max(local, passive) steps
+            Q = max(self.Q, self.passive_steps)
+            return theory_eta(t, k["L"], k["L12"], state["K"], Q, state["beta"], self.tau_const)
         return float(e)
 
     # ------------------------------------------------------------------ hooks
@@ -233,8 +246,11 @@ class FairVFL(Solver):
                     zk = v.local_scores(z_act, b, blocks[k])
                     b = b - v.local_gradient(zk, b, lam) / eta
                 new[k] = b
-            else:                                            # S4a: one step from nu
-                new[k] = blocks[k] - v.block_gradient(nu, blocks[k]) / eta
+            else:                                            # S4a: P steps from the round's nu
+                b = blocks[k]
+                for _ in range(self.passive_steps):
+                    b = b - v.block_gradient(nu, b) / eta
+                new[k] = b
         theta_next = np.concatenate(new)
         # diagnostics (server side; not communication): D, paper (13)
         D = problem.fairness_gap_from_scores(z)
@@ -259,14 +275,16 @@ class FedBCD(FairVFL):
     take one step from :math:`\nu=\frac1n\partial_zl(z,y)`.
 
     Parameters: ``rounds``, ``eta_inv`` (inverse step, default 100 as the paper's experiments, or
-    ``"theory"``), ``local_steps``, ``local_schedule``, ``update_prob`` (as :class:`FairVFL`).
+    ``"theory"``), ``local_steps``, ``local_schedule``, ``update_prob``, ``passive_steps`` (as
+    :class:`FairVFL`).
     """
 
     record = ("D", "eta_inv", "stationarity_gap", "updated")
     dual = False
 
     def __init__(self, rounds: int = 1000, eta_inv=100.0, local_steps: int = 1,
-                 local_schedule: str = "fixed", update_prob: float = 1.0, tau_const: float = 9.0):
+                 local_schedule: str = "fixed", update_prob: float = 1.0, tau_const: float = 9.0,
+                 passive_steps: int = 1):
         Solver.__init__(self, rounds=rounds, eta_inv=eta_inv, local_steps=local_steps,
                         local_schedule=local_schedule, update_prob=update_prob, tau_const=tau_const,
-                        c=0.0, beta=None)
+                        c=0.0, beta=None, passive_steps=passive_steps)

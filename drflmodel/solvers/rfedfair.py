@@ -68,8 +68,23 @@ Theorems 1/2, with Lemma C.1's :math:`L=(L_1+\frac{L_2^2+1}\mu)\max_i\frac1{\alp
 round (each client reports its own; not counted as communication). A float ``step_size`` is
 used as given (no theorem then).
 
-Exact local gradients only (the theorems' setting); minibatch local steps (errata #10) are not
-implemented.
+**Minibatch local steps** (errata #10; ``batch_size=b``, default ``None``: exact gradients, the
+theorems' setting). Each local step of client *i* uses its exact loss :math:`f_i(\omega)` (one
+pass over its rows, for the weight :math:`s_i`) and an unbiased minibatch gradient
+:math:`g_i(\omega)` of :math:`b` rows drawn uniformly with replacement from client *i*'s own
+generator (:func:`~drflmodel.objectives.minibatch_indices`; under partial participation only the
+clients of :math:`Z` draw, and a client drawn twice runs one stochastic trajectory, counted with
+its multiplicity):
+
+.. math:: \omega\leftarrow\omega-\beta\frac{s_i}{\alpha_i}g_i(\omega),\qquad
+          \eta\leftarrow\eta-\beta\Big(1-\frac{s_i}{\alpha_i}\Big).
+
+So the step is an unbiased estimate of the exact local step and the fixed point of its mean is
+the smoothed optimum; the iterates settle in a neighbourhood of it whose size shrinks with
+:math:`\beta/b`. (Using the minibatch loss in :math:`s_i` as well, as autograd on a minibatch
+would, biases the step by :math:`O(1/b)` through the non-linearity of the sigmoid; it is not
+offered.) This configuration is outside Theorems 1–2, so the trace's ``expected_rate`` is
+``None``.
 """
 
 from __future__ import annotations
@@ -79,7 +94,8 @@ from scipy.special import expit
 
 from .._validation import check_choice, check_int, check_real
 from ..errors import InvalidParameterError
-from ._base import Solver, check_step
+from ._base import Solver, check_batch_size, check_step
+from ._sampling import sample_by_weights
 
 __all__ = ["RFedFair", "rfedfair_constants", "iterations_to_rounds"]
 
@@ -164,6 +180,8 @@ class RFedFair(Solver):
     step_size : ``"theory"`` (module docstring) or a float :math:`\beta>0`.
     lipschitz : override :math:`L_2` of Lemma C.1 (``step_size="theory"`` only).
     eta0 : ``"quantile"`` (default; spec §9.1 #9) or a float :math:`\eta_0`.
+    batch_size : ``None`` (exact local gradients, default) or the minibatch size :math:`b\ge1` of
+        the local gradients (module docstring, errata #10).
 
     ``run(problem, seed, callback, theta0)``: ``theta0`` is :math:`\omega_0` (default 0).
     Recorded per round: ``eta`` (:math:`\eta_{r\kappa+1}`), ``theta_avg`` / ``eta_avg`` (the
@@ -177,7 +195,7 @@ class RFedFair(Solver):
     def __init__(self, mu: float = 0.01, iterations: int | None = None, rounds: int | None = None,
                  local_steps: int = 10, participation: str = "full",
                  clients_per_round: int | None = None, step_size="theory",
-                 lipschitz: float | None = None, eta0="quantile"):
+                 lipschitz: float | None = None, eta0="quantile", batch_size: int | None = None):
         k = check_int(local_steps, "local_steps", low=1)
         if iterations is not None and rounds is not None:
             raise InvalidParameterError("give iterations (T) or rounds (T_N + 1), not both")
@@ -191,7 +209,8 @@ class RFedFair(Solver):
             T = (n_rounds - 1) * k + 2
         super().__init__(rounds=n_rounds, mu=mu, iterations=T, local_steps=k,
                          participation=participation, clients_per_round=clients_per_round,
-                         step_size=step_size, lipschitz=lipschitz, eta0=eta0)
+                         step_size=step_size, lipschitz=lipschitz, eta0=eta0,
+                         batch_size=batch_size)
 
     def _validate(self):
         p = self.params
@@ -218,6 +237,7 @@ class RFedFair(Solver):
             check_choice(p["eta0"], "eta0", ("quantile",))
         else:
             check_real(p["eta0"], "eta0")
+        self.batch_size = check_batch_size(p["batch_size"])
 
     # ------------------------------------------------------------------ hooks
     def _initialize(self, problem, runtime, theta0):
@@ -232,7 +252,8 @@ class RFedFair(Solver):
         else:
             beta = float(p["step_size"])
         info["step_size"] = beta
-        return {"theta": theta0, "eta": None, "beta": beta, "info": info,
+        state = {} if self.batch_size is None else {"expected_rate": None}   # outside Theorems 1-2
+        return {**state, "theta": theta0, "eta": None, "beta": beta, "info": info,
                 "p": np.asarray(problem.p, float), "alpha": np.asarray(problem.alpha, float),
                 "cap": np.asarray(problem.cap, float),
                 "theta_avg": theta0.copy(), "eta_avg": 0.0, "_n": 0,
@@ -243,14 +264,14 @@ class RFedFair(Solver):
         n = runtime.n
         if self.K is None:
             return state["p"], np.arange(n), np.ones(n)
-        draws = runtime.rng.choice(n, size=self.K, replace=True, p=state["p"])
-        mult = np.bincount(draws, minlength=n).astype(float)
-        return mult / self.K, np.flatnonzero(mult), mult
+        mult, members = sample_by_weights(runtime.rng, state["p"], self.K)
+        return mult / self.K, members, mult
 
-    def _local_step(self, U, e, beta, alpha, runtime):
-        """One gradient step of every client on :math:`\\hat f^{\\mu,i}` (stacked, vectorized)."""
+    def _local_step(self, U, e, beta, alpha, runtime, clients=None):
+        """One gradient step of every client on :math:`\\hat f^{\\mu,i}` (stacked, vectorized);
+        exact or minibatch gradients (``runtime.batch_size``); ``clients``: the participants."""
         f = runtime.losses(U)
-        G = runtime.gradients(U)
+        G = runtime.gradients(U, clients=clients)
         s = expit((f - e) / self.mu)
         a = s / alpha
         return U - beta * a[:, None] * G, e - beta * (1.0 - a)
@@ -271,7 +292,8 @@ class RFedFair(Solver):
         U = np.array(np.broadcast_to(sent[:-1], (n, sent.size - 1)))
         e = np.full(n, sent[-1])
         for _ in range(1 if r == 0 else self.local_steps):
-            U, e = self._local_step(U, e, beta, alpha, runtime)
+            U, e = self._local_step(U, e, beta, alpha, runtime,
+                                    clients=None if self.K is None else members)
         up = runtime.upload(senders=members, update=np.column_stack([U[members], e[members]]))
         avg = runtime.aggregate(weights[members], up)
         theta, eta = avg[:-1], float(avg[-1])

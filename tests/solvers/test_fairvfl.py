@@ -116,8 +116,9 @@ def test_nonaffine_fairness_losses(vf, fairness_loss, loss, eps):
     assert np.abs(lam - _lam(sol)).max() < 1e-5
 
 
-def reference_gda(problem, R, eta, beta, c, Q=1):
-    """Centralized loop on the full design (synchronous reference schedule of spec §1.5)."""
+def reference_gda(problem, R, eta, beta, c, Q=1, P=1):
+    """Centralized loop on the full design (synchronous reference schedule of spec §1.5); P > 1:
+    passive blocks take P steps with the data gradient frozen at theta^(t) (N19)."""
     X, slices = problem.X, problem.federation.block_slices
     active = problem.federation.active
     theta, lam = np.zeros(problem.dim), np.zeros(2)
@@ -134,8 +135,14 @@ def reference_gda(problem, R, eta, beta, c, Q=1):
                     g = problem.lagrangian_gradient(th, lam)
                     th[s] = th[s] - g[s] / eta
                 new[s] = th[s]
-            else:
+            elif P == 1:
                 new[s] = theta[s] - problem.lagrangian_gradient(theta, lam)[s] / eta
+            else:
+                data = problem.lagrangian_gradient(theta, lam)[s] - problem.l2 * theta[s]
+                th = theta[s].copy()
+                for _ in range(P):
+                    th = th - (data + problem.l2 * th) / eta
+                new[s] = th
         theta = new
         out.append(theta.copy())
     return np.array(out)
@@ -264,3 +271,53 @@ def test_bad_inputs(vf, problem):
     same = DEOConstrained(vf, dm.losses.Logistic(), eps=EPS, fairness_loss="same", l2=L2)
     with pytest.raises(InvalidParameterError, match="affine"):
         FairVFL(rounds=2, preset="theory").run(same)
+
+
+# ------------------------------------------------------------------ passive parties, P > 1 steps (N19)
+@pytest.mark.parametrize("cls, kw", [(FairVFL, {"preset": "paper", "local_steps": 2}),
+                                     (FairVFL, {"preset": "lagrangian", "update_prob": 0.6,
+                                                "local_schedule": "random", "local_steps": 3}),
+                                     (FedBCD, {"local_steps": 2})])
+def test_passive_steps_default_is_one_step_bitwise(problem, cls, kw):
+    a = cls(rounds=40, **kw).run(problem, seed=2)
+    b = cls(rounds=40, passive_steps=1, **kw).run(problem, seed=2)
+    assert np.array_equal(a.theta, b.theta)
+    for k in a.iterates:
+        assert np.array_equal(a.iterates[k], b.iterates[k])
+    assert a.info == b.info
+
+
+@pytest.mark.parametrize("Q, P", [(1, 3), (2, 4)])
+def test_passive_steps_match_centralized_reference(problem, Q, P):
+    tr = FairVFL(rounds=25, c=0.01, eta_inv=10.0, beta=0.5, preset=None, local_steps=Q,
+                 passive_steps=P).run(problem)
+    ref = reference_gda(problem, 25, 10.0, 0.5, 0.01, Q=Q, P=P)
+    assert np.allclose(tr.theta, ref, atol=1e-12, rtol=0)
+    one = FairVFL(rounds=25, c=0.01, eta_inv=10.0, beta=0.5, preset=None, local_steps=Q).run(problem)
+    assert np.abs(one.theta - tr.theta).max() > 1e-4        # the extra steps do move the blocks
+    # passive parties still receive only nu, once per round: same messages as with one step
+    assert tr.info["comm_schedule"] == one.info["comm_schedule"]
+
+
+def test_passive_steps_keep_the_kkt_limit(problem, oracle):
+    """c = 0 with P = 3 passive steps: the same limit as one step, the oracle's KKT pair."""
+    tr = FairVFL(rounds=1000, preset="lagrangian", local_steps=2, passive_steps=3).run(problem)
+    theta, lam = tr.theta[-1], np.array(tr.info["lam_final"])
+    assert np.linalg.norm(theta - oracle.theta) / max(1.0, np.linalg.norm(oracle.theta)) < 1e-4
+    assert np.abs(lam - _lam(oracle)).max() < 1e-4
+    assert problem.constraint_violation(theta) < 1e-5
+    assert tr.iterates["stationarity_gap"][-1] < 1e-5
+
+
+def test_passive_steps_fedbcd_and_theory_step(vf, problem):
+    free = DEOConstrained(vf, dm.losses.Logistic(), eps=10.0, fairness_loss="linear", l2=L2).solve()
+    tr = FedBCD(rounds=1000, eta_inv=10.0, passive_steps=2).run(problem)
+    assert np.linalg.norm(tr.theta[-1] - free.theta) < 1e-4
+    # Theorem 2's eta_t counts the most updates a party makes per round: Q = max(local, passive)
+    a = FairVFL(rounds=3, preset="theory", local_steps=1, passive_steps=3).run(problem)
+    b = FairVFL(rounds=3, preset="theory", local_steps=3).run(problem)
+    assert np.array_equal(a.iterates["eta_inv"], b.iterates["eta_inv"])
+    with pytest.raises(InvalidParameterError, match="passive_steps"):
+        FairVFL(passive_steps=0)
+    with pytest.raises(InvalidParameterError, match="passive_steps"):
+        FedBCD(passive_steps=1.5)

@@ -239,3 +239,117 @@ def test_bad_inputs(problem):
     with pytest.raises(InvalidParameterError, match="lipschitz"):
         RFedFair(rounds=2).run(sq)
     RFedFair(rounds=2, lipschitz=5.0).run(sq)
+
+
+# ------------------------------------------------------------------------------ minibatch (errata #10)
+def _state(tr):
+    """Per-round synchronized iterates (omega, eta) as one array, shape (R, d + 1)."""
+    return np.column_stack([tr.theta[1:], tr.iterates["eta"]])
+
+
+@pytest.mark.parametrize("kw", [{}, {"participation": "partial", "clients_per_round": 3}])
+def test_default_is_full_batch_bitwise(problem, kw):
+    """batch_size=None (the off value) is today's exact-gradient run, bit for bit."""
+    a = RFedFair(mu=MU, rounds=20, local_steps=3, **kw).run(problem, seed=4)
+    b = RFedFair(mu=MU, rounds=20, local_steps=3, batch_size=None, **kw).run(problem, seed=4)
+    assert np.array_equal(a.theta, b.theta)
+    for k in a.iterates:
+        assert np.array_equal(a.iterates[k], b.iterates[k])
+    assert a.expected_rate == b.expected_rate == "sublinear"
+    assert a.messages_up.tolist() == b.messages_up.tolist()
+
+
+def reference_minibatch(problem, mu, rounds, kappa, beta, batch, seed, K=None):
+    """Algorithm 1 with minibatch local steps, one client at a time: client i draws each step's
+    rows from its own generator (client_generators(seed, n)[i], minibatch_indices) and only when
+    it takes part; its loss value is exact."""
+    from drflmodel.objectives import minibatch_indices
+    from drflmodel.solvers import client_generators
+
+    n, p, alpha = problem.n_clients, problem.p, problem.alpha
+    views = [problem.client_view(i) for i in range(n)]
+    gens = client_generators(seed, n)
+    server = np.random.default_rng(seed)
+    w = np.zeros(problem.dim)
+    e = hcvar_eta([v.value(w) for v in views], p / alpha)
+    out = []
+    for r in range(rounds):
+        Z = list(range(n)) if K is None else list(server.choice(n, size=K, replace=True, p=p))
+        ups = {}
+        for i in sorted(set(Z)):
+            v, wi, ei = views[i], w.copy(), e
+            for _ in range(1 if r == 0 else kappa):
+                idx = minibatch_indices(gens[i], v.size, batch)
+                Xb, yb = v._X[idx], v._y[idx]
+                g = Xb.T @ problem.loss.derivative(Xb @ wi, yb) / batch
+                s = expit((v.value(wi) - ei) / mu)
+                wi, ei = wi - beta * s / alpha[i] * g, ei - beta * (1 - s / alpha[i])
+            ups[i] = (wi, ei)
+        if K is None:
+            w, e = sum(p[i] * ups[i][0] for i in Z), sum(p[i] * ups[i][1] for i in Z)
+        else:
+            w, e = sum(ups[i][0] for i in Z) / K, sum(ups[i][1] for i in Z) / K
+        out.append(np.append(w, e))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("K", [None, 2])
+def test_minibatch_matches_per_client_loop(problem, K):
+    kw = {} if K is None else {"participation": "partial", "clients_per_round": K}
+    tr = RFedFair(mu=MU, rounds=6, local_steps=3, step_size=0.05, batch_size=5, **kw).run(problem, seed=9)
+    ref = reference_minibatch(problem, MU, 6, 3, 0.05, 5, seed=9, K=K)
+    assert np.allclose(_state(tr), ref, atol=1e-13, rtol=0)
+    assert tr.expected_rate is None                       # outside Theorems 1-2
+    exact = RFedFair(mu=MU, rounds=6, local_steps=3, step_size=0.05, **kw).run(problem, seed=9)
+    assert np.abs(_state(exact) - ref).max() > 1e-6       # the minibatches do matter
+
+
+def test_minibatch_mean_error_shrinks_with_batch_size_and_rounds(problem, smoothed):
+    """Over 16 seeds, step 0.05, kappa = 2, R = 400 rounds. The gradient noise has variance
+    O(1/b), so the mean squared distance of the last iterate to the smoothed optimum shrinks with
+    the batch size b (about as 1/b, down to the exact run's client-drift floor); the mean smoothed
+    gap of the algorithm's output (the ergodic average) shrinks with the rounds at every b."""
+    x_star = np.append(smoothed.theta, smoothed.duals["eta"])
+    S, R, checkpoints = 16, 400, (24, 99, 399)
+    exact = _state(RFedFair(mu=MU, rounds=R, local_steps=2, step_size=0.05).run(problem))[-1]
+    msd, se_msd = {}, {}
+    for b in (1, 4, 16):
+        sq, gaps = [], []
+        for seed in range(S):
+            tr = RFedFair(mu=MU, rounds=R, local_steps=2, step_size=0.05, batch_size=b).run(problem, seed=seed)
+            sq.append(np.sum((_state(tr)[-1] - x_star) ** 2))
+            gaps.append([problem.smoothed_objective(tr.iterates["theta_avg"][k], tr.iterates["eta_avg"][k], MU)
+                         - smoothed.lower_bound for k in checkpoints])
+        sq, gaps = np.array(sq), np.array(gaps)
+        msd[b], se_msd[b] = sq.mean(), sq.std(ddof=1) / np.sqrt(S)
+        g, se = gaps.mean(axis=0), gaps.std(axis=0, ddof=1) / np.sqrt(S)
+        assert np.all(gaps > -1e-9)                        # the certified lower bound holds
+        assert np.all(np.diff(g) < -2 * np.hypot(se[1:], se[:-1]))   # shrinks with the rounds
+    for b1, b2 in ((1, 4), (4, 16)):
+        assert msd[b1] - msd[b2] > 2 * np.hypot(se_msd[b1], se_msd[b2])
+    assert msd[1] / msd[16] > 4
+    assert msd[16] > np.sum((exact - x_star) ** 2)         # the exact run is the floor
+
+
+def test_minibatch_bad_batch_size():
+    for bad in (0, 2.5, -3):
+        with pytest.raises(InvalidParameterError, match="batch_size"):
+            RFedFair(batch_size=bad)
+
+
+@pytest.mark.slow
+def test_minibatch_converges_to_smoothed_optimum_as_the_step_shrinks(problem, smoothed):
+    """For a fixed step the minibatch iterates fluctuate around the smoothed optimum: their mean
+    squared error is O(step / b) and the mean of the last iterate over seeds is off by the exact
+    run's client-drift bias O(step) plus a noise bias O(step / b). Quartering the step (and
+    running 4x the rounds) quarters the mean squared error and moves the seed mean closer."""
+    x_star = np.append(smoothed.theta, smoothed.duals["eta"])
+    S, out = 60, {}
+    for step, R in ((0.05, 400), (0.0125, 1600)):
+        last = np.array([_state(RFedFair(mu=MU, rounds=R, local_steps=2, step_size=step, batch_size=1)
+                                .run(problem, seed=s))[-1] for s in range(S)])
+        msd = np.mean(np.sum((last - x_star) ** 2, axis=1))
+        out[step] = (msd, np.linalg.norm(last.mean(axis=0) - x_star), np.sqrt(msd / S))
+    (m1, bias1, se1), (m2, bias2, se2) = out[0.05], out[0.0125]
+    assert 2.5 < m1 / m2 < 6                               # ~ 4 = the step ratio
+    assert bias1 <= 4 * se1 and bias2 <= 4 * se2           # the seed mean is at x* within noise
