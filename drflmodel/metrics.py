@@ -117,10 +117,13 @@ def _cvar_top(f: np.ndarray, alpha: float) -> float:
     s = np.sort(f)[::-1]
     an = alpha * n
     k = min(int(math.floor(an)), n)
-    total = float(s[:k].sum())
+    # weights 1/(alpha n) on the top k and (alpha n - k)/(alpha n) on the next: scaling each
+    # weight (<= 1) rather than the values keeps a subnormal loss from underflowing to 0
+    # (e.g. f = [5e-324], alpha = 0.2: 0.2 * 5e-324 == 0, but 1.0 * 5e-324 does not)
+    total = float(s[:k].sum()) / an
     if k < n:
-        total += (an - k) * float(s[k])
-    return total / an
+        total += ((an - k) / an) * float(s[k])
+    return total
 
 
 def cvar_bottom(f, beta) -> float:
