@@ -13,8 +13,11 @@ distance, sublinear ones to a relative objective gap).
 
 from __future__ import annotations
 
+import contextvars
 import json
+import re
 import sys
+import textwrap
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -22,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["run_tour", "STOPS", "Leg"]
+from ._progress import ErrorProbe, progress_enabled
+
+__all__ = ["run_tour", "STOPS", "Leg", "format_table", "format_compact"]
 
 
 @dataclass
@@ -62,9 +67,18 @@ def _verify(dm, trace, sol, tol, metric, problem=None):
     return dm.verify(trace, sol, tol=tol, error_metric=metric, problem=problem)
 
 
+#: the tour's ``progress`` argument, read by every leg (the stops keep their ``(dm, quick)`` signature)
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("drflmodel_tour_progress", default=None)
+
+
 def _run_leg(dm, family, data, problem, sol, solver, tol, metric, note="", seed=0):
     t0 = time.perf_counter()
-    trace = solver.run(problem, seed=seed)
+    progress = _PROGRESS.get()
+    # on a terminal the run's progress shows the error being verified (a probe that never stops
+    # the run, evaluated at most twice a second); elsewhere the run has no callback at all
+    probe = ErrorProbe(dm.Verifier(sol, tol=tol, error_metric=metric, problem=problem).error) \
+        if progress_enabled(progress) else None
+    trace = solver.run(problem, seed=seed, callback=probe, progress=progress)
     rep = _verify(dm, trace, sol, tol, metric, problem=problem)
     return Leg(family, data, problem, sol, solver=type(solver).__name__, report=rep, tol=tol,
                metric=metric, seconds=time.perf_counter() - t0, note=note, extra={"trace": trace})
@@ -209,7 +223,15 @@ STOPS = [("federated DRO", stop_dro), ("FAFL", stop_fafl), ("Wasserstein DRFL", 
 
 
 # --------------------------------------------------------------------------- output
+#: the printed table fits in this many columns (``--wide`` prints :func:`format_table`)
+WIDTH = 100
+COMPACT_COLUMNS = ("family", "solver", "status", "gap", "rounds", "verdict")
+TABLE_KEY = ("gap: the oracle's certificate gap (U - L)/max(1, |U|); rounds: rounds to tol / rounds run\n"
+             "data, oracle value and tol of each row: drflmodel tour --wide, or tour.json")
+
+
 def format_table(rows: list[dict]) -> str:
+    """The wide table (every column of :meth:`Leg.row` but the timings): ``drflmodel tour --wide``."""
     cols = ["family", "data", "oracle value", "status", "certificate gap", "solver", "rounds to tol",
             "tol", "verdict"]
 
@@ -228,51 +250,115 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([line, sep, *body])
 
 
+def _compact_cells(row: dict) -> list[str]:
+    gap = row["certificate gap"]
+    rounds = "-" if row["rounds"] is None else \
+        f"{'-' if row['rounds to tol'] is None else row['rounds to tol']}/{row['rounds']}"
+    return [row["family"], row["solver"], row["status"],
+            "-" if gap is None else f"{gap:.1e}", rounds, row["verdict"]]
+
+
+def format_compact(rows: list[dict], width: int = WIDTH) -> str:
+    """The printed table: :data:`COMPACT_COLUMNS`, at most ``width`` columns; a family name too
+    long for its column wraps onto continuation lines (the other cells stay on the first)."""
+    cols = list(COMPACT_COLUMNS)
+    cells = [_compact_cells(r) for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    room = width - sum(widths[1:]) - 2 * (len(cols) - 1)
+    widths[0] = max(len(cols[0]), min(widths[0], room))
+
+    def join(row):
+        return "  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()
+
+    lines = [join(cols), join(["-" * w for w in widths])]
+    for row in cells:
+        family = textwrap.wrap(row[0], widths[0]) or [""]
+        lines.append(join([family[0], *row[1:]]))
+        lines.extend(join(["  " + more] + [""] * (len(cols) - 1)) for more in
+                     textwrap.wrap(" ".join(family[1:]), widths[0] - 2))
+    return "\n".join(lines)
+
+
+class _Printer:
+    """The tour's text output: wrapped to :data:`WIDTH` columns, or as it comes with ``--wide``."""
+
+    def __init__(self, stream, wide: bool):
+        self.stream, self.wide = stream, wide
+
+    def __call__(self, text: str = "", indent: str = "    ") -> None:
+        if not self.wide:
+            text = "\n".join(self._fit(line, indent) for line in text.split("\n"))
+        print(text, file=self.stream, flush=True)
+
+    @staticmethod
+    def _fit(line: str, indent: str) -> str:
+        if len(line) <= WIDTH:
+            return line
+        lead = line[:len(line) - len(line.lstrip(" "))]
+        return textwrap.fill(line.strip(), WIDTH, initial_indent=lead, subsequent_indent=lead + indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 def run_tour(out_dir="drflmodel-tour", quick: bool = False, plots: bool = True, stops=None,
-             stream=None) -> int:
+             stream=None, wide: bool = False, progress: bool | None = None) -> int:
     """Run the tour; return the exit code (0 iff every oracle is certified or honestly bounded
-    and every distributed run passed its verification)."""
+    and every distributed run passed its verification).
+
+    The printed table fits in 100 columns (:func:`format_compact`; ``wide=True`` prints every
+    column, :func:`format_table`); ``tour.json`` in ``out_dir`` has every row and leg in full.
+    ``progress`` shows each solver run's rounds, error and elapsed time on a terminal
+    (:mod:`drflmodel._progress`; ``None`` = automatic).
+    """
     import drflmodel as dm
     from .solution import jsonable
 
-    stream = stream or sys.stdout
+    say = _Printer(stream or sys.stdout, wide)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     legs: list[Leg] = []
+    by_stop: dict[str, list[Leg]] = {}
     errors = []
     chosen = STOPS if stops is None else [s for s in STOPS if s[0] in stops]
     t_start = time.perf_counter()
-    for k, (name, fn) in enumerate(chosen, 1):
-        print(f"[{k}/{len(chosen)}] {name}: solving the oracle, running and verifying the solvers ...",
-              file=stream, flush=True)
-        t0 = time.perf_counter()
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # the certificate decides
-                new = fn(dm, quick)
-        except Exception as exc:  # a failing stop is reported, never hidden
-            errors.append({"stop": name, "error": f"{type(exc).__name__}: {exc}"})
-            print(f"      ERROR in {name}: {type(exc).__name__}: {exc}", file=stream, flush=True)
-            continue
-        legs.extend(new)
-        print(f"      done in {time.perf_counter() - t0:.1f}s", file=stream, flush=True)
+    token = _PROGRESS.set(progress)
+    try:
+        for k, (name, fn) in enumerate(chosen, 1):
+            say(f"[{k}/{len(chosen)}] {name}: solving the oracle, running and verifying the solvers ...")
+            t0 = time.perf_counter()
+            try:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # the certificate decides
+                    new = fn(dm, quick)
+            except Exception as exc:  # a failing stop is reported, never hidden
+                errors.append({"stop": name, "error": f"{type(exc).__name__}: {exc}"})
+                say(f"      ERROR in {name}: {type(exc).__name__}: {exc}")
+                continue
+            legs.extend(new)
+            by_stop[name] = new
+            say(f"      done in {time.perf_counter() - t0:.1f}s")
+    finally:
+        _PROGRESS.reset(token)
 
     rows = [leg.row() for leg in legs]
-    print("\n" + format_table(rows), file=stream)
+    if wide:
+        say("\n" + format_table(rows))
+    else:
+        say("\n" + format_compact(rows))
+        say(TABLE_KEY, indent="")
     honest = {"optimal", "optimal_within_gap", "local"}
     bad_oracles = [r for r in rows if r["status"] not in honest]
     bad_runs = [r for r in rows if r["verdict"] == "FAILED"]
     for leg in legs:
         if leg.note:
-            print(f"  note ({leg.family}, {leg.solver or 'oracle'}): {leg.note}", file=stream)
+            say(f"  note ({leg.family}, {leg.solver or 'oracle'}): {leg.note}")
     for leg in legs:
         if leg.report is not None and not leg.report.passed:
-            print(f"  {leg.solver} on {leg.family}: " + "; ".join(leg.report.reasons), file=stream)
+            say(f"  {leg.solver} on {leg.family}: " + "; ".join(leg.report.reasons))
     total = time.perf_counter() - t_start
     summary = (f"\n{len(rows)} rows, {len(rows) - len(bad_oracles)} oracles certified or honestly bounded, "
                f"{sum(r['verdict'] == 'passed' for r in rows)}/{sum(r['verdict'] != '-' for r in rows)} "
                f"distributed runs verified, {len(errors)} errors, {total:.0f}s")
-    print(summary, file=stream)
+    say(summary)
 
     report = {"rows": rows, "errors": errors, "seconds": total, "quick": quick,
               "legs": [{"family": leg.family, "data": leg.data, "note": leg.note, "solver": leg.solver,
@@ -280,21 +366,40 @@ def run_tour(out_dir="drflmodel-tour", quick: bool = False, plots: bool = True, 
                         "report": None if leg.report is None else leg.report.to_dict()} for leg in legs]}
     (out / "tour.json").write_text(json.dumps(jsonable(report), indent=1))
     if plots:
-        _figures(dm, legs, out)
-    print(f"report: {out / 'tour.json'}" + (f"; figures in {out}/" if plots else ""), file=stream)
+        _figures(dm, by_stop, out)
+    say(f"report: {out / 'tour.json'}" + (f"; figures in {out}/" if plots else ""))
     return 0 if not (bad_oracles or bad_runs or errors) else 1
 
 
-def _figures(dm, legs, out: Path) -> None:
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def lorenz_groups(legs: list[Leg]) -> dict[str, dict[str, np.ndarray]]:
+    """The Lorenz panels of one stop: ``{data: {model: client losses}}`` -- the models of the
+    stop that were solved on the same data set, each certified solution once (legs sharing an
+    oracle share a curve); solutions without positive losses for at least two clients are left out."""
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    seen: set[int] = set()
+    for leg in legs:
+        f = leg.solution.client_losses
+        if id(leg.solution) in seen or f is None or np.size(f) < 2 or not np.all(np.asarray(f) > 0):
+            continue
+        seen.add(id(leg.solution))
+        groups.setdefault(leg.data, {})[leg.family] = np.asarray(f, float)
+    return groups
+
+
+def _figures(dm, by_stop: dict[str, list[Leg]], out: Path) -> None:
     """One convergence figure per oracle (every solver verified against it on one log-scale
-    plot) and the Lorenz curves of the certified client losses."""
+    plot) and one Lorenz figure per family (:func:`lorenz_groups`: a panel per data set)."""
     try:
         from . import plots
     except ImportError:  # pragma: no cover
         return
     try:
         groups: dict[int, list[Leg]] = {}
-        for leg in legs:
+        for leg in (leg for stop_legs in by_stop.values() for leg in stop_legs):
             if leg.report is not None:
                 groups.setdefault(id(leg.solution), []).append(leg)
         for k, group in enumerate(groups.values()):
@@ -303,10 +408,11 @@ def _figures(dm, legs, out: Path) -> None:
             metric = None if len(group) == 1 else "rel_gap"  # one common metric on a shared plot
             plots.plot_convergence(reports, metric=metric, path=out / f"convergence_{k}_{name}.png",
                                    title=group[0].family)
-        losses = {leg.family: leg.solution.client_losses for leg in legs
-                  if leg.solution.client_losses is not None and np.size(leg.solution.client_losses) > 1
-                  and np.all(np.asarray(leg.solution.client_losses) > 0)}
-        if losses:
-            plots.plot_lorenz(losses, path=out / "lorenz_client_losses.png")
+        for stop, stop_legs in by_stop.items():
+            panels = lorenz_groups(stop_legs)
+            if panels:
+                vertical = any(hasattr(leg.problem, "group_losses") for leg in stop_legs)
+                plots.plot_lorenz_panels(panels, path=out / f"lorenz_{_slug(stop)}.png", title=stop,
+                                         units="sensitive groups" if vertical else "clients")
     except ImportError:
         pass

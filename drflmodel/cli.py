@@ -62,7 +62,8 @@ def _cmd_verify(args) -> int:
 def _cmd_tour(args) -> int:
     from ._tour import run_tour
 
-    return run_tour(out_dir=args.out, quick=args.quick, plots=not args.no_plots)
+    return run_tour(out_dir=args.out, quick=args.quick, plots=not args.no_plots, wide=args.wide,
+                    progress=False if args.no_progress else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,10 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
                           description="The main job: for each of the five formulation families on "
                                       "built-in data, solve exactly with a certificate, run the family's "
                                       "distributed solver and one baseline, verify, and print a summary "
-                                      "table; figures and a JSON report go to the output directory.")
+                                      "table (100 columns; --wide for all); figures and a JSON "
+                                      "report with every field go to the output directory.")
     tour.add_argument("--out", default="drflmodel-tour", help="output directory (default: %(default)s)")
     tour.add_argument("--quick", action="store_true", help="smaller instances and fewer rounds")
     tour.add_argument("--no-plots", action="store_true", help="do not draw figures")
+    tour.add_argument("--wide", action="store_true",
+                      help="print every column (data, oracle value, tolerance; wider than 100 columns)")
+    tour.add_argument("--no-progress", action="store_true",
+                      help="no progress display (it appears only on a terminal, never when CI is set)")
     tour.set_defaults(func=_cmd_tour)
 
     solve = sub.add_parser("solve", help="solve the problem described in a TOML config; JSON result",

@@ -1,5 +1,7 @@
 """Plots (optional extra ``drflmodel[plot]``): convergence curves, Lorenz curves, parameter sweeps.
 
+Legends sit beside the axes, never over the curves.
+
 Every function draws onto ``ax`` if given, else a new figure; if ``path`` is given the figure is
 saved there (PNG/PDF by extension) and closed. matplotlib is imported lazily with the
 non-interactive ``Agg`` backend when no display is configured.
@@ -13,7 +15,7 @@ import numpy as np
 
 from .errors import InvalidParameterError
 
-__all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_sweep"]
+__all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_lorenz_panels", "plot_sweep"]
 
 
 def _pyplot():
@@ -35,15 +37,20 @@ def _has_display() -> bool:
 def _finish(fig, ax, path):
     if path is not None:
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, bbox_inches="tight")  # "tight": the legend beside the axes is kept
         _pyplot().close(fig)
     return ax
+
+
+def _legend(ax):
+    """The legend beside the axes (to the right), so it never covers a curve."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small")
 
 
 def _axes(ax):
     plt = _pyplot()
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(8.5, 4))  # room for the legend beside the axes
     else:
         fig = ax.figure
     return fig, ax
@@ -77,12 +84,16 @@ def plot_convergence(reports: Mapping[str, object], metric: str | None = None, p
     ax.set_xlabel("communication round")
     ax.set_ylabel(", ".join(sorted(plotted)))
     ax.set_title(title or "distance to the certified optimum")
-    ax.legend()
+    _legend(ax)
     return _finish(fig, ax, path)
 
 
-def plot_lorenz(losses: Mapping[str, Sequence[float]], path=None, ax=None, transformed: bool = False):
-    """Lorenz curves of client losses, one per label (``transformed`` plots :math:`\\ell - x/2`)."""
+def plot_lorenz(losses: Mapping[str, Sequence[float]], path=None, ax=None, transformed: bool = False,
+                units: str = "clients", title: str | None = None):
+    """Lorenz curves of client losses, one per label (``transformed`` plots :math:`\\ell - x/2`).
+
+    Overlay only models that belong together (the same clients, e.g. ERM vs AFL vs FAFL on one
+    data set); :func:`plot_lorenz_panels` puts several such groups in one figure."""
     from .metrics import lorenz
     fig, ax = _axes(ax)
     for label, f in losses.items():
@@ -91,10 +102,30 @@ def plot_lorenz(losses: Mapping[str, Sequence[float]], path=None, ax=None, trans
         ax.plot(x, ell, marker="o", ms=3, label=label)
     if not transformed:
         ax.plot([0, 1], [0, 1], color="gray", ls=":", lw=1, label="equality")
-    ax.set_xlabel("cumulative fraction of clients (ascending loss)")
+    ax.set_xlabel(f"cumulative fraction of {units} (ascending loss)")
     ax.set_ylabel("cumulative share of loss")
-    ax.legend()
+    if title:
+        ax.set_title(title, fontsize="medium")
+    _legend(ax)
     return _finish(fig, ax, path)
+
+
+def plot_lorenz_panels(panels: Mapping[str, Mapping[str, Sequence[float]]], path=None,
+                       title: str | None = None, units: str = "clients"):
+    """One figure, one Lorenz panel per group (``{panel title: {label: client losses}}``, e.g.
+    one panel per data set), panels stacked vertically, each legend beside its panel. Returns
+    the axes."""
+    if not panels:
+        raise InvalidParameterError("panels must contain at least one group of client losses")
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8.5, 3.6 * len(panels)), squeeze=False)
+    axes = list(axes[:, 0])
+    for ax, (name, losses) in zip(axes, panels.items()):
+        plot_lorenz(losses, ax=ax, units=units, title=name)
+    if title:
+        fig.suptitle(title)
+    _finish(fig, axes[0], path)
+    return axes
 
 
 def plot_sweep(values: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str = "phi",
@@ -109,5 +140,5 @@ def plot_sweep(values: Sequence[float], series: Mapping[str, Sequence[float]], x
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
-    ax.legend()
+    _legend(ax)
     return _finish(fig, ax, path)

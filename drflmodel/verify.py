@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._frames import table, to_frame
 from ._validation import check_real
 from .errors import InvalidDataError, InvalidParameterError
 from .solution import Solution, jsonable
@@ -80,7 +81,8 @@ class Report:
     Attributes
     ----------
     rows : per-round dicts (see the module docstring); ``table`` is the same as a pandas
-        DataFrame when pandas is installed, else the list itself.
+        DataFrame when pandas is installed, else the list itself; ``to_frame()`` always a
+        DataFrame (``ImportError`` naming the extra without pandas).
     rate : the fitted rate (see :func:`fit_rate`) plus ``expected`` (the paper's rate kind).
     passed : the verdict; ``reasons`` lists every failed check.
     final : the last row; ``rounds_to_tol``: first round at which the error met the tolerance.
@@ -99,11 +101,10 @@ class Report:
 
     @property
     def table(self):
-        try:
-            import pandas as pd  # optional
-        except ImportError:
-            return self.rows
-        return pd.DataFrame(self.rows)
+        return table(self.rows)
+
+    def to_frame(self):
+        return to_frame(self.rows)
 
     @property
     def final(self) -> dict:
@@ -296,7 +297,8 @@ class Verifier:
 
     The callback receives SciPy-style intermediate results with at least ``theta`` (and
     optionally ``round``); ``history`` keeps ``(round, error)`` pairs and ``stopped_at`` the
-    round of the stop.
+    round of the stop. The error is also written on the result (``intermediate_result.error``)
+    so that the solver's progress display shows it.
     """
 
     def __init__(self, solution: Solution, tol: float = 1e-6, error_metric: str = "dist_theta_sq",
@@ -327,6 +329,11 @@ class Verifier:
         r = getattr(intermediate_result, "round", len(self.history))
         e = self.error(theta)
         self.history.append((int(r), float(e)))
+        if not isinstance(intermediate_result, dict):
+            try:
+                intermediate_result.error = float(e)
+            except AttributeError:  # a read-only result object: nothing to show
+                pass
         if abs(e) <= self.tol:
             self.stopped_at = int(r)
             raise StopIteration

@@ -44,7 +44,9 @@ raises the worst-10% accuracy and lowers the variance at roughly the same averag
 values.
 
 Run: ``python examples/fafl_clients.py`` (about 1-2 minutes) or ``--quick`` (one small seed).
-``main(quick=False)`` returns the results as a dict.
+``main(quick=False)`` returns the results as a dict. On a terminal, work longer than a couple of
+seconds shows the oracles solved so far and the elapsed time (``--no-progress`` turns this off;
+never shown in CI or when the output is not a terminal).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ import warnings
 import numpy as np
 
 import drflmodel as dm
+from drflmodel._progress import Progress
 from drflmodel.metrics import distribution_summary, predict_sign
 
 #: Table 2 of the paper, Vehicle rows: (mean, std) of Average, Worst 10%, Best 10%, Variance
@@ -129,7 +132,8 @@ def evaluate(problem, sol, train, test) -> dict:
     }
 
 
-def run_seed(seed: int, cfg: dict) -> dict:
+def run_seed(seed: int, cfg: dict, bar: Progress | None = None) -> dict:
+    """The three oracles on one seed's data (``bar``: a progress display counting the solves)."""
     train, test = make_data(seed, cfg["n_samples"], cfg["n_clients"])
     out = {"seed": seed, "sizes": train.sizes.tolist(), "test_sizes": test.sizes.tolist(),
            "p": np.asarray(train.proportions, float), "models": {},
@@ -141,18 +145,19 @@ def run_seed(seed: int, cfg: dict) -> dict:
         res = evaluate(prob, sol, train, test)
         res["seconds"] = time.perf_counter() - t0
         out["models"][name] = res
+        if bar is not None:
+            bar.update(bar.n + 1)
     return out
 
 
-def alpha_sweep(seed: int, cfg: dict, alphas) -> list[dict]:
-    """FAFL at several shared levels alpha on one seed (``set_parameter``: no recompilation)."""
+def alpha_sweep(seed: int, cfg: dict, alphas, progress: bool | None = None) -> list[dict]:
+    """FAFL at several shared levels alpha on one seed (``Problem.sweep``: ``set_parameter``, no
+    recompilation)."""
     train, test = make_data(seed, cfg["n_samples"], cfg["n_clients"])
     prob = dm.FairnessAwareFL(train, dm.losses.Logistic(), alpha=alphas[0], l2=L2,
                               alpha_below_p="clip")
     rows = []
-    for a in alphas:
-        prob.set_parameter("alpha", a)
-        sol = prob.solve()
+    for a, sol in zip(alphas, prob.sweep("alpha", alphas, progress=progress)):
         res = evaluate(prob, sol, train, test)
         res["alpha"] = a
         res["clipped_clients"] = int(np.sum(np.asarray(train.proportions) > a))
@@ -164,7 +169,7 @@ def _fmt(mean, std, width=13, digits=1):
     return f"{mean:.{digits}f}±{std:.{digits}f}".rjust(width)
 
 
-def main(quick: bool = False) -> dict:
+def main(quick: bool = False, progress: bool | None = None) -> dict:
     cfg = QUICK if quick else FULL
     t_start = time.perf_counter()
     print("FAFL vs FedAvg vs AFL on Adult clients (exact certified oracles, logistic loss, "
@@ -172,15 +177,16 @@ def main(quick: bool = False) -> dict:
     print(f"data: a8a subsample of {cfg['n_samples']} rows, {cfg['n_clients']} Dirichlet(0.5) "
           f"label-skewed clients, per-client 80/20 train/test; seeds {list(cfg['seeds'])}\n")
     runs = []
-    for seed in cfg["seeds"]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)       # CVXPY "may be inaccurate" retries
-            r = run_seed(seed, cfg)
-        runs.append(r)
-        st = ", ".join(f"{m} {r['models'][m]['status']} (gap {r['models'][m]['relative_gap']:.1e}, "
-                       f"{r['models'][m]['seconds']:.1f}s)" for m in MODELS)
-        clip = f" [{r['clipped_clients']} clients with p_i > alpha]" if r["clipped_clients"] else ""
-        print(f"seed {seed}: {st}{clip}")
+    with Progress(len(cfg["seeds"]) * len(MODELS), "oracles", unit="solve", progress=progress) as bar:
+        for seed in cfg["seeds"]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)       # CVXPY "may be inaccurate" retries
+                r = run_seed(seed, cfg, bar)
+            runs.append(r)
+            st = ", ".join(f"{m} {r['models'][m]['status']} (gap {r['models'][m]['relative_gap']:.1e}, "
+                           f"{r['models'][m]['seconds']:.1f}s)" for m in MODELS)
+            clip = f" [{r['clipped_clients']} clients with p_i > alpha]" if r["clipped_clients"] else ""
+            bar.write(f"seed {seed}: {st}{clip}")
     table = {}
     for m in MODELS:
         vals = np.array([[r["models"][m]["summary"][k] for k in METRICS] for r in runs])
@@ -209,7 +215,7 @@ def main(quick: bool = False) -> dict:
     if cfg["alpha_sweep"]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            sweep = alpha_sweep(cfg["seeds"][0], cfg, cfg["alpha_sweep"])
+            sweep = alpha_sweep(cfg["seeds"][0], cfg, cfg["alpha_sweep"], progress=progress)
         print(f"\nFAFL level sweep (seed {cfg['seeds'][0]}; alpha = 1 is FedAvg's objective, "
               "cf. the paper's Table 4)")
         print(f"{'alpha':>6}{'clip':>5}{'status':>9}{'f_alpha':>10}{'Average':>9}{'Worst10%':>10}"
@@ -228,4 +234,6 @@ def main(quick: bool = False) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 1000 rows, 10 clients")
-    main(quick=parser.parse_args().quick)
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    args = parser.parse_args()
+    main(quick=args.quick, progress=False if args.no_progress else None)

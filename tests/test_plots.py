@@ -61,3 +61,42 @@ def test_sweep_plot_and_length_check(tmp_path):
 def test_convergence_plot_needs_reports():
     with pytest.raises(InvalidParameterError, match="reports"):
         plots.plot_convergence({})
+
+
+def _legend_clear_of_every_axes(fig):
+    """True when no legend of ``fig`` overlaps the plotting area of any of its axes."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.get_window_extent(renderer) for ax in fig.axes]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert legends
+    return all(not leg.get_window_extent(renderer).overlaps(box) for leg in legends for box in boxes)
+
+
+def test_lorenz_legend_never_covers_the_curves():
+    ax = plots.plot_lorenz({"ERM": [1.0, 2.0, 5.0], "AFL": [2.0, 2.5, 3.0],
+                            "a model with a long descriptive label": [1.0, 1.5, 2.0]})
+    assert _legend_clear_of_every_axes(ax.figure)
+    assert [ln.get_label() for ln in ax.get_lines()] == ["ERM", "AFL", "a model with a long descriptive label",
+                                                       "equality"]
+
+
+def test_lorenz_panels_one_figure_one_panel_per_group(tmp_path):
+    path = tmp_path / "family.png"
+    panels = {"data A": {"ERM": [1.0, 2.0, 5.0], "AFL": [2.0, 2.5, 3.0], "FAFL": [1.5, 2.5, 4.0]},
+              "data B": {"DRO": [0.5, 1.0]}}
+    plots.plot_lorenz_panels(panels, path=path, title="family", units="sensitive groups")
+    assert _is_png(path)
+    axes = plots.plot_lorenz_panels(panels, title="family", units="sensitive groups")
+    assert [ax.get_title() for ax in axes] == ["data A", "data B"]
+    assert [[ln.get_label() for ln in ax.get_lines() if ln.get_label() != "equality"] for ax in axes] == \
+        [["ERM", "AFL", "FAFL"], ["DRO"]]
+    assert "sensitive groups" in axes[0].get_xlabel()
+    assert _legend_clear_of_every_axes(axes[0].figure)
+    with pytest.raises(InvalidParameterError, match="panels"):
+        plots.plot_lorenz_panels({})
+
+
+def test_convergence_legend_beside_the_axes():
+    ax = plots.plot_convergence({"fast": _report(0.5), "slow": _report(0.9)})
+    assert _legend_clear_of_every_axes(ax.figure)

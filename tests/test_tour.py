@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from drflmodel._tour import STOPS, format_table, run_tour
+from drflmodel._tour import STOPS, format_compact, format_table, run_tour
 from drflmodel.cli import main
 
 DRO_CONFIG = """
@@ -92,3 +92,108 @@ def test_cli_bad_option_value_is_one_line(tmp_path, capsys):
     assert main(["solve", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("drflmodel: error:") and "rho" in err and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------ readable output (issue 15)
+@pytest.fixture(scope="module")
+def fafl_relative_tour(tmp_path_factory):
+    """The real FAFL and relative-fairness stops with figures, recording the curves of each
+    Lorenz figure as drawn."""
+    from drflmodel import plots
+
+    out_dir = tmp_path_factory.mktemp("tour")
+    drawn = {}
+    real = plots.plot_lorenz_panels
+
+    def recording(panels, path=None, **kw):
+        axes = real(panels, path=None, **kw)
+        drawn[path.name] = [[ln.get_label() for ln in ax.get_lines() if ln.get_label() != "equality"]
+                            for ax in axes]
+        axes[0].figure.savefig(path)
+        return axes
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plots, "plot_lorenz_panels", recording)
+    try:
+        out = io.StringIO()
+        code = run_tour(out_dir=out_dir, quick=True, plots=True, stops=["FAFL", "relative fairness"],
+                        stream=out)
+    finally:
+        mp.undo()
+    return code, out.getvalue(), out_dir, drawn
+
+
+def test_printed_tour_fits_in_100_columns(fafl_relative_tour):
+    code, text, out_dir, _ = fafl_relative_tour
+    assert code == 0, text
+    lines = text.replace(str(out_dir), "OUT").splitlines()
+    too_wide = [ln for ln in lines if len(ln) > 100]
+    assert not too_wide, too_wide
+    header = next(ln for ln in lines if ln.startswith("family"))
+    assert header.split() == ["family", "solver", "status", "gap", "rounds", "verdict"]
+    # every leg has its row, with the family name whole (46 characters fit in the column)
+    rows = json.loads((out_dir / "tour.json").read_text())["rows"]
+    for r in rows:
+        assert any(ln.startswith(r["family"]) and (r["solver"] in ln) for ln in lines), r["family"]
+    # the long notes are wrapped, not cut: every word of each note is printed
+    printed_words = set(text.split())
+    for leg in json.loads((out_dir / "tour.json").read_text())["legs"]:
+        assert set(leg["note"].split()) <= printed_words
+
+
+def test_one_lorenz_figure_per_family_with_the_models_that_belong_together(fafl_relative_tour):
+    _, _, out_dir, drawn = fafl_relative_tour
+    assert sorted(drawn) == ["lorenz_fafl.png", "lorenz_relative_fairness.png"]
+    for name in drawn:
+        data = (out_dir / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+    # FAFL: the three models on its one data set in one panel
+    assert drawn["lorenz_fafl.png"] == [["FAFL / HCVaR (exact)", "FAFL smoothed (mu=0.05)", "ERM (p-weighted)"]]
+    # relative fairness: penguins alone; the convex instance with its phi = 0 baseline on their data
+    assert drawn["lorenz_relative_fairness.png"] == [
+        ["relative fairness (phi=0.05, non-convex)"],
+        ["relative fairness (phi=0.1, CVaR 0.4, convex)", "phi = 0: federated DRO (CVaR 0.4)"]]
+    assert not (out_dir / "lorenz_client_losses.png").exists()
+
+
+def test_compact_table_wraps_a_long_family_and_keeps_100_columns():
+    rows = [{"family": "a family name " * 8, "solver": "ScaffPDIA", "status": "optimal_within_gap",
+             "certificate gap": -1.5e-9, "rounds": 3000, "rounds to tol": None, "verdict": "FAILED"},
+            {"family": "oracle", "solver": "-", "status": "local", "certificate gap": 2.0e-3,
+             "rounds": None, "rounds to tol": None, "verdict": "-"}]
+    text = format_compact(rows)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100
+    assert "optimal_within_gap" in lines[2] and "-1.5e-09" in lines[2] and "-/3000" in lines[2]
+    col = lines[0].index("solver")                 # the family column, wrapped within its width
+    assert " ".join(ln[:col] for ln in lines[2:-1]).split() == rows[0]["family"].split()
+    assert all(not ln[col:].strip() for ln in lines[3:-1])   # continuation lines: family only
+    assert lines[-1].split() == ["oracle", "-", "local", "2.0e-03", "-", "-"]
+
+
+def _tiny_stop(dm, quick):
+    """A fast stand-in stop (used to test the command-line plumbing, not the math)."""
+    from drflmodel._tour import _run_leg
+
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=20, seed=0)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.ChiSquare(3, rho=0.5), l2=0.1)
+    sol = prob.solve()
+    return [_run_leg(dm, "tiny DRO", "synthetic 3x20x3 " + "with a long description " * 4, prob, sol,
+                     dm.solvers.ScaffPD(rounds=1500, local_steps=5), 1e-8, "dist_theta_sq")]
+
+
+def test_cli_tour_wide_prints_every_column(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("drflmodel._tour.STOPS", [("tiny", _tiny_stop)])
+    assert main(["tour", "--out", str(tmp_path / "narrow"), "--no-plots"]) == 0
+    narrow = capsys.readouterr().out
+    assert main(["tour", "--out", str(tmp_path / "wide"), "--no-plots", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    rows = json.loads((tmp_path / "wide" / "tour.json").read_text())["rows"]
+    assert format_table(rows) in wide                     # today's wide table, as it was
+    assert max(map(len, wide.splitlines())) > 100
+    assert format_compact(rows) in narrow
+    assert max(len(ln) for ln in narrow.replace(str(tmp_path), "OUT").splitlines()) <= 100
+    # the JSON report is the same whichever table is printed (timings aside)
+    other = json.loads((tmp_path / "narrow" / "tour.json").read_text())["rows"]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in other] == \
+        [{k: v for k, v in r.items() if k != "seconds"} for r in rows]

@@ -171,3 +171,19 @@ def test_dm_verify_stays_callable_after_submodule_import():
     prob = QuadraticProblem(C)
     rep = dm.verify(_Trace(_iterates(C, 0.7 ** np.arange(40))), _solution(prob), tol=1e-5)
     assert rep.passed
+
+
+def test_verifier_writes_its_error_on_the_round_result_for_the_progress_display():
+    prob = QuadraticProblem(C)
+    ver = Verifier(_solution(prob), tol=1e-12, error_metric="dist_theta")
+
+    class Result:                                   # like solvers.RoundResult
+        def __init__(self, theta, r):
+            self.theta, self.round = theta, r
+
+    res = Result(C + np.array([0.0, 0.3, 0.4]), 1)
+    ver(res)
+    assert res.error == pytest.approx(0.5, abs=1e-15) and ver.history == [(1, res.error)]
+    plain = {"theta": C + 1.0, "round": 2}          # a user's dict is left as it was
+    ver(plain)
+    assert set(plain) == {"theta", "round"}

@@ -32,6 +32,8 @@ from typing import Iterable
 import numpy as np
 import cvxpy as cp
 
+from .._frames import SweepResult
+from .._progress import progress_iter
 from .._validation import check_real
 from ..data import VerticalFederation
 from ..errors import InvalidDataError, InvalidParameterError
@@ -223,11 +225,14 @@ class ProblemBase:
             f"{type(self).__name__} has no sweepable parameter {name!r}; "
             f"available: {sorted(self.parameters)}")
 
-    def sweep(self, param: str, values: Iterable, **solve_kwargs) -> list[Solution]:
+    def sweep(self, param: str, values: Iterable, progress: bool | None = None,
+              **solve_kwargs) -> SweepResult:
         """One certified :class:`Solution` per value of ``param`` (re-solves without rebuilding
-        where the formulation is DPP)."""
-        out = []
-        for v in values:
+        where the formulation is DPP), as a list with a ``table`` (:class:`SweepResult`);
+        ``progress`` as in :meth:`Solver.run <drflmodel.solvers.Solver.run>`."""
+        values = list(values)
+        out = SweepResult(param, values)
+        for v in progress_iter(values, f"sweep {param}", unit="solve", progress=progress):
             self.set_parameter(param, v)
             sol = self.solve(**solve_kwargs)
             sol.info[param] = v

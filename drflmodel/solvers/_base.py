@@ -89,6 +89,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._progress import progress_callback
 from .._validation import as_finite_array, check_int, check_real
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
@@ -513,7 +514,7 @@ class Solver:
 
     # ------------------------------------------------------------------ driver
     def run(self, problem, seed: int | None = 0, callback: Callable | None = None,
-            theta0=None) -> Trace:
+            theta0=None, progress: bool | None = None) -> Trace:
         """Run :attr:`rounds` communication rounds on ``problem`` and return the :class:`Trace`.
 
         Parameters
@@ -523,6 +524,8 @@ class Solver:
         callback : ``callback(intermediate_result)`` after each round; raise ``StopIteration``
             to stop.
         theta0 : starting model (default: zeros).
+        progress : show rounds done, the callback's current error and the elapsed time on a
+            terminal (``None``: automatic, never in CI; see :mod:`drflmodel._progress`).
         """
         self._check_problem(problem)
         if callback is not None and not callable(callback):
@@ -546,6 +549,7 @@ class Solver:
         weights = [np.array(state["weights"], float)] if state.get("weights") is not None else None
         iterates: dict[str, list] = {k: [] for k in record}
         comm_rows, round_time = [], []
+        callback = progress_callback(callback, self.rounds, type(self).__name__, progress)
         stopped = False
         t_start = time.perf_counter()
         for r in range(self.rounds):

@@ -216,7 +216,7 @@ class ADLPMM(Solver):
         return cp_, cpp
 
     # ------------------------------------------------------------------ driver (stopping rule)
-    def run(self, problem, seed=0, callback=None, theta0=None):
+    def run(self, problem, seed=0, callback=None, theta0=None, progress=None):
         """As :meth:`Solver.run`, plus the stopping rule of spec §6.7 (``Trace.info["converged"]``)."""
         user = {"stopped": False}
         tp, tc = self.tol_primal, self.tol_change
@@ -235,7 +235,7 @@ class ADLPMM(Solver):
 
         if callback is not None and not callable(callback):
             raise InvalidParameterError(f"callback must be callable; got {type(callback).__name__}")
-        trace = super().run(problem, seed=seed, callback=cb, theta0=theta0)
+        trace = super().run(problem, seed=seed, callback=cb, theta0=theta0, progress=progress)
         converged = bool(trace.info["stopped_by_callback"] and not user["stopped"])
         trace.info.update(stopped_by_callback=user["stopped"], converged=converged)
         return trace
