@@ -143,21 +143,16 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         prob, _, _, _, p1, p2 = self._build_ccp()
         return {"p1": p1, "p2": p2}
 
-    def sweep_phi(self, values, **solve_kwargs) -> list[Solution]:
-        """One :class:`Solution` per :math:`\\varphi` in ``values`` (``info["phi"]`` set). The problem
+    def sweep_phi(self, values, progress: bool | None = None, **solve_kwargs):
+        """One :class:`Solution` per :math:`\\varphi` in ``values`` (``info["phi"]`` set), as the
+        base :meth:`~drflmodel.problems._base.ProblemBase.sweep`'s ``SweepResult``. The problem
         keeps the last value afterwards."""
-        out = []
-        for v in values:
-            self.set_parameter("phi", v)
-            sol = self.solve(**solve_kwargs)
-            sol.info["phi"] = self.phi
-            out.append(sol)
-        return out
+        return self.sweep("phi", values, progress=progress, **solve_kwargs)
 
-    def sweep(self, param: str, values, **solve_kwargs) -> list[Solution]:
+    def sweep(self, param: str, values, progress: bool | None = None, **solve_kwargs):
         if param != "phi":
             raise InvalidParameterError(f"RelativeFairness has one sweepable parameter 'phi'; got {param!r}")
-        return self.sweep_phi(values, **solve_kwargs)
+        return super().sweep(param, values, progress=progress, **solve_kwargs)
 
     # ------------------------------------------------------------------ routes
     def routes(self) -> list:
