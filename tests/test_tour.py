@@ -38,7 +38,7 @@ def test_tour_dro_stop_certifies_and_verifies(tmp_path):
     report = json.loads((tmp_path / "tour.json").read_text())
     assert code == 0, text
     rows = report["rows"]
-    assert [r["solver"] for r in rows] == ["ScaffPD", "DRFA"]
+    assert [r["solver"] for r in rows] == ["ScaffPD", "DRFA", "StochasticAFL m=3"]
     assert all(r["status"] == "optimal" and r["verdict"] == "passed" for r in rows)
     assert all(abs(r["certificate gap"]) <= 1e-6 for r in rows)
     # the printed table carries every column the issue asks for
