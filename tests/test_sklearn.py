@@ -167,6 +167,24 @@ def test_wasserstein_one_client_is_the_norm_regularized_logistic_regression():
     assert clf.upper_bound_ <= ref.fun + 1e-8 and clf.lower_bound_ >= ref.fun - 1e-6
 
 
+def test_an_uncertified_answer_is_kept_with_its_bounds_and_a_warning():
+    """Huber loss with negative weights (phi > 0) is not convex in general: the oracle returns a
+    "local" answer with a valid lower bound, and the estimator says so."""
+    from drflmodel.sklearn import CertificateWarning
+
+    X, s, site = _data()
+    with pytest.warns(CertificateWarning, match="status 'local'"):
+        est = RelativeFairRegressor(loss="huber", phi=0.3).fit(X, s, clients=site)
+    assert est.status_ == "local" and est.lower_bound_ < est.upper_bound_
+    Xs, ss, names = _split(dm.datasets.add_intercept(X), s, site)
+    prob = dm.RelativeFairness(dm.Federation.from_arrays(Xs, ss, names=names), dm.losses.Huber(),
+                               A=dm.sets.Simplex(3), B=dm.sets.Simplex(3), phi=0.3, l2=1e-3)
+    assert est.upper_bound_ == pytest.approx(prob.objective(np.r_[est.intercept_, est.coef_]), rel=1e-9)
+    rng = np.random.default_rng(3)
+    for theta in rng.normal(size=(20, 4)):      # the lower bound holds at any model
+        assert prob.objective(theta) >= est.lower_bound_
+
+
 # ------------------------------------------------------------------------------ DEO
 def _groups(X, seed=1):
     rng = np.random.default_rng(seed)
