@@ -3,21 +3,12 @@ torch): install the ``peers`` extra (see pyproject.toml) to run these; without t
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_example_{name}", EXAMPLES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.test_examples import _load
 
 
 @pytest.mark.parametrize("kappa", [1000.0, 1.0])
