@@ -312,6 +312,8 @@ def test_bad_clients_are_reported():
     X, s, site = _data(n=30)
     with pytest.raises(InvalidDataError, match="clients has 29 labels but X has 30 rows"):
         FederatedDRORegressor().fit(X, s, clients=site[:-1])
+    with pytest.raises(InvalidParameterError, match="vector of length 1"), pytest.warns(SingleClientWarning):
+        FairnessAwareClassifier(alpha=[0.5, 0.6]).fit(X, s > 0)
     with pytest.raises(InvalidDataError, match="missing label at row 3"):
         FederatedDRORegressor().fit(X, s, clients=np.where(np.arange(30) == 3, None, site))
 

@@ -227,6 +227,9 @@ class FairnessAwareClassifier(BinaryClassifierMixin, ClassifierMixin, _Horizonta
     def _problem(self, fed, loss):
         alpha = np.asarray(self.alpha, dtype=float)
         if fed.n_clients == 1:
+            if alpha.ndim and alpha.shape != (1,):
+                raise InvalidParameterError(f"alpha must be a scalar or a vector of length 1 (one client); "
+                                            f"got shape {alpha.shape}")
             for a in np.atleast_1d(alpha):
                 check_real(float(a), "alpha", **_DOMAINS["alpha"])
             alpha = 1.0       # over one client the HCVaR set is {1} for every alpha in (0, 1]
