@@ -130,9 +130,16 @@ def _entropic(X, y, verbose: bool) -> dict:
 
     rho = 0.1
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = LogisticRegression(rho=rho, cost="t-NC-1-2", fit_intercept=False).fit(X, y)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = LogisticRegression(rho=rho, cost="t-NC-1-2", fit_intercept=False).fit(X, y)
+    except Exception as exc:          # reported, not hidden: the peer's default solver can fail
+        seconds = time.perf_counter() - t0
+        if verbose:
+            print(f"\nskwdro entropic_torch (cost t-NC-1-2, rho = {rho}): failed after {seconds:.0f} s: "
+                  f"{type(exc).__name__}: {exc}")
+        return {"rho": rho, "seconds": seconds, "error": f"{type(exc).__name__}: {exc}"}
     seconds = time.perf_counter() - t0
     exact = robust_logistic(np.asarray(model.coef_, float), X, y, rho, np.inf, np.ones(X.shape[1], bool))
     best = WassersteinDRClassifier(radius=rho, kappa=np.inf, fit_intercept=False).fit(X, y)
