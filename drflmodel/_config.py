@@ -8,7 +8,19 @@ the key and the expected type (one line each)::
                                       # | breast_cancer | diabetes | adult | synthetic_vertical | npz
     options = { n_clients = 5, seed = 0 }   # keyword arguments of the dataset function
     path = "clients.npz"        # only for source = "npz": arrays X0, y0, X1, y1, ...
-    task = "regression"         # only for source = "npz"
+    task = "regression"         # npz (default "regression"); csv/parquet (default: the loss's task)
+
+    # source = "csv" or "parquet" (pandas; pyarrow for parquet): one table, one row per sample
+    path = "clinics.csv"        # relative to the config file
+    target = "outcome"          # label column (classification: exactly two classes -> -1/+1)
+    client = "site"             # horizontal families: the column naming each row's client
+    features = ["age", "bmi"]   # optional, default every other column; string columns are
+                                # one-hot encoded (recorded in the solution's info["data"])
+    group = "sex"               # family = "deo" instead of client: the protected-group column
+    parties = [["age"], ["bmi", "smoker"]]   # family = "deo": the columns of each party
+    active = [0]                # family = "deo": active parties (default [0])
+    add_intercept = true        # prepend the constant column (default false)
+    pos_label = "yes"           # optional: the class mapped to +1 (default the larger class)
 
     [loss]
     name = "squared"            # squared | huber | epsilon_insensitive | pinball | hinge | smooth_hinge | logistic
@@ -49,19 +61,24 @@ class ConfigError(InvalidParameterError):
 
 
 DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", "breast_cancer",
-                "diabetes", "adult", "synthetic_vertical", "npz")
+                "diabetes", "adult", "synthetic_vertical", "npz", "csv", "parquet")
+#: [data] keys of the table sources (csv, parquet) only
+TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "pos_label")
 FAMILIES = ("dro", "fafl", "wasserstein", "relative", "deo")
 
 #: allowed keys and their types per table
 SCHEMA: dict[str, dict[str, tuple]] = {
-    "data": {"source": (str,), "options": (dict,), "path": (str,), "task": (str,)},
+    "data": {"source": (str,), "options": (dict,), "path": (str,), "task": (str,),
+             "target": (str,), "client": (str,), "features": (list,), "group": (str,), "parties": (list,),
+             "active": (int, list), "add_intercept": (bool,), "pos_label": (str, int, float)},
     "loss": {"name": (str,), "options": (dict,)},
     "problem": {"family": (str,), "options": (dict,), "weights": (dict,), "A": (dict,), "B": (dict,)},
     "solver": {"name": (str,), "options": (dict,), "seed": (int,), "tol": (float, int),
                "expected_rate": (str,)},
 }
 _REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
-_TYPE_NAMES = {str: "string", dict: "table", int: "integer", float: "number"}
+_TYPE_NAMES = {str: "string", dict: "table", int: "integer", float: "number", list: "array",
+               bool: "boolean"}
 
 
 def _check_table(cfg: dict, table: str, required: bool) -> dict:
@@ -76,7 +93,7 @@ def _check_table(cfg: dict, table: str, required: bool) -> dict:
         if key not in SCHEMA[table]:
             raise ConfigError(f"unknown key '{table}.{key}' (allowed: {', '.join(sorted(SCHEMA[table]))})")
         types = SCHEMA[table][key]
-        if isinstance(value, bool) or not isinstance(value, types):
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             expected = " or ".join(_TYPE_NAMES[t] for t in types)
             raise ConfigError(f"'{table}.{key}' must be a {expected}; got {type(value).__name__} {value!r}")
     for key in _REQUIRED[table]:
@@ -102,9 +119,11 @@ def load_config(path, need_solver: bool = False) -> dict:
         raise ConfigError(f"'data.source' must be one of {', '.join(DATA_SOURCES)}; got {out['data']['source']!r}")
     if out["problem"]["family"] not in FAMILIES:
         raise ConfigError(f"'problem.family' must be one of {', '.join(FAMILIES)}; got {out['problem']['family']!r}")
-    if out["data"]["source"] == "npz":
+    _check_table_keys(out["data"], out["problem"]["family"])
+    if out["data"]["source"] in ("npz", "csv", "parquet"):
         if "path" not in out["data"]:
-            raise ConfigError("missing key 'data.path' (required when data.source = \"npz\")")
+            raise ConfigError(f"missing key 'data.path' (required when data.source = "
+                              f"\"{out['data']['source']}\")")
         data_path = Path(out["data"]["path"])
         if not data_path.is_absolute():
             data_path = p.parent / data_path
@@ -114,12 +133,83 @@ def load_config(path, need_solver: bool = False) -> dict:
     return out
 
 
+def _check_table_keys(data: dict, family: str) -> None:
+    """The csv/parquet keys: present only for those sources; ``client`` for the horizontal
+    families, ``group`` + ``parties`` for ``deo``."""
+    source = data["source"]
+    used = [k for k in TABLE_KEYS if k in data]
+    if source not in ("csv", "parquet"):
+        if used:
+            raise ConfigError(f"'data.{used[0]}' is used only with data.source = \"csv\" or \"parquet\"")
+        return
+    if "options" in data:
+        raise ConfigError(f"'data.options' is not used with data.source = \"{source}\" (use target, "
+                          "client/group, features)")
+    if "target" not in data:
+        raise ConfigError(f"missing key 'data.target' (required when data.source = \"{source}\")")
+    if family == "deo":
+        for key in ("group", "parties"):
+            if key not in data:
+                raise ConfigError(f"missing key 'data.{key}' (required for family = \"deo\" with a table source)")
+        wrong = [k for k in ("client", "features", "task") if k in data]
+        if wrong:
+            raise ConfigError(f"'data.{wrong[0]}' is not used with family = \"deo\" (use group and parties)")
+        if not all(isinstance(p, list) and all(isinstance(c, str) for c in p) for p in data["parties"]):
+            raise ConfigError("'data.parties' must be an array of arrays of column names")
+    else:
+        if "client" not in data:
+            raise ConfigError(f"missing key 'data.client' (required for family = \"{family}\" with a table source)")
+        wrong = [k for k in ("group", "parties", "active") if k in data]
+        if wrong:
+            raise ConfigError(f"'data.{wrong[0]}' is used only with family = \"deo\"")
+        if "features" in data and not all(isinstance(c, str) for c in data["features"]):
+            raise ConfigError("'data.features' must be an array of column names")
+
+
+def _table_federation(data: dict, family: str, loss_task: str):
+    """A Federation / VerticalFederation read from a csv or parquet file (:mod:`._tabular`)."""
+    from ._tabular import read_table
+    from .data import Federation, VerticalFederation
+    from .errors import InvalidDataError
+
+    df = read_table(data["path"], data["source"])
+    common = {"target": data["target"], "pos_label": data.get("pos_label"),
+              "add_intercept": data.get("add_intercept", False)}
+    try:
+        if family == "deo":
+            fed = VerticalFederation.from_dataframe(df, group=data["group"], parties=data["parties"],
+                                                    active=data.get("active", [0]), **common)
+        else:
+            fed = Federation.from_dataframe(df, client=data["client"], features=data.get("features"),
+                                            task=data.get("task", loss_task), **common)
+    except (InvalidDataError, InvalidParameterError) as exc:
+        raise ConfigError(f"'data.path' {Path(data['path']).name}: {exc}") from None
+    fed.table_info = {"source": data["source"], "path": data["path"], **fed.table_info}
+    return fed
+
+
+def _loss_task(name: str) -> str:
+    from .losses import ALL_LOSSES
+
+    return getattr(ALL_LOSSES.get(name), "task", "regression")
+
+
+def data_info(problem) -> dict | None:
+    """What a table source did to the data (columns, one-hot encodings, label map), for the
+    solution's ``info["data"]``; ``None`` for the other sources."""
+    fed = problem.federation
+    info = getattr(fed, "table_info", None)
+    return None if info is None else {**info, "feature_names": fed.feature_names}
+
+
 # --------------------------------------------------------------------------- builders
-def _federation(data: dict):
+def _federation(data: dict, family: str = "dro", loss_task: str = "regression"):
     from . import datasets
     from .data import Federation
 
     source, options = data["source"], dict(data.get("options", {}))
+    if source in ("csv", "parquet"):
+        return _table_federation(data, family, loss_task)
     if source == "npz":
         arrays = np.load(data["path"])
         k = 0
@@ -179,7 +269,7 @@ def build_problem(cfg: dict):
     from . import losses
     import drflmodel as dm
 
-    fed = _federation(cfg["data"])
+    fed = _federation(cfg["data"], cfg["problem"]["family"], _loss_task(cfg["loss"]["name"]))
     try:
         loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
     except TypeError as exc:

@@ -30,24 +30,28 @@ def _write_json(obj: dict, out: str | None) -> None:
 
 
 def _cmd_solve(args) -> int:
-    from ._config import build_problem, describe, load_config
+    from ._config import build_problem, data_info, describe, load_config
 
     cfg = load_config(args.config)
     problem = build_problem(cfg)
     sol = problem.solve()
+    if data_info(problem) is not None:
+        sol.info["data"] = data_info(problem)
     print(sol.summary(), file=sys.stderr)
     _write_json({"config": describe(cfg), "solution": sol.to_dict()}, args.out)
     return 0 if sol.status in ("optimal", "optimal_within_gap", "local") else 1
 
 
 def _cmd_verify(args) -> int:
-    from ._config import build_problem, build_solver, describe, load_config
+    from ._config import build_problem, build_solver, data_info, describe, load_config
     from .verify import verify
 
     cfg = load_config(args.config, need_solver=True)
     problem = build_problem(cfg)
     solver = build_solver(cfg)
     sol = problem.solve()
+    if data_info(problem) is not None:
+        sol.info["data"] = data_info(problem)
     print(sol.summary(), file=sys.stderr)
     trace = solver.run(problem, seed=cfg["solver"].get("seed", 0))
     kwargs = {"tol": float(cfg["solver"].get("tol", 1e-6))}

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ._tabular import client_labels, feature_list, label_key, sorted_unique
 from ._validation import as_finite_array, check_choice, check_int
 from .errors import InvalidDataError, InvalidParameterError
 
@@ -136,6 +137,99 @@ class Federation:
         if len(names) != len(Xs):
             raise InvalidDataError(f"names has {len(names)} entries but there are {len(Xs)} clients")
         return cls([Client(X, y, name=n) for X, y, n in zip(Xs, ys, names)], task=task)
+
+    @classmethod
+    def from_groups(cls, X, y, clients, task: str = "regression", names=None) -> "Federation":
+        """Build a federation from one array and a client label per row.
+
+        Parameters
+        ----------
+        X : array of shape (N, d); y : array of shape (N,) (labels in {-1, +1} for classification).
+        clients : array of N client labels (strings or numbers, no missing values).
+        task : ``"regression"`` or ``"classification"``.
+        names : optional list of the expected client labels, in the order wanted. Default: the
+            sorted unique labels of ``clients``. Every row's label must be listed, and every listed
+            client must have at least one row.
+
+        Client *i* holds the rows whose label is ``names[i]`` (in their original order) and is
+        named ``str(names[i])``; ``federation.client_labels`` keeps the labels themselves.
+        """
+        X = as_finite_array(X, "X", ndim=2)
+        y = as_finite_array(y, "y", ndim=1)
+        labels = client_labels(clients, X.shape[0])
+        if y.shape[0] != X.shape[0]:
+            raise InvalidDataError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+        present = sorted_unique(labels, "clients")
+        if names is None:
+            order = present
+        else:
+            order = list(names)
+            if len(set(map(label_key, order))) != len(order):
+                raise InvalidDataError(f"names must not repeat a client; got {order}")
+            listed = set(map(label_key, order))
+            extra = [v for v in present if label_key(v) not in listed]
+            if extra:
+                raise InvalidDataError(f"clients: label {extra[0]!r} is not in names {order}")
+        keys = np.array([label_key(v) for v in labels], dtype=object)
+        rows = [np.flatnonzero(keys == label_key(v)) for v in order]
+        for v, r in zip(order, rows):
+            if r.size == 0:
+                raise InvalidDataError(f"clients: client {v!r} has no rows")
+        fed = cls([Client(X[r], y[r], name=str(v)) for v, r in zip(order, rows)], task=task)
+        fed.client_labels = list(order)
+        return fed
+
+    @classmethod
+    def from_dataframe(cls, df, target: str, client: str, features=None, task: str = "regression",
+                       pos_label=None, add_intercept: bool = False) -> "Federation":
+        """Build a federation from one table with a column naming each row's client.
+
+        Parameters
+        ----------
+        df : a pandas ``DataFrame`` or a mapping ``{column: 1-D array}`` (pandas is optional).
+        target : the label column. Regression: numeric. Classification: exactly two classes,
+            mapped to -1/+1 (``+1`` is ``pos_label``, default the larger class).
+        client : the column of client labels; client order is the sorted unique labels (for a
+            pandas ``category`` column: its sorted categories, each of which must have rows).
+        features : the feature columns, in order (default: every other column). Numeric and
+            boolean columns are used as they are; string columns are one-hot encoded
+            (:mod:`drflmodel._tabular`).
+        add_intercept : prepend the explicit constant column ``"intercept"``.
+
+        The federation carries ``feature_names`` (one per design column) and ``table_info``
+        (target, client column, features, one-hot encodings, label map), which the command line
+        copies into the solution's ``info``. Errors name the column (missing column, missing
+        values, a feature that cannot be encoded, a target without two classes, an empty client).
+        """
+        from . import _tabular as tab
+
+        check_choice(task, "task", TASKS)
+        cols = tab.TableColumns(df)
+        cols.check_present([target], "target")
+        cols.check_present([client], "client")
+        features = feature_list(cols, features, exclude=(target, client))
+        X, feature_names, one_hot = tab.encode_features(cols, features)
+        if task == "classification":
+            y, label_map = tab.binary_target(cols, target, pos_label)
+        else:
+            if pos_label is not None:
+                raise InvalidParameterError("pos_label applies to task='classification' only")
+            y, label_map = tab.numeric_target(cols, target), None
+        labels = tab.labels_column(cols, client, "client")
+        declared = cols.categories(client)
+        names = None if declared is None else sorted_unique(declared, f"categories of client column {client!r}")
+        if add_intercept:
+            X = np.hstack([np.ones((X.shape[0], 1)), X])
+            feature_names = ["intercept"] + feature_names
+        try:
+            fed = cls.from_groups(X, y, labels, task=task, names=names)
+        except InvalidDataError as exc:
+            raise InvalidDataError(str(exc).replace("clients:", f"client column {client!r}:", 1)) from None
+        fed.feature_names = feature_names
+        fed.table_info = {"target": target, "client": client, "features": list(map(str, features)),
+                          "one_hot": one_hot, "label_map": label_map, "add_intercept": bool(add_intercept),
+                          "clients": fed.names}
+        return fed
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -265,6 +359,72 @@ class VerticalFederation:
             raise InvalidDataError(
                 f"group: protected group {empty!r} has no rows with the favourable label y = +1, "
                 "so its DEO term is undefined")
+
+    @classmethod
+    def from_dataframe(cls, df, target: str, group: str, parties, active=(0,), pos_label=None,
+                       add_intercept: bool = False) -> "VerticalFederation":
+        """Build a vertical federation from one table: party *k* holds the columns ``parties[k]``.
+
+        Parameters
+        ----------
+        df : a pandas ``DataFrame`` or a mapping ``{column: 1-D array}``.
+        target : the label column, exactly two classes, mapped to -1/+1 (``+1``, the favourable
+            outcome, is ``pos_label``, default the larger class).
+        group : the protected-group column, exactly two values: the first in sorted order is
+            group a (code 0), the second group b (code 1).
+        parties : a list of lists of feature columns, one list per party (no column twice, not
+            the target). String columns are one-hot encoded within their party's block.
+        active : indices of the active parties.
+        add_intercept : prepend the explicit constant column to the lowest-indexed active party's
+            block (as :func:`drflmodel.datasets.adult` does).
+
+        The result carries ``feature_names`` (per party) and ``table_info`` (columns, one-hot
+        encodings, the label map and the group map).
+        """
+        from . import _tabular as tab
+
+        cols = tab.TableColumns(df)
+        cols.check_present([target], "target")
+        cols.check_present([group], "group")
+        if isinstance(parties, str) or not hasattr(parties, "__iter__"):
+            raise InvalidParameterError("parties must be a list of lists of column names")
+        parties = [list(p) if not isinstance(p, str) else None for p in parties]
+        if not parties or any(p is None or not p for p in parties):
+            raise InvalidParameterError("parties must be a non-empty list of non-empty lists of column names")
+        seen = {}
+        for k, p in enumerate(parties):
+            for c in p:
+                if c == target:
+                    raise InvalidParameterError(f"column {c!r} is the target and cannot be a feature of party {k}")
+                if c in seen:
+                    raise InvalidParameterError(f"column {c!r} is given to parties {seen[c]} and {k}")
+                seen[c] = k
+        active_list = [check_int(k, "active", 0, len(parties) - 1) for k in np.atleast_1d(active)]
+        blocks, names, one_hot = [], [], {}
+        for k, p in enumerate(parties):
+            Xk, nk, ok = tab.encode_features(cols, p, role=f"party {k} feature")
+            if add_intercept and active_list and k == min(active_list):
+                Xk = np.hstack([np.ones((Xk.shape[0], 1)), Xk])
+                nk = ["intercept"] + nk
+            blocks.append(Xk)
+            names.append(nk)
+            one_hot.update(ok)
+        y, label_map = tab.binary_target(cols, target, pos_label)
+        raw = tab.labels_column(cols, group, "group")
+        levels = sorted_unique(raw, f"group column {group!r}")
+        if len(levels) != 2:
+            raise InvalidDataError(f"group column {group!r} has {len(levels)} value(s) {levels[:6]}; "
+                                   "DEO needs exactly two protected groups")
+        codes = np.array([0 if label_key(v) == levels[0] else 1 for v in raw])
+        try:
+            vfed = cls(blocks, y, codes, active=active_list)
+        except InvalidDataError as exc:
+            raise InvalidDataError(f"group column {group!r}: {exc}") from None
+        vfed.feature_names = names
+        vfed.table_info = {"target": target, "group": group, "parties": [list(map(str, p)) for p in parties],
+                           "one_hot": one_hot, "label_map": label_map,
+                           "group_map": {"a": levels[0], "b": levels[1]}, "add_intercept": bool(add_intercept)}
+        return vfed
 
     @property
     def n_samples(self) -> int:
