@@ -127,6 +127,9 @@ class Report:
             else:
                 lines.append(f"  empirical rate: O(r^{rt['slope']:.2f}) (R^2={rt['r2']:.3f}); "
                              f"paper: {rt.get('expected') or 'n/a'}")
+        if self.extra.get("partial_participation"):
+            lines.append(f"  partial participation (not every client took part) in rounds "
+                         f"{self.extra['partial_participation']}")
         for reason in self.reasons:
             lines.append(f"  reason: {reason}")
         return "\n".join(lines)
@@ -285,9 +288,13 @@ def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | No
         expected_rate = getattr(trace, "expected_rate", None)
     if times is not None and len(times) != len(thetas):
         times = None
-    return verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
-                           error_metric=error_metric, times=times,
-                           solver=getattr(trace, "solver", "") or "")
+    report = verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
+                             error_metric=error_metric, times=times,
+                             solver=getattr(trace, "solver", "") or "")
+    partial = (getattr(trace, "info", None) or {}).get("partial_participation")
+    if partial:       # e.g. a Flower run in which some clients failed or were not sampled
+        report.extra["partial_participation"] = list(partial)
+    return report
 
 
 class Verifier:
