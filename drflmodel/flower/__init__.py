@@ -7,7 +7,8 @@ Two jobs:
 (``ScaffPD``, ``ScaffPDIA``, ``RFedFair``, ``DRFA``, ``FedAvg``) into a Flower ``ServerApp`` and
 ``ClientApp`` that run the same algorithm over Flower's Message API and return the same
 :class:`~drflmodel.solvers.Trace` as the simulator -- the same iterates to round-off from the same
-seed, and the same message and float counts::
+seed, and the same message and float counts. The vertical ``FairVFL`` and ``FedBCD`` run with one
+supernode per party (:mod:`drflmodel.flower.vertical`)::
 
     import drflmodel as dm
     from drflmodel import flower as dmf

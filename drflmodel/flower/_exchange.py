@@ -14,7 +14,7 @@
 * records who took part: a client whose reply is an error (its ``ClientApp`` raised) or that does
   not reply within ``timeout`` drops out of the rest of the round (Flower's behaviour: the round
   goes on with the replies received); ``participation`` lists, per round, the participants and
-  the reason for each absence.
+  the reason for each failure.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from flwr.app import Message
 
 from ..errors import InvalidParameterError
 from ..solvers._base import CommLedger
-from ._records import METRICS, down_content, payload_arrays, payload_floats, payload_name
+from ._records import (METRICS, diagnostic_arrays, down_content, payload_arrays, payload_floats,
+                       payload_name)
 
 __all__ = ["Exchange", "combine", "losses_or_stale"]
 
@@ -116,25 +117,34 @@ class Exchange:
         self.ledger.begin_round()
         self.active = set(range(self.n))
         self._missing = {}
+        self._took_part: set[int] = set()
 
     def end_round(self) -> dict:
+        """Close the round's ledger and participation record: ``participants`` -- the clients that
+        exchanged messages in the round without failing (an algorithm's own sampling or delays
+        leave clients out too); ``missing`` -- the clients that failed, with the reason."""
         self._round += 1
-        self.participation.append({"round": self._round, "participants": sorted(self.active),
+        self.participation.append({"round": self._round,
+                                   "participants": sorted(self._took_part - set(self._missing)),
                                    "missing": {int(i): r for i, r in sorted(self._missing.items())}})
         return self.ledger.end_round()
 
     def send(self, op: str, payload: dict, config: dict | None = None, to=None,
-             per_client: dict | None = None) -> dict[int, dict]:
-        """Send ``payload`` (named float arrays, counted) and ``config`` (+ ``per_client[i]``) to
-        the clients ``to`` (default: those still taking part this round) as message type ``op``.
+             per_client: dict | None = None, per_client_payload: dict | None = None,
+             count: bool = True) -> dict[int, dict]:
+        """Send ``payload`` (named float arrays, counted; ``per_client_payload[i]`` added for
+        client *i*) and ``config`` (+ ``per_client[i]``) to the clients ``to`` (default: those
+        still taking part this round) as message type ``op``.
 
-        Returns ``{partition: reply payload}`` for the clients that replied without error; the
-        others are recorded as missing and dropped for the rest of the round. The first message
-        of a run, sent to every node alone, also identifies the nodes (its replies carry their
-        partition ids); if it differs per client a ``query.hello`` exchange does that first."""
+        Returns ``{partition: reply arrays}`` (the reply's payload and record-only diagnostics)
+        for the clients that replied without error; the others are recorded as missing and
+        dropped for the rest of the round. The first message of a run, sent to every node alike,
+        also identifies the nodes (its replies carry their partition ids); if it differs per
+        client a ``query.hello`` exchange does that first. ``count=False`` is a setup exchange
+        before the rounds (not counted; any failure stops the run)."""
         base = self._config(config)
         if not self.node_of:
-            if to is not None or per_client:
+            if to is not None or per_client or per_client_payload:
                 self._hello()
             else:
                 content = down_content(payload, base)
@@ -143,32 +153,41 @@ class Exchange:
                                                  group=str(self._round + 1))
                 self._identify(replies, errors)
                 return self._collect(replies, {}, {v: k for k, v in self.node_of.items()},
-                                     {i: content for i in self.node_of})
-        targets = sorted(self.active if to is None else {int(i) for i in to} & self.active)
-        contents = {i: down_content(payload, {**base, **(per_client or {}).get(i, {})}) for i in targets}
+                                     {i: content for i in self.node_of}, count)
+        pool = self.active if count else set(self.node_of)
+        targets = sorted(pool if to is None else {int(i) for i in to} & pool)
+        contents = {i: down_content({**payload, **(per_client_payload or {}).get(i, {})},
+                                    {**base, **(per_client or {}).get(i, {})}) for i in targets}
         replies, errors = self._exchange({self.node_of[i]: op for i in targets},
                                          {self.node_of[i]: c for i, c in contents.items()},
-                                         group=str(self._round + 1))
-        return self._collect(replies, errors, {self.node_of[i]: i for i in targets}, contents)
+                                         group=str(self._round + 1) if count else "setup")
+        if errors and not count:
+            node, reason = next(iter(errors.items()))
+            raise InvalidParameterError(f"supernode {node} failed during the setup of the run: {reason}")
+        return self._collect(replies, errors, {self.node_of[i]: i for i in targets}, contents, count)
 
-    def _collect(self, replies: dict, errors: dict, partition: dict, contents: dict) -> dict[int, dict]:
-        """Count the exchange in the ledger, record the failures, return the payloads by partition."""
+    def _collect(self, replies: dict, errors: dict, partition: dict, contents: dict,
+                 count: bool = True) -> dict[int, dict]:
+        """Count the exchange in the ledger, record the failures, return the arrays by partition."""
+        by_partition = {partition[node]: msg for node, msg in replies.items()}
+        out = {i: {**payload_arrays(m.content), **diagnostic_arrays(m.content)}
+               for i, m in sorted(by_partition.items())}
+        for msg in replies.values():
+            self.gradient_evaluations += int(msg.content.metric_records[METRICS]["gradient-evaluations"])
+        if not count:
+            return out
         if contents:
             first = contents[min(contents)]
             self.ledger.record("down", payload_name(first), len(contents),
                                sum(payload_floats(c) for c in contents.values()))
-        out: dict[int, dict] = {}
-        for node, msg in replies.items():
-            out[partition[node]] = payload_arrays(msg.content)
-            self.gradient_evaluations += int(msg.content.metric_records[METRICS]["gradient-evaluations"])
+        self._took_part |= set(out)
         for node, reason in errors.items():
             self._missing.setdefault(partition[node], reason)
             self.active.discard(partition[node])
         if out:
-            by_partition = {partition[node]: msg for node, msg in replies.items()}
             self.ledger.record("up", payload_name(by_partition[min(out)].content), len(out),
                                sum(payload_floats(m.content) for m in by_partition.values()))
-        return dict(sorted(out.items()))
+        return out
 
     # ------------------------------------------------------------------ transport
     def _exchange(self, types: dict, contents: dict, group: str):

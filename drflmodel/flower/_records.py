@@ -20,10 +20,14 @@ import json
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-__all__ = ["PAYLOAD", "CONFIG", "METRICS", "down_content", "up_content", "payload_arrays",
-           "payload_floats", "payload_name", "rng_to_text", "rng_from_text"]
+__all__ = ["PAYLOAD", "CONFIG", "METRICS", "DIAGNOSTICS", "down_content", "up_content",
+           "payload_arrays", "diagnostic_arrays", "payload_floats", "payload_name", "record_floats",
+           "rng_to_text", "rng_from_text"]
 
 PAYLOAD, CONFIG, METRICS = "payload", "config", "metrics"
+#: arrays a client returns for the server's *record* only (e.g. a vertical party's block, so the
+#: trace holds theta); not part of the algorithm's communication, not counted
+DIAGNOSTICS = "diagnostics"
 
 
 def _array_record(arrays: dict) -> ArrayRecord:
@@ -35,27 +39,45 @@ def down_content(arrays: dict, config: dict) -> RecordDict:
     return RecordDict({PAYLOAD: _array_record(arrays), CONFIG: ConfigRecord(dict(config))})
 
 
-def up_content(arrays: dict, metrics: dict) -> RecordDict:
-    """Client → server content: float ``arrays`` (counted) and protocol ``metrics`` (not counted)."""
-    return RecordDict({PAYLOAD: _array_record(arrays), METRICS: MetricRecord(dict(metrics))})
+def up_content(arrays: dict, metrics: dict, diagnostics: dict | None = None) -> RecordDict:
+    """Client → server content: float ``arrays`` (counted), protocol ``metrics`` and record-only
+    ``diagnostics`` (not counted)."""
+    records = {PAYLOAD: _array_record(arrays), METRICS: MetricRecord(dict(metrics))}
+    if diagnostics:
+        records[DIAGNOSTICS] = _array_record(diagnostics)
+    return RecordDict(records)
+
+
+def _arrays(content: RecordDict, key: str) -> dict:
+    rec = content.array_records.get(key)
+    return {} if rec is None else {k: np.array(v.numpy(), float) for k, v in rec.items()}
 
 
 def payload_arrays(content: RecordDict) -> dict:
     """The named float arrays of a message's payload (copies, float64)."""
-    rec = content.array_records.get(PAYLOAD)
-    if rec is None:
-        return {}
-    return {k: np.array(v.numpy(), float) for k, v in rec.items()}
+    return _arrays(content, PAYLOAD)
+
+
+def diagnostic_arrays(content: RecordDict) -> dict:
+    """The record-only arrays of a reply (not counted)."""
+    return _arrays(content, DIAGNOSTICS)
 
 
 def payload_floats(content: RecordDict) -> int:
-    """Number of floats in every ``ArrayRecord`` of the content (what the ledger counts)."""
+    """Number of floats in the content's payload (what the ledger counts)."""
+    rec = content.array_records.get(PAYLOAD)
+    return 0 if rec is None else int(sum(int(np.prod(a.shape)) for a in rec.values()))
+
+
+def record_floats(content: RecordDict) -> int:
+    """Number of floats in every ``ArrayRecord`` of the content (any strategy's messages)."""
     return int(sum(int(np.prod(a.shape)) for rec in content.array_records.values() for a in rec.values()))
 
 
 def payload_name(content: RecordDict) -> str:
     """The payload's array names joined by ``"+"`` (the simulator's ledger name)."""
-    return "+".join(k for rec in content.array_records.values() for k in rec.keys())
+    rec = content.array_records.get(PAYLOAD)
+    return "" if rec is None else "+".join(rec.keys())
 
 
 def rng_to_text(rng: np.random.Generator) -> str:

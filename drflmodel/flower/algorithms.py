@@ -17,6 +17,7 @@ ScaffPD, -IA   ``model`` ↓, ``losses+controls`` ↑, ``control`` ↓, ``update
 DRFA           ``model`` ↓, ``models+snapshots`` ↑, ``snapshot`` ↓, ``losses`` ↑
 FedAvg         ``model`` ↓, ``update`` ↑
 RFedFair       (round 0 with ``eta0="quantile"``: ``model0`` ↓, ``loss0`` ↑), ``model+eta`` ↓, ``update`` ↑
+FairVFL        ``scores+lambda`` ↓ (active), ``nu`` ↓ (passive), ``partial_scores`` ↑ (:mod:`.vertical`)
 =============  =========================================================================
 
 Faults: a client that fails (its ``ClientApp`` raised or did not reply) is dropped for the rest
@@ -34,33 +35,10 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ._exchange import Exchange, combine, losses_or_stale
+from ._port import Port, batch_size
+from .vertical import FairVFLPort, FedBCDPort
 
 __all__ = ["PORTED", "port_for", "Port"]
-
-
-class Port:
-    """Server-side round of one simulator solver on Flower."""
-
-    #: the simulator solver class this ports (``drflmodel.solvers`` name)
-    solver: str = ""
-    #: solver parameters handled; any other parameter must be ``None`` (not ported yet)
-    handled: frozenset = frozenset()
-
-    def check(self, solver) -> None:
-        """Raise if ``solver`` uses an option this port does not implement."""
-        extra = {k: v for k, v in solver.params.items() if k not in self.handled and v is not None}
-        if extra:
-            raise InvalidParameterError(
-                f"{self.solver} on Flower does not implement the option(s) "
-                f"{', '.join(f'{k}={v!r}' for k, v in extra.items())}; run it on the simulator")
-
-    def round(self, r: int, state: dict, ex: Exchange, solver, rng) -> dict:
-        raise NotImplementedError
-
-
-def _batch(solver) -> int:
-    b = solver._batch_size()
-    return 0 if b is None else int(b)
 
 
 def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, ex: Exchange,
@@ -110,7 +88,7 @@ class ScaffPDPort(Port):
         tau, sigma, ext = state["schedule"](r)
         x_next, lam_next, L = primal_dual_round(
             state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
-            solver.global_step, ex, state["set"].prox, state["normalize"], _batch(solver))
+            solver.global_step, ex, state["set"].prox, state["normalize"], batch_size(solver))
         w = state["schedule"].weight(r)
         state["_wsum"] += w
         state["_xsum"] = state["_xsum"] + w * x_next
@@ -133,7 +111,7 @@ class ScaffPDIAPort(Port):
         tau, sigma, ext = state["schedule"](r)
         x_next, lam_next, L = primal_dual_round(
             state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
-            state["beta"], ex, state["dual"], False, _batch(solver))
+            state["beta"], ex, state["dual"], False, batch_size(solver))
         active = 0.0
         if state["box"] is not None:
             lo, hi = state["box"]
@@ -158,7 +136,7 @@ class DRFAPort(Port):
         J, lam, x = solver.local_steps, state["weights"], state["theta"]
         t_snap = int(rng.integers(1, J + 1))
         up = ex.send("train.local_sgd", {"model": x},
-                     {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": _batch(solver)})
+                     {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": batch_size(solver)})
         x_next = combine(lam, up, "models", range(ex.n))
         x_snap = combine(lam, up, "snapshots", range(ex.n))
         losses = ex.send("query.loss", {"snapshot": x_snap}, {"reply": "losses"}, to=up)
@@ -180,7 +158,7 @@ class FedAvgPort(Port):
     def round(self, r, state, ex, solver, rng):
         x = state["theta"]
         up = ex.send("train.local_sgd", {"model": x},
-                     {"eta": state["eta"], "steps": solver.local_steps, "batch-size": _batch(solver)})
+                     {"eta": state["eta"], "steps": solver.local_steps, "batch-size": batch_size(solver)})
         state["theta"] = x - solver.global_step * combine(state["weights"], up, "update", range(ex.n))
         return state
 
@@ -224,7 +202,8 @@ class RFedFairPort(Port):
 
 #: simulator solver name -> its Flower port
 PORTED: dict[str, Port] = {p.solver: p for p in (ScaffPDPort(), ScaffPDIAPort(), DRFAPort(),
-                                                   FedAvgPort(), RFedFairPort())}
+                                                   FedAvgPort(), RFedFairPort(), FairVFLPort(),
+                                                   FedBCDPort())}
 
 
 def port_for(solver) -> Port:

@@ -33,6 +33,12 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
     steps on :math:`\hat f^{\mu,i}(\omega,\eta)=\frac1{\alpha_i}\phi_\mu(f_i(\omega)-\eta)+\eta`:
     with :math:`s=\mathrm{sigmoid}((f_i(\omega)-\eta)/\mu)`, :math:`a=s/\alpha_i`,
     :math:`\omega\leftarrow\omega-\beta a\nabla f_i(\omega)`, :math:`\eta\leftarrow\eta-\beta(1-a)`.
+``train.vfl_init``, ``train.vfl_step`` (fair VFL, FedBCD; spec fair-vfl-deo §1.5; party *k* of
+    a vertical federation through its ``PartyView``)
+    keep the block :math:`\theta_k`; a step: passive :math:`\theta_k-\eta_t^{-1}((X^k)^\top\nu+\ell_2\theta_k)`
+    from the server's :math:`\nu`, active :math:`q` local steps on the inconsistent read
+    :math:`z+X^k(\theta_k-\theta_k^{(t)})` with :math:`(z,\lambda)`; reply the new partial scores
+    :math:`X^k\theta_k` (and the block, for the server's record only).
 
 :func:`strategy_client_app` is a plain client for **Flower's own strategies** (``FedAvg``,
 ``FedProx``, ``QFedAvg``, ...): local gradient steps on :math:`f_i` (plus FedProx's proximal
@@ -140,6 +146,7 @@ class _Client:
         self._state = context.state
         self._key = f"drflmodel.{self.run}"
         self.gradient_evaluations = 0
+        self.diagnostics: dict = {}
         self._rng = None
 
     @property
@@ -178,7 +185,7 @@ class _Client:
 
     def reply(self, msg: Message, **arrays) -> Message:
         metrics = {"partition-id": self.index, "gradient-evaluations": self.gradient_evaluations}
-        return Message(up_content(arrays, metrics), reply_to=msg)
+        return Message(up_content(arrays, metrics, self.diagnostics), reply_to=msg)
 
 
 # ---------------------------------------------------------------------------------- operations
@@ -229,6 +236,31 @@ def _smoothed_steps(c: _Client, down: dict) -> dict:
     return {"update": np.append(u, e)}
 
 
+def _vfl_init(c: _Client, down: dict) -> dict:
+    block = down["block"]
+    c.keep(block=block)
+    c.diagnostics = {"block": block}
+    return {"partial_scores": c.view.partial_scores(block)}
+
+
+def _vfl_step(c: _Client, down: dict) -> dict:
+    v, old = c.view, c.kept()["block"]
+    eta = float(c.config["eta"])
+    if "nu" in down:                                   # passive party: one step from nu
+        new = old - v.block_gradient(down["nu"], old) / eta
+    else:                                              # active party: q steps, other blocks stale
+        if "scores+lambda" in down:
+            z, lam = down["scores+lambda"][:-2], down["scores+lambda"][-2:]
+        else:
+            z, lam = down["scores"], np.zeros(2)
+        new = old.copy()
+        for _ in range(int(c.config["steps"])):
+            new = new - v.local_gradient(v.local_scores(z, new, old), new, lam) / eta
+    c.keep(block=new)
+    c.diagnostics = {"block": new}
+    return {"partial_scores": v.partial_scores(new)}
+
+
 #: message type -> client computation ``(client, payload) -> reply payload``
 OPERATIONS: dict[str, Callable] = {
     "query.hello": _hello,
@@ -237,6 +269,8 @@ OPERATIONS: dict[str, Callable] = {
     "train.local_sgd": _local_sgd,
     "query.loss": _loss,
     "train.smoothed_steps": _smoothed_steps,
+    "train.vfl_init": _vfl_init,
+    "train.vfl_step": _vfl_step,
 }
 
 

@@ -31,7 +31,7 @@ from flwr.app import MetricRecord
 
 from ..errors import InvalidParameterError
 from ..solvers._base import Trace
-from ._records import payload_floats
+from ._records import record_floats
 
 __all__ = ["Recorder"]
 
@@ -96,7 +96,7 @@ class Recorder:
             row = self._row(server_round)
             row["sampled"] = sorted(m.metadata.dst_node_id for m in messages)
             row["messages_down"] = len(messages)
-            row["floats_down"] = sum(payload_floats(m.content) for m in messages)
+            row["floats_down"] = sum(record_floats(m.content) for m in messages)
             return messages
 
         def aggregate_train(server_round, replies):
@@ -112,7 +112,7 @@ class Recorder:
                 names[node] = int(metrics[0]["partition-id"]) if metrics else node
                 row["participants"].append(names[node])
                 row["messages_up"] += 1
-                row["floats_up"] += payload_floats(m.content)
+                row["floats_up"] += record_floats(m.content)
             for node in set(row["sampled"]) - {m.metadata.src_node_id for m in replies}:
                 row["missing"][self._name(node, names)] = "no reply"
             row["participants"].sort()

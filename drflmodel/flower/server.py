@@ -7,7 +7,9 @@ simulator does), connects (:meth:`~drflmodel.flower._exchange.Exchange.connect`:
 per client, else an error before any round), runs the rounds of the port
 (:mod:`drflmodel.flower.algorithms`) and records a :class:`~drflmodel.solvers.Trace` with the
 simulator's fields plus ``info["engine"] = "flower"``, ``info["participation"]`` (per round: the
-participants, and why any client was missing) and ``info["partial_participation"]``.
+participants, and why any client failed), ``info["partial_participation"]`` (rounds in which not
+every client took part: the algorithm's own sampling or delays, or failures) and
+``info["failed_rounds"]`` (rounds with a failed client; the paper's rate claim is then dropped).
 
 The server's random generator is ``numpy.random.default_rng(seed)`` (DRFA's snapshot step,
 rFedFair's client sampling -- the simulator's order); client *i*'s generator is created on the
@@ -70,6 +72,7 @@ def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Cal
     ex = Exchange(grid, problem.n_clients, run=run, timeout=timeout, poll_interval=poll_interval,
                   connect_timeout=connect_timeout)
     ex.connect(seed)
+    port.setup(state, ex, solver, problem)
     setup_time = time.perf_counter() - t_start
     record = tuple(solver.record)
     thetas = [np.array(state["theta"], float)]
@@ -99,19 +102,21 @@ def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Cal
                 stopped = True
                 break
     partial = [p["round"] for p in ex.participation if len(p["participants"]) < problem.n_clients]
+    failed = [p["round"] for p in ex.participation if p["missing"]]
     info = {"seed": seed, "stopped_by_callback": stopped, "rounds_run": len(rows),
             "gradient_evaluations": ex.gradient_evaluations,
             "comm_schedule": rows[0]["log"] if rows else [], "problem": repr(problem),
             "engine": "flower", "setup_time": setup_time, "participation": ex.participation,
-            "partial_participation": partial}
+            "partial_participation": partial, "failed_rounds": failed}
     info.update(state.get("info", {}))
+    info["gradient_evaluations"] = ex.gradient_evaluations
     rate = state.get("expected_rate", solver.expected_rate)
     return Trace(solver=type(solver).__name__, params=dict(solver.params),
                  theta=np.array(thetas), weights=None if weights is None else np.array(weights),
                  iterates={k: np.array(v) for k, v in iterates.items()},
                  **{k: np.array([row[k] for row in rows], int) for k in _COMM},
                  round_time=np.array(round_time), info=info,
-                 expected_rate=None if partial else rate, problem=problem)
+                 expected_rate=None if failed else rate, problem=problem)
 
 
 def _resolve(obj, context, is_ready: Callable):

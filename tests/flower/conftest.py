@@ -84,6 +84,13 @@ def fafl():
 
 
 @pytest.fixture(scope="session")
+def vertical():
+    """Fair vertical FL: 4 parties (party 0 active), logistic loss, linear DEO constraint."""
+    vf = dm.datasets.synthetic_vertical(n_samples=120, dim=6, n_parties=N, group_shift=1.5, seed=0)
+    return dm.DEOConstrained(vf, dm.losses.Logistic(), eps=0.02, fairness_loss="linear", l2=0.1)
+
+
+@pytest.fixture(scope="session")
 def dro_solution(dro):
     sol = dro.solve()
     assert sol.status == "optimal"

@@ -67,7 +67,7 @@ def test_a_failing_client_is_recorded_and_the_run_goes_on(dro, dro_solution):
     with LocalGrid(app, dro.n_clients) as grid:
         tr = run_on_grid(grid, dro, solver, seed=0)
     part = tr.info["participation"]
-    assert tr.info["partial_participation"] == [3, 4]
+    assert tr.info["partial_participation"] == tr.info["failed_rounds"] == [3, 4]
     assert part[2]["participants"] == [0, 2, 3] and "disk full" in part[2]["missing"][1]
     assert part[4]["participants"] == [0, 1, 2, 3] and part[4]["missing"] == {}
     assert tr.expected_rate is None                     # no theorem covers a partial round
@@ -137,7 +137,7 @@ def test_a_client_that_does_not_reply_times_out(cvar):
 
 # ------------------------------------------------------------------ what is not ported
 def test_unported_solver_and_options_are_refused(dro):
-    with pytest.raises(InvalidParameterError, match="ADLPMM is not ported to Flower; ported: DRFA, FedAvg"):
+    with pytest.raises(InvalidParameterError, match="ADLPMM is not ported to Flower; ported: DRFA, FairVFL"):
         dmf.FlowerRun(dro, ADLPMM(rounds=3))
     with pytest.raises(InvalidParameterError, match="control_variates=False"):
         dmf.FlowerRun(dro, ScaffPD(rounds=3, control_variates=False))

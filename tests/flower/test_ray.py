@@ -1,6 +1,7 @@
 """The ported algorithms on Flower's own simulation engine (Ray): one Flower session (one Ray
 start-up, ~8 s) runs one algorithm of each family -- Scaff-PD (DRO, minibatch), Scaff-PD-IA
-(relative fairness), rFedFair (FAFL) -- plus DRFA and FedAvg, each equal to its simulator run.
+(relative fairness), rFedFair (FAFL), fair VFL (vertical, one supernode per party) -- plus DRFA
+and FedAvg, each equal to its simulator run.
 While the session is live, every socket the run's processes listen on is listed: all are on the
 loopback interface. Afterwards no Flower or Ray process is left."""
 
@@ -11,7 +12,7 @@ import pytest
 
 from drflmodel import flower as dmf
 from drflmodel.flower._net import descendants, is_loopback, listening_sockets
-from drflmodel.solvers import DRFA, FedAvg, RFedFair, ScaffPD, ScaffPDIA
+from drflmodel.solvers import DRFA, FairVFL, FedAvg, RFedFair, ScaffPD, ScaffPDIA
 
 from .conftest import assert_no_flower_processes
 
@@ -19,7 +20,7 @@ ROUNDS = 3
 
 
 @pytest.fixture(scope="module")
-def session(dro, relative, fafl, cvar, erm):
+def session(dro, relative, fafl, cvar, erm, vertical):
     sockets = []
 
     def list_sockets(res):
@@ -34,6 +35,7 @@ def session(dro, relative, fafl, cvar, erm):
         "fafl": dmf.FlowerRun(fafl, RFedFair(mu=0.5, rounds=ROUNDS, local_steps=3), seed=4),
         "drfa": dmf.FlowerRun(cvar, DRFA(rounds=ROUNDS, local_steps=3, batch_size=5), seed=4),
         "fedavg": dmf.FlowerRun(erm, FedAvg(rounds=ROUNDS, local_steps=3), seed=4),
+        "vertical": dmf.FlowerRun(vertical, FairVFL(rounds=ROUNDS, preset="lagrangian", local_steps=2), seed=4),
     }
     try:
         dmf.run_many(list(runs.values()), engine="ray")
@@ -42,14 +44,15 @@ def session(dro, relative, fafl, cvar, erm):
     return runs, sockets
 
 
-@pytest.mark.parametrize("family", ["dro", "relative", "fafl", "drfa", "fedavg"])
+@pytest.mark.parametrize("family", ["dro", "relative", "fafl", "drfa", "fedavg", "vertical"])
 def test_ray_engine_reproduces_the_simulator(session, family):
     runs, _ = session
     run = runs[family]
     sim = run.solver.run(run.problem, seed=run.seed)
     gaps = dmf.compare_traces(sim, run.trace)
     assert gaps["theta"] <= 1e-10 and (gaps["weights"] is None or gaps["weights"] <= 1e-10), gaps
-    assert gaps["iterates"] <= 1e-10 and gaps["communication"] and gaps["comm_schedule"], gaps
+    assert gaps["iterates"] <= 1e-10 and gaps["communication"], gaps
+    assert gaps["comm_schedule"] or family == "vertical", gaps      # vertical: same totals, other order
     assert run.trace.info["partial_participation"] == [] and run.trace.rounds == ROUNDS
     assert np.all(run.trace.round_time > 0)
 
