@@ -165,14 +165,15 @@ class FedAvgPort(Port):
 
 class RFedFairPort(Port):
     r""":class:`~drflmodel.solvers.RFedFair` (FAFL Algorithm 1, spec fafl-hcvar §4–§6): clients step
-    on :math:`\hat f^{\mu,i}`; the server averages :math:`(\omega,\eta)` with weights :math:`p_i`
+    on :math:`\hat f^{\mu,i}` (exact loss in the sigmoid weight; the gradient exact, or a minibatch
+    from the client's own generator when the solver has a ``batch_size``); the server averages :math:`(\omega,\eta)` with weights :math:`p_i`
     (full) or the multiplicities of :math:`K` draws with replacement by :math:`p` (partial,
     drawn by the solver's ``_select`` from the server's generator), and keeps the ergodic
     averages of Theorem 1."""
 
     solver = "RFedFair"
     handled = frozenset({"rounds", "mu", "iterations", "local_steps", "participation",
-                         "clients_per_round", "step_size", "lipschitz", "eta0"})
+                         "clients_per_round", "step_size", "lipschitz", "eta0", "batch_size"})
 
     def round(self, r, state, ex, solver, rng):
         from ..solvers.rfedfair import hcvar_eta
@@ -185,7 +186,8 @@ class RFedFairPort(Port):
                 state["eta"] = float(solver.params["eta0"])
             state["info"]["eta0"] = state["eta"]
         weights, members, mult = solver._select(state, SimpleNamespace(n=ex.n, rng=rng))
-        config = {"steps": 1 if r == 0 else solver.local_steps, "beta": state["beta"], "mu": solver.mu}
+        config = {"steps": 1 if r == 0 else solver.local_steps, "beta": state["beta"], "mu": solver.mu,
+                  "batch-size": batch_size(solver)}
         per_client = {int(i): {"alpha": float(state["alpha"][i])} for i in members}
         up = ex.send("train.smoothed_steps", {"model+eta": np.append(state["theta"], state["eta"])},
                      config, to=members, per_client=per_client)

@@ -246,8 +246,10 @@ def _vfl_init(c: _Client, down: dict) -> dict:
 def _vfl_step(c: _Client, down: dict) -> dict:
     v, old = c.view, c.kept()["block"]
     eta = float(c.config["eta"])
-    if "nu" in down:                                   # passive party: one step from nu
-        new = old - v.block_gradient(down["nu"], old) / eta
+    if "nu" in down:                                   # passive party: P steps from the round's nu
+        new = old.copy()
+        for _ in range(int(c.config.get("steps", 1))):
+            new = new - v.block_gradient(down["nu"], new) / eta
     else:                                              # active party: q steps, other blocks stale
         if "scores+lambda" in down:
             z, lam = down["scores+lambda"][:-2], down["scores+lambda"][-2:]

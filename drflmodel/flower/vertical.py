@@ -12,7 +12,8 @@ One round on Flower (the simulator's S1–S4, spec §1.5):
 
 * S2/S3: the server sends :math:`(z,\lambda)` (``scores+lambda``; FedBCD: ``scores``) to every
   updating active party with its number of local steps :math:`q_k`, and :math:`\nu` (``nu``) to
-  every updating passive party (passive parties never receive labels, groups, :math:`\lambda` or
+  every updating passive party (with its number of steps, ``passive_steps`` when the solver has
+  that option, else 1) (passive parties never receive labels, groups, :math:`\lambda` or
   scores); delays (``update_prob < 1``) and the random :math:`q_k` are drawn from the server's
   generator in the simulator's order;
 * S4 + the next S1: each updating party steps and replies with the partial scores of its **new**
@@ -45,7 +46,7 @@ class FairVFLPort(Port):
 
     solver = "FairVFL"
     handled = frozenset({"rounds", "preset", "c", "eta_inv", "beta", "local_steps", "local_schedule",
-                         "update_prob", "tau_const"})
+                         "update_prob", "tau_const", "passive_steps"})
 
     def setup(self, state, ex, solver, problem):
         state["_problem"] = problem
@@ -71,8 +72,10 @@ class FairVFLPort(Port):
             replies.update(ex.send("train.vfl_step", payload, {"eta": eta}, to=steps,
                                    per_client={k: {"steps": q} for k, q in steps.items()}))
         passive = [k for k in range(K) if upd[k] and k not in active]
-        if passive:
-            replies.update(ex.send("train.vfl_step", {"nu": problem.nu(z, lam)}, {"eta": eta}, to=passive))
+        if passive:      # P steps with the round's nu (passive_steps, spec N19; 1 = the algorithms')
+            P = int(solver.params.get("passive_steps", 1))
+            replies.update(ex.send("train.vfl_step", {"nu": problem.nu(z, lam)}, {"eta": eta, "steps": P},
+                                   to=passive))
         new = [theta[s].copy() for s in state["slices"]]
         for k, arrays in replies.items():
             new[k] = arrays["block"]

@@ -4,6 +4,8 @@ seed: theta and lambda per round to 1e-10, every recorded iterate, the per-round
 float counts, the first round's named ledger and the number of gradient evaluations -- with exact
 gradients and with minibatches (drawn by each client from its own generator)."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,29 @@ def test_callback_and_stop(dro):
 
     tr = dmf.run(dro, ScaffPD(rounds=10, local_steps=2), seed=0, callback=cb)
     assert tr.rounds == 3 and tr.info["stopped_by_callback"] and seen == [(1, 8), (2, 8), (3, 8)]
+
+
+# ------------------------------------------------------------------ options added by issue 14
+def _has_option(cls, name):
+    return name in inspect.signature(cls.__init__).parameters
+
+
+@pytest.mark.skipif(not _has_option(RFedFair, "batch_size"),
+                    reason="rFedFair's minibatch local steps (issue 14, branch variants) are not in this tree")
+@pytest.mark.parametrize("participation", ["full", "partial"])
+def test_rfedfair_minibatch_reproduces_the_simulator(fafl, participation):
+    """Exact loss in the sigmoid weight, minibatch gradient from the client's own generator; under
+    sampling only the drawn clients draw (checked against the simulator once issue 14 is merged)."""
+    kw = {"clients_per_round": 3} if participation == "partial" else {}
+    solver = RFedFair(mu=0.5, rounds=15, local_steps=5, batch_size=7, participation=participation, **kw)
+    sim, flw = _run_both(fafl, solver, seed=5)
+    _check_equal(sim, flw, full=participation == "full")
+    assert np.abs(flw.theta[-1] - RFedFair(mu=0.5, rounds=15, local_steps=5, participation=participation,
+                                           **kw).run(fafl, seed=5).theta[-1]).max() > 1e-8
+
+
+@pytest.mark.skipif(not _has_option(FairVFL, "passive_steps"),
+                    reason="FairVFL's passive_steps (issue 14, branch variants) is not in this tree")
+def test_vertical_fl_passive_steps_reproduce_the_simulator(vertical):
+    sim, flw = _run_both(vertical, FairVFL(rounds=15, preset="lagrangian", passive_steps=3), seed=2)
+    _check_equal(sim, flw, schedule=False)
