@@ -61,6 +61,7 @@ class Exchange:
         self._round = 0
         self.active: set[int] = set()
         self._missing: dict[int, str] = {}
+        self._took_part: set[int] = set()
 
     # ------------------------------------------------------------------ setup
     def connect(self, seed: int) -> None:
@@ -117,7 +118,7 @@ class Exchange:
         self.ledger.begin_round()
         self.active = set(range(self.n))
         self._missing = {}
-        self._took_part: set[int] = set()
+        self._took_part = set()
 
     def end_round(self) -> dict:
         """Close the round's ledger and participation record: ``participants`` -- the clients that

@@ -5,7 +5,8 @@ per client, ``flwr run``), on one machine or several.
 build the ``ServerApp`` and ``ClientApp`` of a Flower App directory from a drflmodel TOML file
 (the format of ``drflmodel verify``, see :mod:`drflmodel._config`) named by the run config key
 ``problem-config`` (relative to the app directory). The server runs the ``[solver]`` table's
-algorithm with its ``seed`` and, when the run config sets ``trace-out``, saves the
+algorithm with its ``seed`` (pulling replies every ``poll-interval`` seconds, default 0.1: each
+pull is a request to the SuperLink) and, when the run config sets ``trace-out``, saves the
 :class:`~drflmodel.solvers.Trace` there (``Trace.save``, ``.npz``). ``examples/flower_app`` is such
 an app. Each client process builds the problem from the same file and uses only its own
 partition's ``client_view`` (with synthetic or shared data; a site holding only its own data
@@ -60,7 +61,8 @@ def config_server_app(app_dir):
         cfg = load_config(_config_path(app_dir, context), need_solver=True)
         problem, solver = build_problem(cfg), build_solver(cfg)
         trace = run_on_grid(grid, problem, solver, seed=cfg["solver"].get("seed", 0),
-                            connect_timeout=float(context.run_config.get("connect-timeout", 60.0)))
+                            connect_timeout=float(context.run_config.get("connect-timeout", 60.0)),
+                            poll_interval=float(context.run_config.get("poll-interval", 0.1)))
         out = str(context.run_config.get("trace-out", ""))
         if out:
             trace.save(out)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from drflmodel import flower as dmf
+from drflmodel.errors import InvalidParameterError
 from drflmodel.flower._net import descendants, is_loopback, listening_sockets
 from drflmodel.solvers import DRFA, FairVFL, FedAvg, RFedFair, ScaffPD, ScaffPDIA
 
@@ -37,6 +38,8 @@ def session(dro, relative, fafl, cvar, erm, vertical):
         "fedavg": dmf.FlowerRun(erm, FedAvg(rounds=ROUNDS, local_steps=3), seed=4),
         "vertical": dmf.FlowerRun(vertical, FairVFL(rounds=ROUNDS, preset="lagrangian", local_steps=2), seed=4),
     }
+    for run in runs.values():
+        run.options["timeout"] = 60.0                  # no exchange may hang the test
     try:
         dmf.run_many(list(runs.values()), engine="ray")
     finally:
@@ -68,3 +71,11 @@ def test_every_listener_of_a_live_ray_run_is_on_loopback(session):
     assert sockets and any(n.startswith(("gcs_server", "raylet")) for n in names), sockets
     outside = [s for s in sockets if not s["loopback"]]
     assert not outside, f"listening beyond 127.0.0.1: {outside}"
+
+
+@pytest.mark.slow
+def test_ray_engine_refuses_the_wrong_number_of_supernodes(dro):
+    """The ServerApp's error (raised before any round) comes out of Flower's simulation engine."""
+    with pytest.raises(InvalidParameterError, match="5 Flower supernodes are connected but the federation has 4 clients"):
+        dmf.run(dro, ScaffPD(rounds=2), engine="ray", num_supernodes=5)
+    assert_no_flower_processes()
