@@ -41,8 +41,8 @@ def app_modules():
             del sys.modules[name]
 
 
-def _simulated():
-    cfg = load_config(APP / "problem.toml", need_solver=True)
+def _simulated(path=APP / "problem.toml"):
+    cfg = load_config(path, need_solver=True)
     problem = build_problem(cfg)
     return problem, build_solver(cfg).run(problem, seed=cfg["solver"]["seed"])
 
@@ -84,15 +84,18 @@ def test_a_local_deployment_listens_on_loopback_only_and_stops(tmp_path):
 
 @pytest.mark.slow
 def test_scaffpd_across_processes_verified_against_the_oracle(tmp_path):
-    """3 rounds of Scaff-PD on flower-superlink + 3 flower-supernode + flwr run, bounded by the
-    run's 55 s timeout (it takes about 45-50 s on 2 busy cores: Flower 1.41's supernode polls the
-    SuperLink every 3 s when idle and starts a new ClientApp process for every message)."""
+    """3 rounds of Scaff-PD on flower-superlink + 2 flower-supernode + flwr run (the example app with
+    its problem on 2 clients), bounded by the run's 55 s timeout: about 40 s on 2 idle cores,
+    because Flower 1.41's supernode polls the SuperLink every 3 s when idle and starts a new
+    ClientApp process (Python, Flower, CVXPY imports) for every message."""
+    problem_toml = tmp_path / "problem.toml"
+    problem_toml.write_text((APP / "problem.toml").read_text().replace("n_clients = 3", "n_clients = 2"))
     out = tmp_path / "trace.npz"
-    dep = LocalDeployment(3, workdir=tmp_path)
+    dep = LocalDeployment(2, workdir=tmp_path)
     sockets = []
     try:
         dep.start()
-        result = dep.run(APP, {"trace-out": str(out)}, timeout=55)
+        result = dep.run(APP, {"problem-config": str(problem_toml), "trace-out": str(out)}, timeout=55)
         sockets = listening_sockets(dep.pids())
         assert result.returncode == 0, dep.log("flwr-run")
     finally:
@@ -100,9 +103,9 @@ def test_scaffpd_across_processes_verified_against_the_oracle(tmp_path):
     assert dep.pids() == set()
     assert_no_flower_processes()
     assert sockets and all(s["loopback"] for s in sockets), sockets
-    problem, sim = _simulated()
+    problem, sim = _simulated(problem_toml)
     flw = Trace.load(out)
-    assert flw.rounds == 3 and flw.solver == "ScaffPD"
+    assert flw.rounds == 3 and flw.solver == "ScaffPD" and problem.n_clients == 2
     gaps = dmf.compare_traces(sim, flw)
     assert gaps["theta"] <= 1e-10 and gaps["weights"] <= 1e-10 and gaps["communication"], gaps
     # graded by the certified oracle: every round moves strictly closer to theta*
