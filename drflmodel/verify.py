@@ -127,9 +127,11 @@ class Report:
             else:
                 lines.append(f"  empirical rate: O(r^{rt['slope']:.2f}) (R^2={rt['r2']:.3f}); "
                              f"paper: {rt.get('expected') or 'n/a'}")
-        if self.extra.get("partial_participation"):
-            lines.append(f"  partial participation (not every client took part) in rounds "
-                         f"{self.extra['partial_participation']}")
+        partial = self.extra.get("partial_participation")
+        if partial:
+            shown = ", ".join(map(str, partial[:10])) + (", ..." if len(partial) > 10 else "")
+            lines.append(f"  partial participation (not every client took part) in {len(partial)} "
+                         f"round(s): {shown}")
         for reason in self.reasons:
             lines.append(f"  reason: {reason}")
         return "\n".join(lines)

@@ -17,8 +17,11 @@ _FLOWER_NAMES = ("ray::", "raylet", "gcs_server", "flower-", "flwr", "dashboard"
 
 @pytest.fixture(scope="session", autouse=True)
 def _hygiene():
-    """FLWR_TELEMETRY_ENABLED=0, RAY_USAGE_STATS_ENABLED=0, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0."""
+    """FLWR_TELEMETRY_ENABLED=0, RAY_USAGE_STATS_ENABLED=0, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0;
+    and, when the Flower tests end, no Flower or Ray process of theirs is left."""
     network_hygiene()
+    yield
+    assert_no_flower_processes()
 
 
 def flower_processes() -> list[str]:
