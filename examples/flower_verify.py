@@ -19,7 +19,7 @@ elsewhere* (the iterate has stopped -- its last step is below 1e-3 of its distan
 that is not the optimum: client drift of local steps, q-FedAvg's step rule with local steps); or
 *still moving*.
 
-Run: ``python examples/flower_verify.py`` (1000 rounds on Flower's in-process grid, about 40 s),
+Run: ``python examples/flower_verify.py`` (1000 rounds on Flower's in-process grid, about a minute),
 ``--quick`` (150 rounds, a few seconds), ``--engine ray`` (Flower's simulation engine, every
 strategy in one Flower session: the same table, ~5 minutes with ``--quick`` -- each Flower
 message exchange there costs ~0.1-0.2 s of polling).
