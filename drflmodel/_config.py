@@ -36,6 +36,8 @@ the key and the expected type (one line each)::
     options = { rounds = 300 }
     seed = 0
     tol = 1e-6
+    engine = "simulator"        # simulator | flower (Flower's simulation engine, Ray)
+                                # | flower-inprocess (the same Flower apps on an in-process Grid)
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA"]
+__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA", "ENGINES"]
 
 
 class ConfigError(InvalidParameterError):
@@ -65,6 +67,8 @@ DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", 
 #: [data] keys of the table sources (csv, parquet) only
 TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "pos_label")
 FAMILIES = ("dro", "fafl", "wasserstein", "relative", "deo")
+#: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
+ENGINES = ("simulator", "flower", "flower-inprocess")
 
 #: allowed keys and their types per table
 SCHEMA: dict[str, dict[str, tuple]] = {
@@ -74,7 +78,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "loss": {"name": (str,), "options": (dict,)},
     "problem": {"family": (str,), "options": (dict,), "weights": (dict,), "A": (dict,), "B": (dict,)},
     "solver": {"name": (str,), "options": (dict,), "seed": (int,), "tol": (float, int),
-               "expected_rate": (str,)},
+               "expected_rate": (str,), "engine": (str,)},
 }
 _REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
 _TYPE_NAMES = {str: "string", dict: "table", int: "integer", float: "number", list: "array",
@@ -119,6 +123,8 @@ def load_config(path, need_solver: bool = False) -> dict:
         raise ConfigError(f"'data.source' must be one of {', '.join(DATA_SOURCES)}; got {out['data']['source']!r}")
     if out["problem"]["family"] not in FAMILIES:
         raise ConfigError(f"'problem.family' must be one of {', '.join(FAMILIES)}; got {out['problem']['family']!r}")
+    if out["solver"].get("engine", "simulator") not in ENGINES:
+        raise ConfigError(f"'solver.engine' must be one of {', '.join(ENGINES)}; got {out['solver']['engine']!r}")
     _check_table_keys(out["data"], out["problem"]["family"])
     if out["data"]["source"] in ("npz", "csv", "parquet"):
         if "path" not in out["data"]:

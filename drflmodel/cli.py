@@ -5,6 +5,9 @@
   table, figures and a JSON report in an output directory.
 * ``drflmodel solve CONFIG`` -- solve the problem described in a TOML file; JSON result.
 * ``drflmodel verify CONFIG`` -- solve, run the configured distributed solver, verify; JSON report.
+  ``[solver] engine`` chooses where the solver runs: ``"simulator"`` (default), ``"flower"``
+  (Flower's simulation engine) or ``"flower-inprocess"`` (the same Flower apps in process); the
+  report names the engine.
 
 Bad configurations give one-line errors naming the key and the expected type (exit code 2).
 """
@@ -53,14 +56,31 @@ def _cmd_verify(args) -> int:
     if data_info(problem) is not None:
         sol.info["data"] = data_info(problem)
     print(sol.summary(), file=sys.stderr)
-    trace = solver.run(problem, seed=cfg["solver"].get("seed", 0))
+    trace, engine = _run_solver(cfg, problem, solver)
     kwargs = {"tol": float(cfg["solver"].get("tol", 1e-6))}
     if "expected_rate" in cfg["solver"]:
         kwargs["expected_rate"] = cfg["solver"]["expected_rate"]
     report = verify(trace, sol, **kwargs)
     print(report.summary(), file=sys.stderr)
-    _write_json({"config": describe(cfg), "solution": sol.to_dict(), "report": report.to_dict()}, args.out)
+    _write_json({"config": describe(cfg), "engine": engine, "solution": sol.to_dict(),
+                 "report": report.to_dict()}, args.out)
     return 0 if report.passed else 1
+
+
+def _run_solver(cfg, problem, solver):
+    """Run the [solver] on its ``engine``: the simulator, or Flower (``drflmodel.flower``)."""
+    from ._config import ConfigError
+
+    engine = cfg["solver"].get("engine", "simulator")
+    seed = cfg["solver"].get("seed", 0)
+    if engine == "simulator":
+        return solver.run(problem, seed=seed), engine
+    try:
+        from .flower import run as run_on_flower
+    except ImportError as exc:
+        raise ConfigError(f"'solver.engine' = {engine!r}: {exc}") from None
+    flower_engine = "ray" if engine == "flower" else "inprocess"
+    return run_on_flower(problem, solver, seed=seed, engine=flower_engine), engine
 
 
 def _cmd_tour(args) -> int:

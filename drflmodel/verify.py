@@ -128,6 +128,11 @@ class Report:
             else:
                 lines.append(f"  empirical rate: O(r^{rt['slope']:.2f}) (R^2={rt['r2']:.3f}); "
                              f"paper: {rt.get('expected') or 'n/a'}")
+        partial = self.extra.get("partial_participation")
+        if partial:
+            shown = ", ".join(map(str, partial[:10])) + (", ..." if len(partial) > 10 else "")
+            lines.append(f"  partial participation (not every client took part) in {len(partial)} "
+                         f"round(s): {shown}")
         for reason in self.reasons:
             lines.append(f"  reason: {reason}")
         return "\n".join(lines)
@@ -286,9 +291,13 @@ def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | No
         expected_rate = getattr(trace, "expected_rate", None)
     if times is not None and len(times) != len(thetas):
         times = None
-    return verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
-                           error_metric=error_metric, times=times,
-                           solver=getattr(trace, "solver", "") or "")
+    report = verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
+                             error_metric=error_metric, times=times,
+                             solver=getattr(trace, "solver", "") or "")
+    partial = (getattr(trace, "info", None) or {}).get("partial_participation")
+    if partial:       # e.g. a Flower run in which some clients failed or were not sampled
+        report.extra["partial_participation"] = list(partial)
+    return report
 
 
 class Verifier:

@@ -1,0 +1,220 @@
+r"""The server side of each ported algorithm: one round over Flower messages.
+
+Each port runs the **same** round as the simulator solver it ports, split at the privacy
+boundary: the server part is here, the client part is an operation of
+:mod:`drflmodel.flower.client`. The math is not re-derived: the initial state (schedule objects
+with their constants, :math:`\lambda^0`, step sizes, the dual-step function, the box, ...) comes
+from the simulator solver's own ``_initialize``, the dual steps are the weight sets' ``prox`` /
+``project``, rFedFair's client sampling is the solver's ``_select`` and its :math:`\eta_0` the
+solver module's ``hcvar_eta``. What is written here is the few lines of server-side algebra of
+each round (the papers' equations cited per class), keeping the simulator's state keys, so the
+:class:`~drflmodel.solvers.Trace` of a Flower run records the same iterates.
+
+Messages per round (the simulator's ``Trace.info["comm_schedule"]``, checked by the tests):
+
+=============  =========================================================================
+ScaffPD, -IA   ``model`` ↓, ``losses+controls`` ↑, ``control`` ↓, ``update`` ↑
+DRFA           ``model`` ↓, ``models+snapshots`` ↑, ``snapshot`` ↓, ``losses`` ↑
+FedAvg         ``model`` ↓, ``update`` ↑
+RFedFair       (round 0 with ``eta0="quantile"``: ``model0`` ↓, ``loss0`` ↑), ``model+eta`` ↓, ``update`` ↑
+FairVFL        ``scores+lambda`` ↓ (active), ``nu`` ↓ (passive), ``partial_scores`` ↑ (:mod:`.vertical`)
+=============  =========================================================================
+
+Faults: a client that fails (its ``ClientApp`` raised or did not reply) is dropped for the rest
+of the round; aggregates use the participants with their weights scaled to the intended total
+(:func:`~drflmodel.flower._exchange.combine`), and a missing loss keeps its last reported value
+(:func:`~drflmodel.flower._exchange.losses_or_stale`). The trace records the participants and
+drops the paper's rate claim for such a run.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..errors import InvalidParameterError
+from ._exchange import Exchange, combine, losses_or_stale
+from ._port import Port, batch_size
+from .vertical import FairVFLPort, FedBCDPort
+
+__all__ = ["PORTED", "port_for", "Port"]
+
+
+def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, ex: Exchange,
+                      dual_step, normalize: bool, batch: int):
+    r"""One Scaff-PD round on Flower (spec scaffpd Alg. 1 lines 3–11, Alg. 2): the server part of
+    :func:`drflmodel.solvers.scaffpd.primal_dual_round`.
+
+    :math:`s=(1+\theta_r)L^r-\theta_rL^{r-1}`, :math:`\lambda^{r+1}=` ``dual_step``
+    :math:`(\lambda^r+\sigma_rs,\sigma_r)`, :math:`c=\sum_i\lambda^{r+1}_ic_i` (normalized when
+    :math:`\Lambda\not\subset\{\mathbf 1^\top\lambda=1\}`), local steps with
+    :math:`\eta_\ell=\tau_r/(J\eta_g)` on the clients, :math:`x^{r+1}=x^r-\tau_r\sum_i\lambda^{r+1}_i\Delta u_i`.
+    Returns ``(x_next, lam_next, L)``."""
+    n = ex.n
+    up = ex.send("train.losses_controls", {"model": x}, {"batch-size": batch})
+    L = losses_or_stale(up, "losses", L_prev, n)
+    L_prev = L if L_prev is None else L_prev
+    s = (1.0 + extrap) * L - extrap * L_prev
+    lam_next = np.asarray(dual_step(lam + sigma * s, sigma), float)
+    c = combine(lam_next, up, "controls", range(n))
+    if normalize:
+        tot = float(lam_next.sum())
+        c = c / tot if tot > 0 else np.zeros_like(c)
+    eta = tau / (J * global_step)
+    du = ex.send("train.corrected_steps", {"control": c},
+                 {"eta": eta, "steps": J, "batch-size": batch}, to=up)
+    return x - tau * combine(lam_next, du, "update", range(n)), lam_next, L
+
+
+class ScaffPDPort(Port):
+    """:class:`~drflmodel.solvers.ScaffPD` (spec scaffpd Algorithms 1–2, with the ergodic average
+    of Thm E.6 recorded as ``theta_avg``)."""
+
+    solver = "ScaffPD"
+    handled = frozenset({"rounds", "local_steps", "schedule", "step_size", "dual_step",
+                         "extrapolation", "global_step", "batch_size", "mu_x", "smoothness",
+                         "lipschitz", "mu_lambda", "radius", "contraction", "conservative",
+                         "control_variates", "lambda0"})
+
+    def check(self, solver):
+        super().check(solver)
+        if solver.params["control_variates"] is not True:
+            raise InvalidParameterError(
+                "ScaffPD(control_variates=False) (an ablation) is not ported to Flower; run it on "
+                "the simulator")
+
+    def round(self, r, state, ex, solver, rng):
+        tau, sigma, ext = state["schedule"](r)
+        x_next, lam_next, L = primal_dual_round(
+            state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
+            solver.global_step, ex, state["set"].prox, state["normalize"], batch_size(solver))
+        w = state["schedule"].weight(r)
+        state["_wsum"] += w
+        state["_xsum"] = state["_xsum"] + w * x_next
+        state.update(theta=x_next, weights=lam_next, L_prev=L, client_losses=L, tau=tau,
+                     sigma=sigma, extrapolation=ext, theta_avg=state["_xsum"] / state["_wsum"])
+        return state
+
+
+class ScaffPDIAPort(Port):
+    r""":class:`~drflmodel.solvers.ScaffPDIA` (spec relative-fairness Algorithms 1–3): Scaff-PD's
+    round with the dual step onto :math:`\Lambda_\varphi(A,B)` (the solver's ``dual``), negative
+    aggregation weights, and the box projection :math:`\Pi_\Theta` of line 13."""
+
+    solver = "ScaffPDIA"
+    handled = frozenset({"rounds", "local_steps", "schedule", "step_size", "dual_step",
+                         "extrapolation", "global_step", "regularization", "center", "batch_size",
+                         "lipschitz", "radius"})
+
+    def round(self, r, state, ex, solver, rng):
+        tau, sigma, ext = state["schedule"](r)
+        x_next, lam_next, L = primal_dual_round(
+            state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
+            state["beta"], ex, state["dual"], False, batch_size(solver))
+        active = 0.0
+        if state["box"] is not None:
+            lo, hi = state["box"]
+            proj = np.minimum(np.maximum(x_next, lo), hi)
+            active = float(not np.array_equal(proj, x_next))
+            x_next = proj
+        state.update(theta=x_next, weights=lam_next, L_prev=L, client_losses=L, tau=tau,
+                     sigma=sigma, extrapolation=ext, projection_active=active)
+        return state
+
+
+class DRFAPort(Port):
+    r""":class:`~drflmodel.solvers.DRFA` (Deng et al. 2020, Alg. 1, full participation): the server
+    draws :math:`t'\sim\mathrm{Unif}\{1..J\}` from its own generator (the simulator's order),
+    :math:`\theta^{r+1}=\sum_i\lambda_iu_{i,J}`, :math:`\bar\theta'=\sum_i\lambda_iu_{i,t'}`,
+    :math:`\lambda^{r+1}=\operatorname{prox}_{\gamma J\psi}(\lambda+\gamma Jf(\bar\theta'))`."""
+
+    solver = "DRFA"
+    handled = frozenset({"rounds", "local_steps", "step_size", "dual_step", "batch_size", "lambda0"})
+
+    def round(self, r, state, ex, solver, rng):
+        J, lam, x = solver.local_steps, state["weights"], state["theta"]
+        t_snap = int(rng.integers(1, J + 1))
+        up = ex.send("train.local_sgd", {"model": x},
+                     {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": batch_size(solver)})
+        x_next = combine(lam, up, "models", range(ex.n))
+        x_snap = combine(lam, up, "snapshots", range(ex.n))
+        losses = ex.send("query.loss", {"snapshot": x_snap}, {"reply": "losses"}, to=up)
+        L = losses_or_stale(losses, "losses", state.get("_losses"), ex.n)
+        step = state["gamma"] * J
+        lam_next = np.asarray(state["set"].prox(lam + step * L, step), float)
+        k = r + 1
+        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
+        state.update(theta=x_next, weights=lam_next, _losses=L)
+        return state
+
+
+class FedAvgPort(Port):
+    r""":class:`~drflmodel.solvers.FedAvg`: :math:`\theta^{r+1}=\theta^r-\eta_g\sum_ip_i(\theta^r-u_{i,J})`."""
+
+    solver = "FedAvg"
+    handled = frozenset({"rounds", "local_steps", "step_size", "global_step", "batch_size"})
+
+    def round(self, r, state, ex, solver, rng):
+        x = state["theta"]
+        up = ex.send("train.local_sgd", {"model": x},
+                     {"eta": state["eta"], "steps": solver.local_steps, "batch-size": batch_size(solver)})
+        state["theta"] = x - solver.global_step * combine(state["weights"], up, "update", range(ex.n))
+        return state
+
+
+class RFedFairPort(Port):
+    r""":class:`~drflmodel.solvers.RFedFair` (FAFL Algorithm 1, spec fafl-hcvar §4–§6): clients step
+    on :math:`\hat f^{\mu,i}` (exact loss in the sigmoid weight; the gradient exact, or a minibatch
+    from the client's own generator when the solver has a ``batch_size``); the server averages :math:`(\omega,\eta)` with weights :math:`p_i`
+    (full) or the multiplicities of :math:`K` draws with replacement by :math:`p` (partial,
+    drawn by the solver's ``_select`` from the server's generator), and keeps the ergodic
+    averages of Theorem 1."""
+
+    solver = "RFedFair"
+    handled = frozenset({"rounds", "mu", "iterations", "local_steps", "participation",
+                         "clients_per_round", "step_size", "lipschitz", "eta0", "batch_size"})
+
+    def round(self, r, state, ex, solver, rng):
+        from ..solvers.rfedfair import hcvar_eta
+
+        if r == 0 and state["eta"] is None:
+            if solver.params["eta0"] == "quantile":
+                f0 = ex.send("query.loss", {"model0": state["theta"]}, {"reply": "loss0"})
+                state["eta"] = hcvar_eta(losses_or_stale(f0, "loss0", None, ex.n), state["cap"])
+            else:
+                state["eta"] = float(solver.params["eta0"])
+            state["info"]["eta0"] = state["eta"]
+        weights, members, mult = solver._select(state, SimpleNamespace(n=ex.n, rng=rng))
+        config = {"steps": 1 if r == 0 else solver.local_steps, "beta": state["beta"], "mu": solver.mu,
+                  "batch-size": batch_size(solver)}
+        per_client = {int(i): {"alpha": float(state["alpha"][i])} for i in members}
+        up = ex.send("train.smoothed_steps", {"model+eta": np.append(state["theta"], state["eta"])},
+                     config, to=members, per_client=per_client)
+        avg = combine(weights, up, "update", members)
+        theta, eta = avg[:-1], float(avg[-1])
+        k = state["_n"] + 1
+        state.update(theta=theta, eta=eta, _n=k, participants=mult,
+                     theta_avg=state["theta_avg"] * ((k - 1) / k) + theta / k if k > 1 else theta.copy(),
+                     eta_avg=state["eta_avg"] * ((k - 1) / k) + eta / k if k > 1 else eta)
+        if r == solver.rounds - 1:
+            state["info"].update(theta_ergodic=state["theta_avg"], eta_ergodic=state["eta_avg"])
+        return state
+
+
+#: simulator solver name -> its Flower port
+PORTED: dict[str, Port] = {p.solver: p for p in (ScaffPDPort(), ScaffPDIAPort(), DRFAPort(),
+                                                   FedAvgPort(), RFedFairPort(), FairVFLPort(),
+                                                   FedBCDPort())}
+
+
+def port_for(solver) -> Port:
+    """The Flower port of a simulator solver instance (raises for solvers not ported)."""
+    name = type(solver).__name__
+    if name not in PORTED:
+        raise InvalidParameterError(
+            f"{name} is not ported to Flower; ported: {', '.join(sorted(PORTED))} "
+            "(run it on the simulator, or grade any Flower strategy with drflmodel.flower.Recorder)")
+    port = PORTED[name]
+    port.check(solver)
+    return port

@@ -1,0 +1,269 @@
+"""The real deployment: separate Flower processes (``flower-superlink``, one ``flower-supernode``
+per client, ``flwr run``), on one machine or several.
+
+**Apps from a drflmodel configuration.** :func:`config_server_app` and :func:`config_client_app`
+build the ``ServerApp`` and ``ClientApp`` of a Flower App directory from a drflmodel TOML file
+(the format of ``drflmodel verify``, see :mod:`drflmodel._config`) named by the run config key
+``problem-config`` (relative to the app directory). The server runs the ``[solver]`` table's
+algorithm with its ``seed`` (pulling replies every ``poll-interval`` seconds, default 0.1: each
+pull is a request to the SuperLink) and, when the run config sets ``trace-out``, saves the
+:class:`~drflmodel.solvers.Trace` there (``Trace.save``, ``.npz``). ``examples/flower_app`` is such
+an app. Each client process builds the problem from the same file and uses only its own
+partition's ``client_view`` (with synthetic or shared data; a site holding only its own data
+passes its own factory to :func:`~drflmodel.flower.client.client_app`).
+
+**All processes on this machine.** :class:`LocalDeployment` starts the SuperLink and the
+supernodes on 127.0.0.1 with free ports, each in its own session with
+:data:`~drflmodel.flower._hygiene.HYGIENE_ENV`, submits runs with ``flwr run``, and stops every
+process (Flower's ``flower-superexec``, ``flwr-serverapp`` and ``flwr-clientapp`` children
+included) on :meth:`LocalDeployment.stop` -- also when used as a context
+manager that exits with an error. Flower's ``flower-superexec`` starts a session of its own, so
+:meth:`LocalDeployment.stop` also kills what is left in the sessions of every descendant.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .._validation import check_int
+from ..errors import InvalidParameterError
+from ._hygiene import HYGIENE_ENV
+from ._net import descendants, free_port
+
+__all__ = ["config_server_app", "config_client_app", "LocalDeployment"]
+
+
+def _config_path(app_dir, context) -> Path:
+    name = context.run_config.get("problem-config", "problem.toml")
+    path = Path(app_dir) / str(name)
+    if not path.is_file():
+        raise InvalidParameterError(f"run config 'problem-config' = {name!r}: no such file {path}")
+    return path
+
+
+def config_server_app(app_dir):
+    """The ``ServerApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file."""
+    from flwr.serverapp import ServerApp
+
+    from .._config import build_problem, build_solver, load_config
+    from .server import run_on_grid
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context) -> None:
+        cfg = load_config(_config_path(app_dir, context), need_solver=True)
+        problem, solver = build_problem(cfg), build_solver(cfg)
+        trace = run_on_grid(grid, problem, solver, seed=cfg["solver"].get("seed", 0),
+                            connect_timeout=float(context.run_config.get("connect-timeout", 60.0)),
+                            poll_interval=float(context.run_config.get("poll-interval", 0.1)))
+        out = str(context.run_config.get("trace-out", ""))
+        if out:
+            trace.save(out)
+
+    return app
+
+
+def config_client_app(app_dir):
+    """The ``ClientApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file."""
+    from .._config import build_problem, load_config
+    from .client import client_app
+
+    return client_app(lambda context: build_problem(load_config(_config_path(app_dir, context))))
+
+
+def _signal_group(pgid: int, sig) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class LocalDeployment:
+    """A SuperLink and ``num_supernodes`` supernodes on 127.0.0.1 (module docstring).
+
+    Parameters
+    ----------
+    num_supernodes : supernode *i* gets ``--node-config "partition-id=i num-partitions=N"``.
+    workdir : directory for ``FLWR_HOME`` and the process logs (default: a new temporary one).
+    start_timeout : seconds to wait for the SuperLink to accept connections.
+    """
+
+    CONNECTION = "drflmodel-local"
+
+    def __init__(self, num_supernodes: int, workdir=None, start_timeout: float = 30.0):
+        self.n = check_int(num_supernodes, "num_supernodes", low=1)
+        self._tmp = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="drflmodel-flower-")
+            workdir = self._tmp.name
+        self.workdir = Path(workdir)
+        self.start_timeout = float(start_timeout)
+        self.port = None
+        self.processes: list[subprocess.Popen] = []
+        self._known_sessions: set[int] = set()
+        self._logs = []
+
+    # ------------------------------------------------------------------ environment
+    @property
+    def env(self) -> dict:
+        """The environment of every process: hygiene, this Python's scripts first on ``PATH``
+        (Flower starts ``flower-superexec`` by name), ``FLWR_HOME`` in the work directory, and a
+        0.1 s task poll for ``flower-superexec`` (default 1 s)."""
+        env = dict(os.environ)
+        env.update(HYGIENE_ENV)
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+        env["FLWR_HOME"] = str(self.workdir / "flwr-home")
+        env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.1")
+        return env
+
+    def _bin(self, name: str) -> str:
+        path = Path(sys.executable).parent / name
+        if not path.exists():
+            raise InvalidParameterError(f"{name} not found next to {sys.executable}: "
+                                        'pip install "drflmodel[flower]"')
+        return str(path)
+
+    def _spawn(self, name: str, args: list) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "w")
+        self._logs.append(log)
+        proc = subprocess.Popen([self._bin(args[0]), *args[1:]], env=self.env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.append(proc)
+        return proc
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "LocalDeployment":
+        """Start the SuperLink, wait until it accepts connections, start the supernodes."""
+        import socket
+
+        (self.workdir / "flwr-home").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        (self.workdir / "flwr-home" / "config.toml").write_text(
+            f'[superlink]\ndefault = "{self.CONNECTION}"\n\n[superlink.{self.CONNECTION}]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+        try:
+            self._spawn("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1",
+                                      "--port", str(self.port), "--disable-runtime-dependency-installation"])
+            deadline = time.monotonic() + self.start_timeout
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or self.processes[0].poll() is not None:
+                        raise RuntimeError(f"the SuperLink did not start; see {self.workdir / 'superlink.log'}")
+                    time.sleep(0.1)
+            for i in range(self.n):
+                self._spawn(f"supernode{i}", [
+                    "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+                    "--host", "127.0.0.1", "--port", str(free_port()),
+                    "--node-config", f"partition-id={i} num-partitions={self.n}"])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def run(self, app_dir, run_config: dict | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """``flwr run APP_DIR drflmodel-local --stream`` with ``--run-config`` from ``run_config``;
+        returns when the run ends (or raises ``subprocess.TimeoutExpired`` after ``timeout``)."""
+        args = [self._bin("flwr"), "run", str(app_dir), self.CONNECTION, "--stream"]
+        if run_config:
+            args += ["--run-config", " ".join(f"{k}={_toml_value(v)}" for k, v in run_config.items())]
+        with open(self.workdir / "flwr-run.log", "w") as log:
+            proc = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            self.processes.append(proc)
+            try:
+                proc.wait(timeout=timeout)
+            finally:
+                if proc.poll() is None:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=5)
+        return subprocess.CompletedProcess(args, proc.returncode)
+
+    def _sessions(self) -> set[int]:
+        """Session ids of the processes started and of all their descendants (Flower's
+        ``flower-superexec`` starts a session of its own for the apps it launches)."""
+        sids = {p.pid for p in self.processes}
+        for proc in self.processes:
+            for pid in descendants(proc.pid):
+                try:
+                    sids.add(os.getsid(pid))
+                except OSError:
+                    continue
+        self._known_sessions |= sids
+        return self._known_sessions - {os.getsid(0)}         # never this process's own session
+
+    def pids(self) -> set[int]:
+        """Every live (non-zombie) process of the deployment: the sessions of the processes
+        started and of their descendants."""
+        sessions = self._sessions()
+        out = set()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z" and os.getsid(int(entry.name)) in sessions:
+                        out.add(int(entry.name))
+                except (OSError, IndexError):
+                    continue
+        return out
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop every process (SIGTERM to each started process group, then SIGKILL after
+        ``grace`` seconds to whatever is left in their sessions); close the logs."""
+        self._sessions()                                   # remember the sessions before the tree dies
+        for proc in self.processes:
+            _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for _ in range(3):
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a process ignoring SIGKILL
+                pass
+        for log in self._logs:
+            log.close()
+        self._logs = []
+
+    def log(self, name: str) -> str:
+        """The text of a process log (``superlink``, ``supernode0``, ..., ``flwr-run``)."""
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def __enter__(self) -> "LocalDeployment":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()

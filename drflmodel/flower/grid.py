@@ -1,0 +1,141 @@
+"""A synchronous in-process Flower ``Grid``: the same ``ServerApp`` and ``ClientApp`` code as on
+Flower's engines, in milliseconds per round (notes/flower-1.41.md).
+
+:class:`LocalGrid` implements Flower's abstract ``Grid`` (``get_node_ids``, ``push_messages``,
+``pull_messages``, ``send_and_receive``, ``create_message``, ``set_run`` / ``run``). Each supernode
+is a ``Context`` with ``node_config = {"partition-id": i, "num-partitions": N}`` and its own
+persistent ``state``; node ids are random 63-bit integers (as Flower's: the server must learn
+the partitions). ``push_messages`` delivers each message to its node's ``ClientApp`` at once;
+every message and reply goes through Flower's protobuf serialization
+(``flwr.common.serde.message_to_proto`` / ``message_from_proto``), so what arrives is what a
+network would deliver. A ``ClientApp`` that raises produces Flower's error reply
+(``ErrorCode.CLIENT_APP_RAISED_EXCEPTION``), as the simulation engine does.
+
+Flower builds a message's metadata from a process-wide task identity
+(``flwr.supercore.task_identity.TaskIdentity``: run, node and task ids), set by Flower's own
+runtimes. :class:`LocalGrid` sets it while it is open (``with LocalGrid(...) as grid``, or until
+:meth:`LocalGrid.close`) and restores the previous values afterwards. This touches an internal of
+Flower 1.41 (pinned in ``pyproject.toml``; tested in ``tests/flower``).
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Iterable
+
+import numpy as np
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
+from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.proto.message_pb2 import Message as ProtoMessage  # pylint: disable=no-name-in-module
+from flwr.serverapp import Grid
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+
+from .._validation import check_int
+from ..errors import InvalidParameterError
+
+__all__ = ["LocalGrid"]
+
+
+def _wire(message: Message) -> Message:
+    """What the other side receives: the message through Flower's protobuf serialization."""
+    return message_from_proto(ProtoMessage.FromString(message_to_proto(message).SerializeToString()))
+
+
+class LocalGrid(Grid):
+    """``num_supernodes`` in-process supernodes running ``client_app`` (module docstring).
+
+    Parameters
+    ----------
+    client_app : a Flower ``ClientApp``.
+    num_supernodes : number of supernodes; supernode *i* holds ``partition-id = i``.
+    node_configs : optional list of ``node_config`` dicts (overrides the default per node).
+    run_config : the ``Context.run_config`` every client sees.
+    seed : seed of the random node ids.
+    """
+
+    def __init__(self, client_app, num_supernodes: int, node_configs=None, run_config=None,
+                 seed: int = 0):
+        n = check_int(num_supernodes, "num_supernodes", low=1)
+        if node_configs is not None and len(node_configs) != n:
+            raise InvalidParameterError(f"node_configs must have {n} entries; got {len(node_configs)}")
+        rng = np.random.default_rng(seed)
+        self._run = Run.create_empty(run_id=int(rng.integers(1, 2**62)))
+        ids = [int(v) for v in rng.choice(2**62, size=n, replace=False) + 2]
+        configs = node_configs or [{"partition-id": i, "num-partitions": n} for i in range(n)]
+        self.contexts = {node: Context(run_id=self._run.run_id, node_id=node, node_config=dict(cfg),
+                                       state=RecordDict(), run_config=dict(run_config or {}))
+                         for node, cfg in zip(ids, configs)}
+        self.client_app = client_app
+        self._replies: dict[str, Message] = {}
+        self._saved = None
+        self.open()
+
+    # ------------------------------------------------------------------ task identity
+    def open(self) -> "LocalGrid":
+        """Set Flower's task identity to this grid's run (done by the constructor)."""
+        if self._saved is None:
+            self._saved = tuple(getattr(TaskIdentity, f"_{k}") for k in ("run_id", "node_id", "task_id"))
+            TaskIdentity.run_id = self._run.run_id
+            TaskIdentity.node_id = SUPERLINK_NODE_ID
+            TaskIdentity.task_id = 1
+        return self
+
+    def close(self) -> None:
+        """Restore the task identity that was set before this grid opened."""
+        if self._saved is not None:
+            TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = self._saved
+            self._saved = None
+
+    def __enter__(self) -> "LocalGrid":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ Grid API
+    def set_run(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
+                       group_id: str, ttl: float | None = None) -> Message:
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.contexts)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = str(uuid.uuid4())
+            received = _wire(msg)
+            context = self.contexts.get(received.metadata.dst_node_id)
+            if context is None:
+                reply = Message(Error(code=ErrorCode.NODE_UNAVAILABLE,
+                                      reason=f"no supernode {received.metadata.dst_node_id}"),
+                                reply_to=received)
+            else:
+                before = copy.deepcopy(context.state)
+                try:
+                    reply = self.client_app(received, context)
+                except Exception as exc:  # noqa: BLE001 - Flower turns it into an error reply
+                    context.state = before          # as on Flower: a failed call leaves no state
+                    reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                                          reason=f"{type(exc).__name__}: {exc}"), reply_to=received)
+            reply.metadata.__dict__["_message_id"] = str(uuid.uuid4())
+            self._replies[msg.metadata.message_id] = _wire(reply)
+            ids.append(msg.metadata.message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return [self._replies.pop(m) for m in list(message_ids) if m in self._replies]
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None
+                         ) -> Iterable[Message]:
+        return self.pull_messages(self.push_messages(messages))

@@ -1,0 +1,144 @@
+"""The server side on Flower: run a ported algorithm on any ``Grid``, return its ``Trace``.
+
+:func:`run_on_grid` is ``Solver.run`` with the client work done by Flower supernodes: it builds the
+solver's initial state with the solver's own ``_initialize`` (server-side setup: the schedule
+constants, computed once before the first round and not counted as communication, exactly as the
+simulator does), connects (:meth:`~drflmodel.flower._exchange.Exchange.connect`: one supernode
+per client, else an error before any round), runs the rounds of the port
+(:mod:`drflmodel.flower.algorithms`) and records a :class:`~drflmodel.solvers.Trace` with the
+simulator's fields plus ``info["engine"] = "flower"``, ``info["participation"]`` (per round: the
+participants, and why any client failed), ``info["partial_participation"]`` (rounds in which not
+every client took part: the algorithm's own sampling or delays, or failures) and
+``info["failed_rounds"]`` (rounds with a failed client; the paper's rate claim is then dropped).
+
+The server's random generator is ``numpy.random.default_rng(seed)`` (DRFA's snapshot step,
+rFedFair's client sampling -- the simulator's order); client *i*'s generator is created on the
+client from ``(seed, i)``.
+
+:func:`server_app` wraps it in a ``ServerApp``; the problem and solver may be given as objects or
+as factories of the ``Context`` (a deployment builds them from its run config).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+from flwr.serverapp import ServerApp
+
+from .._validation import as_finite_array, check_int
+from ..errors import InvalidDataError, InvalidParameterError
+from ..solvers._base import ClientRuntime, RoundResult, Trace
+from ._exchange import Exchange
+from .algorithms import port_for
+
+__all__ = ["run_on_grid", "server_app"]
+
+_COMM = ("messages_up", "floats_up", "messages_down", "floats_down")
+
+
+def _start(problem, solver, seed, theta0):
+    """Validate like ``Solver.run`` and build the solver's initial state (server-side setup)."""
+    port = port_for(solver)
+    solver._check_problem(problem)
+    if isinstance(seed, (bool, np.random.Generator)) or seed is None:
+        raise InvalidParameterError(
+            "seed must be an integer >= 0 on Flower (each client derives its own generator from it)")
+    seed = check_int(seed, "seed", low=0)
+    d = int(problem.dim)
+    theta0 = np.zeros(d) if theta0 is None else as_finite_array(theta0, "theta0", ndim=1)
+    if theta0.shape != (d,):
+        raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
+    rng = np.random.default_rng(seed)
+    runtime = ClientRuntime(problem, rng, batch_size=solver._batch_size(), client_rngs=[])
+    return port, seed, rng, solver._initialize(problem, runtime, theta0.copy())
+
+
+def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Callable | None = None,
+                run: str = "run", timeout: float = 600.0, poll_interval: float = 0.005,
+                connect_timeout: float = 60.0) -> Trace:
+    """Run ``solver`` (a ported simulator solver) on ``problem`` over a Flower ``grid``.
+
+    ``callback(intermediate_result)`` is called after every round with a
+    :class:`~drflmodel.solvers.RoundResult` (raise ``StopIteration`` to stop), as in the
+    simulator. ``timeout`` bounds the wait for one exchange's replies; ``poll_interval`` is the
+    time between pulls. Returns the :class:`~drflmodel.solvers.Trace`.
+    """
+    port, seed, rng, state = _start(problem, solver, seed, theta0)
+    if callback is not None and not callable(callback):
+        raise InvalidParameterError(f"callback must be callable; got {type(callback).__name__}")
+    t_start = time.perf_counter()
+    ex = Exchange(grid, problem.n_clients, run=run, timeout=timeout, poll_interval=poll_interval,
+                  connect_timeout=connect_timeout)
+    ex.connect(seed)
+    port.setup(state, ex, solver, problem)
+    setup_time = time.perf_counter() - t_start
+    record = tuple(solver.record)
+    thetas = [np.array(state["theta"], float)]
+    weights = [np.array(state["weights"], float)] if state.get("weights") is not None else None
+    iterates: dict[str, list] = {k: [] for k in record}
+    rows, round_time, stopped = [], [], False
+    for r in range(solver.rounds):
+        t0 = time.perf_counter()
+        ex.begin_round()
+        state = port.round(r, state, ex, solver, rng)
+        row = ex.end_round()
+        round_time.append(time.perf_counter() - t0)
+        rows.append(row)
+        thetas.append(np.array(state["theta"], float))
+        if weights is not None:
+            weights.append(np.array(state["weights"], float))
+        for k in record:
+            iterates[k].append(np.array(state[k], float))
+        if callback is not None:
+            res = RoundResult(round=r + 1, theta=thetas[-1].copy(),
+                              weights=None if weights is None else weights[-1].copy(),
+                              iterates={k: iterates[k][-1] for k in record},
+                              elapsed=time.perf_counter() - t_start, **{k: row[k] for k in _COMM})
+            try:
+                callback(res)
+            except StopIteration:
+                stopped = True
+                break
+    partial = [p["round"] for p in ex.participation if len(p["participants"]) < problem.n_clients]
+    failed = [p["round"] for p in ex.participation if p["missing"]]
+    info = {"seed": seed, "stopped_by_callback": stopped, "rounds_run": len(rows),
+            "gradient_evaluations": ex.gradient_evaluations,
+            "comm_schedule": rows[0]["log"] if rows else [], "problem": repr(problem),
+            "engine": "flower", "setup_time": setup_time, "participation": ex.participation,
+            "partial_participation": partial, "failed_rounds": failed}
+    info.update(state.get("info", {}))
+    info["gradient_evaluations"] = ex.gradient_evaluations
+    rate = state.get("expected_rate", solver.expected_rate)
+    return Trace(solver=type(solver).__name__, params=dict(solver.params),
+                 theta=np.array(thetas), weights=None if weights is None else np.array(weights),
+                 iterates={k: np.array(v) for k, v in iterates.items()},
+                 **{k: np.array([row[k] for row in rows], int) for k in _COMM},
+                 round_time=np.array(round_time), info=info,
+                 expected_rate=None if failed else rate, problem=problem)
+
+
+def _resolve(obj, context, is_ready: Callable):
+    return obj if is_ready(obj) else obj(context)
+
+
+def server_app(problem, solver, seed: int = 0, theta0=None, on_trace: Callable | None = None,
+               **options) -> ServerApp:
+    """A ``ServerApp`` that runs :func:`run_on_grid` and hands the trace to ``on_trace(trace)``.
+
+    ``problem`` and ``solver`` may be factories ``f(context)`` (called in the ``ServerApp``'s
+    process, e.g. to build them from ``context.run_config``); ``options`` go to
+    :func:`run_on_grid`.
+    """
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context) -> None:
+        prob = _resolve(problem, context, lambda p: hasattr(p, "client_view"))
+        solv = _resolve(solver, context, lambda s: hasattr(s, "params"))
+        trace = run_on_grid(grid, prob, solv, seed=seed, theta0=theta0, **options)
+        if on_trace is not None:
+            on_trace(trace)
+
+    return app

@@ -1,0 +1,1 @@
+"""drflmodel's algorithms as a Flower App (configured by ../problem.toml)."""
