@@ -574,13 +574,19 @@ def test_example_fair_vfl_adult_quick():
 # ---------------------------------------------------------------------------------------------
 # invariants (hypothesis) and the l2 = 0 fallback
 # ---------------------------------------------------------------------------------------------
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import assume, given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), eps=st.floats(0.0, 0.2), l2=st.floats(1e-3, 0.5))
 def test_linear_invariants(seed, eps, l2):
-    vf, X, y, g = make_data(n=60, dims=(2, 1), seed=seed, shift=1.5)
+    try:
+        vf, X, y, g = make_data(n=60, dims=(2, 1), seed=seed, shift=1.5)
+    except dm.InvalidDataError as exc:
+        # a small draw can leave a group without favourable rows (e.g. seed 834): DEO is then
+        # undefined and the data is refused with this message -- not an instance to test
+        assert "no rows with the favourable label" in str(exc)
+        assume(False)
     sol = DEOConstrained(vf, Logistic(), eps, fairness_loss="linear", l2=l2).solve()
     Na, Nb = group_masks(y, g)
     D = -0.5 * (X[Na].mean(0) - X[Nb].mean(0)) @ sol.theta
