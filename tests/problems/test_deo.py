@@ -542,7 +542,7 @@ def test_bad_inputs():
 # ---------------------------------------------------------------------------------------------
 # the Adult example (quick mode)
 # ---------------------------------------------------------------------------------------------
-def test_example_fair_vfl_adult_quick():
+def test_example_fair_vfl_adult_quick(capsys):
     import importlib.util
     import pathlib
 
@@ -569,6 +569,21 @@ def test_example_fair_vfl_adult_quick():
         assert all(a >= b - 1e-9 for a, b in zip(vals, vals[1:]))  # v(eps) is non-increasing
         if fl == "linear":
             assert len(certified) == len(sub)
+    # the paper's Table 1 (Adult column) beside ours: every paper row, ours matched by eps
+    table = out["table1"]
+    assert [t["method"] for t in table] == list(mod.PAPER_TABLE1_ADULT)
+    by_method = {t["method"]: t for t in table}
+    assert [o["model"] for o in by_method["FedBCD"]["ours"]] == ["unconstrained"]
+    assert by_method["FedBCD"]["ours"][0]["acc"] == pytest.approx(100 * base["test_accuracy"])
+    assert by_method["FedBCD + EO"]["ours"] == [] and by_method["FedBCD + CEO"]["ours"] == []
+    for eps in mod.PAPER_EPS:
+        line = by_method[f"FairVFL(eps={eps:g})"]
+        mine = {(r["model"], r["test_dfn"]) for r in rows if r["eps"] == eps}
+        assert {(o["model"], o["dfn"]) for o in line["ours"]} == mine and len(mine) == 2
+    mod.print_table1(table)
+    printed = capsys.readouterr().out
+    assert "certified optima" in printed and "iterates of its FairVFL algorithm" in printed
+    assert "FairVFL(eps=0.001)    81.41%  0.01  0.08" in printed    # the paper's row as printed
 
 
 # ---------------------------------------------------------------------------------------------
