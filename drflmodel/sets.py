@@ -446,8 +446,9 @@ class CVaR(_BoxSimplexSet):
         lo = 1.0 / self.n
         if not (lo * (1 - 1e-12) <= a <= 1.0):
             raise InvalidParameterError(
-                f"alpha must lie in [1/n, 1] = [{lo:.6g}, 1] for n={self.n} (alpha < 1/n makes the "
-                f"CVaR set empty); got {alpha!r}")
+                f"alpha must lie in [1/n, 1] = [{lo:.6g}, 1] for n={self.n} (alpha > 1 makes the "
+                f"CVaR set empty; alpha < 1/n puts every cap 1/(alpha n) above 1, the simplex of "
+                f"alpha = 1/n under another name); got {alpha!r}")
         return min(max(a, lo), 1.0)
 
     def set_alpha(self, alpha: float) -> None:
