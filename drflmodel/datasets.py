@@ -25,6 +25,9 @@ Contents
 * :func:`adult`, :func:`adult_horizontal`, :func:`adult_attribute_blocks` -- real data with a
   sensitive attribute (spec fair-vfl-deo §2.3, N4, N5).
 * :func:`synthetic_vertical` -- vertical data with a controllable group shift.
+* :func:`breast_cancer_original`, :func:`heart`, :func:`abalone` -- the DRFL paper's three scaled
+  benchmark sets (spec drfl-admm §8.1), shipped in ``drflmodel/_data/`` (module
+  :mod:`drflmodel._drfl_benchmarks`).
 """
 
 from __future__ import annotations
@@ -54,11 +57,16 @@ __all__ = [
     "adult_horizontal",
     "adult_attribute_blocks",
     "synthetic_vertical",
+    "breast_cancer_original",
+    "heart",
+    "abalone",
     "ADULT_ATTRIBUTES",
     "ADULT_FEMALE_COLUMN",
     "ADULT_MALE_COLUMN",
     "PENGUIN_SPECIES",
 ]
+
+from ._drfl_benchmarks import abalone, breast_cancer_original, heart  # noqa: E402  (re-exported)
 
 _DATA_EXTRA_HINT = "install the optional data dependencies with `pip install drflmodel[data]`"
 
