@@ -15,7 +15,8 @@ import numpy as np
 
 from .errors import InvalidParameterError
 
-__all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_lorenz_panels", "plot_sweep"]
+__all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_lorenz_panels", "plot_sweep",
+           "plot_error_bar_panels"]
 
 
 def _pyplot():
@@ -142,3 +143,29 @@ def plot_sweep(values: Sequence[float], series: Mapping[str, Sequence[float]], x
     ax.set_xlabel(xlabel)
     _legend(ax)
     return _finish(fig, ax, path)
+
+
+def plot_error_bar_panels(panels: Mapping[str, tuple], ylabel: str, path=None, title: str | None = None):
+    """One figure, panels side by side, each ``{panel title: (x label, x values, {label: (mean,
+    standard error)})}`` drawn as lines with error bars (e.g. a metric against a noise level, one
+    line per model); one shared legend beside the last panel. Returns the axes."""
+    if not panels:
+        raise InvalidParameterError("panels must contain at least one panel")
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1.6, 3.6), squeeze=False)
+    axes = list(axes[0])
+    for ax, (name, (xlabel, xs, series)) in zip(axes, panels.items()):
+        for label, (mean, se) in series.items():
+            mean, se = np.asarray(mean, float), np.asarray(se, float)
+            if mean.shape != (len(xs),) or se.shape != (len(xs),):
+                raise InvalidParameterError(
+                    f"panel {name!r}: series {label!r} needs {len(xs)} means and standard errors")
+            ax.errorbar(xs, mean, yerr=se, marker="o", markersize=3, capsize=2, label=label)
+        ax.set_title(name, fontsize="small")
+        ax.set_xlabel(xlabel)
+    axes[0].set_ylabel(ylabel)
+    _legend(axes[-1])
+    if title:
+        fig.suptitle(title)
+    _finish(fig, axes[0], path)
+    return axes
