@@ -44,7 +44,7 @@ from ..solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from .. import sets as _sets
 from ._conic import SolverSequence, installed_solvers
 from ._routes import Route, dispatch
-from .dro import WeightedMinMax, _feasible_weights
+from .dro import WeightedMinMax, _feasible_weights, lower_bound_kind
 
 __all__ = ["FairnessAwareFL", "SmoothedRoute"]
 
@@ -243,14 +243,13 @@ class FairnessAwareFL(WeightedMinMax):
         s = expit((losses - eta) / mu)
         lam = c * s
         U = float(eta + c @ _softplus(losses - eta, mu))
-        fixed = self.fixed_weight_minimum(lam)
+        fixed = self.fixed_weight_minimum(lam, theta0=theta)
         entropy = float(mu * (c @ _binary_entropy(s)))
         L = fixed["value"] + entropy
         info = {"solver": solver, "mu": mu, "tau_alpha": self.tau_alpha,
                 "smoothing_bias_bound": mu * np.log(2.0) * self.tau_alpha,
                 "exact_objective": self.objective(theta),
-                "lower_bound_kind": ("numpy strong-convexity bound" if fixed["numpy_bound"] is not None
-                                     else f"{fixed['solver']} optimal value"),
+                "lower_bound_kind": lower_bound_kind(fixed),
                 "stationarity_residual": float(np.linalg.norm(lam @ self.objectives.gradients(theta))),
                 "weights_sum_residual": float(abs(lam.sum() - 1.0))}
         return Solution(theta=theta, weights=lam, client_losses=losses, value=U, lower_bound=float(L),
