@@ -91,6 +91,50 @@ class WeightedMinMax(Problem):
     def _extra_duals(self) -> dict:
         return {}
 
+    def _model_support(self, t):
+        r"""``(expression, constraints)`` of :math:`\sigma_\Lambda(t)` for a *separate* model (the
+        SQP step problem): the set's ``support_expr``, sharing its DPP parameters, and no side
+        effect on this problem's own CVXPY model."""
+        expr = self._weight_set().support_expr(t)
+        return expr if isinstance(expr, tuple) else (expr, [])
+
+    def _sqp_key(self):
+        return id(self._weight_set())
+
+    def _sqp_duals(self, model, lam_raw, theta) -> dict:
+        """Duals of an SQP answer (family-specific; default: the raw multipliers)."""
+        return {"epigraph": lam_raw}
+
+    # ------------------------------------------------------------------ routes
+    def routes(self):
+        """``[NewtonSQPRoute, ConicRoute]``: the fast route where it applies (smooth loss, strongly
+        convex clients), falling back to the conic one when it cannot certify."""
+        from ._conic import ConicRoute
+        from ._sqp import NewtonSQPRoute
+
+        return [NewtonSQPRoute(), ConicRoute()]
+
+    def _sqp_model(self):
+        """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
+        from ._sqp import SQPModel
+
+        key = self._sqp_key()
+        if getattr(self, "_sqp", None) is None or self._sqp[0] != key:
+            self._sqp = (key, SQPModel(self))
+        return self._sqp[1]
+
+    def _sqp_start(self) -> np.ndarray:
+        r"""Start of the SQP route: the previous answer of a sweep if any, else the minimizer of
+        :math:`\sum_i\lambda^0_if_i` with :math:`\lambda^0` the worst-case weights at
+        :math:`\theta=0` (a point of :math:`\Lambda`), by Newton's method."""
+        previous = getattr(self, "_sqp_previous", None)
+        if previous is not None and previous.shape == (self.dim,):
+            return previous.copy()
+        zero = np.zeros(self.dim)
+        lam0 = np.asarray(self._weight_set().worst_case(self.objectives.values(zero))[1], float)
+        mu = float(lam0 @ self.objectives.strong_convexity())
+        return weighted_newton_bound(self.objectives, lam0, zero, mu, rtol=1e-8).theta
+
     # ------------------------------------------------------------------ CVXPY
     def _build(self) -> cp.Problem:
         n, d = self.n_clients, self.dim
@@ -181,11 +225,18 @@ class WeightedMinMax(Problem):
         return np.asarray(self._epigraph.dual_value, float).reshape(-1)
 
     def _certify(self, solver: str) -> Solution:
-        W = self._weight_set()
         theta = np.asarray(self._theta.value, float)
+        return self.certify_at(theta, self._raw_dual_weights(), solver, float(self.build().value),
+                                {"epigraph": self._raw_dual_weights(), **self._extra_duals()})
+
+    def certify_at(self, theta, lam_raw, solver: str, saddle_value: float, duals: dict) -> Solution:
+        r"""The certified :class:`Solution` at :math:`\theta` with candidate weights ``lam_raw``
+        (any route's): :math:`U` = the exact objective at :math:`\theta` (numpy), :math:`L` = the
+        fixed-weight minimum at ``lam_raw`` made feasible, minus :math:`\psi` (module docstring).
+        ``saddle_value`` is the route's own optimal value (reported, not trusted)."""
+        W = self._weight_set()
         losses = self.client_losses(theta)
         U, lam_wc = W.worst_case(losses)
-        lam_raw = self._raw_dual_weights()
         lam, projected = _feasible_weights(W, lam_raw)
         psi = float(W.psi(lam))
         t0 = time.perf_counter()
@@ -195,7 +246,7 @@ class WeightedMinMax(Problem):
         grad_at_opt = lam @ self.objectives.gradients(theta)
         info = {
             "solver": solver,
-            "saddle_value": float(self.build().value),
+            "saddle_value": saddle_value,
             "max_at_theta": float(U),                      # fix θ*, maximize over λ (numpy)
             "min_at_lambda": float(L),                     # fix λ*, minimize over θ
             "lower_bound_kind": lower_bound_kind(fixed),
@@ -214,7 +265,6 @@ class WeightedMinMax(Problem):
             "theta_fixed_weight_distance": (float(np.linalg.norm(fixed["theta"] - theta))
                                             if fixed["theta"] is not None else None),
         }
-        duals = {"epigraph": lam_raw, **self._extra_duals()}
         return Solution(theta=theta, weights=lam, client_losses=losses, value=float(U),
                         lower_bound=float(L), upper_bound=float(U), status="optimal",
                         certificate=self.certificate_name, duals=duals, info=info)
@@ -297,10 +347,27 @@ class FederatedDRO(WeightedMinMax):
                             if getattr(getattr(self.weights, attr, None), "id", None) in in_problem}
         return expr, list(cons)
 
+    def _sqp_key(self):
+        return (id(self.weights), self._structure_key())
+
     def _extra_duals(self) -> dict:
+        return self._support_duals(self._support_value, self._t)
+
+    def _sqp_duals(self, model, lam_raw, theta) -> dict:
+        """The step problem's auxiliary variables (at the last step); ``eta`` recomputed exactly
+        at ``theta`` by the set's greedy ``worst_case`` where it has one (Simplex, CVaR, HCVaR)."""
+        duals = {"epigraph": lam_raw, **self._support_duals(model.problem.objective.expr, model.t)}
+        try:
+            duals["eta"] = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
+        except TypeError:
+            pass
+        return duals
+
+    def _support_duals(self, support, t) -> dict:
+        """``aux`` (the support expression's auxiliary variables) and ``eta`` (spec convention)."""
         aux = {}
-        for v in self._support_value.variables():
-            if v.id != self._t.id and v.value is not None:
+        for v in support.variables():
+            if v.id != t.id and v.value is not None:
                 val = np.asarray(v.value, float)
                 aux[v.name()] = float(val) if val.size == 1 else val.reshape(-1)
         out = {"aux": aux} if aux else {}

@@ -204,6 +204,12 @@ class FairnessAwareFL(WeightedMinMax):
         eta_greedy = self.weights.worst_case(self.client_losses(theta), return_eta=True)[2]
         return {"eta": float(self._eta.value), "q": lam / self.p, "eta_greedy": float(eta_greedy)}
 
+    def _sqp_duals(self, model, lam_raw, theta) -> dict:
+        r"""SQP answers: ``eta`` is the greedy minimizer of :math:`F_\alpha(\theta,\cdot)` (exact)."""
+        lam = _feasible_weights(self.weights, lam_raw)[0]
+        eta = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
+        return {"epigraph": lam_raw, "eta": eta, "q": lam / self.p, "eta_greedy": eta}
+
     # ------------------------------------------------------------------ smoothed target
     def smoothed_problem(self, mu) -> tuple:
         """``(problem, theta, eta)`` of problem (5) for this ``mu`` (cached per ``mu`` and ``alpha``)."""

@@ -1,0 +1,185 @@
+r"""The fast certified route of the client-weight min-max problems: SQP with exact client Hessians
+(issue 13 item 2; ``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
+
+Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
+weight set, and the FAFL dual): :math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,
+:math:`\sigma_\Lambda(t)=\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)` convex and nondecreasing,
+:math:`f_i(\theta)=\frac1{N_i}\sum_jL(z_{ij})+\frac{\ell_2}2\|\theta\|^2`.
+
+**Why it is fast.** The data enter only through the :math:`n` client values, gradients and
+Hessians; the model below has :math:`d+n` variables whatever :math:`N`, so each step costs one
+:math:`O(Nd^2)` pass in numpy plus a conic solve of a problem of fixed size, compiled **once** with
+CVXPY parameters (DPP) and re-solved at every step.
+
+**Step (sequential quadratic programming on the epigraph form).** At :math:`\theta_k`, with
+:math:`c_i=f_i(\theta_k)`, :math:`g_i=\nabla f_i(\theta_k)` and :math:`H_i=\nabla^2f_i(\theta_k)=R_i^\top R_i`
+(Cholesky; positive definite because the route requires :math:`\mu_i>0`, e.g. :math:`\ell_2>0`),
+
+.. math::
+
+    \min_{\Delta,t}\ \sigma_\Lambda(t)\quad\text{s.t.}\quad t_i\ \ge\ c_i+g_i^\top\Delta+\tfrac12\|R_i\Delta\|^2 ,
+
+with :math:`\sigma_\Lambda` the set's own ``support_expr`` (so every set of the conic route works).
+Its optimal value :math:`m_k\le\Phi(\theta_k)`; Armijo backtracking on the exact :math:`\Phi` along
+:math:`\Delta` with the predicted decrease :math:`\Phi(\theta_k)-m_k`. Near the solution the model is
+second-order exact and the steps converge quadratically.
+
+**Certificate (unchanged, independent of the steps).** The multipliers of the model's epigraph
+constraints are the candidate weights :math:`\lambda`; the Solution comes from
+:meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`: :math:`U=\Phi(\theta)` in numpy and
+:math:`L=\min_\theta\sum_i\lambda_if_i(\theta)-\psi(\lambda)` with :math:`\lambda` made feasible, by
+Newton's method and the strong-convexity bound (:mod:`._newton`). The route stops when
+:math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`; if the gap is not within ``gap_tol`` after
+``max_steps`` steps (or a step fails), ``method="auto"`` falls back to the conic route and records
+the attempt in ``info["route_attempts"]``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+
+from ..solution import relative_gap, status_from_gap
+from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ._routes import Route
+
+__all__ = ["NewtonSQPRoute", "SQPModel", "AUTO_MIN_SIZE"]
+
+#: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
+#: the conic route is faster (measured in benchmarks/bench_fast.py)
+AUTO_MIN_SIZE = 50_000
+
+
+class SQPModel:
+    """The step problem of the module docstring, compiled once per (problem structure)."""
+
+    def __init__(self, problem):
+        n, d = problem.n_clients, problem.dim
+        self.delta = cp.Variable(d, name="delta")
+        self.t = cp.Variable(n, name="t_model")
+        self.c = cp.Parameter(n, name="c")
+        self.G = cp.Parameter((n, d), name="G")
+        self.R = [cp.Parameter((d, d), name=f"R{i}") for i in range(n)]
+        quad = cp.hstack([cp.sum_squares(R @ self.delta) for R in self.R])
+        support, cons = problem._model_support(self.t)
+        self.epigraph = self.t >= self.c + self.G @ self.delta + 0.5 * quad
+        self.problem = cp.Problem(cp.Minimize(support), [self.epigraph, *cons])
+
+    def step(self, values, grads, chol_factors, solver: str):
+        """``(delta, model value, multipliers)`` at the given client values/gradients/factors."""
+        self.c.value, self.G.value = values, grads
+        for R, Ri in zip(self.R, chol_factors):
+            R.value = Ri
+        quiet_solve(self.problem, solver=solver, **SOLVER_OPTIONS.get(solver, {}))
+        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise ArithmeticError(f"step problem: {self.problem.status}")
+        return (np.asarray(self.delta.value, float), float(self.problem.value),
+                np.asarray(self.epigraph.dual_value, float).reshape(-1))
+
+
+def client_hessian_factors(objectives, theta) -> np.ndarray:
+    r"""Upper Cholesky factors :math:`R_i` (:math:`H_i=R_i^\top R_i`) of every client's Hessian,
+    ``(n, d, d)``, from one batched BLAS product :math:`X_i^\top\mathrm{diag}(w_i)X_i`."""
+    X, y, mask, sizes = objectives._X, objectives._y, objectives._mask, objectives._sizes
+    w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
+    H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None]) + objectives.l2 * np.eye(X.shape[-1])
+    return np.swapaxes(np.linalg.cholesky(H), 1, 2)
+
+
+class NewtonSQPRoute(Route):
+    """SQP with exact client Hessians and the numpy certificate (module docstring). Options:
+    ``max_steps`` (SQP steps, default 50) and ``tol`` (the relative certificate gap at which it stops,
+    default 1e-10; it also stops once the gap is within ``gap_tol`` and the model predicts no
+    further decrease -- the floor set by the step solver's accuracy, about 1e-10)."""
+
+    name = "newton"
+    options = {"max_steps": 50, "tol": 1e-10}
+    uses_solver = False
+    may_fall_back = True
+
+    def applies(self, problem) -> str | None:
+        if not np.isfinite(problem.loss.smoothness):
+            return (f"the loss {problem.loss.name!r} is not smooth (the route needs client Hessians); "
+                    f"the conic route applies")
+        if not np.all(problem.objectives.strong_convexity() > 0):
+            return ("some client objective is not strongly convex (l2 = 0 and a non-quadratic loss or a "
+                    "singular Gram matrix); the route needs positive definite client Hessians: set l2 > 0 "
+                    "or use method='conic'")
+        return None
+
+    def auto_skip(self, problem) -> str | None:
+        rows = int(np.sum(problem.federation.sizes))
+        if rows * problem.dim < AUTO_MIN_SIZE:
+            return (f"N*d = {rows * problem.dim} < {AUTO_MIN_SIZE}: the conic route is faster on small "
+                    f"problems (compiling the step problem costs ~0.1-0.3 s); force with method='newton'")
+        return None
+
+    def complete_options(self, given) -> dict:
+        from .._validation import check_int, check_real
+
+        opts = super().complete_options(given)
+        opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
+        opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+        return opts
+
+    def solve(self, problem, request):
+        started = time.perf_counter()
+        opts, timing = request.options, {"model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
+        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        t0 = time.perf_counter()
+        model = problem._sqp_model()
+        timing["model"] += time.perf_counter() - t0
+        obj, W = problem.objectives, problem._weight_set()
+
+        def phi(theta):
+            return float(W.worst_case(obj.values(theta))[0])
+
+        theta = problem._sqp_start()
+        value, best, history = phi(theta), None, []
+        for k in range(1, opts["max_steps"] + 1):
+            t0 = time.perf_counter()
+            values, grads = obj.values(theta), obj.gradients(theta)
+            factors = client_hessian_factors(obj, theta)
+            timing["numpy"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                delta, m_value, lam_raw = model.step(values, grads, factors, solver)
+            except (ArithmeticError, cp.error.SolverError) as exc:
+                history.append({"iteration": k, "error": str(exc)[:200]})
+                break
+            timing["step_solve"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            predicted, step = max(value - m_value, 0.0), 1.0
+            while True:                                   # Armijo on the exact objective
+                cand_value = phi(theta + step * delta)
+                if cand_value <= value - 1e-4 * step * predicted or step < 1e-10:
+                    break
+                step *= 0.5
+            if cand_value <= value:
+                theta, value = theta + step * delta, cand_value
+            timing["numpy"] += time.perf_counter() - t0
+            record = {"iteration": k, "value": value, "model_value": m_value, "step": step}
+            history.append(record)
+            stalled = predicted <= 1e-12 * max(1.0, abs(value)) or step < 1e-10
+            if predicted > 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(value)) and not stalled \
+                    and k < opts["max_steps"]:
+                continue              # far from the solution: certify later (it costs a Newton solve)
+            t0 = time.perf_counter()
+            sol = problem.certify_at(theta, lam_raw, "numpy-sqp", m_value, {"epigraph": lam_raw})
+            timing["certificate"] += time.perf_counter() - t0
+            record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
+            if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
+                best = sol
+            if gap <= opts["tol"] or (gap <= request.gap_tol and stalled):
+                break                 # closed, or certified and the model sees no decrease left
+        if best is None:
+            return problem._failed_solution([{"method": self.name, "history": history}])
+        best.duals = problem._sqp_duals(model, best.duals["epigraph"], best.theta)
+        best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
+        problem._sqp_previous = best.theta.copy()
+        best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
+                          "time_split": {**timing, "total": time.perf_counter() - started},
+                          "step_solver": solver})
+        return best

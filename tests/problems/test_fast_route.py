@@ -1,0 +1,165 @@
+"""The fast certified route of FederatedDRO / FairnessAwareFL (problems/_sqp.py, issue 13 item 2).
+
+Checks, each able to fail: the SQP route and the conic route agree in value to 1e-8 relative and
+in theta within the distance their two certificates allow (Phi is l2-strongly convex on a
+probability simplex, so ||theta - theta*||^2 <= 2 (U - L) / l2); every answer is certified by the
+independent numpy certificate; auto picks the route only where it is valid (and large enough);
+a forced invalid use is refused with the reason; a failing step falls back to the conic route and
+says so; sweeps reuse the compiled step problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import drflmodel as dm
+from drflmodel.errors import InvalidParameterError
+from drflmodel.problems import _sqp
+
+L2 = 1e-2
+
+
+def _fed(task, samples, dim=4, seed=0, n_clients=None, scale=None):
+    make = dm.datasets.synthetic_classification if task == "classification" else dm.datasets.synthetic_regression
+    n = n_clients or (len(samples) if not np.isscalar(samples) else 4)
+    fed = make(n_clients=n, dim=dim, samples=samples, seed=seed)
+    if scale is not None:
+        fed = dm.Federation.from_arrays([c.X * scale for c in fed.clients], [c.y for c in fed.clients],
+                                        task=fed.task)
+    return fed
+
+
+def _sets(n):
+    return {
+        "chi2": dm.sets.ChiSquare(n, 0.3),
+        "cvar": dm.sets.CVaR(n, 0.5),
+        "simplex": dm.sets.Simplex(n),
+        "lp2": dm.sets.LpBall(np.full(n, 1.0 / n), 0.1, 2),
+        "lp1": dm.sets.LpBall(np.full(n, 1.0 / n), 0.2, 1),
+        "hcvar": dm.sets.HCVaR(np.full(n, 1.0 / n), np.linspace(0.4, 0.9, n)),
+        "qffl": dm.sets.QFFL(n, 2.0),
+    }
+
+
+def _agree(prob, fast, conic):
+    assert fast.status == "optimal" and conic.status == "optimal"
+    assert fast.info["method"] == "newton" and conic.info["method"] == "conic"
+    assert fast.value == pytest.approx(conic.value, rel=1e-8, abs=1e-10)
+    assert fast.lower_bound <= conic.upper_bound + 1e-12 * max(1.0, abs(conic.upper_bound))
+    assert conic.lower_bound <= fast.upper_bound + 1e-12 * max(1.0, abs(fast.upper_bound))
+    mu = prob.l2 * float(np.sum(fast.weights))
+    slack = 1e-12 * max(1.0, abs(fast.value))
+    radius = (np.sqrt(2 * max(fast.upper_bound - conic.lower_bound, 0.0) / mu)
+              + np.sqrt(2 * max(conic.upper_bound - fast.lower_bound, 0.0) / mu) + np.sqrt(2 * slack / mu))
+    assert np.linalg.norm(fast.theta - conic.theta) <= radius
+
+
+@pytest.mark.parametrize("set_name", list(_sets(4)))
+@pytest.mark.parametrize("task, loss", [("classification", dm.losses.Logistic()), ("regression", dm.losses.Squared())],
+                         ids=["logistic", "squared"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_and_conic_routes_agree(set_name, task, loss, seed):
+    fed = _fed(task, [40, 25, 60, 30], seed=seed)
+    prob = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2)
+    fast = prob.solve(method="newton")
+    conic = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2).solve(method="conic")
+    _agree(prob, fast, conic)
+    assert fast.info["lower_bound_kind"] == "numpy Newton + strong-convexity bound"
+    assert set(fast.info["time_split"]) >= {"model", "numpy", "step_solve", "certificate", "total"}
+
+
+@pytest.mark.parametrize("case", ["identical-clients", "badly-scaled", "one-client", "tiny-client"])
+def test_fast_route_edge_cases(case):
+    if case == "identical-clients":                       # ties: every client the same data
+        base = _fed("classification", 50, seed=3)
+        c = base.clients[0]
+        fed = dm.Federation.from_arrays([c.X] * 4, [c.y] * 4, task="classification")
+    elif case == "badly-scaled":
+        fed = _fed("classification", 50, seed=4, scale=np.array([1e3, 1.0, 1e-3, 10.0]))
+    elif case == "one-client":
+        fed = _fed("classification", [80], seed=5, n_clients=1)
+    else:
+        fed = _fed("classification", [3, 60, 45, 50], seed=6)
+    alpha = 1.0 if fed.n_clients == 1 else 0.5
+    for weights in (dm.sets.CVaR(fed.n_clients, alpha), dm.sets.ChiSquare(fed.n_clients, 0.3)):
+        prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights, l2=L2)
+        fast = prob.solve(method="newton")
+        conic = dm.FederatedDRO(fed, dm.losses.Logistic(), weights, l2=L2).solve(method="conic")
+        _agree(prob, fast, conic)
+
+
+def test_fafl_fast_route_agrees_and_reports_eta():
+    fed = _fed("classification", [40, 25, 60, 30], seed=7)
+    prob = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=np.array([0.3, 0.5, 0.6, 0.9]), l2=L2)
+    fast = prob.solve(method="newton")
+    conic = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=np.array([0.3, 0.5, 0.6, 0.9]),
+                               l2=L2).solve(method="conic")
+    _agree(prob, fast, conic)
+    assert prob.joint_objective(fast.theta, fast.duals["eta"]) == pytest.approx(fast.value, rel=1e-9)
+    np.testing.assert_allclose(fast.duals["q"], fast.weights / prob.p)
+
+
+def test_cvar_eta_of_the_fast_route_attains_the_value():
+    fed = _fed("classification", [40, 25, 60, 30], seed=8)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2)
+    sol = prob.solve(method="newton")
+    eta, f = sol.duals["eta"], sol.client_losses
+    assert eta + np.maximum(f - eta, 0).sum() / (0.5 * 4) == pytest.approx(sol.value, rel=1e-7)
+
+
+def test_auto_takes_the_fast_route_only_where_valid_and_large():
+    big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000 >= AUTO_MIN_SIZE
+    assert 4 * 3000 * 5 >= _sqp.AUTO_MIN_SIZE
+    assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "newton"
+    small = _fed("classification", 30, seed=9)
+    assert dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "conic"
+    hinge = dm.FederatedDRO(big, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=L2)
+    assert hinge.solve().info["method"] == "conic"
+    with pytest.raises(InvalidParameterError, match="not smooth"):
+        hinge.solve(method="newton")
+    no_ridge = dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=0.0)
+    with pytest.raises(InvalidParameterError, match="strongly convex"):
+        no_ridge.solve(method="newton")
+    assert no_ridge.solve().info["method"] == "conic"
+    with pytest.raises(InvalidParameterError, match="solver"):
+        dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve(method="newton",
+                                                                                        solver="SCS")
+
+
+def test_options_are_validated():
+    prob = dm.FederatedDRO(_fed("classification", 30), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2)
+    with pytest.raises(InvalidParameterError, match="max_steps"):
+        prob.solve(method="newton", max_steps=0)
+    with pytest.raises(InvalidParameterError, match="valid options: max_steps, tol"):
+        prob.solve(method="newton", n_starts=3)
+    capped = prob.solve(method="newton", max_steps=1, gap_tol=1e-12)
+    assert capped.info["iterations"] == 1 and capped.status != "failed"
+    assert capped.lower_bound <= capped.upper_bound
+
+
+def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
+    big = _fed("classification", 3000, dim=5, seed=10)
+    prob = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2)
+
+    def broken(self, *args, **kwargs):
+        raise ArithmeticError("step problem: infeasible (injected)")
+
+    monkeypatch.setattr(_sqp.SQPModel, "step", broken)
+    sol = prob.solve()
+    assert sol.status == "optimal" and sol.info["method"] == "conic"
+    assert sol.info["route_attempts"][0]["method"] == "newton"
+    assert sol.info["route_attempts"][0]["status"] == "failed"
+
+
+def test_sweep_reuses_the_step_problem_and_warm_starts():
+    fed = _fed("classification", [40, 25, 60, 30], seed=11)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.3), l2=L2)
+    first = prob.solve(method="newton")
+    model = prob._sqp_model()
+    for alpha in (0.4, 0.6, 0.8):
+        prob.set_parameter("alpha", alpha)
+        sol = prob.solve(method="newton")
+        assert prob._sqp_model() is model                    # DPP: compiled once
+        ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, alpha), l2=L2).solve(method="conic")
+        _agree(prob, sol, ref)
+    assert first.status == "optimal"
