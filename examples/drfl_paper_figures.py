@@ -310,17 +310,29 @@ def summarize(runs: list, setting: Setting, levels) -> dict:
     return out
 
 
-def claim_verdict(summary_protocol: dict, task: str, tol: float = 1e-9) -> dict:
+def claim_verdict(summary_protocol: dict, task: str, per_seed: dict | None = None, tol: float = 1e-9) -> dict:
     """Does DRFL beat DRFA, AFL, WAFL and the standard model "in most cases, especially at high
     noise"? On the mean curves, per level, ``margin`` = DRFL minus the best other model (accuracy
     points; for MSE the best other minus DRFL, so positive = DRFL better). DRFL *wins* a level if
     margin > tol and *ties* if |margin| <= tol (e.g. every model at chance). Verdict: ``holds`` if
     DRFL wins more than half of the levels and is not beaten at any level of the top third of the
     noise axis; ``partly`` if it is not beaten at more than half of the levels; else ``does not
-    hold``."""
+    hold``. With ``per_seed`` (``{model: (seeds, levels) array}``) the margin is also tested per
+    level against its paired standard error over seeds (DRFL minus the model that is best on the
+    mean curve, seed by seed): ``significant_wins`` / ``significant_losses`` count the levels where
+    it exceeds 2 s.e. in either direction (the rest are within noise)."""
     drfl = summary_protocol["DRFL"]["mean"]
-    others = np.array([summary_protocol[m]["mean"] for m in MODELS if m != "DRFL"])
+    rivals = [m for m in MODELS if m != "DRFL"]
+    others = np.array([summary_protocol[m]["mean"] for m in rivals])
     margin = drfl - others.max(axis=0) if task == "classification" else others.min(axis=0) - drfl
+    significance = {}
+    if per_seed is not None and len(per_seed["DRFL"]) > 1:
+        best = others.argmax(axis=0) if task == "classification" else others.argmin(axis=0)
+        rival = np.array([per_seed[rivals[b]][:, j] for j, b in enumerate(best)]).T     # (seeds, levels)
+        diff = per_seed["DRFL"] - rival if task == "classification" else rival - per_seed["DRFL"]
+        se = diff.std(axis=0, ddof=1) / np.sqrt(diff.shape[0])
+        significance = {"paired_se": se.tolist(), "significant_wins": int(np.sum(margin > 2 * se + tol)),
+                        "significant_losses": int(np.sum(margin < -2 * se - tol))}
     wins, not_beaten = margin > tol, margin >= -tol
     n = len(drfl)
     high = slice(n - max(1, n // 3), n)
@@ -332,7 +344,8 @@ def claim_verdict(summary_protocol: dict, task: str, tol: float = 1e-9) -> dict:
         verdict = "does not hold"
     return {"wins": int(wins.sum()), "ties": int((not_beaten & ~wins).sum()), "levels": n,
             "not_beaten_at_high_noise": int(not_beaten[high].sum()), "high_levels": int(not_beaten[high].size),
-            "mean_margin": float(margin.mean()), "margin_at_highest": float(margin[-1]), "verdict": verdict}
+            "mean_margin": float(margin.mean()), "margin_at_highest": float(margin[-1]), "verdict": verdict,
+            **significance}
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -364,14 +377,17 @@ def print_setting(setting: Setting, runs: list, summary: dict, levels) -> None:
 
 def print_claim_table(claims: dict) -> None:
     print(f"\nclaim table -- paper: {PAPER_CLAIM}")
-    print(f"{'panel':<34}{'DRFL wins':>10}{'ties':>6}{'not beaten, high noise':>24}{'mean margin':>13}"
-          f"{'at highest':>12}  verdict")
+    print(f"{'panel':<34}{'wins':>7}{'ties':>5}{'high noise':>11}{'mean margin':>12}{'at highest':>11}"
+          f"{'> 2 s.e.':>10}  verdict")
     for panel, c in claims.items():
-        print(f"{panel:<34}{c['wins']:>6}/{c['levels']:<3}{c['ties']:>6}"
-              f"{c['not_beaten_at_high_noise']:>18}/{c['high_levels']:<5}"
-              f"{c['mean_margin']:>+13.3f}{c['margin_at_highest']:>+12.3f}  {c['verdict']}")
-    print("(margin: DRFL minus the best of the other four, in accuracy points; for abalone the best "
-          "other's MSE minus DRFL's -- positive means DRFL is better; a tie is |margin| <= 1e-9)")
+        sig = (f"+{c['significant_wins']}/-{c['significant_losses']}" if "significant_wins" in c else "-")
+        print(f"{panel:<34}{c['wins']:>4}/{c['levels']:<2}{c['ties']:>5}"
+              f"{c['not_beaten_at_high_noise']:>8}/{c['high_levels']:<2}"
+              f"{c['mean_margin']:>+12.3f}{c['margin_at_highest']:>+11.3f}{sig:>10}  {c['verdict']}")
+    print("(wins/ties: levels where DRFL's mean is above / equal to the best of the other four; high noise:\n"
+          " top-third levels where it is not beaten; margin: DRFL minus the best other, accuracy points --\n"
+          " for abalone the best other's MSE minus DRFL's, so positive = DRFL better; > 2 s.e.: levels\n"
+          " where the paired margin exceeds twice its standard error over seeds, for / against DRFL)")
 
 
 def plot_setting(setting: Setting, summary: dict, levels, path: Path) -> None:
@@ -401,7 +417,8 @@ def main(quick: bool = False, out: str | Path | None = "drfl_paper_figures_out",
         summary = summarize(runs, setting, cfg["levels"])
         print_setting(setting, runs, summary, cfg["levels"])
         for key, (desc, _, _) in protocols(setting, cfg["levels"]).items():
-            claims[f"{setting.name} p{key}"] = claim_verdict(summary[key], setting.task)
+            per_seed = {m: np.array([r["metric"][key][m] for r in runs]) for m in MODELS}
+            claims[f"{setting.name} p{key}"] = claim_verdict(summary[key], setting.task, per_seed)
         results[setting.name] = {"setting": asdict(setting), "runs": runs, "summary": summary,
                                  "protocols": protocols(setting, cfg["levels"])}
         if out is not None:

@@ -376,6 +376,13 @@ def test_drfl_claim_table_is_computed_from_the_printed_means(drfl):
             claim = res["claims"][f"{name} p{key}"]
             assert claim["wins"] == int(np.sum(margin > 1e-9))
             assert claim["margin_at_highest"] == pytest.approx(margin[-1])
+            rivals = [m for m in mod.MODELS if m != "DRFL"]
+            best = [rivals[i] for i in (others.argmax(0) if task == "classification" else others.argmin(0))]
+            diffs = np.array([[run["metric"][key]["DRFL"][j] - run["metric"][key][b][j] for j, b in enumerate(best)]
+                              for run in r["runs"]]) * (1.0 if task == "classification" else -1.0)
+            se = diffs.std(axis=0, ddof=1) / np.sqrt(len(r["runs"]))
+            assert claim["significant_wins"] == int(np.sum(margin > 2 * se + 1e-9))
+            assert claim["significant_losses"] == int(np.sum(margin < -2 * se - 1e-9))
             high_ok = margin[-1] >= -1e-9
             if claim["verdict"] == "holds":
                 assert claim["wins"] > len(margin) / 2 and high_ok

@@ -55,7 +55,7 @@ AUTO_MIN_SIZE = 50_000
 class SQPModel:
     """The step problem of the module docstring, compiled once per (problem structure)."""
 
-    def __init__(self, problem):
+    def __init__(self, problem, solver: str):
         n, d = problem.n_clients, problem.dim
         self.delta = cp.Variable(d, name="delta")
         self.t = cp.Variable(n, name="t_model")
@@ -66,6 +66,7 @@ class SQPModel:
         support, cons = problem._model_support(self.t)
         self.epigraph = self.t >= self.c + self.G @ self.delta + 0.5 * quad
         self.problem = cp.Problem(cp.Minimize(support), [self.epigraph, *cons])
+        self.problem.get_problem_data(solver)        # compile now (DPP: once), not in the first step
 
     def step(self, values, grads, chol_factors, solver: str):
         """``(delta, model value, multipliers)`` at the given client values/gradients/factors."""
@@ -129,7 +130,7 @@ class NewtonSQPRoute(Route):
         opts, timing = request.options, {"model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
         solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
         t0 = time.perf_counter()
-        model = problem._sqp_model()
+        model = problem._sqp_model(solver)
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem._weight_set()
 

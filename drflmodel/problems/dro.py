@@ -114,13 +114,13 @@ class WeightedMinMax(Problem):
 
         return [NewtonSQPRoute(), ConicRoute()]
 
-    def _sqp_model(self):
+    def _sqp_model(self, solver: str = "CLARABEL"):
         """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
         from ._sqp import SQPModel
 
-        key = self._sqp_key()
+        key = (self._sqp_key(), solver)
         if getattr(self, "_sqp", None) is None or self._sqp[0] != key:
-            self._sqp = (key, SQPModel(self))
+            self._sqp = (key, SQPModel(self, solver))
         return self._sqp[1]
 
     def _sqp_start(self) -> np.ndarray:
