@@ -266,8 +266,12 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
         H = T.X.T @ (T.X * curv[:, None]) + (problem.l2 + 1e-12) * np.eye(len(w))
         delta = cp.Variable(len(w))
         R = np.linalg.cholesky(H + 1e-12 * np.trace(H) * np.eye(len(w))).T
-        model = cp.Problem(cp.Minimize(grad @ delta + 0.5 * cp.sum_squares(R @ delta)
-                                       + c * cp.norm(w + delta, T.model.dual)),
+        norm_w = cp.norm(w + delta, T.model.dual)
+        if T.tau_free:     # regression: the exact term Lip sum_s q_s rho_s max(||w||_*, 1/kappa)
+            norm_term = T.model.lip * float(T.q @ T.rho) * cp.maximum(norm_w, 1.0 / T.model.kappa)
+        else:
+            norm_term = c * norm_w
+        model = cp.Problem(cp.Minimize(grad @ delta + 0.5 * cp.sum_squares(R @ delta) + norm_term),
                            [cp.norm(delta, "inf") <= 1.0 + float(np.abs(w).max())])
         try:
             model.solve(solver="CLARABEL")
