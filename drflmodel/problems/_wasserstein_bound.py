@@ -51,10 +51,13 @@ supports, and problems with neither a positive radius nor :math:`\ell_2>0`.
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 
 from ..sets import project_simplex
+from ._conic import quiet_solve
 from ._omega import lambda_min, min_piecewise
 
 __all__ = ["lagrangian_lower_bound"]
@@ -174,12 +177,15 @@ class _Terms:
 
     def retangent(self, w_new) -> None:
         """Move the linearization point of a smooth loss (and of the l2 term) to ``w_new``: the
-        tangents there are again global minorants, so every bound stays valid."""
-        u = self.X @ w_new
+        tangents there are again global minorants, so every bound stays valid. The pieces of a
+        piecewise-linear loss are global minorants everywhere; only the l2 tangent moves."""
+        self.w = np.asarray(w_new, float)
         loss = self.problem.loss
+        if loss.piecewise_linear:
+            return
+        u = self.X @ w_new
         self.slopes = np.array([loss.derivative(u, yb) for yb in self.branch_labels])
         self.intercepts = np.array([loss.value(u, yb) for yb in self.branch_labels]) - self.slopes * u
-        self.w = np.asarray(w_new, float)
 
     def linear_parts(self, mu):
         """``(C, G, beta_bar)`` of the affine minorant for multipliers ``mu`` (K, N), numpy."""
@@ -232,11 +238,18 @@ def _one_round(problem, w, q):
     w_dual = float(np.linalg.norm(T.w, T.model.dual))
     tau = (np.full(T.n_groups, 1.0 if w_dual * T.model.kappa >= 1.0 else 0.0) if T.tau_free else None)
     free = np.flatnonzero(counts > 1)
-    mu, tau, solved = _choose(T, mu, tau, free)
-    L, parts = _evaluate(T, mu, tau)
+    target = 1e-9 * max(1.0, abs(T.G_hat))
+    best = (*_evaluate(T, mu, tau), mu, tau, "failed")           # kept if every solver fails
+    for mu_k, tau_k, status in _choose(T, mu, tau, free):      # the next solver only if needed
+        L, parts = _evaluate(T, mu_k, tau_k)
+        if L > best[0] or best[4] == "failed":
+            best = (L, parts, mu_k, tau_k, status)
+        if T.G_hat - L <= target:
+            break
+    L, parts, mu, tau, solved = best
     steps = 0
-    if not problem.loss.piecewise_linear and np.isfinite(T.R):
-        L, parts, steps = _polish(T, mu, tau, L, parts, gap_target=1e-9 * max(1.0, abs(T.G_hat)))
+    if (not problem.loss.piecewise_linear or problem.l2 > 0) and np.isfinite(T.R):
+        L, parts, steps = _polish(T, mu, tau, L, parts, gap_target=target)
     info = {"lower_bound_method": "numpy Lagrangian bound (rigorous)", "radius_bound_R": float(T.R),
             "free_samples": int(free.size), "multiplier_problem": solved, "polish_steps": steps,
             "G_hat": T.G_hat, **parts}
@@ -249,7 +262,8 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
     multiplier-weighted losses plus the ridge). A conic solver's :math:`\hat w` may be accurate in
     value but not in :math:`w` (flat directions), so take proximal Newton steps on it (exact
     Hessian of :math:`f_\mu`, the norm kept exact, a small problem in :math:`d` variables) and
-    re-linearize; the bound is valid at every point, and the best one is kept."""
+    re-linearize; the bound is valid at every point, and the best one is kept. Piecewise-linear
+    losses with a ridge: the same with only the ridge's tangent moving (one exact step)."""
     problem, loss = T.problem, T.problem.loss
     _, _, beta_bar = T.linear_parts(mu)
     c = float(T.bound_terms(0.0, np.zeros(T.X.shape[1]), beta_bar, tau, np)[2])
@@ -259,22 +273,26 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
     for steps in range(1, max_steps + 1):
         if T.G_hat - best[0] <= gap_target:
             break
-        u = T.X @ w
-        rows = [T.weights * mu[r] for r in range(mu.shape[0])]
-        grad = T.X.T @ sum(r * loss.derivative(u, yb) for r, yb in zip(rows, T.branch_labels)) + problem.l2 * w
-        curv = sum(r * loss.second_derivative(u, yb) for r, yb in zip(rows, T.branch_labels))
-        H = T.X.T @ (T.X * curv[:, None]) + (problem.l2 + 1e-12) * np.eye(len(w))
+        if loss.piecewise_linear:      # the pieces are fixed affine functions: only the ridge curves
+            grad = T.X.T @ (T.weights * np.sum(mu * T.slopes, axis=0)) + problem.l2 * w
+            H = (problem.l2 + 1e-12) * np.eye(len(w))
+        else:
+            u = T.X @ w
+            rows = [T.weights * mu[r] for r in range(mu.shape[0])]
+            grad = T.X.T @ sum(r * loss.derivative(u, yb) for r, yb in zip(rows, T.branch_labels)) + problem.l2 * w
+            curv = sum(r * loss.second_derivative(u, yb) for r, yb in zip(rows, T.branch_labels))
+            H = T.X.T @ (T.X * curv[:, None]) + (problem.l2 + 1e-12) * np.eye(len(w))
         delta = cp.Variable(len(w))
         R = np.linalg.cholesky(H + 1e-12 * np.trace(H) * np.eye(len(w))).T
         norm_w = cp.norm(w + delta, T.model.dual)
         if T.tau_free:     # regression: the exact term Lip sum_s q_s rho_s max(||w||_*, 1/kappa)
             norm_term = T.model.lip * float(T.q @ T.rho) * cp.maximum(norm_w, 1.0 / T.model.kappa)
-        else:
-            norm_term = c * norm_w
+        else:     # c < 0 only by rounding (then the bound is -inf anyway); the point choice stays convex
+            norm_term = max(c, 0.0) * norm_w
         model = cp.Problem(cp.Minimize(grad @ delta + 0.5 * cp.sum_squares(R @ delta) + norm_term),
                            [cp.norm(delta, "inf") <= 1.0 + float(np.abs(w).max())])
         try:
-            model.solve(solver="CLARABEL")
+            quiet_solve(model, solver="CLARABEL")
         except cp.error.SolverError:
             break
         if delta.value is None:
@@ -288,12 +306,31 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
 
 
 
+#: a linear multiplier problem goes to HiGHS' dual simplex (through scipy, always installed) with
+#: feasibility tolerances at 1e-10: its vertex leaves ||G|| - c at rounding level (1e-17 measured),
+#: where an interior-point answer leaves it at the solver's tolerance (1e-11..7e-9) and HiGHS'
+#: default 1e-7 tolerances at 4e-10 -- multiplied by R (~3e3 with radius 1e-4), that alone opened
+#: gaps of 4e-6..7e-5 relative on the DRFL paper's heart and breast-cancer folds
+LP_SOLVER = ("SCIPY", {"scipy_options": {"method": "highs-ds", "primal_feasibility_tolerance": 1e-10,
+                                         "dual_feasibility_tolerance": 1e-10}})
+
+
+def _multiplier_solvers(norm: float) -> list[tuple[str, dict]]:
+    """``(solver, options)`` for the multiplier problem, best first: with a polyhedral transport
+    norm (1, inf) it is a linear program (:data:`LP_SOLVER`, then Clarabel); with the l2 norm a
+    second-order cone program (Clarabel)."""
+    clarabel = ("CLARABEL", {})
+    return [LP_SOLVER, clarabel] if norm in (1, np.inf) else [clarabel]
+
+
 def _choose(T, mu, tau, free):
     """Maximize the bound over the free multipliers (a small convex problem in the near-active
-    samples' weights and tau only; any answer is made feasible afterwards, so its accuracy does
-    not matter for validity)."""
+    samples' weights and tau only): yields ``(mu, tau, status)`` for each solver of
+    :func:`_multiplier_solvers` that answers, in order. Any answer is made feasible here and by
+    :func:`_evaluate`, so its accuracy matters for tightness only, never for validity."""
     if free.size == 0 and not T.tau_free:
-        return mu, tau, "none needed"
+        yield mu, tau, "none needed"
+        return
     fixed = mu.copy()
     fixed[:, free] = 0.0
     C0, G0, b0 = T.linear_parts(fixed)
@@ -323,30 +360,58 @@ def _choose(T, mu, tau, free):
     else:
         objective, cons = C, cons + [t == 0]
     prob = cp.Problem(cp.Maximize(objective), cons)
-    try:
-        prob.solve(solver="CLARABEL")
-    except cp.error.SolverError:
-        return mu, tau, "failed"
-    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        return mu, tau, prob.status
-    if F:
-        mu = mu.copy()
-        vals = np.asarray(m.value, float)
-        for j, i in enumerate(free):
-            rows = np.flatnonzero(T.near[:, i])
-            mu[:, i] = 0.0
-            mu[rows, i] = project_simplex(vals[rows, j])
-    if T.tau_free:
-        tau = np.clip(np.asarray(tau_v.value, float), 0.0, 1.0)
-    return mu, tau, prob.status
+    for solver, options in _multiplier_solvers(T.model.norm):
+        try:
+            with warnings.catch_warnings():     # CVXPY's variable-bound inference for the LP
+                warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
+                quiet_solve(prob, solver=solver, **options)
+        except cp.error.SolverError:
+            continue
+        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            continue
+        chosen_mu = mu
+        if F:
+            chosen_mu = mu.copy()
+            vals = np.asarray(m.value, float)
+            for j, i in enumerate(free):
+                rows = np.flatnonzero(T.near[:, i])
+                chosen_mu[:, i] = 0.0
+                chosen_mu[rows, i] = project_simplex(vals[rows, j])
+        chosen_tau = np.clip(np.asarray(tau_v.value, float), 0.0, 1.0) if T.tau_free else tau
+        yield chosen_mu, chosen_tau, f"{prob.status} ({solver})"
+
+
+def _repair_flip_mass(T, mu, slack):
+    """Multipliers with negative lambda coefficients (flip mass above :math:`\\rho` in a group):
+    move the excess flip mass of each such group onto the own branch's first row -- any point of
+    the per-sample simplex gives a valid bound, so this keeps validity; when the deficit is a
+    rounding one (the multiplier problem's tolerance) the bound moves by the same amount."""
+    mu = mu.copy()
+    own_row = int(np.flatnonzero(~T.flips)[0])
+    for g in np.flatnonzero(slack < 0):
+        rows = np.isin(T.cid, np.flatnonzero(T.groups == g))
+        need = float(T.member[g] @ (T.q * T.rho))               # sum_s q_s rho_s over the group
+        have = T.kappa * float(T.member[g] @ (T.q * T.linear_parts(mu)[2]))
+        factor = (need / have) * (1.0 - 1e-12) if have > 0 else 0.0
+        moved = mu[T.flips][:, rows] * (1.0 - factor)
+        mu[np.ix_(T.flips, rows)] *= factor
+        mu[own_row, rows] += moved.sum(axis=0)
+    return mu
 
 
 def _evaluate(T, mu, tau):
     """The bound in numpy, from scratch, for multipliers already feasible for their own
-    constraints (simplex per sample, tau in [0, 1]); ``-inf`` if a lambda coefficient is negative."""
+    constraints (simplex per sample, tau in [0, 1]); a negative lambda coefficient (the multiplier
+    problem is solved to a tolerance) is repaired first (:func:`_repair_flip_mass`; valid for any
+    deficit, tight when it is a rounding one); ``-inf`` if one stays negative."""
     C, G, beta_bar = T.linear_parts(mu)
     C, G, c, slack = T.bound_terms(C, G, beta_bar, tau, np)
     slack = np.atleast_1d(np.asarray(slack, float))
+    if T.model.flips and np.any(slack < 0):
+        mu = _repair_flip_mass(T, mu, slack)
+        C, G, beta_bar = T.linear_parts(mu)
+        C, G, c, slack = T.bound_terms(C, G, beta_bar, tau, np)
+        slack = np.atleast_1d(np.asarray(slack, float))
     if np.any(slack < 0):
         return float("-inf"), {"reason": f"lambda coefficient negative ({float(slack.min()):.3g})"}
     excess = max(0.0, float(np.linalg.norm(G, T.model.norm)) - float(c))
