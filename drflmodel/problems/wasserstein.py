@@ -272,27 +272,62 @@ class WassersteinDRFL(Problem):
         varpi = cp.multiply(rho, lam) + avg @ alpha
         con_z = varpi <= z
         cons.append(con_z)
-        self._parameters = {"radius": rho}
-        aux = {}
-        kind = self.weight_kind
-        if kind == "fixed":
-            outer = self.weights @ z
-        elif kind == "simplex":
-            gamma = cp.Variable(name="gamma")
-            cons.append(z <= gamma)
-            outer = gamma
-            aux["gamma"] = gamma
-        elif kind == "ball":
-            theta = cp.Parameter(nonneg=True, name="theta", value=self._theta)
-            outer, gamma, eta, bcons = ball_support_expr(z, self._center, theta, self._p)
-            cons += bcons
-            self._parameters["theta"] = theta
-            aux.update(gamma=gamma, eta=eta)
-        else:
-            outer = self.weights.support_expr(z)
+        outer, ocons, oparams = self._outer_expr(z)
+        cons += ocons
+        self._parameters = {"radius": rho, **{k: v for k, v in oparams.items() if isinstance(v, cp.Parameter)}}
+        aux = {k: v for k, v in oparams.items() if k in ("gamma", "eta")}
         obj = outer + (0.5 * self.l2 * cp.sum_squares(w) if self.l2 > 0 else 0)
         self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
         return _RawProblem(cp.Minimize(obj), cons)
+
+    def _outer_expr(self, z) -> tuple:
+        """``(expression, constraints, parameters)`` of the support function of Q at ``z`` (a
+        CVXPY expression): fixed weights, the simplex (an epigraph ``gamma``), Thm 4.3's ball dual
+        (``gamma``, ``eta`` and the radius parameter ``theta``) or the set's ``support_expr``.
+        Used by the joint model and by the SQP step model (:mod:`._wasserstein_sqp`)."""
+        kind = self.weight_kind
+        if kind == "fixed":
+            return self.weights @ z, [], {}
+        if kind == "simplex":
+            gamma = cp.Variable(name="gamma")
+            return gamma, [z <= gamma], {"gamma": gamma}
+        if kind == "ball":
+            theta = cp.Parameter(nonneg=True, name="theta", value=self._theta)
+            outer, gamma, eta, bcons = ball_support_expr(z, self._center, theta, self._p)
+            return outer, bcons, {"theta": theta, "gamma": gamma, "eta": eta}
+        expr = self.weights.support_expr(z)
+        return (expr if not isinstance(expr, tuple) else expr[0]), \
+            ([] if not isinstance(expr, tuple) else list(expr[1])), {}
+
+    # ------------------------------------------------------------------ routes
+    def routes(self):
+        """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth loss, unbounded
+        support, large N) falling back to the conic model when it cannot certify."""
+        from ._conic import ConicRoute
+        from ._wasserstein_sqp import WassersteinSQPRoute
+
+        return [WassersteinSQPRoute(), ConicRoute()]
+
+    def certify_at(self, w, q_raw, solver: str, extra_info: dict | None = None) -> Solution:
+        """The certified :class:`Solution` at ``w`` with candidate client weights ``q_raw`` (any
+        route's multipliers of :math:`\\varpi\\le z`): :math:`U` the exact objective (numpy),
+        :math:`L` the rigorous Lagrangian bound at :math:`w` with ``q_raw`` projected onto Q."""
+        w = np.asarray(w, float)
+        z_exact, lam_exact = self.worst_case_losses(w)
+        U = self.outer(z_exact)[0] + 0.5 * self.l2 * float(w @ w)
+        q_cert = self._weights_from_duals(q_raw, z_exact)
+        L, bound_info = self._lower_bound(w, q_cert, U, float("-inf"))
+        if not bound_info["lower_bound_method"].startswith("numpy"):
+            bound_info["lower_bound_method"] = "none (the rigorous bound did not close; no conic dual here)"
+        lam = lam_exact.copy()
+        info = {"solver": solver, "lambda_exact": lam_exact, "q_argmax": self.outer(z_exact)[1],
+                **bound_info, **(extra_info or {}), "weights_kind": self.weight_kind,
+                "support": self.support.kind}
+        self._sqp_previous = w.copy()
+        return Solution(theta=w, weights=q_cert, client_losses=z_exact, value=U, lower_bound=L,
+                        upper_bound=U, status="optimal", certificate="numpy Lagrangian bound of (4)",
+                        duals={"lambda": lam, "q_dual": None if q_raw is None else np.asarray(q_raw, float)},
+                        info=info)
 
     def _certify(self, solver: str) -> Solution:
         prob, v = self._cp_problem, self._vars
@@ -324,7 +359,10 @@ class WassersteinDRFL(Problem):
         """``(L, info)``: the rigorous numpy Lagrangian bound (:mod:`._wasserstein_bound`) when it
         applies and closes the gap to :data:`~drflmodel.solution.DEFAULT_GAP_TOL`; otherwise the
         solver's conic dual objective, which is valid only up to the solver's dual residual (said
-        in ``info["lower_bound_method"]``; the rigorous value is kept in ``info`` for comparison)."""
+        in ``info["lower_bound_method"]``; the rigorous value is kept in ``info`` for comparison)
+        -- unless that objective lies above :math:`U` while a rigorous bound exists: then the dual
+        point is shown infeasible and the rigorous bound is returned (the gap stays open and the
+        conic route tries its next solver)."""
         from ._wasserstein_bound import lagrangian_lower_bound
 
         t0 = time.perf_counter()
@@ -337,6 +375,12 @@ class WassersteinDRFL(Problem):
                 **{f"rigorous_{k}": v for k, v in info.items() if k != "lower_bound_method"}}
         if np.isfinite(L_rig) and relative_gap(L_rig, U) <= DEFAULT_GAP_TOL:
             return L_rig, {"lower_bound_method": "numpy Lagrangian bound (rigorous to rounding)", **info}
+        if np.isfinite(L_rig) and L_conic > U + 1e-12 * max(1.0, abs(U)):
+            # a dual objective above an attained primal value: the solver's dual point is not
+            # feasible, so its objective bounds nothing -- keep the rigorous bound (an honest gap)
+            return L_rig, {"lower_bound_method": "numpy Lagrangian bound (rigorous to rounding; did not close); "
+                                                 f"the conic dual objective {L_conic:.12g} exceeds U and is rejected",
+                           **info}
         return L_conic, {"lower_bound_method": "conic dual objective (weak duality; valid up to the solver's "
                                                "dual residual)", **info}
 
