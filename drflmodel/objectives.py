@@ -18,7 +18,7 @@ from .data import Federation
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Loss
 
-__all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices"]
+__all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices", "squared_loss_factors"]
 
 
 def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> np.ndarray:
@@ -30,6 +30,16 @@ def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> n
     generator gives the same rows on every engine.
     """
     return rng.integers(0, size, size=batch_size)
+
+
+def squared_loss_factors(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""``(R, Q^T y, ||y - Q Q^T y||^2)`` of the thin QR factorization :math:`X=QR` (numpy/LAPACK),
+    so that :math:`\|X\theta-y\|^2=\|R\theta-Q^\top y\|^2+\|y-QQ^\top y\|^2` for every
+    :math:`\theta`. The residual is computed from the projection itself (not as
+    :math:`\|y\|^2-\|Q^\top y\|^2`, which cancels)."""
+    Q, R = np.linalg.qr(np.asarray(X, float), mode="reduced")
+    qty = Q.T @ y
+    return R, qty, float(np.sum(np.square(y - Q @ qty)))
 
 
 def check_loss_matches(federation: Federation, loss: Loss) -> None:
@@ -167,10 +177,22 @@ class ClientObjectives:
 
     # ------------------------------------------------------------------ CVXPY
     def expressions(self, theta: cp.Expression) -> list:
-        """CVXPY expressions of :math:`f_i(\\theta)` (convex, DCP), one per client."""
+        r"""CVXPY expressions of :math:`f_i(\theta)` (convex, DCP), one per client.
+
+        For the squared loss the data term is written through the thin QR factorization
+        :math:`X_i=Q_iR_i` (:func:`squared_loss_factors`):
+        :math:`\|X_i\theta-y_i\|^2=\|R_i\theta-Q_i^\top y_i\|^2+\|y_i-Q_iQ_i^\top y_i\|^2` (exact:
+        :math:`y_i-Q_iQ_i^\top y_i` is orthogonal to the range of :math:`X_i`), one second-order
+        cone of dimension :math:`\min(N_i,d)+2` per client instead of :math:`N_i` cones, so the
+        conic model's size does not grow with the number of rows."""
         out = []
         for c in self.federation.clients:
-            e = cp.sum(self.loss.expr(c.X @ theta, c.y)) / c.size
+            if self.loss.is_quadratic:
+                R, qty, residual = squared_loss_factors(c.X, c.y)
+                scale = 1.0 / np.sqrt(c.size)            # the cone's data of the size of X's rows
+                e = cp.sum_squares((scale * R) @ theta - scale * qty) + residual / c.size
+            else:
+                e = cp.sum(self.loss.expr(c.X @ theta, c.y)) / c.size
             if self.l2 > 0:
                 e = e + 0.5 * self.l2 * cp.sum_squares(theta)
             out.append(e)

@@ -193,6 +193,38 @@ def test_quadratic_forms_reconstruct_f(l2):
     assert np.allclose(obj.hessians(np.zeros(D)), 2 * Q)
 
 
+
+@pytest.mark.parametrize("shape", [(50, 6), (3, 6), (40, 6, "rank-deficient")])
+def test_squared_loss_factors_reproduce_the_sum_of_squares(shape):
+    """||X theta - y||^2 from the QR factors equals the direct sum, also with fewer rows than
+    features and with duplicated columns (rank-deficient X)."""
+    from drflmodel.objectives import squared_loss_factors
+
+    rng = np.random.default_rng(20)
+    X = rng.standard_normal(shape[:2]) * np.array([1e3, 1.0, 1e-3, 1.0, 5.0, 1.0])
+    if len(shape) == 3:
+        X[:, 3] = X[:, 1]
+    y = rng.standard_normal(shape[0]) * 10
+    R, qty, residual = squared_loss_factors(X, y)
+    assert R.shape == (min(shape[:2]), 6) and residual >= 0
+    for _ in range(5):
+        th = rng.standard_normal(6)
+        direct = float(np.sum((X @ th - y) ** 2))
+        assert float(np.sum((R @ th - qty) ** 2)) + residual == pytest.approx(direct, rel=1e-11)
+
+
+def test_squared_loss_model_size_does_not_grow_with_rows():
+    """The conic model of the squared loss has one cone per client whatever the number of rows."""
+    sizes = []
+    for rows in (20, 2000):
+        fed = Federation.from_arrays([np.random.default_rng(k).standard_normal((rows, D)) for k in range(3)],
+                                     [np.random.default_rng(9 + k).standard_normal(rows) for k in range(3)])
+        th = cp.Variable(D)
+        prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(ClientObjectives(fed, L.Squared(), l2=0.1).expressions(th)))))
+        data = prob.get_problem_data(cp.CLARABEL)[0]
+        sizes.append(data["A"].shape)
+    assert sizes[0] == sizes[1]
+
 def test_quadratic_forms_need_a_quadratic_loss():
     obj = ClientObjectives(_fed("regression"), L.Huber(1.0))
     with pytest.raises(InvalidParameterError, match="quadratic"):

@@ -111,6 +111,9 @@ class NewtonSQPRoute(Route):
         return None
 
     def auto_skip(self, problem) -> str | None:
+        if problem.loss.is_quadratic:
+            return ("quadratic loss: the conic model is QR-compressed (one (d+2)-cone per client, "
+                    "whatever N) and faster than the SQP steps; force with method='newton'")
         rows = int(np.sum(problem.federation.sizes))
         if rows * problem.dim < AUTO_MIN_SIZE:
             return (f"N*d = {rows * problem.dim} < {AUTO_MIN_SIZE}: the conic route is faster on small "

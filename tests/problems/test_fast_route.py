@@ -113,6 +113,9 @@ def test_auto_takes_the_fast_route_only_where_valid_and_large():
     assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "newton"
     small = _fed("classification", 30, seed=9)
     assert dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "conic"
+    big_squared = _fed("regression", 3000, dim=5, seed=9)
+    sol = dm.FederatedDRO(big_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2).solve()
+    assert sol.info["method"] == "conic" and sol.status == "optimal"      # QR-compressed conic model
     hinge = dm.FederatedDRO(big, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=L2)
     assert hinge.solve().info["method"] == "conic"
     with pytest.raises(InvalidParameterError, match="not smooth"):
