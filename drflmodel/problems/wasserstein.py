@@ -301,8 +301,8 @@ class WassersteinDRFL(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear loss, unbounded
-        support, large N) falling back to the conic model when it cannot certify."""
+        """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear
+        loss, unbounded support, large N) falling back to the conic model when it cannot certify."""
         from ._conic import ConicRoute
         from ._wasserstein_sqp import WassersteinSQPRoute
 
