@@ -360,9 +360,9 @@ class WassersteinDRFL(Problem):
         applies and closes the gap to :data:`~drflmodel.solution.DEFAULT_GAP_TOL`; otherwise the
         solver's conic dual objective, which is valid only up to the solver's dual residual (said
         in ``info["lower_bound_method"]``; the rigorous value is kept in ``info`` for comparison)
-        -- unless that objective lies above :math:`U` while a rigorous bound exists: then the dual
-        point is shown infeasible and the rigorous bound is returned (the gap stays open and the
-        conic route tries its next solver)."""
+        -- unless a rigorous bound exists and that objective lies above :math:`U` (the dual point
+        is then shown infeasible) or below the rigorous bound: then the rigorous bound is returned
+        (the gap stays open and the conic route tries its next solver)."""
         from ._wasserstein_bound import lagrangian_lower_bound
 
         t0 = time.perf_counter()
@@ -375,11 +375,14 @@ class WassersteinDRFL(Problem):
                 **{f"rigorous_{k}": v for k, v in info.items() if k != "lower_bound_method"}}
         if np.isfinite(L_rig) and relative_gap(L_rig, U) <= DEFAULT_GAP_TOL:
             return L_rig, {"lower_bound_method": "numpy Lagrangian bound (rigorous to rounding)", **info}
-        if np.isfinite(L_rig) and L_conic > U + 1e-12 * max(1.0, abs(U)):
+        if np.isfinite(L_rig) and (L_conic > U + 1e-12 * max(1.0, abs(U)) or L_rig >= L_conic):
             # a dual objective above an attained primal value: the solver's dual point is not
-            # feasible, so its objective bounds nothing -- keep the rigorous bound (an honest gap)
-            return L_rig, {"lower_bound_method": "numpy Lagrangian bound (rigorous to rounding; did not close); "
-                                                 f"the conic dual objective {L_conic:.12g} exceeds U and is rejected",
+            # feasible, so its objective bounds nothing; or the rigorous bound is simply the larger
+            # one (always so where there is no conic dual, as on the fast route): an honest gap
+            why = (f"the conic dual objective {L_conic:.12g} exceeds U and is rejected" if L_conic > U
+                   else "no conic dual objective here" if not np.isfinite(L_conic)
+                   else f"above the conic dual objective {L_conic:.12g}")
+            return L_rig, {"lower_bound_method": f"numpy Lagrangian bound (rigorous to rounding; did not close); {why}",
                            **info}
         return L_conic, {"lower_bound_method": "conic dual objective (weak duality; valid up to the solver's "
                                                "dual residual)", **info}
