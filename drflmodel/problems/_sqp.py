@@ -89,6 +89,26 @@ def client_hessian_factors(objectives, theta) -> np.ndarray:
     return np.swapaxes(np.linalg.cholesky(H), 1, 2)
 
 
+def too_small_for_sqp(problem) -> str | None:
+    """Why ``method="auto"`` leaves ``problem`` to the conic route (N*d below
+    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None``."""
+    size = int(np.sum(problem.federation.sizes)) * problem.dim
+    if size < AUTO_MIN_SIZE:
+        return (f"N*d = {size} < {AUTO_MIN_SIZE}: the conic route is faster on small problems "
+                f"(building the step problems costs ~0.1-0.4 s); force with method='newton'")
+    return None
+
+
+def check_sqp_options(opts: dict) -> dict:
+    """``opts`` with ``max_steps`` checked as an integer >= 1 and ``tol`` as a real > 0 (the
+    options every SQP route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
+    from .._validation import check_int, check_real
+
+    opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
+    opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+    return opts
+
+
 class NewtonSQPRoute(Route):
     """SQP with exact client Hessians and the numpy certificate (module docstring). Options:
     ``max_steps`` (SQP steps, default 50) and ``tol`` (the relative certificate gap at which it stops,
@@ -114,19 +134,10 @@ class NewtonSQPRoute(Route):
         if problem.loss.is_quadratic:
             return ("quadratic loss: the conic model is QR-compressed (one (d+2)-cone per client, "
                     "whatever N) and faster than the SQP steps; force with method='newton'")
-        rows = int(np.sum(problem.federation.sizes))
-        if rows * problem.dim < AUTO_MIN_SIZE:
-            return (f"N*d = {rows * problem.dim} < {AUTO_MIN_SIZE}: the conic route is faster on small "
-                    f"problems (compiling the step problem costs ~0.1-0.3 s); force with method='newton'")
-        return None
+        return too_small_for_sqp(problem)
 
     def complete_options(self, given) -> dict:
-        from .._validation import check_int, check_real
-
-        opts = super().complete_options(given)
-        opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
-        opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
-        return opts
+        return check_sqp_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()

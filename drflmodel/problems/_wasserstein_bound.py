@@ -52,6 +52,7 @@ supports, and problems with neither a positive radius nor :math:`\ell_2>0`.
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import cvxpy as cp
 import numpy as np
@@ -60,11 +61,49 @@ from ..sets import project_simplex
 from ._conic import quiet_solve
 from ._omega import lambda_min, min_piecewise
 
-__all__ = ["lagrangian_lower_bound"]
+__all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows"]
 
 #: a branch/piece is "near-active" for a sample if its value at the current point is within this
 #: (relative) tolerance of the sample's maximum; only those get free multipliers
 NEAR_ACTIVE = 1e-6
+
+
+class SampleRows(NamedTuple):
+    """Every sample's candidate functions of its score :math:`u`, as rows (K, N) -- see
+    :func:`sample_rows`."""
+
+    values: np.ndarray       # (K, N) the row's value at u
+    slopes: np.ndarray       # (K, N) its derivative in u (the tangent's slope)
+    intercepts: np.ndarray   # (K, N) the tangent's intercept: values = slopes * u + intercepts
+    curvatures: np.ndarray   # (K, N) its second derivative in u, clipped at 0 (0 for a piece)
+    flips: np.ndarray        # (K,) bool: a label-flip row (carries -kappa * lambda_s)
+    branch: np.ndarray       # (K,) int: 0 the own label, 1 the flipped one
+
+
+def sample_rows(problem, u, y) -> SampleRows:
+    r"""The rows of every sample (:class:`SampleRows`): the own-label branch and, in classification
+    with :math:`\kappa<\infty`, the flipped one; for a piecewise-linear loss every affine piece
+    :math:`a_ju+b_j` of each branch (its own exact minorant), for a smooth loss the branch itself
+    with its tangent at ``u`` (a global minorant by convexity). The sample's value is the max over
+    its rows (flip rows only for robust clients). Shared by the bound and the SQP route
+    (:mod:`._wasserstein_sqp`)."""
+    model, loss = problem.model, problem.loss
+    labels = [(y, False)] + ([(-y, True)] if model.flips else [])
+    V, D, B, H, F, branch = [], [], [], [], [], []
+    for b, (yb, flip) in enumerate(labels):
+        if loss.piecewise_linear:
+            for a, c0 in loss.pieces():
+                if model.task == "classification":
+                    slope, const = a * yb, np.full_like(u, float(c0))
+                else:
+                    slope, const = np.full_like(u, float(a)), c0 - a * yb
+                V.append(slope * u + const), D.append(slope), B.append(const), H.append(np.zeros_like(u))
+                F.append(flip), branch.append(b)
+        else:
+            value, slope = loss.value(u, yb), loss.derivative(u, yb)
+            V.append(value), D.append(slope), B.append(value - slope * u)
+            H.append(np.maximum(loss.second_derivative(u, yb), 0.0)), F.append(flip), branch.append(b)
+    return SampleRows(np.array(V), np.array(D), np.array(B), np.array(H), np.array(F), np.array(branch))
 
 
 def _candidates(problem, w, X, y, robust_i, lam_i, interval_i):
@@ -77,29 +116,17 @@ def _candidates(problem, w, X, y, robust_i, lam_i, interval_i):
     optimal multipliers of its group (the minimum over lambda may be attained on an interval, and
     the bound must see every sample that ties somewhere on it). Flip rows exist only for robust
     clients (``rho_s > 0``)."""
-    model, loss = problem.model, problem.loss
+    model = problem.model
     u = X @ w
-    branches = [(y, False)] + ([(-y, True)] if model.flips else [])
-    slopes, intercepts, flips, values, branch_of = [], [], [], [], []
-    for b, (yb, flip) in enumerate(branches):
-        if loss.piecewise_linear:
-            for a, c0 in loss.pieces():
-                if model.task == "classification":
-                    m, c = a * yb, np.full_like(u, float(c0))
-                else:
-                    m, c = np.full_like(u, float(a)), c0 - a * yb
-                slopes.append(m), intercepts.append(c), values.append(m * u + c)
-                flips.append(flip), branch_of.append(b)
-        else:
-            m = loss.derivative(u, yb)
-            slopes.append(m), intercepts.append(loss.value(u, yb) - m * u), values.append(loss.value(u, yb))
-            flips.append(flip), branch_of.append(b)
-    V, flips, branch_of = np.array(values), np.array(flips), np.array(branch_of)
+    rows = sample_rows(problem, u, y)
+    V, flips, branch_of = rows.values, rows.flips, rows.branch
+    n_branches = 2 if model.flips else 1
     tol = lambda v: NEAR_ACTIVE * (1.0 + np.abs(v))                  # noqa: E731
-    branch_max = np.array([V[branch_of == b].max(axis=0) for b in range(len(branches))])
+    branch_max = np.array([V[branch_of == b].max(axis=0) for b in range(n_branches)])
     piece_near = V >= branch_max[branch_of] - tol(branch_max[branch_of])
-    shifted = branch_max - np.array([model.kappa * lam_i if flip else np.zeros_like(u) for _, flip in branches])
+    shifted = branch_max.copy()
     if model.flips:
+        shifted[1] = branch_max[1] - model.kappa * lam_i
         shifted[1, ~robust_i] = -np.inf
     top = shifted.max(axis=0)
     branch_near = shifted >= top - tol(top)
@@ -109,7 +136,7 @@ def _candidates(problem, w, X, y, robust_i, lam_i, interval_i):
             (breakpoint <= interval_i[1] + tol(interval_i[1]))
         branch_near[:, inside] = True
     near = piece_near & branch_near[branch_of]
-    return np.array(slopes), np.array(intercepts), flips, near
+    return rows.slopes, rows.intercepts, flips, near
 
 
 def _optimal_interval(model, X, y, w, c, rho) -> tuple[float, float]:
@@ -183,9 +210,8 @@ class _Terms:
         loss = self.problem.loss
         if loss.piecewise_linear:
             return
-        u = self.X @ w_new
-        self.slopes = np.array([loss.derivative(u, yb) for yb in self.branch_labels])
-        self.intercepts = np.array([loss.value(u, yb) for yb in self.branch_labels]) - self.slopes * u
+        rows = sample_rows(self.problem, self.X @ w_new, self.branch_labels[0])
+        self.slopes, self.intercepts = rows.slopes, rows.intercepts
 
     def linear_parts(self, mu):
         """``(C, G, beta_bar)`` of the affine minorant for multipliers ``mu`` (K, N), numpy."""
@@ -239,10 +265,10 @@ def _one_round(problem, w, q):
     tau = (np.full(T.n_groups, 1.0 if w_dual * T.model.kappa >= 1.0 else 0.0) if T.tau_free else None)
     free = np.flatnonzero(counts > 1)
     target = 1e-9 * max(1.0, abs(T.G_hat))
-    best = (*_evaluate(T, mu, tau), mu, tau, "failed")           # kept if every solver fails
+    best = (*_evaluate(T, mu, tau), mu, tau, "not better than uniform multipliers")
     for mu_k, tau_k, status in _choose(T, mu, tau, free):      # the next solver only if needed
         L, parts = _evaluate(T, mu_k, tau_k)
-        if L > best[0] or best[4] == "failed":
+        if L > best[0]:
             best = (L, parts, mu_k, tau_k, status)
         if T.G_hat - L <= target:
             break
@@ -404,14 +430,13 @@ def _evaluate(T, mu, tau):
     constraints (simplex per sample, tau in [0, 1]); a negative lambda coefficient (the multiplier
     problem is solved to a tolerance) is repaired first (:func:`_repair_flip_mass`; valid for any
     deficit, tight when it is a rounding one); ``-inf`` if one stays negative."""
-    C, G, beta_bar = T.linear_parts(mu)
-    C, G, c, slack = T.bound_terms(C, G, beta_bar, tau, np)
-    slack = np.atleast_1d(np.asarray(slack, float))
+    def terms(mu):
+        C, G, c, slack = T.bound_terms(*T.linear_parts(mu), tau, np)
+        return C, G, c, np.atleast_1d(np.asarray(slack, float))
+
+    C, G, c, slack = terms(mu)
     if T.model.flips and np.any(slack < 0):
-        mu = _repair_flip_mass(T, mu, slack)
-        C, G, beta_bar = T.linear_parts(mu)
-        C, G, c, slack = T.bound_terms(C, G, beta_bar, tau, np)
-        slack = np.atleast_1d(np.asarray(slack, float))
+        C, G, c, slack = terms(_repair_flip_mass(T, mu, slack))
     if np.any(slack < 0):
         return float("-inf"), {"reason": f"lambda coefficient negative ({float(slack.min()):.3g})"}
     excess = max(0.0, float(np.linalg.norm(G, T.model.norm)) - float(c))

@@ -15,7 +15,7 @@ with :math:`\kappa<\infty`) and :math:`\mathrm{lo}(w)=\mathrm{Lip}\,N_*(w)` (:fu
 evaluated exactly in numpy (:meth:`~.wasserstein.WassersteinDRFL.objective`).
 
 For a piecewise-linear loss each branch is itself a max of affine pieces; every piece is a *row*
-of the sample (:func:`sample_rows`) and the sample's value is the max over its rows.
+of the sample (:func:`._wasserstein_bound.sample_rows`) and the sample's value is the max over its rows.
 
 **Why it is fast.** A sample's max is decided by its *gap*, the best row minus the runner-up
 (e.g. :math:`|v_{i1}(u_i)-v_{i0}(u_i)-\kappa\lambda_s|` for two smooth branches). Inside a trust region
@@ -64,9 +64,10 @@ from ..solution import relative_gap, status_from_gap
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
 from ._omega import lambda_min
 from ._routes import Route
-from ._sqp import AUTO_MIN_SIZE
+from ._wasserstein_bound import sample_rows
+from ._sqp import check_sqp_options, too_small_for_sqp
 
-__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "sample_rows", "value_and_subgradient"]
+__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
 
 
 def _norm_subgradient(w, p: float) -> np.ndarray:
@@ -166,27 +167,6 @@ class WassersteinStepModel:
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
 
 
-def sample_rows(problem, u, y):
-    r"""Every sample's candidate functions of its score, as rows ``(values, slopes, curvatures,
-    is_flip)`` of shape (K, N), (K, N), (K, N), (K,): the own-label branch and, in classification
-    with :math:`\kappa<\infty`, the flipped one (which carries :math:`-\kappa\lambda_s`); for a
-    piecewise-linear loss every affine piece of each branch (curvature 0). The sample's value is
-    the max over its rows (flip rows only for robust clients)."""
-    model, loss = problem.model, problem.loss
-    labels = [(y, False)] + ([(-y, True)] if model.flips else [])
-    V, D, H, F = [], [], [], []
-    for yb, flip in labels:
-        if loss.piecewise_linear:
-            for a, c0 in loss.pieces():
-                slope = a * yb if model.task == "classification" else np.full_like(u, float(a))
-                const = np.full_like(u, float(c0)) if model.task == "classification" else c0 - a * yb
-                V.append(slope * u + const), D.append(slope), H.append(np.zeros_like(u)), F.append(flip)
-        else:
-            V.append(loss.value(u, yb)), D.append(loss.derivative(u, yb))
-            H.append(np.maximum(loss.second_derivative(u, yb), 0.0)), F.append(flip)
-    return np.array(V), np.array(D), np.array(H), np.array(F)
-
-
 class _Linearization:
     r"""The step model's data at a point ``w`` (numpy): every sample's rows (:func:`sample_rows`),
     its *gap* (best row minus the runner-up, flip rows shifted by :math:`-\kappa\lambda^0_s`), the
@@ -198,7 +178,8 @@ class _Linearization:
         X, y, cid = self.X, self.y, self.cid = fed.pooled()
         S, d = problem.n_clients, problem.dim
         robust_i = problem.radius[cid] > 0
-        V, D, H, F = self.V, self.D, self.H, self.F = sample_rows(problem, X @ w, y)
+        rows = sample_rows(problem, X @ w, y)
+        V, D, H, F = self.V, self.D, self.H, self.F = rows.values, rows.slopes, rows.curvatures, rows.flips
         self.ok = ~F[:, None] | robust_i[None, :]                  # (K, N): flip rows of robust samples only
         shift = model.kappa * F[:, None] * lam[cid][None, :] if model.flips else 0.0
         shifted = np.where(self.ok, V - shift, -np.inf)
@@ -262,19 +243,13 @@ class WassersteinSQPRoute(Route):
         return None
 
     def auto_skip(self, problem) -> str | None:
-        rows = int(np.sum(problem.federation.sizes))
-        if rows * problem.dim < AUTO_MIN_SIZE:
-            return (f"N*d = {rows * problem.dim} < {AUTO_MIN_SIZE}: the conic route is fast on small "
-                    f"problems; force with method='newton'")
-        return None
+        return too_small_for_sqp(problem)
 
     def complete_options(self, given) -> dict:
-        from .._validation import check_int, check_real
+        from .._validation import check_int
 
-        opts = super().complete_options(given)
-        opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
+        opts = check_sqp_options(super().complete_options(given))
         opts["cap"] = check_int(opts["cap"], "cap", low=1)
-        opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
         return opts
 
     def solve(self, problem, request):
