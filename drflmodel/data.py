@@ -5,7 +5,9 @@ Conventions (DESIGN.md, "Conventions"):
 
 * a linear model uses one vector :math:`\\theta`; an intercept is an explicit constant column
   (see :func:`drflmodel.datasets.add_intercept`), never a hidden variable;
-* classification labels are in :math:`\\{-1, +1\\}`;
+* binary classification labels are in :math:`\\{-1, +1\\}`; multi-class labels
+  (``task="multiclass"``) are class indices :math:`0,\\dots,K-1`, the original labels kept in
+  ``federation.classes`` (mapped by :func:`class_indices`, like scikit-learn's ``classes_``);
 * client weights :math:`\\lambda` are indexed like ``federation.clients``;
 * :math:`p_i = N_i / N` are the sample proportions.
 
@@ -25,9 +27,9 @@ from ._tabular import client_labels, feature_list, label_key, sorted_unique
 from ._validation import as_finite_array, check_choice, check_int
 from .errors import InvalidDataError, InvalidParameterError
 
-__all__ = ["Client", "Federation", "StackedData", "VerticalFederation", "TASKS"]
+__all__ = ["Client", "Federation", "StackedData", "VerticalFederation", "TASKS", "class_indices"]
 
-TASKS = ("regression", "classification")
+TASKS = ("regression", "classification", "multiclass")
 
 
 def _check_labels(y: np.ndarray, name: str) -> None:
@@ -36,6 +38,52 @@ def _check_labels(y: np.ndarray, name: str) -> None:
         vals = np.unique(y[bad])[:5]
         raise InvalidDataError(
             f"{name}: classification labels must be in {{-1, +1}}; found {vals.tolist()}")
+
+
+def class_indices(labels, classes=None) -> tuple[np.ndarray, list]:
+    """Map class labels (any hashable, mutually orderable values) to indices ``0..K-1``.
+
+    ``classes`` (optional) lists the classes in the wanted order; default: the sorted distinct
+    labels (scikit-learn's ``classes_``). Returns ``(indices as floats, classes)``. Raises
+    :class:`InvalidDataError` for missing, unhashable or unorderable labels, a label not in
+    ``classes``, or fewer than two classes.
+    """
+    values = np.asarray(labels, dtype=object)
+    if values.ndim != 1:
+        raise InvalidDataError(f"y must be 1-dimensional (one label per row); got shape {values.shape}")
+    keys = []
+    for k, v in enumerate(values):
+        v = label_key(v)
+        if v is None or (isinstance(v, float) and v != v):
+            raise InvalidDataError(f"y: missing class label at row {k}")
+        try:
+            hash(v)
+        except TypeError:
+            raise InvalidDataError(f"y: class labels must be hashable; row {k} has {v!r}") from None
+        keys.append(v)
+    if classes is None:
+        classes = sorted_unique(keys, "y")
+    else:
+        classes = [label_key(c) for c in classes]
+        if len(set(classes)) != len(classes):
+            raise InvalidDataError(f"classes must not repeat a class; got {classes}")
+    if len(classes) < 2:
+        raise InvalidDataError(f"y: multi-class data needs at least 2 classes; got {classes}")
+    index = {c: i for i, c in enumerate(classes)}
+    try:
+        out = np.array([index[v] for v in keys], dtype=float)
+    except KeyError as exc:
+        raise InvalidDataError(f"y: label {exc.args[0]!r} is not one of the classes {classes}") from None
+    return out, list(classes)
+
+
+def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
+    bad = (y != np.round(y)) | (y < 0) | (y >= n_classes)
+    if bad.any():
+        raise InvalidDataError(
+            f"{name}: multi-class labels must be class indices in {{0, ..., {n_classes - 1}}}; found "
+            f"{np.unique(y[bad])[:5].tolist()} (map arbitrary labels with Federation.from_groups / "
+            "from_arrays, which keep them as federation.classes)")
 
 
 class Client:
@@ -99,10 +147,17 @@ class Federation:
     Parameters
     ----------
     clients : sequence of :class:`Client`, at least one, all with the same number of features.
-    task : ``"regression"`` or ``"classification"`` (labels must then be in {-1, +1}).
+    task : ``"regression"``, ``"classification"`` (binary, labels in {-1, +1}) or
+        ``"multiclass"`` (labels are class indices :math:`0,\\dots,K-1`).
+    n_classes : multi-class only: :math:`K\\ge2` (default: the largest label + 1). Every class must
+        have a row in some client (a class no client holds has no defined softmax optimum).
+    classes : multi-class only: the original label of each class index (default ``0..K-1``).
+
+    Attributes ``n_classes`` (``None`` for regression, 2 for binary classification) and
+    ``classes`` (the labels; ``[-1, 1]`` for binary classification).
     """
 
-    def __init__(self, clients: Sequence[Client], task: str = "regression"):
+    def __init__(self, clients: Sequence[Client], task: str = "regression", n_classes=None, classes=None):
         self.task = check_choice(task, "task", TASKS)
         if isinstance(clients, Client) or not hasattr(clients, "__iter__"):
             raise InvalidDataError(
@@ -119,15 +174,46 @@ class Federation:
         if task == "classification":
             for c in clients:
                 _check_labels(c.y, f"y of client {c.name!r}")
+        self.n_classes, self.classes = self._check_classes(clients, n_classes, classes)
         names = [c.name for c in clients]
         if len(set(names)) != len(names):
             # keep names unique so that reports can index by name
             clients = [Client(c.X, c.y, name=f"{c.name}-{k}") for k, c in enumerate(clients)]
         self.clients: list[Client] = clients
 
+    def _check_classes(self, clients, n_classes, classes):
+        """``(n_classes, classes)`` of the task; multi-class labels checked as class indices."""
+        if self.task != "multiclass":
+            if n_classes is not None or classes is not None:
+                raise InvalidParameterError("n_classes and classes apply to task='multiclass' only")
+            return (2, [-1, 1]) if self.task == "classification" else (None, None)
+        largest = max(int(np.max(c.y)) for c in clients)
+        K = largest + 1 if n_classes is None else check_int(n_classes, "n_classes", low=2)
+        for c in clients:
+            _check_class_indices(c.y, f"y of client {c.name!r}", max(K, 2))
+        if K < 2:
+            raise InvalidDataError("task='multiclass' needs at least 2 classes; every label is 0")
+        present = np.zeros(K, bool)
+        for c in clients:
+            present[np.unique(c.y).astype(int)] = True
+        if not present.all():
+            k = int(np.flatnonzero(~present)[0])
+            raise InvalidDataError(
+                f"class {k} has no row in any client; every one of the n_classes = {K} classes must be "
+                "held by some client (drop the class or pass the right n_classes)")
+        if classes is None:
+            classes = list(range(K))
+        elif len(list(classes)) != K:
+            raise InvalidParameterError(f"classes must list n_classes = {K} labels; got {len(list(classes))}")
+        return K, list(classes)
+
     @classmethod
-    def from_arrays(cls, Xs, ys, names=None, task: str = "regression") -> "Federation":
-        """Build a federation from per-client arrays ``Xs[i]``, ``ys[i]``."""
+    def from_arrays(cls, Xs, ys, names=None, task: str = "regression", classes=None) -> "Federation":
+        """Build a federation from per-client arrays ``Xs[i]``, ``ys[i]``.
+
+        For ``task="multiclass"`` the labels may be any hashable, orderable values; they are
+        mapped to class indices over all clients (:func:`class_indices`; ``classes`` fixes the
+        order) and kept as ``federation.classes``."""
         Xs, ys = list(Xs), list(ys)
         if len(Xs) != len(ys):
             raise InvalidDataError(f"Xs has {len(Xs)} clients but ys has {len(ys)}")
@@ -136,17 +222,28 @@ class Federation:
         names = list(names)
         if len(names) != len(Xs):
             raise InvalidDataError(f"names has {len(names)} entries but there are {len(Xs)} clients")
+        if check_choice(task, "task", TASKS) == "multiclass":
+            ys = [np.asarray(y, dtype=object) for y in ys]
+            flat, classes = class_indices(np.concatenate(ys) if ys else [], classes)
+            ys = np.split(flat, np.cumsum([len(y) for y in ys])[:-1])
+            return cls([Client(X, y, name=n) for X, y, n in zip(Xs, ys, names)], task=task,
+                       n_classes=len(classes), classes=classes)
+        if classes is not None:
+            raise InvalidParameterError("classes applies to task='multiclass' only")
         return cls([Client(X, y, name=n) for X, y, n in zip(Xs, ys, names)], task=task)
 
     @classmethod
-    def from_groups(cls, X, y, clients, task: str = "regression", names=None) -> "Federation":
+    def from_groups(cls, X, y, clients, task: str = "regression", names=None, classes=None) -> "Federation":
         """Build a federation from one array and a client label per row.
 
         Parameters
         ----------
-        X : array of shape (N, d); y : array of shape (N,) (labels in {-1, +1} for classification).
+        X : array of shape (N, d); y : array of shape (N,) (labels in {-1, +1} for classification;
+            any hashable, orderable class labels for ``"multiclass"``, mapped to indices by
+            :func:`class_indices` and kept as ``federation.classes``).
         clients : array of N client labels (strings or numbers, no missing values).
-        task : ``"regression"`` or ``"classification"``.
+        task : ``"regression"``, ``"classification"`` or ``"multiclass"``.
+        classes : multi-class only, the class order (default: the sorted distinct labels).
         names : optional list of the expected client labels, in the order wanted. Default: the
             sorted unique labels of ``clients``. Every row's label must be listed, and every listed
             client must have at least one row.
@@ -155,6 +252,13 @@ class Federation:
         named ``str(names[i])``; ``federation.client_labels`` keeps the labels themselves.
         """
         X = as_finite_array(X, "X", ndim=2)
+        check_choice(task, "task", TASKS)
+        class_args = {}
+        if task == "multiclass":
+            y, classes = class_indices(y, classes)
+            class_args = {"n_classes": len(classes), "classes": classes}
+        elif classes is not None:
+            raise InvalidParameterError("classes applies to task='multiclass' only")
         y = as_finite_array(y, "y", ndim=1)
         labels = client_labels(clients, X.shape[0])
         if y.shape[0] != X.shape[0]:
@@ -175,7 +279,7 @@ class Federation:
         for v, r in zip(order, rows):
             if r.size == 0:
                 raise InvalidDataError(f"clients: client {v!r} has no rows")
-        fed = cls([Client(X[r], y[r], name=str(v)) for v, r in zip(order, rows)], task=task)
+        fed = cls([Client(X[r], y[r], name=str(v)) for v, r in zip(order, rows)], task=task, **class_args)
         fed.client_labels = list(order)
         return fed
 
@@ -231,6 +335,13 @@ class Federation:
                           "clients": fed.names}
         return fed
 
+    def _with_classes(self, classes) -> "Federation":
+        """Set the original labels of the classes (multi-class; used by the data helpers)."""
+        if self.task != "multiclass" or len(classes) != self.n_classes:
+            raise InvalidParameterError(f"classes must list n_classes = {self.n_classes} labels")
+        self.classes = list(classes)
+        return self
+
     # ----------------------------------------------------------------- sizes
     @property
     def n_clients(self) -> int:
@@ -248,6 +359,22 @@ class Federation:
     def sizes(self) -> np.ndarray:
         """Sample counts :math:`N_i` (integer array)."""
         return np.array([c.size for c in self.clients], dtype=int)
+
+    @cached_property
+    def intercept_column(self) -> int | None:
+        """The index of the intercept, i.e. of the one feature column equal to 1 in every row of
+        every client (``None`` if there is no such column). The data helpers add it with
+        ``add_intercept=True``; problems leave it unpenalized with ``penalize_intercept=False``.
+        Raises :class:`InvalidDataError` if several columns are constant 1 (which one is the
+        intercept would be a guess)."""
+        ones = np.ones(self.dim, bool)
+        for c in self.clients:
+            ones &= np.all(c.X == 1.0, axis=0)
+        found = np.flatnonzero(ones)
+        if found.size > 1:
+            raise InvalidDataError(f"columns {found.tolist()} are all constant 1: the intercept column is "
+                                   "ambiguous; keep one of them")
+        return int(found[0]) if found.size else None
 
     @cached_property
     def proportions(self) -> np.ndarray:
@@ -279,8 +406,10 @@ class Federation:
 
     def subset(self, indices) -> "Federation":
         """A federation of the clients at ``indices`` (in that order)."""
-        return Federation([self.clients[check_int(i, "indices", 0, self.n_clients - 1)] for i in indices],
-                          task=self.task)
+        chosen = [self.clients[check_int(i, "indices", 0, self.n_clients - 1)] for i in indices]
+        if self.task == "multiclass":
+            return Federation(chosen, task=self.task, n_classes=self.n_classes, classes=self.classes)
+        return Federation(chosen, task=self.task)
 
     def __repr__(self) -> str:
         return (f"Federation(n_clients={self.n_clients}, dim={self.dim}, task={self.task!r}, "

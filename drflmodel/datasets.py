@@ -50,6 +50,10 @@ __all__ = [
     "synthetic_classification",
     "breast_cancer",
     "diabetes",
+    "digits",
+    "iris",
+    "penguin_species",
+    "synthetic_multiclass",
     "dirichlet_partition",
     "iid_partition",
     "imbalance",
@@ -317,10 +321,10 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
     :math:`\\alpha` gives very skewed label mixes; :math:`\\alpha\\to\\infty` approaches an i.i.d.
     split.
 
-    * Classes: ``task="classification"`` uses the distinct values of ``y``;
-      ``task="regression"`` first bins ``y`` into ``n_bins`` quantile classes
+    * Classes: ``task="classification"`` and ``task="multiclass"`` use the distinct values of
+      ``y``; ``task="regression"`` first bins ``y`` into ``n_bins`` quantile classes
       (:func:`_quantile_classes`); ``task="auto"`` means classification iff every label is in
-      {-1, +1}.
+      {-1, +1}. A multi-class federation keeps every class index (a client may miss classes).
     * Minimum size: if some client gets fewer than ``min_size`` rows, the whole draw is repeated
       with the same generator (deterministic given ``seed``), at most ``max_tries`` times; then
       :class:`InvalidParameterError` is raised (raise ``alpha`` or lower ``n_clients``/``min_size``).
@@ -335,7 +339,7 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
     n_clients = check_int(n_clients, "n_clients", low=1)
     alpha = check_real(alpha, "alpha", low=0.0, low_open=True)
     min_size = check_int(min_size, "min_size", low=0)
-    task = check_choice(task, "task", ("auto", "classification", "regression"))
+    task = check_choice(task, "task", ("auto", "classification", "regression", "multiclass"))
     n_bins = check_int(n_bins, "n_bins", low=1)
     max_tries = check_int(max_tries, "max_tries", low=1)
     if n_clients * min_size > N:
@@ -344,7 +348,7 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
             f"got n_clients={n_clients}, min_size={min_size}")
     if task == "auto":
         task = "classification" if np.isin(y, (-1.0, 1.0)).all() else "regression"
-    classes = np.unique(y, return_inverse=True)[1] if task == "classification" \
+    classes = np.unique(y, return_inverse=True)[1] if task in ("classification", "multiclass") \
         else _quantile_classes(y, n_bins)
     rng = np.random.default_rng(_check_seed(seed))
     members = [np.flatnonzero(classes == k) for k in range(int(classes.max()) + 1)]
@@ -368,7 +372,20 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
             "or lower n_clients/min_size")
     if return_indices:
         return out
-    return Federation.from_arrays([X[o] for o in out], [y[o] for o in out], task=task)
+    return _federation_from_parts(X, y, out, task)
+
+
+def _federation_from_parts(X, y, parts, task: str) -> Federation:
+    """Clients ``client0..`` holding the rows ``parts[i]``; multi-class labels mapped over the
+    whole ``y`` (so every client shares one class order)."""
+    if task == "multiclass":
+        from .data import class_indices
+
+        index, classes = class_indices(y)
+        return Federation.from_arrays([X[o] for o in parts], [index[o].astype(int) for o in parts],
+                                      task=task, classes=list(range(len(classes)))) \
+            ._with_classes(classes)
+    return Federation.from_arrays([X[o] for o in parts], [y[o] for o in parts], task=task)
 
 
 def imbalance(federation: Federation, client_fraction: float = 0.3, drop: float = 0.7,
@@ -393,6 +410,8 @@ def imbalance(federation: Federation, client_fraction: float = 0.3, drop: float 
             rows = np.sort(rng.choice(c.size, size=keep, replace=False))
             c = Client(c.X[rows], c.y[rows], name=c.name)
         clients.append(c)
+    if federation.task == "multiclass":
+        return Federation(clients, task="multiclass", n_classes=federation.n_classes, classes=federation.classes)
     return Federation(clients, task=federation.task)
 
 
@@ -403,7 +422,7 @@ def _split_rows(X, y, partition, n_clients, alpha, seed, min_size, task, n_bins=
     else:
         idx = dirichlet_partition(X, y, n_clients, alpha, seed=seed, min_size=min_size, task=task,
                                   n_bins=n_bins, return_indices=True)
-    return Federation.from_arrays([X[i] for i in idx], [y[i] for i in idx], task=task)
+    return _federation_from_parts(X, y, idx, task)
 
 
 # ---------------------------------------------------------------------------------- scikit-learn
@@ -458,6 +477,101 @@ def diabetes(n_clients: int = 3, partition: str = "dirichlet", alpha: float = 0.
     if add_intercept:
         X = _prepend_ones(X)
     return _split_rows(X, y, partition, n_clients, alpha, seed, min_size, "regression", n_bins)
+
+
+# ---------------------------------------------------------------------------------- multi-class
+def _multiclass_split(X, y, class_names, n_clients, partition, alpha, seed, min_size, standardize,
+                      add_intercept) -> Federation:
+    if standardize:
+        X = _standardize(X)
+    if add_intercept:
+        X = _prepend_ones(X)
+    fed = _split_rows(X, y, partition, n_clients, alpha, seed, min_size, "multiclass")
+    return fed._with_classes(list(class_names))
+
+
+def digits(n_clients: int = 20, partition: str = "dirichlet", alpha: float = 0.1,
+           standardize: bool = True, add_intercept: bool = True, seed: int = 0,
+           min_size: int = 10) -> Federation:
+    """scikit-learn's bundled handwritten digits (1,797 rows, 8x8 = 64 pixel features, 10 classes)
+    as a multi-class federation (labels are class indices 0..9, ``classes`` the digits).
+
+    The Scaff-PD paper's protocol for its multi-class tables (Yu, Karimireddy, Ma, Jordan 2023,
+    "Scaff-PD: Communication Efficient Fair and Robust Federated Learning", Section 6): label skew
+    by a Dirichlet split (:func:`dirichlet_partition`, ``alpha`` in {0.01, 0.05, 0.1} there) over
+    ``n_clients`` (20) clients, then :func:`imbalance` for the size imbalance.
+
+    * ``standardize``: each pixel centred and scaled with the pooled mean and population standard
+      deviation of all 1,797 rows (constant pixels only centred).
+    * ``partition="iid"`` splits uniformly at random instead. ``min_size`` is the smallest
+      client (the Dirichlet draw is repeated until every client has it).
+    """
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    skd = _import_optional("sklearn.datasets")
+    data = skd.load_digits()
+    return _multiclass_split(np.asarray(data.data, float), np.asarray(data.target), list(range(10)),
+                             n_clients, partition, alpha, seed, min_size, standardize, add_intercept)
+
+
+def iris(n_clients: int = 3, partition: str = "iid", alpha: float = 0.5, standardize: bool = True,
+         add_intercept: bool = True, seed: int = 0, min_size: int = 1) -> Federation:
+    """Fisher's iris (scikit-learn's bundled copy: 150 rows, 4 features, 3 species) as a
+    multi-class federation; the data of Flower's scikit-learn quickstart. ``classes`` are the
+    species names; splits and scaling as in :func:`digits`."""
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    skd = _import_optional("sklearn.datasets")
+    data = skd.load_iris()
+    return _multiclass_split(np.asarray(data.data, float), np.asarray(data.target),
+                             [str(c) for c in data.target_names], n_clients, partition, alpha, seed,
+                             min_size, standardize, add_intercept)
+
+
+def penguin_species(add_intercept: bool = True, standardize: bool = True) -> Federation:
+    """Palmer penguins as a multi-class federation: predict the **species** (Adelie, Chinstrap,
+    Gentoo) from ``bill_length_mm``, ``bill_depth_mm``, ``flipper_length_mm`` and ``body_mass_g``,
+    one client per **island** (Biscoe, Dream, Torgersen, sorted) -- a natural label skew: Gentoo
+    live on Biscoe only, Chinstrap on Dream only. Rows with a missing value in those columns are
+    dropped (2 rows); ``standardize`` scales the four features with the pooled mean and population
+    standard deviation. Requires the optional ``palmerpenguins`` package."""
+    pp = _import_optional("palmerpenguins")
+    df = pp.load_penguins()
+    cols = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"]
+    df = df.dropna(subset=cols)
+    X = df[cols].to_numpy(float)
+    if standardize:
+        X = _standardize(X)
+    if add_intercept:
+        X = _prepend_ones(X)
+    fed = Federation.from_groups(X, df["species"].to_numpy(object), df["island"].to_numpy(object),
+                                 task="multiclass", classes=list(PENGUIN_SPECIES))
+    fed.feature_names = (["intercept"] if add_intercept else []) + cols
+    return fed
+
+
+def synthetic_multiclass(n_clients: int = 5, dim: int = 10, n_classes: int = 3, samples=100,
+                         noise: float = 1.0, add_intercept: bool = True, seed: int = 0) -> Federation:
+    r"""A multi-class federation from a softmax model with client-specific means: client *i*'s
+    features are :math:`x\sim N(m_i, I)` with :math:`m_i\sim N(0, I)` (seeded), labels
+    :math:`y=\arg\max_k(W^\top x+\text{noise}\cdot g)_k` with a shared :math:`W\sim N(0, I)` and
+    Gumbel noise :math:`g` (so :math:`P(y=k\mid x)` is the softmax of :math:`W^\top x/\text{noise}`).
+    Every class is present overall (a draw missing one is redrawn with the same generator)."""
+    n_clients = check_int(n_clients, "n_clients", low=1)
+    dim = check_int(dim, "dim", low=1)
+    n_classes = check_int(n_classes, "n_classes", low=2)
+    noise = check_real(noise, "noise", low=0.0)
+    counts = _sample_counts(samples, n_clients)
+    rng = np.random.default_rng(_check_seed(seed))
+    for _ in range(1000):
+        W = rng.normal(size=(dim, n_classes))
+        Xs, ys = [], []
+        for i, m in enumerate(counts):
+            X = rng.normal(size=(m, dim)) + rng.normal(size=dim)
+            scores = X @ W + noise * rng.gumbel(size=(m, n_classes))
+            Xs.append(_prepend_ones(X) if add_intercept else X)
+            ys.append(np.argmax(scores, axis=1))
+        if len(np.unique(np.concatenate(ys))) == n_classes:
+            break
+    return Federation.from_arrays(Xs, ys, task="multiclass", classes=list(range(n_classes)))
 
 
 # ---------------------------------------------------------------------------------- Adult (a8a)

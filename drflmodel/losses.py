@@ -25,13 +25,30 @@ sum vs mean).
 Every loss provides a vectorized numpy value and (sub)derivative in the score, a CVXPY expression
 (convex, DCP, to be used as an objective term or in epigraph form ``L(.) <= t``; never in an
 equality), Lipschitz and smoothness constants in the score, whether it is quadratic, and its task.
+
+**Score blocks (every K).** A model with :math:`K` outputs has a parameter matrix
+:math:`W\\in\\mathbb R^{d\\times K}` and scores :math:`s = W^\\top x\\in\\mathbb R^K`
+(:mod:`drflmodel.layout`). Every loss acts on a block of scores of shape ``(..., K)`` through
+:meth:`Loss.block_value`, :meth:`Loss.block_gradient`, :meth:`Loss.block_curvature` (the
+per-sample :math:`K\\times K` Hessian in the scores), :meth:`Loss.block_hvp` and
+:meth:`Loss.block_expr`; the scalar losses above are the case :math:`K=1`, and
+:class:`Multinomial` (softmax cross-entropy, labels are class indices
+:math:`0,\\dots,K-1`) the case :math:`K\\ge2`. The client objectives
+(:class:`~drflmodel.objectives.ClientObjectives`) are written once on these blocks.
+
+``self_concordance`` is the constant :math:`M` of the *generalized self-concordance* of
+F. Bach (2010), "Self-concordant analysis for logistic regression", Electronic Journal of
+Statistics 4: :math:`|D^3\\ell(s)[u,u,v]|\\le M\\|v\\|_2\\,D^2\\ell(s)[u,u]` for all score
+directions :math:`u, v` (``None`` when no such bound holds). It makes the numpy lower bound of
+:mod:`drflmodel.problems._newton` rigorous where the objective is not strongly convex (an
+unpenalized intercept).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import cvxpy as cp
-from scipy.special import expit
+from scipy.special import expit, logsumexp
 
 from ._validation import check_real
 
@@ -44,6 +61,7 @@ __all__ = [
     "Hinge",
     "SmoothHinge",
     "Logistic",
+    "Multinomial",
     "get",
     "ALL_LOSSES",
 ]
@@ -67,6 +85,8 @@ class Loss:
     is_quadratic: bool = False
     piecewise_linear: bool = False
     name: str = "loss"
+    #: generalized self-concordance constant M (module docstring); ``None`` if no such bound holds
+    self_concordance: float | None = None
 
     # ---- the scalar function of the argument z -------------------------------------------
     def phi(self, z: np.ndarray) -> np.ndarray:
@@ -112,6 +132,32 @@ class Loss:
         z = scores - y if self.task == "regression" else cp.multiply(y, scores)
         return self.phi_expr(z)
 
+    # ---- score blocks (..., K); the scalar losses are K = 1 --------------------------------
+    def block_value(self, S, y) -> np.ndarray:
+        """Sample losses for a score block ``S`` of shape ``(..., 1)``; returns ``(...)``."""
+        return self.value(_single_score(S, self), y)
+
+    def block_gradient(self, S, y) -> np.ndarray:
+        """:math:`\\nabla_s\\ell`, shape ``(..., 1)``."""
+        return self.derivative(_single_score(S, self), y)[..., None]
+
+    def block_curvature(self, S, y) -> np.ndarray:
+        """:math:`\\nabla^2_s\\ell`, shape ``(..., 1, 1)`` (smooth losses only)."""
+        return self.second_derivative(_single_score(S, self), y)[..., None, None]
+
+    def block_curvature_factors(self, S, y):
+        """``(a, b)`` with :math:`\\nabla^2_s\\ell=\\mathrm{diag}(a)-bb^\\top` per sample (shapes
+        ``(..., K)``; ``b`` is ``None`` when zero): the Hessian in :math:`O(K)` memory per sample."""
+        return self.second_derivative(_single_score(S, self), y)[..., None], None
+
+    def block_hvp(self, S, y, V) -> np.ndarray:
+        """:math:`\\nabla^2_s\\ell\\,v` for a block of score directions ``V`` (shape of ``S``)."""
+        return self.second_derivative(_single_score(S, self), y)[..., None] * np.asarray(V, float)
+
+    def block_expr(self, S, y):
+        """CVXPY expression of the sample losses for an affine ``(N, 1)`` score expression."""
+        return self.expr(S[:, 0], y)
+
     # ---- bookkeeping ---------------------------------------------------------------------
     def params(self) -> dict:
         """The loss's parameters (for ``to_dict`` and configs)."""
@@ -139,6 +185,7 @@ class Squared(Loss):
     lipschitz = np.inf
     smoothness = 2.0
     is_quadratic = True
+    self_concordance = 0.0          # a quadratic: its third derivative vanishes
 
     def phi(self, z):
         return np.square(z)
@@ -293,6 +340,8 @@ class Logistic(Loss):
     task = "classification"
     lipschitz = 1.0
     smoothness = 0.25
+    #: :math:`|L^{(3)}(z)|=L^{(2)}(z)\,|1-2\sigma(z)|\le L^{(2)}(z)` (Bach 2010, Lemma 1)
+    self_concordance = 1.0
 
     def phi(self, z):
         return np.logaddexp(0.0, -np.asarray(z, float))
@@ -308,6 +357,106 @@ class Logistic(Loss):
         return cp.logistic(-z)
 
 
+class Multinomial(Loss):
+    r"""Softmax cross-entropy (multinomial logistic loss) over :math:`K\ge2` classes:
+
+    .. math::
+
+        \ell(s, y) = \log\sum_{k=1}^K e^{s_k} - s_y ,\qquad s = W^\top x\in\mathbb R^K,
+
+    with the label :math:`y\in\{0,\dots,K-1\}` a **class index** (the data helpers map any labels
+    to indices and keep the originals as ``federation.classes``, like scikit-learn's ``classes_``).
+    :math:`\nabla_s\ell=p-e_y` and :math:`\nabla^2_s\ell=\mathrm{diag}(p)-pp^\top` with
+    :math:`p=\mathrm{softmax}(s)`.
+
+    Constants in the score vector: Lipschitz :math:`\|p-e_y\|_2\le\sqrt2`; smoothness
+    :math:`\lambda_{\max}(\mathrm{diag}(p)-pp^\top)\le\frac12` (D. Böhning 1992, "Multinomial
+    logistic regression algorithm", Annals of the Institute of Statistical Mathematics 44);
+    generalized self-concordance :math:`M=\sqrt2`: :math:`D^3\ell[u,u,v]=\mathbb E_p[(u-\bar u)^2
+    (v-\bar v)]` (a third cumulant of the scores), so :math:`|D^3\ell[u,u,v]|\le(\max_kv_k-
+    \min_kv_k)\,D^2\ell[u,u]\le\sqrt2\|v\|_2\,D^2\ell[u,u]`.
+
+    With :math:`K=2` it is the binary :class:`Logistic` loss of the score difference,
+    :math:`\ell(s,y)=\log(1+e^{-\tilde y(s_1-s_0)})` with :math:`\tilde y=2y-1`. The loss is
+    invariant to a common shift of the scores, so the parameter is identified only up to a common
+    shift of the class columns in every unpenalized coordinate
+    (:meth:`drflmodel.layout.ParameterLayout.identifiable`).
+    """
+
+    name = "multinomial"
+    task = "multiclass"
+    lipschitz = float(np.sqrt(2.0))
+    smoothness = 0.5
+    self_concordance = float(np.sqrt(2.0))
+
+    # the scalar protocol does not apply: a softmax needs the whole score vector
+    def phi(self, z):
+        raise NotImplementedError("Multinomial acts on score blocks (N, K): use block_value")
+
+    def value(self, scores, y) -> np.ndarray:
+        return self.block_value(scores, y)
+
+    def derivative(self, scores, y) -> np.ndarray:
+        return self.block_gradient(scores, y)
+
+    def second_derivative(self, scores, y) -> np.ndarray:
+        return self.block_curvature(scores, y)
+
+    def expr(self, scores, y):
+        return self.block_expr(scores, y)
+
+    @staticmethod
+    def probabilities(S) -> np.ndarray:
+        """:math:`\\mathrm{softmax}(s)` along the last axis (stable)."""
+        S = np.asarray(S, float)
+        E = np.exp(S - S.max(axis=-1, keepdims=True))
+        return E / E.sum(axis=-1, keepdims=True)
+
+    @staticmethod
+    def _index(y) -> np.ndarray:
+        return np.asarray(y).astype(np.intp)[..., None]
+
+    def block_value(self, S, y) -> np.ndarray:
+        S = np.asarray(S, float)
+        return logsumexp(S, axis=-1) - np.take_along_axis(S, self._index(y), axis=-1)[..., 0]
+
+    def block_gradient(self, S, y) -> np.ndarray:
+        G = self.probabilities(S)
+        idx = self._index(y)
+        np.put_along_axis(G, idx, np.take_along_axis(G, idx, axis=-1) - 1.0, axis=-1)
+        return G
+
+    def block_curvature(self, S, y) -> np.ndarray:
+        P = self.probabilities(S)
+        C = -P[..., :, None] * P[..., None, :]
+        k = np.arange(P.shape[-1])
+        C[..., k, k] += P
+        return C
+
+    def block_curvature_factors(self, S, y):
+        P = self.probabilities(S)
+        return P, P
+
+    def block_hvp(self, S, y, V) -> np.ndarray:
+        P = self.probabilities(S)
+        V = np.asarray(V, float)
+        return P * (V - np.sum(P * V, axis=-1, keepdims=True))
+
+    def block_expr(self, S, y):
+        y = np.asarray(y).astype(np.intp)
+        onehot = np.zeros((y.size, S.shape[1]))
+        onehot[np.arange(y.size), y] = 1.0
+        return cp.log_sum_exp(S, axis=1) - cp.sum(cp.multiply(onehot, S), axis=1)
+
+
+def _single_score(S, loss) -> np.ndarray:
+    """The scores of a ``(..., 1)`` block as ``(...)`` (scalar losses have one output)."""
+    S = np.asarray(S, float)
+    if S.shape[-1:] != (1,):
+        raise ValueError(f"{loss!r} has one score per sample; got a score block of shape {S.shape}")
+    return S[..., 0]
+
+
 ALL_LOSSES = {
     "squared": Squared,
     "huber": Huber,
@@ -316,6 +465,7 @@ ALL_LOSSES = {
     "hinge": Hinge,
     "smooth_hinge": SmoothHinge,
     "logistic": Logistic,
+    "multinomial": Multinomial,
 }
 
 

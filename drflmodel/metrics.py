@@ -49,6 +49,7 @@ __all__ = [
     "relative_unfairness", "ratio_20_20", "palma", "atkinson_inf", "gini", "lorenz", "Lorenz",
     "skewness", "hcvar", "summary_indices", "distribution_summary",
     "predict_sign", "accuracy", "group_accuracy", "per_group_accuracy", "per_client_accuracy",
+    "predict_class", "class_accuracy", "client_accuracies",
     "false_positive_rate", "false_negative_rate", "dfp", "dfn", "deo_01", "deo_surrogate",
 ]
 
@@ -494,6 +495,46 @@ def per_client_accuracy(ys_true, ys_pred) -> np.ndarray:
     if len(ys_true) == 0:
         raise InvalidDataError("ys_true must list at least one client")
     return np.array([accuracy(t, p) for t, p in zip(ys_true, ys_pred)])
+
+
+def predict_class(scores) -> np.ndarray:
+    """Multi-class prediction: the index of the largest score in each row of ``scores``
+    (shape ``(N, K)``); ties go to the lowest index (``numpy.argmax``, as scikit-learn)."""
+    S = as_finite_array(scores, "scores", ndim=2)
+    return np.argmax(S, axis=1).astype(float)
+
+
+def _class_labels(y, name: str, n: int | None = None) -> np.ndarray:
+    y = _vector(y, name)
+    if n is not None and y.size != n:
+        raise InvalidDataError(f"{name} must have length {n}; got {y.size}")
+    bad = (y < 0) | (y != np.round(y))
+    if bad.any():
+        raise InvalidDataError(f"{name} must contain class indices 0, 1, ...; found {np.unique(y[bad])[:5].tolist()}")
+    return y
+
+
+def class_accuracy(y_true, y_pred) -> float:
+    """Fraction of rows whose predicted class index equals the true one (multi-class accuracy)."""
+    y_true = _class_labels(y_true, "y_true")
+    y_pred = _class_labels(y_pred, "y_pred", n=y_true.size)
+    return float(np.mean(y_true == y_pred))
+
+
+def client_accuracies(federation, theta) -> np.ndarray:
+    """Per-client accuracy of the linear model :math:`\\theta` (layout of :mod:`drflmodel.layout`)
+    on each client's own rows: the sign of :math:`x^\\top\\theta` for binary classification, the
+    largest of the :math:`K` scores :math:`W^\\top x` for ``task="multiclass"``. The papers' "average
+    accuracy" is the unweighted mean, "worst-20% accuracy" :func:`worst_fraction_mean` with
+    ``higher_is_better=True``."""
+    if federation.task == "classification":
+        return np.array([accuracy(c.y, predict_sign(c.X @ np.asarray(theta, float))) for c in federation.clients])
+    if federation.task != "multiclass":
+        raise InvalidParameterError(f"client_accuracies needs a classification federation; got task {federation.task!r}")
+    from .layout import ParameterLayout
+
+    W = ParameterLayout(federation.dim, federation.n_classes).matrix(theta)
+    return np.array([class_accuracy(c.y, predict_class(c.X @ W)) for c in federation.clients])
 
 
 def false_positive_rate(y_true, y_pred, mask=None) -> float:

@@ -1,11 +1,24 @@
-"""Client objectives :math:`f_i(\\theta) = \\frac1{N_i}\\sum_{j} L(z_{ij}) + \\frac{\\ell_2}{2}\\|\\theta\\|^2`,
-vectorized across clients (DESIGN.md §4.5).
+r"""Client objectives, vectorized across clients (DESIGN.md §4.5, §7):
+
+.. math::
+
+    f_i(\theta) = \frac1{N_i}\sum_{j=1}^{N_i}\ell\big(W^\top x_{ij}, y_{ij}\big)
+                  + \frac{\ell_2}2\sum_{j=1}^d\omega_j\|W_{j\cdot}\|^2 ,
+
+with :math:`W\in\mathbb R^{d\times K}` the parameter matrix in the layout of
+:mod:`drflmodel.layout` (:math:`\theta=\mathrm{vec}` class-major; :math:`K=1` for scalar-score
+losses) and :math:`\omega\in\{0,1\}^d` the **penalty weights**: 1 everywhere, except 0 on the
+intercept column when a problem is built with ``penalize_intercept=False`` (scikit-learn's
+convention: the intercept is not regularized). "Intercept unpenalized" is therefore data, not a
+branch: every formula below reads :math:`\omega`.
 
 One object, :class:`ClientObjectives`, evaluates every client's value, gradient and Hessian at a
-shared :math:`\\theta` (shape ``(d,)``) or at per-client iterates (shape ``(n, d)``, as in local
-steps), using the zero-padded stacked arrays of :class:`~drflmodel.data.Federation`. Each client's
-row of the result reads only that client's data. The same object gives the CVXPY expressions of
-the oracles, so the numpy and CVXPY sides share one definition.
+shared :math:`\theta` (shape ``(P,)``, :math:`P=Kd`) or at per-client iterates (shape ``(n, P)``, as
+in local steps), using the zero-padded stacked arrays of :class:`~drflmodel.data.Federation`.
+The losses act on score blocks of shape ``(..., K)`` (:mod:`drflmodel.losses`), so the same code
+serves every :math:`K`. Each client's row of a result reads only that client's data. The same
+object gives the CVXPY expressions of the oracles, so the numpy and CVXPY sides share one
+definition.
 """
 
 from __future__ import annotations
@@ -16,9 +29,11 @@ import cvxpy as cp
 from ._validation import check_int, check_real
 from .data import Federation
 from .errors import InvalidDataError, InvalidParameterError
+from .layout import ParameterLayout
 from .losses import Loss
 
-__all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices", "squared_loss_factors"]
+__all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices", "squared_loss_factors",
+           "penalty_weights"]
 
 
 def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> np.ndarray:
@@ -47,82 +62,226 @@ def check_loss_matches(federation: Federation, loss: Loss) -> None:
     if not isinstance(loss, Loss):
         raise InvalidParameterError(f"loss must be a drflmodel.losses.Loss; got {type(loss).__name__}")
     if loss.task != federation.task:
+        hint = ""
+        if federation.task == "multiclass" or loss.task == "multiclass":
+            hint = (" (multi-class data need losses.Multinomial(); binary data with labels in {-1, +1} a "
+                    "binary loss such as Logistic())")
         raise InvalidParameterError(
-            f"loss {loss!r} is a {loss.task} loss but the federation's task is {federation.task!r}")
+            f"loss {loss!r} is a {loss.task} loss but the federation's task is {federation.task!r}{hint}")
+
+
+def penalty_weights(federation: Federation, penalize_intercept) -> np.ndarray:
+    r"""The ridge weights :math:`\omega\in\{0,1\}^d` over the features: all ones, with a 0 on the
+    intercept column (``federation.intercept_column``) when ``penalize_intercept`` is ``False``."""
+    if not isinstance(penalize_intercept, (bool, np.bool_)):
+        raise InvalidParameterError(f"penalize_intercept must be True or False; got {penalize_intercept!r}")
+    weights = np.ones(federation.dim)
+    if not penalize_intercept:
+        j = federation.intercept_column
+        if j is None:
+            raise InvalidParameterError(
+                "penalize_intercept=False needs an intercept column (a feature equal to 1 in every row); "
+                "the data have none: add it with add_intercept=True or drflmodel.datasets.add_intercept")
+        weights[j] = 0.0
+    return weights
+
+
+def _pair_weights(a, b, k: int, l: int):
+    """The weight of the :math:`(k, l)` Hessian block for curvature factors ``diag(a) - b b^T``."""
+    c = -(b[..., k] * b[..., l]) if b is not None else 0.0
+    return c + a[..., k] if k == l else c
 
 
 class ClientObjectives:
-    """All clients' objectives :math:`f_i`, vectorized.
+    """All clients' objectives :math:`f_i`, vectorized (module docstring).
 
     Parameters
     ----------
     federation : :class:`~drflmodel.data.Federation`.
     loss : :class:`~drflmodel.losses.Loss` whose task matches the federation.
-    l2 : ridge weight :math:`\\ell_2 \\ge 0` in :math:`\\frac{\\ell_2}{2}\\|\\theta\\|^2`.
+    l2 : ridge weight :math:`\\ell_2 \\ge 0`.
+    penalize_intercept : ``False`` leaves the intercept column unpenalized (:func:`penalty_weights`).
+
+    Attributes ``layout`` (:class:`~drflmodel.layout.ParameterLayout`), ``n_outputs`` (:math:`K`),
+    ``penalty_weights`` (:math:`\\omega`, length :math:`d`) and ``penalty_diagonal``
+    (:math:`\\ell_2\\omega` tiled over the classes, length :math:`P`).
     """
 
-    def __init__(self, federation: Federation, loss: Loss, l2: float = 0.0):
+    def __init__(self, federation: Federation, loss: Loss, l2: float = 0.0, penalize_intercept: bool = True):
         check_loss_matches(federation, loss)
         self.federation = federation
         self.loss = loss
         self.l2 = check_real(l2, "l2", low=0.0)
+        self.penalty_weights = penalty_weights(federation, penalize_intercept)
+        self.penalize_intercept = bool(penalize_intercept)
+        K = federation.n_classes if loss.task == "multiclass" else 1
+        self.n_outputs = int(K)
+        try:
+            intercept = federation.intercept_column
+        except InvalidDataError:
+            intercept = None                  # ambiguous; only an error when it must be found
+        free = np.arange(federation.dim) if self.l2 == 0 else np.flatnonzero(self.penalty_weights == 0)
+        self.layout = ParameterLayout(federation.dim, K, intercept, free)
+        self.penalty_diagonal = self.l2 * np.tile(self.penalty_weights, K)
         st = federation.stacked
         self._X, self._y, self._mask = st.X, st.y, st.mask
         self._sizes = st.sizes.astype(float)
 
     @property
     def n(self) -> int:
-        return self.federation.n_clients
+        return self._X.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        """:math:`d`."""
+        return self._X.shape[2]
 
     @property
     def dim(self) -> int:
-        return self.federation.dim
+        """:math:`P=Kd`, the length of :math:`\\theta`."""
+        return self.n_features * self.n_outputs
+
+    def restricted(self, i: int) -> "ClientObjectives":
+        """The objective of client *i* alone (a copy holding only that client's own rows; its
+        results have one row). Used by :class:`~drflmodel.problems._base.ClientView`."""
+        import copy
+
+        client = self.federation.clients[i]
+        one = copy.copy(self)
+        one._X, one._y = client.X[None], client.y[None]
+        one._mask, one._sizes = np.ones((1, client.size)), np.array([float(client.size)])
+        one.federation = None                 # nothing else of the federation is reachable
+        return one
 
     # ------------------------------------------------------------------ helpers
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, dtype=float)
-        if theta.shape == (self.dim,):
-            return theta
-        if theta.shape == (self.n, self.dim):
+        if theta.shape == (self.dim,) or theta.shape == (self.n, self.dim):
             return theta
         raise InvalidDataError(
-            f"theta must have shape ({self.dim},) or ({self.n}, {self.dim}); got {theta.shape}")
+            f"theta must have shape ({self.dim},) or ({self.n}, {self.dim}); got {theta.shape}"
+            + (f" (class-major: {self.n_outputs} classes x {self.n_features} features)" if self.n_outputs > 1 else ""))
+
+    def score_blocks(self, theta) -> np.ndarray:
+        """Scores :math:`s_{ij}=W_i^\\top x_{ij}`, shape ``(n, m_max, K)`` (zero on padding)."""
+        theta = self._theta(theta)
+        W = self.layout.matrix(theta)                         # (d, K) or (n, d, K)
+        n, m, d = self._X.shape
+        if theta.ndim == 1:                                   # one 2-D product (BLAS), not a 3-D one
+            return (self._X.reshape(n * m, d) @ W).reshape(n, m, self.n_outputs)
+        return np.matmul(self._X, W)
 
     def scores(self, theta) -> np.ndarray:
-        """Scores :math:`u_{ij} = x_{ij}^\\top\\theta_i`, shape ``(n, m_max)`` (zero on padding)."""
-        theta = self._theta(theta)
-        if theta.ndim == 1:
-            return self._X @ theta
-        return np.matmul(self._X, theta[:, :, None])[:, :, 0]
+        """Scores, shape ``(n, m_max)`` for :math:`K=1` and ``(n, m_max, K)`` otherwise."""
+        S = self.score_blocks(theta)
+        return S[..., 0] if self.n_outputs == 1 else S
 
     def _mean(self, per_sample: np.ndarray) -> np.ndarray:
         return (self._mask * per_sample).sum(axis=1) / self._sizes
 
+    def penalty(self, theta) -> np.ndarray:
+        """:math:`\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2` (per row of ``theta``)."""
+        theta = np.asarray(theta, float)
+        return 0.5 * np.sum(self.penalty_diagonal * theta * theta, axis=-1)
+
+    def _row_weights(self, block: np.ndarray) -> np.ndarray:
+        """``mask / N_i`` broadcast against a per-sample block of shape ``(n, m, ...)``."""
+        w = self._mask / self._sizes[:, None]
+        return w.reshape(w.shape + (1,) * (block.ndim - 2))
+
+    def _gradient_from_blocks(self, D: np.ndarray, theta: np.ndarray, X=None) -> np.ndarray:
+        """Row *i*: :math:`\\mathrm{vec}(X_i^\\top D_i)` (class-major) plus the ridge gradient."""
+        X = self._X if X is None else X
+        grads = np.matmul(np.swapaxes(D, 1, 2), X).reshape(X.shape[0], self.dim)   # (n, K, d) -> (n, P)
+        return grads + self.penalty_diagonal * (theta if theta.ndim == 2 else theta[None, :])
+
     # ------------------------------------------------------------------ numpy
     def values(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta_1), \\dots, f_n(\\theta_n))`; ``theta`` shared ``(d,)`` or per client ``(n, d)``."""
+        """:math:`(f_1(\\theta_1), \\dots, f_n(\\theta_n))`; ``theta`` shared ``(P,)`` or per client ``(n, P)``."""
         theta = self._theta(theta)
-        data = self._mean(self.loss.value(self.scores(theta), self._y))
-        reg = 0.5 * self.l2 * (np.sum(theta**2, axis=-1) if theta.ndim == 2 else theta @ theta)
-        return data + reg
+        return self._mean(self.loss.block_value(self.score_blocks(theta), self._y)) + self.penalty(theta)
 
     def gradients(self, theta) -> np.ndarray:
-        """Row *i* is :math:`\\nabla f_i(\\theta_i)`, shape ``(n, d)``."""
+        """Row *i* is :math:`\\nabla f_i(\\theta_i)`, shape ``(n, P)``."""
         theta = self._theta(theta)
-        w = self._mask * self.loss.derivative(self.scores(theta), self._y) / self._sizes[:, None]
-        grads = np.matmul(w[:, None, :], self._X)[:, 0, :]     # BLAS batched (10x einsum's speed)
-        return grads + self.l2 * (theta if theta.ndim == 2 else theta[None, :])
+        G = self.loss.block_gradient(self.score_blocks(theta), self._y)
+        return self._gradient_from_blocks(G * self._row_weights(G), theta)
 
     def hessians(self, theta) -> np.ndarray:
-        """Row *i* is :math:`\\nabla^2 f_i(\\theta_i)`, shape ``(n, d, d)`` (smooth losses only)."""
+        """Row *i* is :math:`\\nabla^2 f_i(\\theta_i)`, shape ``(n, P, P)`` (smooth losses only)."""
         theta = self._theta(theta)
-        w = self._mask * self.loss.second_derivative(self.scores(theta), self._y) / self._sizes[:, None]
-        H = np.einsum("im,imd,ime->ide", w, self._X, self._X)
-        return H + self.l2 * np.eye(self.dim)[None]
+        a, b = self.loss.block_curvature_factors(self.score_blocks(theta), self._y)
+        w = self._mask / self._sizes[:, None]
+        d, K = self.n_features, self.n_outputs
+        H = np.zeros((self.n, self.dim, self.dim))
+        Xt = np.swapaxes(self._X, 1, 2)
+        for k in range(K):
+            for l in range(k, K):
+                block = np.matmul(Xt, self._X * (w * _pair_weights(a, b, k, l))[:, :, None])
+                H[:, k * d:(k + 1) * d, l * d:(l + 1) * d] = block
+                if l != k:
+                    H[:, l * d:(l + 1) * d, k * d:(k + 1) * d] = np.swapaxes(block, 1, 2)
+        idx = np.arange(self.dim)
+        H[:, idx, idx] += self.penalty_diagonal
+        return H
+
+    def evaluate(self, theta, lam=None, hessian: bool = True):
+        r"""One fused pass over the data at a shared :math:`\theta`: ``(values (n,), gradients
+        (n, P), H)`` with :math:`H=\sum_i\lambda_i\nabla^2f_i(\theta)` (``lam`` default: all ones),
+        or ``None`` when ``hessian=False``. The scores are computed once; the Hessian is
+        assembled in :math:`K(K+1)/2` BLAS products over all rows (:math:`O(NK^2d^2)`)."""
+        theta = self._theta(theta)
+        if theta.ndim != 1:
+            raise InvalidDataError("evaluate needs a shared theta of shape (P,)")
+        S = self.score_blocks(theta)
+        values = self._mean(self.loss.block_value(S, self._y)) + self.penalty(theta)
+        G = self.loss.block_gradient(S, self._y)
+        grads = self._gradient_from_blocks(G * self._row_weights(G), theta)
+        if not hessian:
+            return values, grads, None
+        lam = np.ones(self.n) if lam is None else np.asarray(lam, float)
+        return values, grads, self._weighted_hessian_from_scores(S, lam)
+
+    def weighted_hessian(self, theta, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)` at a shared ``theta`` (shape ``(P, P)``)."""
+        theta = self._theta(theta)
+        return self._weighted_hessian_from_scores(self.score_blocks(theta), np.asarray(lam, float))
+
+    def _weighted_hessian_from_scores(self, S, lam) -> np.ndarray:
+        a, b = self.loss.block_curvature_factors(S, self._y)
+        n, m, d = self._X.shape
+        K = self.n_outputs
+        X2 = self._X.reshape(n * m, d)
+        w = (self._mask * (lam / self._sizes)[:, None]).reshape(-1)
+        a = a.reshape(n * m, K)
+        b = None if b is None else b.reshape(n * m, K)
+        H = np.empty((self.dim, self.dim))
+        rows = np.flatnonzero(w)                              # padding and zero weights skipped
+        Xr, wr = X2[rows], w[rows]
+        ar, br = a[rows], (None if b is None else b[rows])
+        for k in range(K):
+            for l in range(k, K):
+                block = Xr.T @ (Xr * (wr * _pair_weights(ar, br, k, l))[:, None])
+                H[k * d:(k + 1) * d, l * d:(l + 1) * d] = block
+                if l != k:
+                    H[l * d:(l + 1) * d, k * d:(k + 1) * d] = block.T
+        H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
+        return H
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for directions ``V`` of shape ``(n, P)`` or
+        ``(P,)`` (matrix-free: two passes over the client's rows)."""
+        theta = self._theta(theta)
+        V = np.broadcast_to(np.asarray(V, float), (self.n, self.dim))
+        S = self.score_blocks(theta)
+        dS = np.matmul(self._X, self.layout.matrix(V))        # score change (n, m, K)
+        HV = self.loss.block_hvp(S, self._y, dS)
+        out = np.matmul(np.swapaxes(HV * self._row_weights(HV), 1, 2), self._X).reshape(self.n, self.dim)
+        return out + self.penalty_diagonal * V
 
     def minibatch_gradients(self, theta, batch_size: int, rng) -> np.ndarray:
         """Unbiased minibatch gradients: client *i* samples ``batch_size`` of its own rows
-        uniformly with replacement (:func:`minibatch_indices`). Returns shape ``(n, d)``.
+        uniformly with replacement (:func:`minibatch_indices`). Returns shape ``(n, P)``.
 
         ``rng`` is either a sequence of ``n`` ``numpy.random.Generator`` s -- client *i* draws from
         ``rng[i]``, its own stream, as in a real federation (the solvers pass
@@ -141,21 +300,30 @@ class ClientObjectives:
         idx = np.stack([minibatch_indices(g, int(s), batch_size) for g, s in zip(gens, sizes)])
         rows = np.arange(self.n)[:, None]
         Xb, yb = self._X[rows, idx], self._y[rows, idx]
-        u = np.einsum("ibd,id->ib", Xb, theta if theta.ndim == 2 else np.broadcast_to(theta, (self.n, self.dim)))
-        w = self.loss.derivative(u, yb) / batch_size
-        grads = np.einsum("ib,ibd->id", w, Xb)
-        return grads + self.l2 * (theta if theta.ndim == 2 else theta[None, :])
+        W = self.layout.matrix(theta if theta.ndim == 2 else np.broadcast_to(theta, (self.n, self.dim)))
+        G = self.loss.block_gradient(np.matmul(Xb, W), yb) / batch_size
+        return self._gradient_from_blocks(G, theta, X=Xb)
 
     # ------------------------------------------------------------------ constants
     def smoothness(self) -> np.ndarray:
-        """Per-client smoothness :math:`L_i = \\beta_L\\,\\lambda_{\\max}(X_i^\\top X_i/N_i) + \\ell_2`."""
-        return self.loss.smoothness * self._gram_extreme_eigs()[:, 1] + self.l2
+        """Per-client smoothness :math:`L_i=\\beta_\\ell\\,\\lambda_{\\max}(X_i^\\top X_i/N_i)+\\ell_2\\max_j\\omega_j`
+        (:math:`\\beta_\\ell` the loss's smoothness in the score vector)."""
+        return self.loss.smoothness * self._gram_extreme_eigs()[:, 1] + float(self.penalty_diagonal.max())
 
     def strong_convexity(self) -> np.ndarray:
-        """Per-client strong convexity modulus for quadratic losses (:math:`\\ell_2` otherwise)."""
+        """Per-client strong-convexity modulus of :math:`f_i` on the identifiable parameters (the
+        quotient by the invariant directions of :mod:`drflmodel.layout`): for quadratic losses
+        :math:`\\lambda_{\\min}(\\beta_\\ell X_i^\\top X_i/N_i+\\ell_2\\,\\mathrm{diag}\\,\\omega)`, otherwise
+        :math:`\\ell_2\\min_j\\omega_j` (0 when the intercept is unpenalized)."""
         if self.loss.is_quadratic:
-            return self.loss.smoothness * self._gram_extreme_eigs()[:, 0] + self.l2
-        return np.full(self.n, self.l2)
+            G = np.einsum("imd,ime->ide", self._X, self._X) / self._sizes[:, None, None]
+            M = self.loss.smoothness * G + np.diag(self.l2 * self.penalty_weights)[None]
+            return np.maximum(np.linalg.eigvalsh(M)[:, 0], 0.0)
+        return np.full(self.n, float(self.penalty_diagonal.min()))
+
+    def max_row_norms(self) -> np.ndarray:
+        """:math:`\\max_j\\|x_{ij}\\|_2` per client (the data's scale in the self-concordance bound)."""
+        return np.sqrt(np.max(np.sum(self._X * self._X, axis=2), axis=1))
 
     def _gram_extreme_eigs(self) -> np.ndarray:
         G = np.einsum("imd,ime->ide", self._X, self._X) / self._sizes[:, None, None]
@@ -170,12 +338,27 @@ class ClientObjectives:
         if not self.loss.is_quadratic:
             raise InvalidParameterError(f"quadratic_forms needs a quadratic loss; got {self.loss!r}")
         m = self._sizes
-        Q = np.einsum("imd,ime->ide", self._X, self._X) / m[:, None, None] + 0.5 * self.l2 * np.eye(self.dim)
+        Q = (np.einsum("imd,ime->ide", self._X, self._X) / m[:, None, None]
+             + 0.5 * np.diag(self.penalty_diagonal)[None])
         r = np.einsum("imd,im->id", self._X, self._y) / m[:, None]
         c = np.einsum("im,im->i", self._y, self._y) / m
         return Q, r, c
 
     # ------------------------------------------------------------------ CVXPY
+    def penalty_expr(self, theta: cp.Expression):
+        """CVXPY :math:`\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2` (``None`` when :math:`\\ell_2=0`)."""
+        if self.l2 == 0:
+            return None
+        if np.all(self.penalty_weights == 1):
+            return 0.5 * self.l2 * cp.sum_squares(theta)
+        return 0.5 * cp.sum_squares(cp.multiply(np.sqrt(self.penalty_diagonal), theta))
+
+    def score_expr(self, X: np.ndarray, theta: cp.Expression):
+        """CVXPY scores of the rows ``X``: ``X @ theta`` (:math:`K=1`) or ``X @ W`` of shape ``(N, K)``."""
+        if self.n_outputs == 1:
+            return X @ theta
+        return X @ cp.reshape(theta, (self.n_features, self.n_outputs), order="F")
+
     def expressions(self, theta: cp.Expression) -> list:
         r"""CVXPY expressions of :math:`f_i(\theta)` (convex, DCP), one per client.
 
@@ -184,16 +367,18 @@ class ClientObjectives:
         :math:`\|X_i\theta-y_i\|^2=\|R_i\theta-Q_i^\top y_i\|^2+\|y_i-Q_iQ_i^\top y_i\|^2` (exact:
         :math:`y_i-Q_iQ_i^\top y_i` is orthogonal to the range of :math:`X_i`), one second-order
         cone of dimension :math:`\min(N_i,d)+2` per client instead of :math:`N_i` cones, so the
-        conic model's size does not grow with the number of rows."""
+        conic model's size does not grow with the number of rows. The softmax loss is
+        ``log_sum_exp`` of each row's :math:`K` scores minus the label's score."""
         out = []
+        penalty = self.penalty_expr(theta)
         for c in self.federation.clients:
             if self.loss.is_quadratic:
                 R, qty, residual = squared_loss_factors(c.X, c.y)
                 scale = 1.0 / np.sqrt(c.size)            # the cone's data of the size of X's rows
                 e = cp.sum_squares((scale * R) @ theta - scale * qty) + residual / c.size
-            else:
+            elif self.n_outputs == 1:
                 e = cp.sum(self.loss.expr(c.X @ theta, c.y)) / c.size
-            if self.l2 > 0:
-                e = e + 0.5 * self.l2 * cp.sum_squares(theta)
-            out.append(e)
+            else:
+                e = cp.sum(self.loss.block_expr(self.score_expr(c.X, theta), c.y)) / c.size
+            out.append(e if penalty is None else e + penalty)
         return out

@@ -170,7 +170,10 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     ----------
     problem : the drflmodel ``Problem`` the iterates claim to solve.
     solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``).
-    thetas : array ``(R+1, d)`` of model iterates (round 0 first).
+    thetas : array ``(R+1, P)`` of model iterates (round 0 first), in the layout of
+        :mod:`drflmodel.layout` (``P = K d``; distances are measured between the identifiable
+        representatives ``problem.identifiable(theta)``: for a softmax model, the class-centred
+        coefficients of every unpenalized feature).
     lambdas : optional array ``(R+1, n)`` of dual iterates (client weights).
     tol : tolerance on the error metric for the verdict and ``rounds_to_tol``.
     expected_rate : ``"linear"``, ``"sublinear"`` or ``None`` -- the rate the paper proves.
@@ -198,6 +201,9 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     if error_metric not in ("dist_theta_sq", "dist_theta", "rel_gap"):
         raise InvalidParameterError(
             f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
+    identify = getattr(problem, "identifiable", None)
+    T_id = identify(T) if callable(identify) and np.all(np.isfinite(T)) else T
+    theta_star = identify(theta_star) if callable(identify) else theta_star
 
     g_star = float(solution.value)
     lam_star = None if solution.weights is None else np.asarray(solution.weights, float)
@@ -206,7 +212,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     violation = getattr(problem, "constraint_violation", None)
     rows = []
     for r, th in enumerate(T):
-        d = float(np.linalg.norm(th - theta_star))
+        d = float(np.linalg.norm(T_id[r] - theta_star))
         try:
             g = float(objective(th))
         except (ValueError, ArithmeticError):
@@ -328,7 +334,11 @@ class Verifier:
             objective = getattr(self.problem, "objective_for", lambda s: self.problem.objective)(self.solution)
             g = float(objective(theta))
             return (g - self.solution.value) / max(1.0, abs(self.solution.value))
-        d = float(np.linalg.norm(theta - np.asarray(self.solution.theta, float)))
+        star = np.asarray(self.solution.theta, float)
+        identify = getattr(self.problem, "identifiable", None)
+        if callable(identify):
+            theta, star = identify(theta), identify(star)
+        d = float(np.linalg.norm(theta - star))
         return d * d if self.error_metric == "dist_theta_sq" else d
 
     def __call__(self, intermediate_result: Any) -> None:

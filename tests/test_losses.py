@@ -114,7 +114,8 @@ def test_tasks_and_flags():
         assert c.is_quadratic == (c.name == "squared")
         assert c.piecewise_linear == (c.name in ("epsilon_insensitive", "pinball", "hinge"))
     assert set(L.ALL_LOSSES) == {"squared", "huber", "epsilon_insensitive", "pinball", "hinge",
-                                 "smooth_hinge", "logistic"}
+                                 "smooth_hinge", "logistic", "multinomial"}
+    assert L.Multinomial().task == "multiclass"
 
 
 # ------------------------------------------------------------------------------- derivatives

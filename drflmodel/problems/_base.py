@@ -49,8 +49,10 @@ __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView", "SOLVER_OP
 class ClientView:
     """What client *i* may compute on its own data (DESIGN.md §1).
 
-    Only client *i*'s rows are reachable from this object: its loss value, gradient, Hessian and
-    seeded minibatch gradients of :math:`f_i(\\theta) = \\frac1{N_i}\\sum_j L + \\frac{\\ell_2}2\\|\\theta\\|^2`.
+    Only client *i*'s rows are reachable from this object: its loss value, gradient, Hessian,
+    Hessian-vector products and seeded minibatch gradients of
+    :math:`f_i(\\theta)=\\frac1{N_i}\\sum_j\\ell(W^\\top x_{ij},y_{ij})+\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2`
+    (:mod:`drflmodel.objectives`; :math:`\\theta` in the layout of :mod:`drflmodel.layout`).
     """
 
     def __init__(self, problem: "Problem", index: int):
@@ -63,6 +65,7 @@ class ClientView:
         self._X, self._y = client.X, client.y
         self.loss = problem.loss
         self.l2 = problem.l2
+        self._objective = problem.objectives.restricted(index)
 
     @property
     def size(self) -> int:
@@ -70,27 +73,24 @@ class ClientView:
 
     def value(self, theta) -> float:
         """:math:`f_i(\\theta)`."""
-        theta = np.asarray(theta, float)
-        return float(np.mean(self.loss.value(self._X @ theta, self._y)) + 0.5 * self.l2 * theta @ theta)
+        return float(self._objective.values(theta)[0])
 
     def gradient(self, theta) -> np.ndarray:
         """:math:`\\nabla f_i(\\theta)`."""
-        theta = np.asarray(theta, float)
-        return self._X.T @ self.loss.derivative(self._X @ theta, self._y) / self.size + self.l2 * theta
+        return self._objective.gradients(theta)[0]
 
     def hessian(self, theta) -> np.ndarray:
         """:math:`\\nabla^2 f_i(\\theta)` (smooth losses)."""
-        theta = np.asarray(theta, float)
-        w = self.loss.second_derivative(self._X @ theta, self._y) / self.size
-        return (self._X * w[:, None]).T @ self._X + self.l2 * np.eye(theta.size)
+        return self._objective.hessians(theta)[0]
+
+    def hessian_vector_product(self, theta, v) -> np.ndarray:
+        """:math:`\\nabla^2 f_i(\\theta)\\,v` (smooth losses; matrix-free)."""
+        return self._objective.hessian_vector_products(theta, v)[0]
 
     def minibatch_gradient(self, theta, batch_size: int, seed=None) -> np.ndarray:
         """Unbiased gradient from ``batch_size`` rows drawn uniformly with replacement."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        idx = minibatch_indices(rng, self.size, batch_size)
-        theta = np.asarray(theta, float)
-        Xb, yb = self._X[idx], self._y[idx]
-        return Xb.T @ self.loss.derivative(Xb @ theta, yb) / batch_size + self.l2 * theta
+        return self._objective.minibatch_gradients(theta, batch_size, [rng])[0]
 
 
 class ProblemBase:
@@ -115,7 +115,14 @@ class ProblemBase:
 
     @property
     def dim(self) -> int:
+        """The length of :math:`\\theta` (:math:`Kd` for a :math:`K`-output model; :mod:`drflmodel.layout`)."""
         return self.federation.dim
+
+    def identifiable(self, theta) -> np.ndarray:
+        """The representative of ``theta`` (shape ``(..., dim)``) that oracles report and
+        :func:`drflmodel.verify` measures distances in (:meth:`drflmodel.layout.ParameterLayout.identifiable`;
+        the identity for families whose objective has no invariant direction)."""
+        return np.array(theta, float)
 
     # ------------------------------------------------------------------ numpy side
     def client_losses(self, theta) -> np.ndarray:
@@ -242,12 +249,35 @@ class ProblemBase:
 
 class Problem(ProblemBase):
     """An oracle on a horizontal :class:`~drflmodel.data.Federation`: client *i* owns rows
-    :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta) = \\frac1{N_i}\\sum_j L + \\frac{\\ell_2}2\\|\\theta\\|^2`
-    (:class:`~drflmodel.objectives.ClientObjectives`)."""
+    :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta)=\\frac1{N_i}\\sum_j\\ell+\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2`
+    (:class:`~drflmodel.objectives.ClientObjectives`; ``penalize_intercept=False`` sets
+    :math:`\\omega=0` on the intercept column, scikit-learn's convention)."""
 
-    def __init__(self, federation, loss, l2: float = 0.0):
+    #: whether the family accepts the multi-class (softmax) loss; the others refuse it with a reason
+    supports_multiclass = False
+    multiclass_refusal = "its reformulation is written for one score per sample"
+
+    def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
         super().__init__(federation, loss, l2)
-        self.objectives = ClientObjectives(federation, loss, self.l2)
+        if getattr(loss, "task", None) == "multiclass" and not self.supports_multiclass:
+            raise InvalidParameterError(
+                f"{type(self).__name__} does not support the multi-class loss {loss!r}: "
+                f"{self.multiclass_refusal}; FederatedDRO and FairnessAwareFL do")
+        self.objectives = ClientObjectives(federation, loss, self.l2, penalize_intercept)
+        self.penalize_intercept = self.objectives.penalize_intercept
+
+    @property
+    def dim(self) -> int:
+        """The length :math:`P=Kd` of :math:`\\theta` (:mod:`drflmodel.layout`)."""
+        return self.objectives.dim
+
+    @property
+    def layout(self):
+        """The :class:`~drflmodel.layout.ParameterLayout` of :math:`\\theta`."""
+        return self.objectives.layout
+
+    def identifiable(self, theta) -> np.ndarray:
+        return self.layout.identifiable(theta)
 
     @property
     def n_clients(self) -> int:

@@ -121,6 +121,9 @@ class NewtonSQPRoute(Route):
     may_fall_back = True
 
     def applies(self, problem) -> str | None:
+        if problem.objectives.n_outputs > 1:
+            return ("the step problem carries one dense (Kd x Kd) Hessian factor per client; for a "
+                    "multi-class model use method='sqp' (the Lagrangian-Hessian SQP)")
         if not np.isfinite(problem.loss.smoothness):
             return (f"the loss {problem.loss.name!r} is not smooth (the route needs client Hessians); "
                     f"the conic route applies")

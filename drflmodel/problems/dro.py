@@ -50,7 +50,7 @@ from ..errors import InvalidParameterError, NotConvexError
 from ..solution import Solution
 from ..sets import WeightSet
 from ._base import SOLVER_OPTIONS, Problem, installed_solvers
-from ._newton import weighted_newton_bound
+from ._newton import certified_lower_bound, weighted_newton_bound
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
 
@@ -71,9 +71,10 @@ class WeightedMinMax(Problem):
     """
 
     certificate_name = CERTIFICATE
+    supports_multiclass = True
 
-    def __init__(self, federation, loss, l2: float = 0.0):
-        super().__init__(federation, loss, l2)
+    def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
+        super().__init__(federation, loss, l2, penalize_intercept)
         self._fixed = None          # (problem, theta, lam) of the fixed-weight minimization
         self._theta = None
         self._t = None
@@ -110,9 +111,10 @@ class WeightedMinMax(Problem):
         """``[NewtonSQPRoute, ConicRoute]``: the fast route where it applies (smooth loss, strongly
         convex clients), falling back to the conic one when it cannot certify."""
         from ._conic import ConicRoute
+        from ._lagrangian_sqp import LagrangianSQPRoute
         from ._sqp import NewtonSQPRoute
 
-        return [NewtonSQPRoute(), ConicRoute()]
+        return [NewtonSQPRoute(), LagrangianSQPRoute(), ConicRoute()]
 
     def _sqp_model(self, solver: str = "CLARABEL"):
         """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
@@ -159,10 +161,12 @@ class WeightedMinMax(Problem):
     def fixed_weight_minimum(self, lam, solver: str | None = None, theta0=None) -> dict:
         r"""Solve :math:`\min_\theta\sum_i\lambda_i f_i(\theta)` for a fixed :math:`\lambda\ge0`.
 
-        Smooth loss and :math:`\mu=\sum_i\lambda_i\mu_i>0`: Newton's method in numpy from
-        ``theta0`` (:mod:`._newton`, solver ``"numpy-newton"``), whose strong-convexity bound is
-        the certified value; if it does not converge to ``1e-13`` relative, and in every other
-        case, the compiled conic problem (Clarabel -> ECOS -> SCS, ``solver`` first).
+        Smooth loss with :math:`\mu=\sum_i\lambda_i\mu_i>0` or a self-concordant loss (logistic,
+        softmax, squared: an unpenalized intercept is fine): Newton's method in numpy from
+        ``theta0`` (:mod:`._newton`, solver ``"numpy-newton"``), whose certified bound is the
+        value; if it does not converge to ``1e-13`` relative, and in every other case, the compiled
+        conic problem (Clarabel -> ECOS -> SCS, ``solver`` first), closed by the same numpy bound
+        at the solver's point where it applies.
 
         Returns a dict with ``value`` (the certified lower value: the numpy strong-convexity
         bound where available, else the solver's optimal value), ``solver_value``,
@@ -172,13 +176,13 @@ class WeightedMinMax(Problem):
         if lam.shape != (self.n_clients,) or np.any(lam < 0) or not np.all(np.isfinite(lam)):
             raise InvalidParameterError(f"lam must be a nonnegative vector of length {self.n_clients}")
         mu = float(lam @ self.objectives.strong_convexity())
-        if np.isfinite(self.loss.smoothness) and mu > 0:
+        if self._numpy_bound_applies(mu):
             start = np.zeros(self.dim) if theta0 is None else np.asarray(theta0, float)
             newton = weighted_newton_bound(self.objectives, lam, start, mu)
             if newton.converged:
                 return {"value": newton.bound, "solver_value": newton.value, "numpy_bound": newton.bound,
                         "theta": newton.theta, "solver": "numpy-newton", "status": "optimal",
-                        "iterations": newton.iterations}
+                        "iterations": newton.iterations, "bound_kind": newton.kind}
         prob, theta, lam_par = self.fixed_weight_problem()
         lam_par.value = lam
         order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]
@@ -192,7 +196,7 @@ class WeightedMinMax(Problem):
                 last_err = str(exc)[:200]
                 continue
             if prob.status in _OK:
-                th = np.asarray(theta.value, float)
+                th = self.identifiable(np.asarray(theta.value, float))
                 out = {"solver_value": float(prob.value), "theta": th, "solver": name,
                        "status": prob.status}
                 out["numpy_bound"] = self._strong_convexity_bound(lam, th)
@@ -207,25 +211,29 @@ class WeightedMinMax(Problem):
         return {"value": float("-inf"), "solver_value": float("-inf"), "numpy_bound": None,
                 "theta": None, "solver": None, "status": last_err}
 
+    def _numpy_bound_applies(self, mu: float) -> bool:
+        """Whether :func:`._newton.certified_lower_bound` can certify the fixed-weight minimum:
+        a smooth loss, and strong convexity or a self-concordant loss."""
+        return bool(np.isfinite(self.loss.smoothness) and (mu > 0 or self.loss.self_concordance is not None))
+
     def _strong_convexity_bound(self, lam: np.ndarray, theta: np.ndarray):
-        r""":math:`g(\hat\theta)-\|s\|^2/(2\mu)` with :math:`g=\sum\lambda_if_i`, :math:`s` a
-        subgradient and :math:`\mu=\sum_i\lambda_i\mu_i>0`; ``None`` when :math:`\mu=0` or the
-        loss is not smooth (valid there too, but loose at kinks)."""
-        if not np.isfinite(self.loss.smoothness):
-            return None       # a kink's one-sided derivative is a poor subgradient: use the solver
+        r"""The certified numpy bound of :mod:`._newton` at a solver's :math:`\hat\theta`
+        (strong convexity :math:`g(\hat\theta)-\|\nabla g\|^2/(2\mu)` or self-concordance);
+        ``None`` when neither applies or the loss is not smooth (valid there too with a
+        subgradient, but loose at kinks: the solver's value is used)."""
         mu = float(lam @ self.objectives.strong_convexity())
-        if not mu > 0:
+        if not self._numpy_bound_applies(mu):
             return None
-        g = float(lam @ self.objectives.values(theta))
-        s = lam @ self.objectives.gradients(theta)
-        return g - float(s @ s) / (2.0 * mu)
+        values, grads, _ = self.objectives.evaluate(theta, lam, hessian=False)
+        bound, _kind = certified_lower_bound(self.objectives, lam, theta, float(lam @ values), lam @ grads, mu)
+        return bound if np.isfinite(bound) else None
 
     # ------------------------------------------------------------------ certificate
     def _raw_dual_weights(self) -> np.ndarray:
         return np.asarray(self._epigraph.dual_value, float).reshape(-1)
 
     def _certify(self, solver: str) -> Solution:
-        theta = np.asarray(self._theta.value, float)
+        theta = self.identifiable(np.asarray(self._theta.value, float))
         return self.certify_at(theta, self._raw_dual_weights(), solver, float(self.build().value),
                                 {"epigraph": self._raw_dual_weights(), **self._extra_duals()})
 
@@ -273,7 +281,7 @@ class WeightedMinMax(Problem):
 def lower_bound_kind(fixed: dict) -> str:
     """How the fixed-weight lower value of :meth:`WeightedMinMax.fixed_weight_minimum` was obtained."""
     if fixed["solver"] == "numpy-newton":
-        return "numpy Newton + strong-convexity bound"
+        return f"numpy Newton + {fixed.get('bound_kind', 'strong-convexity')} bound"
     if fixed["numpy_bound"] is not None:
         return "numpy strong-convexity bound"
     return f"{fixed['solver']} optimal value"
@@ -306,6 +314,13 @@ class FederatedDRO(WeightedMinMax):
         Sets with negative weights (``Integrated`` with :math:`\varphi>0`) raise
         :class:`~drflmodel.errors.NotConvexError`: use :class:`~drflmodel.problems.relative.RelativeFairness`.
     l2 : ridge weight :math:`\ell_2\ge0`.
+    penalize_intercept : ``False`` leaves the intercept column out of the ridge term
+        (scikit-learn's convention; needs an intercept column, see
+        :attr:`drflmodel.data.Federation.intercept_column`).
+
+    The loss may be the softmax :class:`~drflmodel.losses.Multinomial` on ``task="multiclass"``
+    data: :math:`\theta` is then :math:`W\in\mathbb R^{d\times K}` in the class-major layout of
+    :mod:`drflmodel.layout`, reported in its identifiable (centred) representative.
 
     The solution's ``weights`` are :math:`\lambda^\star` (epigraph multipliers projected onto
     :math:`\Lambda`), ``duals["epigraph"]`` the raw multipliers, ``duals["aux"]`` the auxiliary
@@ -317,8 +332,8 @@ class FederatedDRO(WeightedMinMax):
 
     family = "dro"
 
-    def __init__(self, federation, loss, weights, l2: float = 0.0):
-        super().__init__(federation, loss, l2)
+    def __init__(self, federation, loss, weights, l2: float = 0.0, penalize_intercept: bool = True):
+        super().__init__(federation, loss, l2, penalize_intercept)
         if not isinstance(weights, WeightSet):
             raise InvalidParameterError(
                 f"weights must be a drflmodel.sets.WeightSet; got {type(weights).__name__}")
@@ -356,7 +371,9 @@ class FederatedDRO(WeightedMinMax):
     def _sqp_duals(self, model, lam_raw, theta) -> dict:
         """The step problem's auxiliary variables (at the last step); ``eta`` recomputed exactly
         at ``theta`` by the set's greedy ``worst_case`` where it has one (Simplex, CVaR, HCVaR)."""
-        duals = {"epigraph": lam_raw, **self._support_duals(model.problem.objective.expr, model.t)}
+        duals = {"epigraph": lam_raw}
+        if model is not None:                 # the SQP step problem's auxiliaries, where it has them
+            duals.update(self._support_duals(model.problem.objective.expr, model.t))
         try:
             duals["eta"] = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
         except TypeError:

@@ -71,6 +71,7 @@ class FairnessAwareFL(WeightedMinMax):
     loss : :class:`~drflmodel.losses.Loss` whose task matches the federation.
     alpha : a scalar or a vector of :math:`n` levels :math:`\alpha_i\in[p_i,1]`.
     l2 : ridge weight :math:`\ell_2\ge0`.
+    penalize_intercept : ``False`` leaves the intercept column out of the ridge term.
     alpha_below_p : ``"error"`` (default) or ``"clip"`` (use :math:`\max(\alpha_i,p_i)`, warn).
 
     The swept parameter is ``"alpha"`` (the CVXPY ``Parameter`` holds the caps :math:`p/\alpha`).
@@ -78,8 +79,9 @@ class FairnessAwareFL(WeightedMinMax):
 
     family = "fafl"
 
-    def __init__(self, federation, loss, alpha, l2: float = 0.0, alpha_below_p: str = "error"):
-        super().__init__(federation, loss, l2)
+    def __init__(self, federation, loss, alpha, l2: float = 0.0, alpha_below_p: str = "error",
+                 penalize_intercept: bool = True):
+        super().__init__(federation, loss, l2, penalize_intercept)
         self.p = np.asarray(federation.proportions, float)
         self.alpha_below_p = check_choice(alpha_below_p, "alpha_below_p", ("error", "clip"))
         self.alpha = self._check_alpha(alpha)
@@ -292,7 +294,8 @@ class SmoothedRoute(Route):
             record = seq.run(prob, name)
             if record is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
                 continue
-            sol = problem._certify_smoothed(mu, np.asarray(theta_v.value, float), float(eta_v.value), name)
+            sol = problem._certify_smoothed(mu, problem.identifiable(np.asarray(theta_v.value, float)),
+                                            float(eta_v.value), name)
             sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
             record.update(status=sol.status, relative_gap=sol.relative_gap)
             if best is None or sol.relative_gap < best.relative_gap:

@@ -64,7 +64,7 @@ def test_fast_and_conic_routes_agree(set_name, task, loss, seed):
     fast = prob.solve(method="newton")
     conic = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2).solve(method="conic")
     _agree(prob, fast, conic)
-    assert fast.info["lower_bound_kind"] == "numpy Newton + strong-convexity bound"
+    assert fast.info["lower_bound_kind"] in ("numpy Newton + strong-convexity bound", "numpy Newton + self-concordance bound")
     assert set(fast.info["time_split"]) >= {"model", "numpy", "step_solve", "certificate", "total"}
 
 

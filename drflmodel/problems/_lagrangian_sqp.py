@@ -1,0 +1,198 @@
+r"""A fast certified route for every width and every :math:`K`: SQP with the Lagrangian Hessian
+(``solve(method="sqp")``; the client-weight min-max family, multi-class included).
+
+Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
+:math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`, :math:`\sigma_\Lambda(t)=\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)`.
+
+**Step.** At :math:`\theta_k` with client values :math:`f`, gradients :math:`G=[\nabla f_i]^\top`
+(:math:`n\times P`) and the Hessian of the Lagrangian :math:`H=\sum_i\lambda^{(k)}_i\nabla^2f_i(\theta_k)`
+at the current weights, the quadratic model
+
+.. math::
+
+    m_k=\min_\Delta\ \sigma_\Lambda(f+G\Delta)+\tfrac12\Delta^\top H\Delta
+       =\max_{\lambda\in\Lambda}\ \lambda^\top f-\tfrac12\lambda^\top GH^{-1}G^\top\lambda-\psi(\lambda)
+
+is solved in its **dual** form, a problem in the :math:`n` client weights only (the :math:`n\times n`
+matrix :math:`S=GH^{-1}G^\top` is formed in numpy from one Cholesky factor of :math:`H`), with the
+set's own constraints and :math:`\psi` (``constraints``/``psi_expr`` of :mod:`drflmodel.sets`),
+compiled once (DPP). Then :math:`\Delta=-H^{-1}G^\top\lambda^{(k+1)}` and an Armijo line search on the
+exact :math:`\Phi` with the predicted decrease :math:`\Phi(\theta_k)-m_k\ge0`. This is the classical
+SQP step (the Hessian of the Lagrangian in the objective, linearized constraints) of the epigraph
+form :math:`\min\sigma_\Lambda(t)` s.t. :math:`t\ge f(\theta)`; with exact weights it converges
+quadratically. Unlike :mod:`._sqp` (one :math:`P\times P` cone per client in the step problem) the
+step problem has :math:`n` variables whatever :math:`P=Kd` and :math:`N`, and each step costs one
+fused pass over the data (values, gradients and the weighted Hessian,
+:meth:`~drflmodel.objectives.ClientObjectives.evaluate`) plus :math:`O(P^3)` dense algebra in numpy.
+Invariant directions of the layout (softmax with unpenalized features) are deflated as in
+:mod:`._newton`.
+
+**Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`:
+:math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
+weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`._newton`.
+
+**What the method needs of the clients** (the client-oracle interface the federated solve uses):
+per step, each client's value :math:`f_i(\theta)`, gradient :math:`\nabla f_i(\theta)` and its share
+:math:`\lambda_i\nabla^2f_i(\theta)` of the weighted Hessian (or Hessian-vector products).
+"""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+
+from ..solution import relative_gap, status_from_gap
+from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ._newton import _Deflated
+from ._routes import Route
+from ._sqp import check_sqp_options, too_small_for_sqp
+
+__all__ = ["LagrangianSQPRoute", "WeightStepModel"]
+
+
+class WeightStepModel:
+    r""":math:`\max_{\lambda\in\Lambda}\lambda^\top f-\frac12\|U\lambda\|^2-\psi(\lambda)` with parameters
+    :math:`f` and :math:`U` (:math:`U^\top U=S`), compiled once per weight set."""
+
+    def __init__(self, weight_set, solver: str):
+        n = weight_set.n
+        self.lam = cp.Variable(n, name="lambda_step")
+        self.f = cp.Parameter(n, name="f")
+        self.U = cp.Parameter((n, n), name="U")
+        objective = self.f @ self.lam - 0.5 * cp.sum_squares(self.U @ self.lam)
+        objective = objective - weight_set.psi_expr(self.lam)
+        self.problem = cp.Problem(cp.Maximize(objective), list(weight_set.constraints(self.lam)))
+        self.solver = solver
+        self.problem.get_problem_data(solver)         # compile now (DPP: once)
+
+    def solve(self, f: np.ndarray, S: np.ndarray):
+        """``(lambda, model value)`` for values ``f`` and curvature ``S`` (PSD, ``n x n``)."""
+        ev, V = np.linalg.eigh(0.5 * (S + S.T))
+        self.f.value = f
+        self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
+        quiet_solve(self.problem, solver=self.solver, **SOLVER_OPTIONS.get(self.solver, {}))
+        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise ArithmeticError(f"weight step problem: {self.problem.status}")
+        return np.asarray(self.lam.value, float), float(self.problem.value)
+
+
+class LagrangianSQPRoute(Route):
+    """SQP with the Lagrangian Hessian and the numpy certificate (module docstring). Options:
+    ``max_steps`` (default 50) and ``tol`` (the relative certificate gap at which it stops, default
+    1e-10; it also stops once the gap is within ``gap_tol`` and the model predicts no further
+    decrease)."""
+
+    name = "sqp"
+    options = {"max_steps": 50, "tol": 1e-10}
+    uses_solver = False
+    may_fall_back = True
+
+    def applies(self, problem) -> str | None:
+        if not np.isfinite(problem.loss.smoothness):
+            return (f"the loss {problem.loss.name!r} is not smooth (the route needs client Hessians); "
+                    f"the conic route applies")
+        obj = problem.objectives
+        if not (np.all(obj.strong_convexity() > 0) or problem.loss.self_concordance is not None):
+            return ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
+                    "nor self-concordant, so the numpy certificate cannot close; use method='conic'")
+        return None
+
+    def auto_skip(self, problem) -> str | None:
+        if problem.loss.is_quadratic:
+            return ("quadratic loss: the conic model is QR-compressed (one (d+2)-cone per client, "
+                    "whatever N) and faster; force with method='sqp'")
+        return too_small_for_sqp(problem)
+
+    def complete_options(self, given) -> dict:
+        return check_sqp_options(super().complete_options(given))
+
+    def _model(self, problem, solver: str) -> WeightStepModel:
+        key = (problem._sqp_key(), solver, "lagrangian")
+        cached = getattr(problem, "_weight_step", None)
+        if cached is None or cached[0] != key:
+            problem._weight_step = (key, WeightStepModel(problem._weight_set(), solver))
+        return problem._weight_step[1]
+
+    def solve(self, problem, request):
+        started = time.perf_counter()
+        opts = request.options
+        timing = {"model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
+        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        t0 = time.perf_counter()
+        model = self._model(problem, solver)
+        timing["model"] += time.perf_counter() - t0
+        obj, W = problem.objectives, problem._weight_set()
+        basis = obj.layout.invariant_basis()
+
+        def phi(values):
+            return float(W.worst_case(values)[0])
+
+        t0 = time.perf_counter()
+        previous = getattr(problem, "_sqp_previous", None)
+        theta = (previous.copy() if previous is not None and previous.shape == (problem.dim,)
+                 else np.zeros(problem.dim))
+        values, grads, _ = obj.evaluate(theta, hessian=False)
+        value = phi(values)
+        lam = np.asarray(W.worst_case(values)[1], float)
+        timing["numpy"] += time.perf_counter() - t0
+        best, history, ridge = None, [], 0.0
+        for k in range(1, opts["max_steps"] + 1):
+            t0 = time.perf_counter()
+            values, grads, H = obj.evaluate(theta, lam)
+            D = _Deflated(H + ridge * np.eye(H.shape[0]) if ridge else H, basis)
+            if D.chol is None:
+                ridge = max(10.0 * ridge, 1e-10 * float(np.abs(H).max()))
+                history.append({"iteration": k, "error": "Hessian not positive definite", "ridge": ridge})
+                continue
+            G = np.array([D.project(g) for g in grads])               # (n, P)
+            M = D.solve(G.T)                                          # H^{-1} G^T, (P, n)
+            S = G @ M
+            timing["numpy"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                lam_new, m_value = model.solve(values, S)
+            except (ArithmeticError, cp.error.SolverError) as exc:
+                history.append({"iteration": k, "error": str(exc)[:200]})
+                break
+            timing["step_solve"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            delta = -D.project(M @ lam_new)
+            predicted, step = max(value - m_value, 0.0), 1.0
+            while True:                                   # Armijo on the exact objective
+                cand_values = obj.values(theta + step * delta)
+                cand_value = phi(cand_values)
+                if cand_value <= value - 1e-4 * step * predicted or step < 1e-10:
+                    break
+                step *= 0.5
+            if cand_value <= value:
+                theta, value = theta + step * delta, cand_value
+                ridge = 0.0 if step == 1.0 else ridge
+            else:
+                ridge = max(10.0 * ridge, 1e-8 * float(np.abs(H).max()))
+            lam = np.maximum(lam_new, 0.0)
+            timing["numpy"] += time.perf_counter() - t0
+            record = {"iteration": k, "value": value, "model_value": m_value, "step": step}
+            history.append(record)
+            stalled = predicted <= 1e-12 * max(1.0, abs(value)) or step < 1e-10
+            if predicted > 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(value)) and not stalled \
+                    and k < opts["max_steps"]:
+                continue              # far from the solution: certify later (it costs Newton passes)
+            t0 = time.perf_counter()
+            sol = problem.certify_at(theta, lam_new, "numpy-sqp", m_value, {"epigraph": lam_new})
+            timing["certificate"] += time.perf_counter() - t0
+            record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
+            if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
+                best = sol
+            if gap <= opts["tol"] or (gap <= request.gap_tol and stalled):
+                break
+        if best is None:
+            return problem._failed_solution([{"method": self.name, "history": history}])
+        best.duals = problem._sqp_duals(None, best.duals["epigraph"], best.theta)
+        best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
+        problem._sqp_previous = best.theta.copy()
+        best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
+                          "time_split": {**timing, "total": time.perf_counter() - started},
+                          "step_solver": solver})
+        return best
