@@ -247,24 +247,29 @@ class ClientObjectives:
         theta = self._theta(theta)
         return self._weighted_hessian_from_scores(self.score_blocks(theta), np.asarray(lam, float))
 
-    def _weighted_hessian_from_scores(self, S, lam) -> np.ndarray:
+    def _weighted_hessian_from_scores(self, S, lam, chunk: int = 8192) -> np.ndarray:
+        r""":math:`\sum_i\lambda_i\nabla^2f_i` from the scores. With per-sample curvature
+        :math:`\mathrm{diag}(a_j)-b_jb_j^\top` and row weights :math:`w_j=\lambda_i/N_i`:
+        :math:`H=\sum_k e_ke_k^\top\otimes X^\top\mathrm{diag}(wa_k)X-Z^\top Z` with
+        :math:`Z_j=\sqrt{w_j}\,b_j\otimes x_j` -- :math:`K` products of size :math:`d` and one of size
+        :math:`Kd` per chunk of rows (large BLAS calls, rows in chunks to bound the memory)."""
         a, b = self.loss.block_curvature_factors(S, self._y)
         n, m, d = self._X.shape
         K = self.n_outputs
-        X2 = self._X.reshape(n * m, d)
         w = (self._mask * (lam / self._sizes)[:, None]).reshape(-1)
+        rows = np.flatnonzero(w)                              # padding and zero weights skipped
+        X2 = self._X.reshape(n * m, d)
         a = a.reshape(n * m, K)
         b = None if b is None else b.reshape(n * m, K)
-        H = np.empty((self.dim, self.dim))
-        rows = np.flatnonzero(w)                              # padding and zero weights skipped
-        Xr, wr = X2[rows], w[rows]
-        ar, br = a[rows], (None if b is None else b[rows])
-        for k in range(K):
-            for l in range(k, K):
-                block = Xr.T @ (Xr * (wr * _pair_weights(ar, br, k, l))[:, None])
-                H[k * d:(k + 1) * d, l * d:(l + 1) * d] = block
-                if l != k:
-                    H[l * d:(l + 1) * d, k * d:(k + 1) * d] = block.T
+        H = np.zeros((self.dim, self.dim))
+        for start in range(0, rows.size, chunk):
+            r = rows[start:start + chunk]
+            Xr, wr = X2[r], w[r]
+            for k in range(K):
+                H[k * d:(k + 1) * d, k * d:(k + 1) * d] += Xr.T @ (Xr * (wr * a[r, k])[:, None])
+            if b is not None:
+                Z = (Xr[:, None, :] * (b[r] * np.sqrt(wr)[:, None])[:, :, None]).reshape(r.size, K * d)
+                H -= Z.T @ Z
         H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
         return H
 

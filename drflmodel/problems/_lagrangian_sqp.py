@@ -45,11 +45,17 @@ import numpy as np
 
 from ..solution import relative_gap, status_from_gap
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._newton import _Deflated
+from ._newton import _Deflated, certified_lower_bound
 from ._routes import Route
 from ._sqp import check_sqp_options, too_small_for_sqp
+from .dro import _feasible_weights
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel"]
+
+#: the weight step is a problem in n variables: solve it to near machine precision (the accuracy of
+#: its weights is the accuracy of the certificate's lower bound)
+_STEP_TOLERANCES = {"CLARABEL": {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13,
+                                 "tol_ktratio": 1e-10, "max_iter": 500}}
 
 
 class WeightStepModel:
@@ -72,7 +78,8 @@ class WeightStepModel:
         ev, V = np.linalg.eigh(0.5 * (S + S.T))
         self.f.value = f
         self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
-        quiet_solve(self.problem, solver=self.solver, **SOLVER_OPTIONS.get(self.solver, {}))
+        quiet_solve(self.problem, solver=self.solver,
+                    **_STEP_TOLERANCES.get(self.solver, SOLVER_OPTIONS.get(self.solver, {})))
         if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise ArithmeticError(f"weight step problem: {self.problem.status}")
         return np.asarray(self.lam.value, float), float(self.problem.value)
@@ -126,69 +133,77 @@ class LagrangianSQPRoute(Route):
         obj, W = problem.objectives, problem._weight_set()
         basis = obj.layout.invariant_basis()
 
-        def phi(values):
-            return float(W.worst_case(values)[0])
-
         t0 = time.perf_counter()
         previous = getattr(problem, "_sqp_previous", None)
         theta = (previous.copy() if previous is not None and previous.shape == (problem.dim,)
                  else np.zeros(problem.dim))
-        values, grads, _ = obj.evaluate(theta, hessian=False)
-        value = phi(values)
-        lam = np.asarray(W.worst_case(values)[1], float)
+        values = obj.values(theta)
+        value, lam = W.worst_case(values)
+        lam = _feasible_weights(W, np.asarray(lam, float))[0]
         timing["numpy"] += time.perf_counter() - t0
-        best, history, ridge = None, [], 0.0
+        best, history, ridge, predicted, step = None, [], 0.0, np.inf, 1.0
         for k in range(1, opts["max_steps"] + 1):
             t0 = time.perf_counter()
-            values, grads, H = obj.evaluate(theta, lam)
+            values, grads, H = obj.evaluate(theta, lam)               # the one data pass of the step
+            value = float(W.worst_case(values)[0])
             D = _Deflated(H + ridge * np.eye(H.shape[0]) if ridge else H, basis)
+            timing["numpy"] += time.perf_counter() - t0
+            record = {"iteration": k, "value": value}
+            history.append(record)
             if D.chol is None:
                 ridge = max(10.0 * ridge, 1e-10 * float(np.abs(H).max()))
-                history.append({"iteration": k, "error": "Hessian not positive definite", "ridge": ridge})
+                record["error"] = "Hessian not positive definite"
                 continue
+            # certificate at (theta, lam) from this same pass, once the steps are small
+            stalled = predicted <= 1e-12 * max(1.0, abs(value)) or step < 1e-10
+            if not ridge and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(value))
+                              or stalled or k == opts["max_steps"]):
+                t0 = time.perf_counter()
+                sol = self._certify(problem, theta, lam, values, grads, D)
+                timing["certificate"] += time.perf_counter() - t0
+                record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
+                improved = best is None or gap < 0.5 * relative_gap(best.lower_bound, best.upper_bound)
+                if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
+                    best = sol
+                if gap <= opts["tol"] or (gap <= request.gap_tol and (stalled or not improved)):
+                    break             # closed, or certified and no longer improving
+            t0 = time.perf_counter()
             G = np.array([D.project(g) for g in grads])               # (n, P)
             M = D.solve(G.T)                                          # H^{-1} G^T, (P, n)
-            S = G @ M
             timing["numpy"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             try:
-                lam_new, m_value = model.solve(values, S)
+                lam_new, m_value = model.solve(values, G @ M)
             except (ArithmeticError, cp.error.SolverError) as exc:
-                history.append({"iteration": k, "error": str(exc)[:200]})
+                record["error"] = str(exc)[:200]
                 break
             timing["step_solve"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             delta = -D.project(M @ lam_new)
             predicted, step = max(value - m_value, 0.0), 1.0
             while True:                                   # Armijo on the exact objective
-                cand_values = obj.values(theta + step * delta)
-                cand_value = phi(cand_values)
+                cand_value = float(W.worst_case(obj.values(theta + step * delta))[0])
                 if cand_value <= value - 1e-4 * step * predicted or step < 1e-10:
                     break
                 step *= 0.5
             if cand_value <= value:
-                theta, value = theta + step * delta, cand_value
-                ridge = 0.0 if step == 1.0 else ridge
+                theta = theta + step * delta
+                ridge = 0.0
             else:
                 ridge = max(10.0 * ridge, 1e-8 * float(np.abs(H).max()))
-            lam = np.maximum(lam_new, 0.0)
+            lam = _feasible_weights(W, lam_new)[0]
+            record.update(model_value=m_value, step=step)
             timing["numpy"] += time.perf_counter() - t0
-            record = {"iteration": k, "value": value, "model_value": m_value, "step": step}
-            history.append(record)
-            stalled = predicted <= 1e-12 * max(1.0, abs(value)) or step < 1e-10
-            if predicted > 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(value)) and not stalled \
-                    and k < opts["max_steps"]:
-                continue              # far from the solution: certify later (it costs Newton passes)
-            t0 = time.perf_counter()
-            sol = problem.certify_at(theta, lam_new, "numpy-sqp", m_value, {"epigraph": lam_new})
-            timing["certificate"] += time.perf_counter() - t0
-            record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
-            if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
-                best = sol
-            if gap <= opts["tol"] or (gap <= request.gap_tol and stalled):
-                break
         if best is None:
             return problem._failed_solution([{"method": self.name, "history": history}])
+        if best.status != "optimal" and relative_gap(best.lower_bound, best.upper_bound) > request.gap_tol:
+            t0 = time.perf_counter()                     # last resort: polish the bound by Newton steps
+            polished = problem.certify_at(best.theta, best.weights, "numpy-sqp", best.info["saddle_value"],
+                                          {"epigraph": best.weights})
+            timing["certificate"] += time.perf_counter() - t0
+            if relative_gap(polished.lower_bound, polished.upper_bound) < relative_gap(best.lower_bound,
+                                                                                      best.upper_bound):
+                best = polished
         best.duals = problem._sqp_duals(None, best.duals["epigraph"], best.theta)
         best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
         problem._sqp_previous = best.theta.copy()
@@ -196,3 +211,18 @@ class LagrangianSQPRoute(Route):
                           "time_split": {**timing, "total": time.perf_counter() - started},
                           "step_solver": solver})
         return best
+
+    @staticmethod
+    def _certify(problem, theta, lam, values, grads, D):
+        """The certified Solution at ``(theta, lam)`` from one pass's values, gradients and
+        (deflated) weighted Hessian: :math:`U=\Phi(\theta)`, :math:`L` = the numpy bound of
+        :mod:`._newton` for :math:`\sum_i\lambda_if_i` at :math:`\theta` minus :math:`\psi(\lambda)`."""
+        obj = problem.objectives
+        mu = float(lam @ obj.strong_convexity())
+        g = float(lam @ values)
+        bound, kind = certified_lower_bound(obj, lam, theta, g, lam @ grads, mu, D)
+        fixed = {"value": bound, "solver_value": g, "numpy_bound": bound, "theta": theta,
+                 "solver": "numpy-newton", "status": "optimal", "iterations": 0, "bound_kind": kind}
+        W = problem._weight_set()
+        return problem.certify_at(theta, lam, "numpy-sqp", float(W.worst_case(values)[0]), {"epigraph": lam},
+                                  fixed=fixed, evaluated=(values, grads))

@@ -94,8 +94,8 @@ def too_small_for_sqp(problem) -> str | None:
     :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None``."""
     size = int(np.sum(problem.federation.sizes)) * problem.dim
     if size < AUTO_MIN_SIZE:
-        return (f"N*d = {size} < {AUTO_MIN_SIZE}: the conic route is faster on small problems "
-                f"(building the step problems costs ~0.1-0.4 s); force with method='newton'")
+        return (f"N*P = {size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on small "
+                f"problems; force a fast route with method='sqp' or 'newton'")
     return None
 
 

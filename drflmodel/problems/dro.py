@@ -108,13 +108,15 @@ class WeightedMinMax(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[NewtonSQPRoute, ConicRoute]``: the fast route where it applies (smooth loss, strongly
-        convex clients), falling back to the conic one when it cannot certify."""
+        """``[LagrangianSQPRoute, NewtonSQPRoute, ConicRoute]``: the fast routes where they apply
+        (smooth loss; strongly convex or self-concordant), each falling back to the next when it
+        cannot certify. ``method="auto"`` takes the fast routes from :data:`._sqp.AUTO_MIN_SIZE`
+        on (rows x parameters); below it the conic route is as fast."""
         from ._conic import ConicRoute
         from ._lagrangian_sqp import LagrangianSQPRoute
         from ._sqp import NewtonSQPRoute
 
-        return [NewtonSQPRoute(), LagrangianSQPRoute(), ConicRoute()]
+        return [LagrangianSQPRoute(), NewtonSQPRoute(), ConicRoute()]
 
     def _sqp_model(self, solver: str = "CLARABEL"):
         """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
@@ -237,21 +239,28 @@ class WeightedMinMax(Problem):
         return self.certify_at(theta, self._raw_dual_weights(), solver, float(self.build().value),
                                 {"epigraph": self._raw_dual_weights(), **self._extra_duals()})
 
-    def certify_at(self, theta, lam_raw, solver: str, saddle_value: float, duals: dict) -> Solution:
+    def certify_at(self, theta, lam_raw, solver: str, saddle_value: float, duals: dict,
+                   fixed: dict | None = None, evaluated=None) -> Solution:
         r"""The certified :class:`Solution` at :math:`\theta` with candidate weights ``lam_raw``
         (any route's): :math:`U` = the exact objective at :math:`\theta` (numpy), :math:`L` = the
         fixed-weight minimum at ``lam_raw`` made feasible, minus :math:`\psi` (module docstring).
-        ``saddle_value`` is the route's own optimal value (reported, not trusted)."""
+        ``saddle_value`` is the route's own optimal value (reported, not trusted).
+
+        A route that already holds a certified fixed-weight bound for exactly these (feasible)
+        weights passes it as ``fixed`` (the dict of :meth:`fixed_weight_minimum`), and the client
+        values and gradients at :math:`\theta` as ``evaluated = (values, gradients)``, so no data
+        pass is repeated."""
         W = self._weight_set()
-        losses = self.client_losses(theta)
+        losses, grads = evaluated if evaluated is not None else (self.client_losses(theta), None)
         U, lam_wc = W.worst_case(losses)
         lam, projected = _feasible_weights(W, lam_raw)
         psi = float(W.psi(lam))
         t0 = time.perf_counter()
-        fixed = self.fixed_weight_minimum(lam, theta0=theta)   # numpy Newton, else the conic problem
+        if fixed is None or projected:
+            fixed = self.fixed_weight_minimum(lam, theta0=theta)   # numpy Newton, else the conic problem
         t_fixed = time.perf_counter() - t0
         L = fixed["value"] - psi
-        grad_at_opt = lam @ self.objectives.gradients(theta)
+        grad_at_opt = lam @ (self.objectives.gradients(theta) if grads is None else grads)
         info = {
             "solver": solver,
             "saddle_value": saddle_value,

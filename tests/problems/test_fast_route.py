@@ -14,7 +14,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems import _sqp
+from drflmodel.problems import _lagrangian_sqp, _sqp
 
 L2 = 1e-2
 
@@ -41,9 +41,9 @@ def _sets(n):
     }
 
 
-def _agree(prob, fast, conic):
+def _agree(prob, fast, conic, method="newton"):
     assert fast.status == "optimal" and conic.status == "optimal"
-    assert fast.info["method"] == "newton" and conic.info["method"] == "conic"
+    assert fast.info["method"] == method and conic.info["method"] == "conic"
     assert fast.value == pytest.approx(conic.value, rel=1e-8, abs=1e-10)
     assert fast.lower_bound <= conic.upper_bound + 1e-12 * max(1.0, abs(conic.upper_bound))
     assert conic.lower_bound <= fast.upper_bound + 1e-12 * max(1.0, abs(fast.upper_bound))
@@ -58,12 +58,13 @@ def _agree(prob, fast, conic):
 @pytest.mark.parametrize("task, loss", [("classification", dm.losses.Logistic()), ("regression", dm.losses.Squared())],
                          ids=["logistic", "squared"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_fast_and_conic_routes_agree(set_name, task, loss, seed):
+@pytest.mark.parametrize("method", ["newton", "sqp"])
+def test_fast_and_conic_routes_agree(set_name, task, loss, seed, method):
     fed = _fed(task, [40, 25, 60, 30], seed=seed)
     prob = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2)
-    fast = prob.solve(method="newton")
+    fast = prob.solve(method=method)
     conic = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2).solve(method="conic")
-    _agree(prob, fast, conic)
+    _agree(prob, fast, conic, method)
     assert fast.info["lower_bound_kind"] in ("numpy Newton + strong-convexity bound", "numpy Newton + self-concordance bound")
     assert set(fast.info["time_split"]) >= {"model", "numpy", "step_solve", "certificate", "total"}
 
@@ -110,7 +111,7 @@ def test_cvar_eta_of_the_fast_route_attains_the_value():
 def test_auto_takes_the_fast_route_only_where_valid_and_large():
     big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000 >= AUTO_MIN_SIZE
     assert 4 * 3000 * 5 >= _sqp.AUTO_MIN_SIZE
-    assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "newton"
+    assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "sqp"
     small = _fed("classification", 30, seed=9)
     assert dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "conic"
     big_squared = _fed("regression", 3000, dim=5, seed=9)
@@ -147,11 +148,16 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
     def broken(self, *args, **kwargs):
         raise ArithmeticError("step problem: infeasible (injected)")
 
-    monkeypatch.setattr(_sqp.SQPModel, "step", broken)
-    sol = prob.solve()
-    assert sol.status == "optimal" and sol.info["method"] == "conic"
-    assert sol.info["route_attempts"][0]["method"] == "newton"
+    monkeypatch.setattr(_lagrangian_sqp.WeightStepModel, "solve", broken)
+    sol = prob.solve()                                  # the next fast route certifies
+    assert sol.status == "optimal" and sol.info["method"] == "newton"
+    assert sol.info["route_attempts"][0]["method"] == "sqp"
     assert sol.info["route_attempts"][0]["status"] == "failed"
+    monkeypatch.setattr(_sqp.SQPModel, "step", broken)
+    sol = prob.solve()                                  # both fast routes fail: the conic route
+    assert sol.status == "optimal" and sol.info["method"] == "conic"
+    assert [a["method"] for a in sol.info["route_attempts"][:2]] == ["sqp", "newton"]
+    assert all(a["status"] == "failed" for a in sol.info["route_attempts"][:2])
 
 
 def test_sweep_reuses_the_step_problem_and_warm_starts():
