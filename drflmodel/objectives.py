@@ -151,6 +151,7 @@ class ClientObjectives:
         one._X, one._y = client.X[None], client.y[None]
         one._mask, one._sizes = np.ones((1, client.size)), np.array([float(client.size)])
         one.federation = None                 # nothing else of the federation is reachable
+        one._row_norms = None
         return one
 
     # ------------------------------------------------------------------ helpers
@@ -327,8 +328,33 @@ class ClientObjectives:
         return np.full(self.n, float(self.penalty_diagonal.min()))
 
     def max_row_norms(self) -> np.ndarray:
-        """:math:`\\max_j\\|x_{ij}\\|_2` per client (the data's scale in the self-concordance bound)."""
-        return np.sqrt(np.max(np.sum(self._X * self._X, axis=2), axis=1))
+        """:math:`\\max_j\\|x_{ij}\\|_2` per client (the data's scale in the self-concordance bound;
+        computed once)."""
+        if getattr(self, "_row_norms", None) is None:
+            self._row_norms = np.sqrt(np.max(np.einsum("imd,imd->im", self._X, self._X), axis=1))
+        return self._row_norms
+
+    def subsample(self, fraction: float, minimum: int, seed=0) -> "ClientObjectives":
+        """The same objectives on a uniform subsample of every client's rows (without replacement,
+        seeded): :math:`\\max(\\lceil\\text{fraction}\\,N_i\\rceil, \\min(N_i, \\text{minimum}))` rows
+        of client *i*. A cheap model of the full problem, used to warm-start the fast routes."""
+        import copy
+
+        rng = np.random.default_rng(seed)
+        sizes = self._sizes.astype(int)
+        keep = [int(min(s, max(np.ceil(fraction * s), minimum))) for s in sizes]
+        m = max(keep)
+        X = np.zeros((self.n, m, self.n_features))
+        y = np.zeros((self.n, m))
+        mask = np.zeros((self.n, m))
+        for i, (s, k) in enumerate(zip(sizes, keep)):
+            rows = np.sort(rng.choice(s, size=k, replace=False))
+            X[i, :k], y[i, :k], mask[i, :k] = self._X[i, rows], self._y[i, rows], 1.0
+        sub = copy.copy(self)
+        sub._X, sub._y, sub._mask, sub._sizes = X, y, mask, np.asarray(keep, float)
+        sub._row_norms = None
+        sub.federation = None
+        return sub
 
     def _gram_extreme_eigs(self) -> np.ndarray:
         G = np.einsum("imd,ime->ide", self._X, self._X) / self._sizes[:, None, None]
