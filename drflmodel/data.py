@@ -86,6 +86,26 @@ def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
             "from_arrays, which keep them as federation.classes)")
 
 
+def _available_memory() -> int | None:
+    """Bytes of physical memory available now (Linux ``/proc/meminfo``), or ``None`` if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _check_memory(needed: int, what: str) -> None:
+    """Refuse an allocation of ``needed`` bytes that exceeds the memory available."""
+    available = _available_memory()
+    if available is not None and needed > available:
+        raise InvalidDataError(f"{what} need about {needed / 2**30:.1f} GiB but only {available / 2**30:.1f} GiB "
+                               "of memory is available; use fewer rows or features, or a machine with more memory")
+
+
 class Client:
     """One client's local data set :math:`\\{(x_j, y_j)\\}_{j=1}^{N_i}`.
 
@@ -391,8 +411,11 @@ class Federation:
 
     @cached_property
     def stacked(self) -> StackedData:
-        """Zero-padded stacked arrays (see :class:`StackedData`)."""
+        """Zero-padded stacked arrays (see :class:`StackedData`). Raises
+        :class:`InvalidDataError` before allocating when they would not fit in the memory
+        available (naming the size and the estimate)."""
         n, m, d = self.n_clients, int(self.sizes.max()), self.dim
+        _check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)")
         X = np.zeros((n, m, d))
         y = np.zeros((n, m))
         mask = np.zeros((n, m))

@@ -215,3 +215,13 @@ def test_vertical_federation_owns_its_data():
 def test_public_names():
     assert dm.Client is Client and dm.Federation is Federation
     assert dm.VerticalFederation is VerticalFederation
+
+
+def test_stacked_data_too_large_for_memory_is_refused_before_allocating(monkeypatch):
+    """Issue 23: a problem too large for memory is an error naming the size and the estimate."""
+    from drflmodel import data as data_module
+
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=4, samples=50, seed=0)
+    monkeypatch.setattr(data_module, "_available_memory", lambda: 1000)
+    with pytest.raises(dm.InvalidDataError, match=r"3 clients x 50 rows x 4 features.*GiB.*available"):
+        fed.stacked

@@ -1,0 +1,250 @@
+"""One benchmark a reader can trust (issue 23 item 5): per family x loss x route, the certified
+solve against the **plain model** -- the same problem written by hand in CVXPY, no parameters, no
+certificate, Clarabel with CVXPY's defaults then ECOS, as a user would -- in one process tree.
+
+For every case and size it prints the certified time (``Problem.solve()``, end to end, the route
+``method="auto"`` picks unless the case names one), the route, the status and relative gap, the
+time in **data passes** (the certified time divided by the time of one fused numpy pass that
+computes every client's loss, gradient and -- for smooth losses -- Hessian at one point,
+``ClientObjectives.evaluate``), the plain model's time (build + compile + solve, in a subprocess
+stopped at ``--plain-limit`` seconds: then reported as "> limit" and the ratio as an upper bound)
+and the ratio certified / plain.
+
+Sizes: rows N in {1k, 10k, 100k, 1M} and features d in {10, 50, 200} where the case defines them
+(the plain model is run up to ``--plain-max`` rows x features). ``--quick`` (for CI-like checks):
+N in {1k, 10k}, d = 10, a short plain limit. ``--markdown FILE`` also writes the table to FILE;
+``--update-readme`` replaces the README's table between the markers
+``<!-- bench_certified:start -->`` and ``<!-- bench_certified:end -->``.
+
+Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine. Not collected by pytest.
+Run: ``python benchmarks/bench_certified.py [--quick] [--cases dro/logistic/chi2,...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import pathlib
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import cvxpy as cp
+import numpy as np
+
+import drflmodel as dm
+from drflmodel.objectives import ClientObjectives
+
+warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+L2, RHO, ALPHA, N_CLIENTS = 1e-3, 0.1, 0.2, 20
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+MARKERS = ("<!-- bench_certified:start -->", "<!-- bench_certified:end -->")
+
+
+# ------------------------------------------------------------------------------------ data
+def classification(N: int, d: int, seed: int = 0):
+    return dm.datasets.synthetic_classification(n_clients=N_CLIENTS, dim=d, samples=N // N_CLIENTS, seed=seed)
+
+
+def regression(N: int, d: int, seed: int = 0):
+    return dm.datasets.synthetic_regression(n_clients=N_CLIENTS, dim=d, samples=N // N_CLIENTS, noise=0.1,
+                                            seed=seed)
+
+
+def multiclass(N: int, d: int, seed: int = 0):
+    return dm.datasets.synthetic_multiclass(n_clients=N_CLIENTS, dim=d - 1, n_classes=10,
+                                            samples=N // N_CLIENTS, noise=2.0, seed=seed)
+
+
+# ------------------------------------------------------------------------------------ plain models
+def _loss_expr(name: str, X, y, W):
+    if name == "logistic":
+        return cp.sum(cp.logistic(-cp.multiply(y, X @ W)))
+    if name == "squared":
+        return cp.sum_squares(X @ W - y)
+    if name == "hinge":
+        return cp.sum(cp.pos(1 - cp.multiply(y, X @ W)))
+    if name == "multinomial":
+        K = W.shape[1]
+        S = X @ W
+        return cp.sum(cp.log_sum_exp(S, axis=1) - cp.sum(cp.multiply(np.eye(K)[y.astype(int)], S), axis=1))
+    raise ValueError(name)
+
+
+def plain_minmax(fed, loss: str, weights: str) -> cp.Problem:
+    """chi-square through its one-scalar dual nu + rho/2 + sum_i (f_i - nu)_+^2 / (2 n rho); CVaR and
+    FAFL's HCVaR through eta + sum_i c_i (f_i - eta)_+ (c_i = 1/(alpha n), resp. p_i/alpha)."""
+    W = cp.Variable((fed.dim, fed.n_classes)) if loss == "multinomial" else cp.Variable(fed.dim)
+    s = cp.Variable()
+    f = cp.hstack([_loss_expr(loss, c.X, c.y, W) / c.size + 0.5 * L2 * cp.sum_squares(W) for c in fed.clients])
+    n = fed.n_clients
+    if weights == "chi2":
+        objective = s + RHO / 2 + cp.sum_squares(cp.pos(f - s)) / (2 * n * RHO)
+    elif weights == "cvar":
+        objective = s + cp.sum(cp.pos(f - s)) / (ALPHA * n)
+    else:                                                    # FAFL, alpha = 0.5 for every client
+        objective = s + (fed.proportions / 0.5) @ cp.pos(f - s)
+    return cp.Problem(cp.Minimize(objective))
+
+
+# ------------------------------------------------------------------------------------ cases
+@dataclass
+class Case:
+    """A benchmark case: how to build the data, the certified problem and the plain model."""
+
+    data: Callable
+    problem: Callable               # fed -> drflmodel problem
+    plain: Callable                 # fed -> cp.Problem
+    loss: str
+    sizes: list = field(default_factory=lambda: [(1_000, 10), (10_000, 10), (100_000, 10), (1_000_000, 10),
+                                                 (10_000, 50), (10_000, 200), (100_000, 50)])
+    method: str = "auto"
+
+
+def _dro(loss_name, set_name):
+    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
+            "multinomial": dm.losses.Multinomial()}[loss_name]
+
+    def build(fed):
+        W = dm.sets.ChiSquare(fed.n_clients, RHO) if set_name == "chi2" else dm.sets.CVaR(fed.n_clients, ALPHA)
+        return dm.FederatedDRO(fed, loss, W, l2=L2)
+    return build
+
+
+CASES = {
+    "dro/logistic/chi2": Case(classification, _dro("logistic", "chi2"),
+                              lambda f: plain_minmax(f, "logistic", "chi2"), "logistic"),
+    "dro/logistic/cvar": Case(classification, _dro("logistic", "cvar"),
+                              lambda f: plain_minmax(f, "logistic", "cvar"), "logistic"),
+    "dro/squared/chi2": Case(regression, _dro("squared", "chi2"), lambda f: plain_minmax(f, "squared", "chi2"),
+                             "squared"),
+    "dro/squared/cvar": Case(regression, _dro("squared", "cvar"), lambda f: plain_minmax(f, "squared", "cvar"),
+                             "squared"),
+    "dro/hinge/cvar": Case(classification, _dro("hinge", "cvar"), lambda f: plain_minmax(f, "hinge", "cvar"),
+                           "hinge", sizes=[(1_000, 10), (10_000, 10), (100_000, 10)]),
+    "fafl/logistic": Case(classification,
+                          lambda fed: dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.5, l2=L2),
+                          lambda f: plain_minmax(f, "logistic", "fafl"), "logistic"),
+    "dro/multinomial/chi2": Case(multiclass, _dro("multinomial", "chi2"),
+                                 lambda f: plain_minmax(f, "multinomial", "chi2"), "multinomial",
+                                 sizes=[(1_000, 10), (10_000, 10), (100_000, 50)]),
+}
+
+
+# ------------------------------------------------------------------------------------ measuring
+def pass_seconds(fed, loss_name: str, repeats: int = 3) -> float:
+    """One fused pass: every client's value and gradient (and Hessian for smooth losses)."""
+    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
+            "multinomial": dm.losses.Multinomial()}[loss_name]
+    obj = ClientObjectives(fed, loss, l2=L2)
+    theta, lam = np.zeros(obj.dim), np.full(obj.n, 1.0 / obj.n)
+    smooth = np.isfinite(loss.smoothness)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        obj.evaluate(theta, lam, hessian=smooth)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _plain_worker(case_name, N, d, queue):
+    case = CASES[case_name]
+    t0 = time.perf_counter()
+    prob = case.plain(case.data(N, d))
+    used = []
+    for solver in ("CLARABEL", "ECOS"):
+        try:
+            prob.solve(solver=solver)
+        except cp.error.SolverError:
+            used.append(f"{solver} failed")
+            continue
+        used.append(f"{solver} {prob.status}")
+        if prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            break
+    value = float(prob.value) if prob.value is not None else float("nan")
+    queue.put((value, time.perf_counter() - t0, "; ".join(used)))
+
+
+def plain_timed(case_name: str, N: int, d: int, limit: float):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_plain_worker, args=(case_name, N, d, queue))
+    proc.start()
+    proc.join(limit)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+        return float("nan"), limit, "not finished"
+    return queue.get()
+
+
+def run_case(name: str, N: int, d: int, plain_limit: float, plain_max: int) -> dict:
+    case = CASES[name]
+    fed = case.data(N, d)
+    t_pass = pass_seconds(fed, case.loss)
+    prob = case.problem(fed)
+    t0 = time.perf_counter()
+    sol = prob.solve(method=case.method)
+    t_cert = time.perf_counter() - t0
+    row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": sol.info.get("method"), "certified": t_cert,
+           "passes": t_cert / t_pass, "status": sol.status, "gap": sol.relative_gap, "U": sol.upper_bound}
+    if N * prob.dim <= plain_max:
+        v, t_plain, used = plain_timed(name, N, d, plain_limit)
+        row.update(plain=t_plain, plain_used=used, ratio=t_cert / t_plain, bound=used == "not finished",
+                   plain_minus_U=v - sol.upper_bound)
+    return row
+
+
+def markdown(rows) -> str:
+    out = ["| case | N | d (P) | route | certified (s) | passes | status | gap | plain model (s) | certified / plain |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "plain" in r:
+            plain = f"{'> ' if r['bound'] else ''}{r['plain']:.1f}"
+            ratio = f"{'< ' if r['bound'] else ''}{r['ratio']:.3f}"
+        else:
+            plain, ratio = "not run", ""
+        dp = f"{r['d']}" + (f" ({r['P']})" if r["P"] != r["d"] else "")
+        out.append(f"| {r['case']} | {r['N']:,} | {dp} | {r['route']} | {r['certified']:.2f} | {r['passes']:.1f} | "
+                   f"{r['status']} | {max(r['gap'], 0.0):.0e} | {plain} | {ratio} |")
+    return "\n".join(out)
+
+
+def update_readme(table: str, command: str) -> None:
+    text = README.read_text()
+    start, end = text.index(MARKERS[0]), text.index(MARKERS[1])
+    body = f"{MARKERS[0]}\n`{command}`:\n\n{table}\n"
+    README.write_text(text[:start] + body + text[end:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N in {1k, 10k}, d = 10, plain limit 60 s")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    ap.add_argument("--plain-limit", type=float, default=300.0, help="seconds before the plain model is stopped")
+    ap.add_argument("--plain-max", type=int, default=2_000_000, help="largest N x P at which the plain model runs")
+    ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--update-readme", action="store_true", help="replace the README's table between the markers")
+    args = ap.parse_args()
+    limit = 60.0 if args.quick else args.plain_limit
+    rows = []
+    for name in args.cases.split(","):
+        sizes = [(N, d) for N, d in CASES[name].sizes if not args.quick or (N <= 10_000 and d == 10)]
+        for N, d in sizes:
+            row = run_case(name, N, d, limit, args.plain_max)
+            rows.append(row)
+            print(markdown([row]).splitlines()[-1], flush=True)
+    table = markdown(rows)
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n")
+    if args.update_readme:
+        import sys
+
+        update_readme(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-readme", ""))
+    print()
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
