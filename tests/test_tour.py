@@ -65,7 +65,17 @@ def test_format_table_handles_no_rows():
 
 def test_every_family_has_a_stop():
     assert [name for name, _ in STOPS] == ["federated DRO", "FAFL", "Wasserstein DRFL", "relative fairness",
-                                           "DEO-constrained fair VFL"]
+                                           "DEO-constrained fair VFL", "multi-class DRO"]
+
+
+def test_multiclass_stop_certifies_and_verifies():
+    from drflmodel._tour import stop_multiclass
+
+    import drflmodel as dm
+
+    (leg,) = stop_multiclass(dm, quick=True)
+    assert leg.solution.status == "optimal" and leg.solution.theta.shape == (15,)
+    assert leg.report.passed, leg.report.summary()
 
 
 @pytest.mark.slow
