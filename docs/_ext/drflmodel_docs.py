@@ -42,8 +42,8 @@ class GalleryArgv:
     def __repr__(self) -> str:  # sphinx-gallery caches on the repr of the configuration
         return "GalleryArgv(--quick)"
 
-    def __call__(self, script_file, sphinx_gallery_conf) -> list[str]:
-        name = Path(script_file).stem
+    def __call__(self, gallery_conf, script_vars) -> list[str]:
+        name = Path(script_vars["src_file"]).stem
         argv = ["--quick"]
         if name == "drfl_paper_figures":
             argv += ["--out", str(GALLERY_OUTPUT / name)]
