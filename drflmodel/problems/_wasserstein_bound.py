@@ -6,7 +6,7 @@ builds a bound that is valid **for any choice of its multipliers** and evaluates
 point, so :math:`L\le p^\star` holds to rounding whatever the solver's accuracy; the solver's answer
 only makes it tight.
 
-**Derivation** (spec drfl-admm §3, Prop. 4.2 with the Lipschitz form of :mod:`._omega`; unbounded
+**Derivation** (DRFL paper, Proposition 4.2, with the Lipschitz form of :mod:`._omega`; unbounded
 support). For weights :math:`\tilde q\in\mathcal Q` (weak min–max duality)
 
 .. math::
