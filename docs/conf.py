@@ -32,7 +32,6 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
-    "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",

@@ -74,9 +74,12 @@ def _parse(path: Path) -> _Links:
 
 def broken_links(site: Path) -> list[str]:
     """Every relative ``href``/``src`` of the HTML pages under ``site`` whose file does not exist,
-    and every ``page.html#anchor`` whose anchor is not an ``id`` of that page."""
+    and every ``page.html#anchor`` whose anchor is not an ``id`` of that page (the vendored files
+    in ``_static/`` are not pages of the site and are skipped)."""
     problems, parsed = [], {}
     for page in sorted(site.rglob("*.html")):
+        if page.relative_to(site).parts[0] == "_static":    # the theme's and MathJax's own files
+            continue
         links = parsed.setdefault(page, _parse(page))
         for tag, url in links.links:
             parts = urlsplit(url)
