@@ -1,4 +1,4 @@
-r"""Solve routes: the ways an oracle can be solved, one small object each (issue 15, issue 13).
+r"""Solve routes: the ways an oracle can be solved, one small object each.
 
 Modelled on CVXPY's reductions (``Reduction.accepts`` / ``apply`` / ``invert``, chained by
 ``SolvingChain``): a :class:`Route` knows **when it applies** to a problem and **how to produce a

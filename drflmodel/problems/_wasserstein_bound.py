@@ -1,4 +1,4 @@
-r"""A rigorous lower bound for Wasserstein DRFL on unbounded support, computed in numpy (issue 13 item 3).
+r"""A rigorous lower bound for Wasserstein DRFL on unbounded support, computed in numpy.
 
 The conic route used the solver's dual objective as :math:`L`; it is a valid bound only up to the
 solver's dual residual (measured: :math:`L` above :math:`U` by up to 5e-9 relative). This module
