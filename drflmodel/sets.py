@@ -175,7 +175,7 @@ def _box_simplex_vertices(lower, upper) -> np.ndarray:
 def _l1_simplex_vertices(c, r) -> np.ndarray:
     """All vertices of :math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_1\\le r\\}` (rows, deduplicated).
 
-    [derived] At a vertex every coordinate is at 0, at :math:`c_i` (a kink of the ball) or free;
+    (Derived here.) At a vertex every coordinate is at 0, at :math:`c_i` (a kink of the ball) or free;
     :math:`\\mathbf 1^\\top\\lambda=1` and :math:`\\|\\lambda-c\\|_1=r` leave at most two free
     coordinates, one up (:math:`u`) and one down (:math:`d`). Solving the two equations: with
     :math:`Z` the set put to 0, :math:`\\lambda_u=c_u+r/2`, :math:`\\lambda_d=c_d-(r/2-c(Z))`,

@@ -118,7 +118,7 @@ def iterations_to_rounds(iterations: int, local_steps: int) -> int:
 
 
 def rfedfair_constants(problem, mu: float, lipschitz: float | None = None) -> dict:
-    r"""Lemma C.1's constants: ``{"L1", "L2", "L", "L_global", "tau_alpha"}``.
+    r"""The constants of the FAFL paper's Lemma C.1: ``{"L1", "L2", "L", "L_global", "tau_alpha"}``.
 
     :math:`L=(L_1+\frac{L_2^2+1}\mu)\max_i\alpha_i^{-1}` (every client's objective) and
     :math:`L_{\rm global}=(L_1+\frac{L_2^2+1}\mu)\tau_\alpha` (the averaged objective)."""
@@ -180,7 +180,7 @@ class RFedFair(Solver):
     participation : ``"full"`` or ``"partial"``.
     clients_per_round : :math:`K\ge1` clients sampled with replacement by :math:`p` (partial only).
     step_size : ``"theory"`` (module docstring) or a float :math:`\beta>0`.
-    lipschitz : override :math:`L_2` of Lemma C.1 (``step_size="theory"`` only).
+    lipschitz : override :math:`L_2` of the FAFL paper's Lemma C.1 (``step_size="theory"`` only).
     eta0 : ``"quantile"`` (default; see the module docstring) or a float :math:`\eta_0`.
     batch_size : ``None`` (exact local gradients, default) or the minibatch size :math:`b\ge1` of
         the local gradients (module docstring).
