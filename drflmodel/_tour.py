@@ -424,7 +424,7 @@ def _figures(dm, by_stop: dict[str, list[Leg]], out: Path) -> None:
                 groups.setdefault(id(leg.solution), []).append(leg)
         for k, group in enumerate(groups.values()):
             reports = {leg.solver: leg.report for leg in group}
-            name = "_".join(reports)
+            name = _slug("_".join(reports))          # file names without spaces or '='
             metric = None if len(group) == 1 else "rel_gap"  # one common metric on a shared plot
             plots.plot_convergence(reports, metric=metric, path=out / f"convergence_{k}_{name}.png",
                                    title=group[0].family)

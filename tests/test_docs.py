@@ -241,3 +241,20 @@ def test_cli_help_points_to_the_configuration_reference():
         for name in (*_config.FAMILIES, *_config.WEIGHT_SETS, "csv"):
             assert name in out, (command, name)
         assert max(map(len, out.splitlines())) <= 100
+
+
+# ------------------------------------------------------------------------------ figure file names
+def test_tour_figure_file_names_have_no_spaces_or_equals(tmp_path, monkeypatch):
+    """Solver variants are named like "RFedFair b=16"; the figure files must not carry that."""
+    from types import SimpleNamespace
+
+    from drflmodel import _tour, plots
+
+    paths = []
+    monkeypatch.setattr(plots, "plot_convergence", lambda reports, path=None, **kw: paths.append(path))
+    solution = SimpleNamespace(client_losses=None)
+    legs = [SimpleNamespace(solution=solution, report=object(), solver=name, family="FAFL smoothed (mu=0.05)",
+                            data="d", problem=object()) for name in ("RFedFair", "RFedFair b=16")]
+    _tour._figures(None, {"FAFL": legs}, tmp_path)
+    assert len(paths) == 1
+    assert " " not in paths[0].name and "=" not in paths[0].name, paths[0].name
