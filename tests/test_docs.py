@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -258,3 +259,53 @@ def test_tour_figure_file_names_have_no_spaces_or_equals(tmp_path, monkeypatch):
     _tour._figures(None, {"FAFL": legs}, tmp_path)
     assert len(paths) == 1
     assert " " not in paths[0].name and "=" not in paths[0].name, paths[0].name
+
+
+# ------------------------------------------------------------------------------ internal citations
+#: references to documents a user does not have: the project's internal specification (sections,
+#: errata, notes), its design notes and its issue tracker. Cite the papers instead
+#: (drflmodel/_references.py).
+INTERNAL_CITATION = re.compile("|".join([
+    r"\bspec\s*(§|[0-9]|N[0-9]|note|`|\(|fact|alg)",
+    r"\bspec\s+(scaffpd|fafl-hcvar|drfl-admm|relative-fairness|fair-vfl-deo|experiments|convention)\b",
+    r"\berrat(a|um)\b",
+    r"\bspecs\b",
+    r"\bspec's\b",
+    r"DESIGN\.md",
+    r"\bissues? #?[0-9]+",
+    r"\[(derived|corrected)\]",
+]), re.IGNORECASE)
+GENERATED = {"_build", "auto_examples", "_gallery_src", "generated", "__pycache__"}
+
+
+def _user_facing_files():
+    for root in ("drflmodel", "examples", "formulations", "docs"):
+        for path in sorted((ROOT / root).rglob("*")):
+            if path.suffix in (".py", ".md", ".rst") and not GENERATED & set(path.parts):
+                if not (path.parent.name == "api" and path.suffix == ".rst"):     # generated pages
+                    yield path
+    yield ROOT / "README.md"
+
+
+@pytest.mark.parametrize("text", ["stops by the spec 6.7 rule", "minibatch (batch 16, errata 10)",
+                                  "3 local steps (spec N19)", "Spec scaffpd §4.4", "spec ``drfl-admm`` §8",
+                                  "(DESIGN.md §4.1)", "(issue 13 item 3)", "the spec's convention"])
+def test_internal_citation_pattern_catches(text):
+    assert INTERNAL_CITATION.search(text)
+
+
+@pytest.mark.parametrize("text", ["Scaff-PD paper, Condition 3.1", "importlib.util.find_spec(name)",
+                                  "for spec in self.problem_types:", "the DRFL paper's Lemma C.1"])
+def test_internal_citation_pattern_spares(text):
+    assert not INTERNAL_CITATION.search(text)
+
+
+def test_no_internal_citations_in_package_docs_examples():
+    """User-facing text (docstrings, messages, comments, pages, examples) cites papers, never the
+    internal specification, errata, design notes or issue numbers."""
+    hits = []
+    for path in _user_facing_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if INTERNAL_CITATION.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert hits == [], "\n".join(hits)
