@@ -467,9 +467,9 @@ def _resolve(spec: str):
 class Solver:
     """Base class of the distributed solvers (see the module docstring for the subclass hooks).
 
-    Parameters common to all solvers
-    --------------------------------
-    rounds : number of communication rounds :math:`R \\ge 1`.
+    Parameters
+    ----------
+    rounds : number of communication rounds :math:`R \\ge 1` (common to all solvers).
     """
 
     #: accepted problem classes, as ``"module:Class"`` strings (resolved lazily at ``run``)
