@@ -169,8 +169,8 @@ def _signature_options(obj, skip: int) -> str:
     params = list(inspect.signature(obj).parameters.values())[skip:]
     shown = []
     for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name.startswith("return_"):
+            continue             # return_* changes what the function returns: not a configuration option
         shown.append(f"``{p.name}``" if p.default is p.empty else f"``{p.name} = {p.default!r}``")
     return ", ".join(shown) if shown else "none"
 
