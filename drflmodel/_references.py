@@ -3,14 +3,14 @@
 Docstrings, messages, examples and the documentation cite a paper by its short name and the
 paper's own section or equation numbers, e.g. "Scaff-PD paper (Yu et al. 2023), Algorithm 1" or
 "DRFL paper (Bai et al. 2025), eq. (5)"; the full reference is here and on the documentation's
-References page (generated from :data:`PAPERS`). :func:`cite` formats one for messages.
+References page (generated from :data:`PAPERS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Paper", "PAPERS", "cite"]
+__all__ = ["Paper", "PAPERS"]
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,6 @@ class Paper:
     def full(self) -> str:
         text = f'{self.authors}, "{self.title}", {self.venue}, {self.year}.'
         return f"{text} {self.url}" if self.url else text
-
-    def author_year(self) -> str:
-        first = self.authors.split(",")[0].split(" and ")[0].split()[-1]
-        return f"{first} et al. {self.year}"
 
 
 PAPERS: dict[str, Paper] = {
@@ -61,10 +57,3 @@ PAPERS: dict[str, Paper] = {
         title="Achieving Model Fairness in Vertical Federated Learning",
         venue="arXiv:2109.08344", year=2021, url="https://arxiv.org/abs/2109.08344"),
 }
-
-
-def cite(key: str, where: str = "") -> str:
-    """``"<short name> (<first author> et al. <year>)[, <where>]"`` for messages and docstrings."""
-    paper = PAPERS[key]
-    text = f"{paper.short} ({paper.author_year()})"
-    return f"{text}, {where}" if where else text

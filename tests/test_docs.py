@@ -151,6 +151,11 @@ def test_pages_carry_their_content(site):
     assert "Scaff-PD" in api or "weights" in api
     config = (site / "configuration.html").read_text()
     assert "chi_square" in config and "synthetic_regression" in config and "ScaffPD" in config
+    assert "<table" in config                              # the reference's tables are tables
+    from drflmodel._references import PAPERS
+
+    references = (site / "references.html").read_text()
+    assert all(paper.title in references for paper in PAPERS.values())
 
 
 # ------------------------------------------------------------------------------ the checks fail
