@@ -1,4 +1,4 @@
-r"""Client objectives, vectorized across clients :
+r"""Client objectives, vectorized across clients:
 
 .. math::
 

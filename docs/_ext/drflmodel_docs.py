@@ -119,6 +119,7 @@ API_MODULES = [
     ("verify", "drflmodel.verify", "Verification"),
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
     ("objectives", "drflmodel.objectives", "Client objectives"),
+    ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),
     ("plots", "drflmodel.plots", "Figures"),
     ("errors", "drflmodel.errors", "Errors and warnings"),
     ("flower", "drflmodel.flower", "Flower integration (extra ``flower``)"),
