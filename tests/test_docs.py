@@ -314,3 +314,36 @@ def test_no_internal_citations_in_package_docs_examples():
             if INTERNAL_CITATION.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert hits == [], "\n".join(hits)
+
+
+def test_api_pages_cover_every_public_name():
+    """Every name in the ``__all__`` of drflmodel, of its public submodules, of the optional
+    integrations and of the problem subpackages is listed on one API page (a new public module
+    without a page fails here)."""
+    import importlib
+    import types
+
+    import drflmodel
+
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from drflmodel_docs import API_MODULES, _public_names
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    documented: dict = {}
+    listed = {(mod, name) for _, mod, _ in API_MODULES
+              for name in _public_names(importlib.import_module(mod), documented)}
+    listed_objects = {id(getattr(importlib.import_module(mod), name)) for mod, name in listed}
+    modules = ["drflmodel", *(f"drflmodel.{m}" for m in sorted(drflmodel._SUBMODULES - {"cli"})),
+               "drflmodel.layout", "drflmodel.flower", "drflmodel.sklearn",
+               "drflmodel.problems.relative", "drflmodel.problems.deo"]
+    missing = []
+    for modname in modules:
+        module = importlib.import_module(modname)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name.startswith("__") or isinstance(obj, types.ModuleType):
+                continue
+            if (modname, name) not in listed and id(obj) not in listed_objects:
+                missing.append(f"{modname}.{name}")
+    assert missing == []

@@ -110,10 +110,13 @@ class OutputImageScraper:
 #: (page, module, title) of the API reference; each page lists the module's ``__all__``
 API_MODULES = [
     ("drflmodel", "drflmodel", "Top level: problems, data, verification"),
+    ("data", "drflmodel.data", "Federations"),
     ("datasets", "drflmodel.datasets", "Built-in data sets and partitioners"),
     ("losses", "drflmodel.losses", "Losses"),
     ("sets", "drflmodel.sets", "Client-weight sets"),
     ("problems", "drflmodel.problems", "Problems and solve routes"),
+    ("relative", "drflmodel.problems.relative", "Relative fairness: convexity and the choice of phi"),
+    ("deo", "drflmodel.problems.deo", "DEO-constrained vertical FL: party and server views"),
     ("solution", "drflmodel.solution", "Solutions and certificates"),
     ("solvers", "drflmodel.solvers", "Distributed solvers"),
     ("verify", "drflmodel.verify", "Verification"),
