@@ -78,10 +78,17 @@ def broken_links(site: Path) -> list[str]:
     and every ``page.html#anchor`` whose anchor is not an ``id`` of that page (the vendored files
     in ``_static/`` are not pages of the site and are skipped)."""
     problems, parsed = [], {}
+
+    def parsed_page(path: Path) -> _Links:
+        if path not in parsed:
+            parsed[path] = _parse(path)
+        return parsed[path]
+
+    site = site.resolve()
     for page in sorted(site.rglob("*.html")):
         if page.relative_to(site).parts[0] == "_static":    # the theme's and MathJax's own files
             continue
-        links = parsed.setdefault(page, _parse(page))
+        links = parsed_page(page)
         for tag, url in links.links:
             parts = urlsplit(url)
             if parts.scheme or url.startswith(("//", "mailto:", "javascript:", "data:")):
@@ -93,7 +100,7 @@ def broken_links(site: Path) -> list[str]:
                 problems.append(f"{page.relative_to(site)}: <{tag}> {url} (no such file)")
                 continue
             if parts.fragment and target.suffix == ".html":
-                ids = parsed.setdefault(target, _parse(target)).ids
+                ids = parsed_page(target).ids
                 if unquote(parts.fragment) not in ids:
                     problems.append(f"{page.relative_to(site)}: <{tag}> {url} (no such anchor)")
     return problems
