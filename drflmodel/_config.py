@@ -55,7 +55,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA", "ENGINES"]
+__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA", "ENGINES", "KEY_HELP",
+           "FAMILY_CLASSES", "WEIGHT_SETS"]
 
 
 class ConfigError(InvalidParameterError):
@@ -66,7 +67,13 @@ DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", 
                 "diabetes", "adult", "synthetic_vertical", "npz", "csv", "parquet")
 #: [data] keys of the table sources (csv, parquet) only
 TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "pos_label")
-FAMILIES = ("dro", "fafl", "wasserstein", "relative", "deo")
+#: problem families and the class each one builds
+FAMILY_CLASSES = {"dro": "FederatedDRO", "fafl": "FairnessAwareFL", "wasserstein": "WassersteinDRFL",
+                  "relative": "RelativeFairness", "deo": "DEOConstrained"}
+FAMILIES = tuple(FAMILY_CLASSES)
+#: weight-set names of ``problem.weights`` / ``problem.A`` / ``problem.B`` and the class of drflmodel.sets
+WEIGHT_SETS = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
+               "hcvar": "HCVaR", "lp_ball": "LpBall"}
 #: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
 ENGINES = ("simulator", "flower", "flower-inprocess")
 
@@ -81,6 +88,48 @@ SCHEMA: dict[str, dict[str, tuple]] = {
                "expected_rate": (str,), "engine": (str,)},
 }
 _REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
+#: what each key means and its default; the configuration reference of the documentation is generated
+#: from SCHEMA, this table, the tuples above and the signatures of the functions and classes they name
+KEY_HELP: dict[str, dict[str, str]] = {
+    "data": {
+        "source": "where the federation comes from: a built-in data set (a function of drflmodel.datasets), "
+                  "an npz file of per-client arrays, or one csv/parquet table",
+        "options": "keyword arguments of the data-set function (built-in sources only)",
+        "path": "the npz, csv or parquet file, relative to the configuration file (required for those sources)",
+        "task": "\"regression\" or \"classification\"; npz default \"regression\", csv/parquet default: "
+                "the loss's task",
+        "target": "csv/parquet: the label column (classification: exactly two classes, mapped to -1/+1)",
+        "client": "csv/parquet, horizontal families: the column naming each row's client (one client per "
+                  "value, in sorted order)",
+        "features": "csv/parquet, horizontal families: the feature columns (default every other column; "
+                    "string columns are one-hot encoded)",
+        "group": "csv/parquet, family \"deo\": the protected-group column",
+        "parties": "csv/parquet, family \"deo\": the columns of each party, e.g. [[\"age\"], [\"bmi\"]]",
+        "active": "csv/parquet, family \"deo\": the active parties (default [0])",
+        "add_intercept": "csv/parquet: prepend the constant column (default false)",
+        "pos_label": "csv/parquet, classification: the class mapped to +1 (default the larger class)",
+    },
+    "loss": {
+        "name": "the loss (drflmodel.losses)",
+        "options": "keyword arguments of the loss class, e.g. { eps = 0.5 }",
+    },
+    "problem": {
+        "family": "the formulation family",
+        "options": "keyword arguments of the family's class (e.g. l2, alpha, radius, eps)",
+        "weights": "families dro and wasserstein: the client-weight set, { name = ..., <its options> } "
+                   "(default simplex)",
+        "A": "family relative: the first weight set of the integrated set (default simplex)",
+        "B": "family relative: the second weight set of the integrated set (default simplex)",
+    },
+    "solver": {
+        "name": "the distributed solver (drflmodel.solvers); required by drflmodel verify",
+        "options": "keyword arguments of the solver class, e.g. { rounds = 300 }",
+        "seed": "seed of the solver's random choices (default 0)",
+        "tol": "verification tolerance on the squared distance to the certified optimum (default 1e-6)",
+        "expected_rate": "the convergence rate the verification expects (one of drflmodel.verify.RATE_KINDS)",
+        "engine": "where drflmodel verify runs the solver (default \"simulator\")",
+    },
+}
 _TYPE_NAMES = {str: "string", dict: "table", int: "integer", float: "number", list: "array",
                bool: "boolean"}
 
@@ -251,8 +300,8 @@ def _weight_set(spec: dict, n: int, fed, key: str):
         "hcvar": lambda: sets.HCVaR(fed.proportions, **spec),
         "lp_ball": lambda: _lp_ball(spec, n, fed),
     }
-    if name not in builders:
-        raise ConfigError(f"'{key}.name' must be one of {', '.join(builders)}; got {name!r}")
+    if name not in WEIGHT_SETS:
+        raise ConfigError(f"'{key}.name' must be one of {', '.join(WEIGHT_SETS)}; got {name!r}")
     try:
         return builders[name]()
     except TypeError as exc:

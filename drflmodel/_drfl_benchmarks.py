@@ -1,4 +1,4 @@
-"""The DRFL paper's three "scaled benchmark datasets" (spec ``drfl-admm`` §8.1), shipped offline.
+"""The DRFL paper's three "scaled benchmark datasets" (DRFL paper, §6), shipped offline.
 
 Bai, Wong, Qiao & Ho (Wasserstein DRFL, §6) train SVMs on **breast-cancer** and **heart** and Huber
 regression (ε = 1.35) on **abalone**. The copies in ``drflmodel/_data/`` are the LIBSVM-scaled

@@ -110,10 +110,10 @@ def stop_dro(dm, quick: bool) -> list[Leg]:
 def stop_fafl(dm, quick: bool) -> list[Leg]:
     """FAFL (HCVaR) — the exact oracle; rFedFair against the certified smoothed optimum; FedAvg on ERM.
 
-    rFedFair runs with the descent-lemma step :math:`\\beta=1/L` of Lemma C.1's smoothness
-    constant :math:`L` (Theorems 1–2 ask for :math:`\\beta\\le1/(40L)`, far too slow to show in a tour);
-    its limit is checked against the smoothed target and against the exact optimum within the
-    Lemma 2 bias :math:`\\mu\\log2\\,\\tau_\\alpha`.
+    rFedFair runs with the descent-lemma step :math:`\\beta=1/L`, :math:`L` the smoothness constant
+    of the FAFL paper's Lemma C.1 (its Theorems 1–2 ask for :math:`\\beta\\le1/(40L)`, far too slow to
+    show in a tour); its limit is checked against the smoothed target and against the exact optimum
+    within the bias :math:`\\mu\\log2\\,\\tau_\\alpha` of the paper's Lemma 2.
     """
     from .solvers.rfedfair import rfedfair_constants
 
@@ -133,7 +133,7 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
     legs = [Leg("FAFL / HCVaR (exact)", data, prob, sol, note="oracle only")]
     leg = _run_leg(dm, f"FAFL smoothed (mu={mu})", data, prob, smooth,
                    dm.solvers.RFedFair(mu=mu, rounds=1000, local_steps=10, step_size=1.0 / L), 1e-4, "rel_gap",
-                   note="step 1/L (Lemma C.1 L)")
+                   note="step 1/L, L of the FAFL paper's Lemma C.1")
     excess = prob.objective(leg.extra["trace"].final_theta) - sol.value
     bound = mu * np.log(2.0) * prob.tau_alpha
     leg.note += f"; exact FAFL excess {excess:.2e} <= mu log2 tau_alpha = {bound:.2e}: {excess <= bound + 1e-4}"
@@ -141,7 +141,8 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
     legs.append(_run_leg(dm, f"FAFL smoothed (mu={mu})", data, prob, smooth,
                          dm.solvers.RFedFair(mu=mu, rounds=1000, local_steps=10, step_size=1.0 / L,
                                              batch_size=16), 1e-3, "rel_gap", variant="b=16",
-                         note="minibatch local steps (batch 16, errata 10): a noise floor O(step/batch)"))
+                         note="minibatch local steps (batch 16; the FAFL paper's theorems assume exact local "
+                              "gradients): a noise floor O(step/batch)"))
     erm = dm.FederatedDRO(fed, loss, weights=dm.sets.HCVaR(p, np.ones(fed.n_clients)), l2=l2)
     erm_sol = erm.solve()
     legs.append(_run_leg(dm, "ERM (p-weighted)", data, erm, erm_sol,
@@ -162,7 +163,8 @@ def stop_wasserstein(dm, quick: bool) -> list[Leg]:
     data = f"synthetic classification, {S} clients x 40"
     legs = [_run_leg(dm, "Wasserstein DRFL (rho=0.05, kappa=1, l1)", data, prob, sol,
                      dm.solvers.ADLPMM(rounds=600, proximal="tight"), 1e-6, "rel_gap",
-                     note="stops by the spec 6.7 rule")]
+                     note="stops when the primal residual and the change of the iterates are below 1e-6 "
+                          "(the DRFL paper leaves the stopping rule open)")]
     drfa = dm.FederatedDRO(fed, loss, weights=dm.sets.Simplex(S))
     legs.append(_run_leg(dm, "DRFA (rho=0, Q=simplex)", data, drfa, drfa.solve(),
                          dm.solvers.DRFA(rounds=500, local_steps=1), 1e-6, "rel_gap", note="baseline"))
@@ -184,25 +186,28 @@ def stop_relative(dm, quick: bool) -> list[Leg]:
     A = dm.sets.CVaR(5, 0.4)
     conv = dm.RelativeFairness(syn, loss, A=A, B=dm.sets.CVaR(5, 0.4), phi=0.1)
     csol = conv.solve()
-    syn_data = "synthetic regression 5x40x4 (spec 14.3 instance type)"
+    syn_data = "synthetic regression 5x40x4"
     legs.append(_run_leg(dm, "relative fairness (phi=0.1, CVaR 0.4, convex)", syn_data, conv, csol,
                          dm.solvers.ScaffPDIA(rounds=800, local_steps=5, schedule="constant",
                                               step_size=0.05, dual_step=0.05),
-                         1e-8, "dist_theta_sq", note="spec 14.3 recipe: tau = sigma = 0.05, J = 5"))
+                         1e-8, "dist_theta_sq", note="constant steps tau = sigma = 0.05, J = 5 local steps"))
     dro = dm.FederatedDRO(syn, loss, weights=A)
     dsol = dro.solve()
     legs.append(_run_leg(dm, "phi = 0: federated DRO (CVaR 0.4)", syn_data, dro, dsol,
                          dm.solvers.ScaffPD(rounds=800, local_steps=5), 1e-3, "rel_gap",
-                         note="baseline: Scaff-PD, SC-C schedule, O(1/R^2) proven"))
+                         note="baseline: Scaff-PD, strongly-convex-concave schedule (Scaff-PD paper, "
+                              "Theorem 3.1: O(1/R^2))"))
     return legs
 
 
 def stop_deo(dm, quick: bool) -> list[Leg]:
     """DEO-constrained fair VFL on Adult (6 parties, 1 active) — FairVFL with c = 0 (its fixed
-    points are the KKT pairs, spec §3.6); FedBCD on vertical ERM (the constraint inactive).
+    points are the KKT pairs of the constrained problem); FedBCD on vertical ERM (the constraint
+    inactive).
 
     Both use the descent step :math:`1/\\eta = 2L` with :math:`L` the smoothness of
-    :math:`f(\\cdot,\\lambda)` (``vfl_constants``, spec §1.7) and the spec §3.6 dual step 0.5.
+    :math:`f(\\cdot,\\lambda)` (``vfl_constants``; Assumption 2 of the fair-VFL paper) and the dual
+    step 0.5.
     """
     from .solvers.fairvfl import vfl_constants
 
@@ -224,7 +229,8 @@ def stop_deo(dm, quick: bool) -> list[Leg]:
     legs.append(_run_leg(dm, "DEO-constrained (linear, eps=0.05)", data, prob, sol,
                          dm.solvers.FairVFL(rounds=3000, preset="lagrangian", eta_inv=eta_inv,
                                             passive_steps=3),
-                         1e-8, "dist_theta_sq", variant="P=3", note="passive parties take 3 local steps per round (spec N19)"))
+                         1e-8, "dist_theta_sq", variant="P=3", note="passive parties take 3 local steps per round (allowed by the fair-VFL paper's "
+                              "analysis; its algorithms take 1)"))
     free = dm.DEOConstrained(vfed, loss, eps=10.0, fairness_loss="linear", l2=1e-2)
     legs.append(_run_leg(dm, "vertical ERM (eps=10: inactive)", data, free, free.solve(),
                          dm.solvers.FedBCD(rounds=3000, eta_inv=eta_inv), 1e-8, "dist_theta_sq",
@@ -432,7 +438,7 @@ def _figures(dm, by_stop: dict[str, list[Leg]], out: Path) -> None:
                 groups.setdefault(id(leg.solution), []).append(leg)
         for k, group in enumerate(groups.values()):
             reports = {leg.solver: leg.report for leg in group}
-            name = "_".join(reports)
+            name = _slug("_".join(reports))          # file names without spaces or '='
             metric = None if len(group) == 1 else "rel_gap"  # one common metric on a shared plot
             plots.plot_convergence(reports, metric=metric, path=out / f"convergence_{k}_{name}.png",
                                    title=group[0].family)

@@ -90,6 +90,34 @@ def _cmd_tour(args) -> int:
                     progress=False if args.no_progress else None)
 
 
+class _EpilogAsWritten(argparse.HelpFormatter):
+    """Help text wrapped as usual, except text already broken into lines (the epilog), kept as is."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _config_epilog() -> str:
+    """Where the configuration vocabulary is documented, and its main names (from ``_config``)."""
+    import textwrap
+
+    from . import _config
+
+    names = [("data.source", " | ".join(_config.DATA_SOURCES)),
+             ("problem.family", " | ".join(_config.FAMILIES)),
+             ("problem.weights", f"{{ name = {' | '.join(_config.WEIGHT_SETS)}, ... }}"),
+             ("solver.engine", " | ".join(_config.ENGINES))]
+    lines = ["configuration reference (every table and key, its type, default and allowed values, the",
+             "options of each data source, loss, family, weight set and solver): docs/configuration.md,",
+             "configuration.html of the documentation site (sphinx-build -b html docs docs/_build/html)", ""]
+    for key, values in names:
+        lines += textwrap.wrap(values, width=96, initial_indent=f"  {key:<17}", subsequent_indent=" " * 19,
+                               break_on_hyphens=False)
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drflmodel",
@@ -116,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve = sub.add_parser("solve", help="solve the problem described in a TOML config; JSON result",
                            description="Solve the problem described in a TOML configuration file "
                                        "(tables [data], [loss], [problem]) and print the certified "
-                                       "solution as JSON.")
+                                       "solution as JSON.",
+                           epilog=_config_epilog(), formatter_class=_EpilogAsWritten)
     solve.add_argument("config", help="path to the TOML configuration")
     solve.add_argument("--out", default=None, help="write the JSON here instead of stdout")
     solve.set_defaults(func=_cmd_solve)
@@ -124,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help="solve, run the configured distributed solver, verify; JSON report",
                          description="Solve the configured problem exactly, run the distributed solver of "
                                      "the [solver] table, and verify its iterates against the certified "
-                                     "solution; print the JSON report.")
+                                     "solution; print the JSON report.",
+                         epilog=_config_epilog(), formatter_class=_EpilogAsWritten)
     ver.add_argument("config", help="path to the TOML configuration (with a [solver] table)")
     ver.add_argument("--out", default=None, help="write the JSON here instead of stdout")
     ver.set_defaults(func=_cmd_verify)

@@ -1,7 +1,7 @@
 """Data model: :class:`Client`, :class:`Federation` (horizontal FL) and
 :class:`VerticalFederation` (feature-partitioned FL).
 
-Conventions (DESIGN.md, "Conventions"):
+Conventions:
 
 * a linear model uses one vector :math:`\\theta`; an intercept is an explicit constant column
   (see :func:`drflmodel.datasets.add_intercept`), never a hidden variable;
@@ -443,7 +443,7 @@ _GROUP_CODES = {"a": 0, "b": 1, 0: 0, 1: 1}
 
 
 class VerticalFederation:
-    """A vertical (feature-partitioned) federation for fair VFL (spec fair-vfl-deo §1.1).
+    """A vertical (feature-partitioned) federation for fair VFL (fair-VFL paper, Definition 2).
 
     All parties hold the same ``n`` samples; party *k* holds the feature block ``blocks[k]``
     (shape ``(n, m_k)``). The full design is ``X = [X^1, ..., X^K]`` and ``theta`` is the

@@ -16,17 +16,17 @@ Every function returns a validated :class:`~drflmodel.data.Federation` (horizont
 Contents
 --------
 * :func:`add_intercept`
-* :func:`penguins` -- relative-fairness paper, spec relative-fairness §6 / §14.1 item 4.
-* :func:`synthetic_regression` -- Scaff-PD's synthetic recipe, spec scaffpd §5.
+* :func:`penguins` -- the relative-fairness paper's simulation (§4.3, Appendix J.1).
+* :func:`synthetic_regression` -- the Scaff-PD paper's synthetic recipe (§C.1).
 * :func:`synthetic_classification` -- the classification analogue (per-client logistic models).
 * :func:`breast_cancer`, :func:`diabetes` -- scikit-learn's bundled data, split over clients.
 * :func:`dirichlet_partition`, :func:`iid_partition`, :func:`imbalance` -- partitioners and
-  Scaff-PD's size imbalance (spec scaffpd §8.1 item 25).
+  Scaff-PD's size imbalance (Scaff-PD paper, §C.2).
 * :func:`adult`, :func:`adult_horizontal`, :func:`adult_attribute_blocks` -- real data with a
-  sensitive attribute (spec fair-vfl-deo §2.3, N4, N5).
+  sensitive attribute (fair-VFL paper, §5).
 * :func:`synthetic_vertical` -- vertical data with a controllable group shift.
 * :func:`breast_cancer_original`, :func:`heart`, :func:`abalone` -- the DRFL paper's three scaled
-  benchmark sets (spec drfl-admm §8.1), shipped in ``drflmodel/_data/`` (module
+  benchmark sets (DRFL paper, §6), shipped in ``drflmodel/_data/`` (module
   :mod:`drflmodel._drfl_benchmarks`).
 """
 
@@ -138,7 +138,9 @@ _PENGUIN_TARGET = "bill_length_mm"
 
 def penguins(n_per_species: int | None = None, add_intercept: bool = True,
              standardize: bool = False) -> Federation:
-    """Palmer penguins as three regression clients (spec relative-fairness §6, §14.1 item 4).
+    """Palmer penguins as three regression clients (relative-fairness paper, §4.3 and Appendix J.1;
+    the paper takes "the first 10 samples from each species" without saying how missing values
+    are handled: the recipe below drops them first).
 
     Recipe (exactly):
 
@@ -189,7 +191,7 @@ def penguins(n_per_species: int | None = None, add_intercept: bool = True,
 def synthetic_regression(n_clients: int = 5, dim: int = 10, samples=100, scale: float = 1.0,
                          heterogeneity: float = 0.1, noise: float = 0.0, seed: int = 0,
                          return_params: bool = False):
-    """Scaff-PD's synthetic regression with client-specific concept shift (spec scaffpd §5).
+    """Scaff-PD's synthetic regression with client-specific concept shift (Scaff-PD paper, §C.1).
 
     With ``rng = numpy.random.default_rng(seed)`` and in this draw order:
 
@@ -312,7 +314,7 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
                         task: str = "auto", n_bins: int = 5, return_indices: bool = False,
                         max_tries: int = 1000):
     """Label-skewed Dirichlet split of ``(X, y)`` over ``n_clients`` clients
-    (Li et al. 2022, NIID-Bench; spec scaffpd §8.1 item 25).
+    (Li et al. 2022, NIID-Bench, as the Scaff-PD paper's §C.2 prescribes).
 
     For every class *k* (with rows :math:`I_k`, shuffled): draw
     :math:`p_k \\sim \\mathrm{Dir}_N(\\alpha\\mathbf 1)` and give client *j* the next
@@ -390,7 +392,7 @@ def _federation_from_parts(X, y, parts, task: str) -> Federation:
 
 def imbalance(federation: Federation, client_fraction: float = 0.3, drop: float = 0.7,
               seed: int = 0) -> Federation:
-    """Scaff-PD's size imbalance after a Dirichlet split (spec scaffpd §6, §8.1 item 25):
+    """Scaff-PD's size imbalance after a Dirichlet split (Scaff-PD paper, §C.2):
     pick :math:`\\mathrm{round}(\\texttt{client\\_fraction}\\cdot n)` clients uniformly at random
     (seeded) and remove a ``drop`` fraction of each one's rows, i.e. keep
     :math:`\\max(1, \\mathrm{round}((1-\\texttt{drop}) N_i))` rows drawn uniformly without
@@ -700,7 +702,7 @@ def adult(n_parties: int = 6, active=(0,), split: str = "train", n_samples: int 
           add_intercept: bool = True, seed: int = 0,
           drop_sensitive: bool = True) -> VerticalFederation:
     """Real Adult census data (LIBSVM ``a8a``) as a fair-VFL :class:`VerticalFederation`
-    (spec fair-vfl-deo §2.1, §2.3, notes N4/N5).
+    (fair-VFL paper, §5; group a = female, b = male; the favourable label +1 = income > 50K).
 
     * Data: the copy shipped in ``drflmodel/_data`` (UCI Adult, CC BY 4.0, LIBSVM preprocessing;
       see ``_data/README.md``): ``split="train"`` is ``a8a`` (22,696 rows), ``"test"`` is

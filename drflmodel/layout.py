@@ -1,4 +1,4 @@
-r"""The one parameter layout of every linear model in drflmodel (DESIGN.md §7).
+r"""The one parameter layout of every linear model in drflmodel.
 
 A model with :math:`d` features (the intercept, when there is one, is an explicit constant column)
 and :math:`K` outputs has a parameter matrix :math:`W\in\mathbb R^{d\times K}` and scores

@@ -1,4 +1,4 @@
-"""The loss catalogue: one class per loss, written once and used everywhere (DESIGN.md §4.4).
+"""The loss catalogue: one class per loss, written once and used everywhere.
 
 A loss acts on the **score** :math:`u = x^\\top\\theta` of a linear model through its
 *argument* :math:`z`:
@@ -6,7 +6,7 @@ A loss acts on the **score** :math:`u = x^\\top\\theta` of a linear model throug
 * regression: :math:`z = u - y` and the sample loss is :math:`L(z)`;
 * classification (:math:`y \\in \\{-1, +1\\}`): :math:`z = y\\,u` and the sample loss is :math:`L(z)`.
 
-The six losses of the DRFL paper are transcribed from spec drfl-admm §1 (paper §3):
+The six losses of the DRFL paper (Bai, Wong, Qiao and Ho 2025, §3):
 
 ============================  =============================================================
 ``Huber(eps)``                :math:`z^2/2` if :math:`|z|\\le\\epsilon`, else :math:`\\epsilon(|z|-\\epsilon/2)`
@@ -18,9 +18,9 @@ The six losses of the DRFL paper are transcribed from spec drfl-admm §1 (paper 
 ============================  =============================================================
 
 plus ``Squared()``, :math:`L(z) = z^2` **without a factor 1/2**: this is the scaling of the
-Scaff-PD synthetic experiment (spec scaffpd §5, :math:`f_i=\\frac1{m_i}\\sum_j(\\langle a_i^j,x\\rangle-y_i^j)^2`)
-and of the relative-fairness penguins study (spec relative-fairness §6, up to the per-client
-sum vs mean).
+Scaff-PD synthetic experiment (Scaff-PD paper, §C.1,
+:math:`f_i=\\frac1{m_i}\\sum_j(\\langle a_i^j,x\\rangle-y_i^j)^2`) and of the relative-fairness
+penguins study (relative-fairness paper, §4.3, up to the per-client sum vs mean).
 
 Every loss provides a vectorized numpy value and (sub)derivative in the score, a CVXPY expression
 (convex, DCP, to be used as an objective term or in epigraph form ``L(.) <= t``; never in an
@@ -201,8 +201,9 @@ class Squared(Loss):
 
 
 class Huber(Loss):
-    """Huber regression (spec drfl-admm §1): :math:`z^2/2` if :math:`|z|\\le\\epsilon`,
-    :math:`\\epsilon(|z|-\\epsilon/2)` otherwise; :math:`\\epsilon > 0` (errata item 14)."""
+    """Huber regression (DRFL paper, §3): :math:`z^2/2` if :math:`|z|\\le\\epsilon`,
+    :math:`\\epsilon(|z|-\\epsilon/2)` otherwise; :math:`\\epsilon > 0` (the paper's §3 says
+    :math:`\\epsilon>0`, its Appendix B.1 :math:`\\epsilon\\ge0`)."""
 
     name = "huber"
     task = "regression"
@@ -262,7 +263,7 @@ class EpsilonInsensitive(Loss):
 
 class Pinball(Loss):
     """Quantile (pinball) loss :math:`\\max\\{-\\tau z, (1-\\tau) z\\}`, :math:`\\tau\\in[0,1]`,
-    with :math:`z = u - y` (spec drfl-admm §1 calls the level :math:`\\epsilon`)."""
+    with :math:`z = u - y` (the DRFL paper calls the level :math:`\\epsilon`)."""
 
     name = "pinball"
     task = "regression"

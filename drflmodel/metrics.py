@@ -2,12 +2,12 @@ r"""Fairness and inequality indices, DEO / DFP / DFN and accuracy (pure numpy, s
 
 Every function here is a closed form (sorting, cumulative sums, a greedy pass); none calls an
 optimization solver, so the oracles, the solvers, the verifier and the tests can all use the same
-numbers (DESIGN.md §4.4, "one source of truth per formula").
+numbers (one source of truth per formula).
 
 Conventions (stated once, repeated in each docstring)
 -----------------------------------------------------
 * ``f`` is a vector of per-client **losses** unless a function says otherwise: larger is worse.
-* **Fractional convention** (spec relative-fairness §2.2): the mean of the top
+* **Fractional convention** (relative-fairness paper, Example 1): the mean of the top
   :math:`\alpha`-fraction of ``n`` values is the value of the LP
   :math:`\max\{a^\top f: a\in\Delta^{n-1},\ a_i\le 1/(\alpha n)\}`; with
   :math:`f_{(1)}\ge f_{(2)}\ge\dots` and :math:`k=\lfloor\alpha n\rfloor`,
@@ -17,18 +17,18 @@ Conventions (stated once, repeated in each docstring)
 
   It is continuous in :math:`\alpha` and equals the plain mean of the top :math:`\alpha n`
   values when :math:`\alpha n` is an integer. All ratio indices (:func:`relative_unfairness`,
-  :func:`ratio_20_20`, :func:`palma`) use it (spec relative-fairness §14.1 item 13).
-* **Integer convention** (spec fafl-hcvar §9.1 item 12, relative-fairness §14.1 item 25): the plain
+  :func:`ratio_20_20`, :func:`palma`) use it.
+* **Integer convention** (the papers' tables: "worst 10 %" / "worst 20 %" of clients): the plain
   mean of the :math:`k=\max(1,\lfloor \text{frac}\cdot n\rfloor)` worst / best values; offered by
   :func:`worst_fraction_mean` / :func:`best_fraction_mean` with ``integer=True`` for reproducing
   the papers' tables ("worst 20 % of clients"). The floor is taken with a relative tolerance of
   ``1e-9`` so that e.g. ``0.29 * 100`` counts as 29, not 28.
-* **Ratios and zeros.** Ratio indices need nonnegative losses (spec relative-fairness §2.1:
+* **Ratios and zeros.** Ratio indices need nonnegative losses (relative-fairness paper, §2:
   :math:`f_i\ge0`); a negative entry raises :class:`~drflmodel.errors.InvalidDataError`. A zero
   denominator with a positive numerator gives ``inf``; ``0/0`` raises ``InvalidDataError``.
   Indices normalized by the mean (:func:`atkinson_inf`, :func:`gini`, :func:`lorenz`) raise
   ``InvalidDataError`` when every entry is zero.
-* **Predictions from scores** (spec fair-vfl-deo §2.4): :math:`\hat y=+1` if the score is
+* **Predictions from scores**: :math:`\hat y=+1` if the score is
   :math:`\ge0`, else :math:`-1` -- **a score of exactly 0 is predicted +1**.
 * Classification metrics take ``(y_true, y_pred, ...)`` in this order (as scikit-learn), with
   labels in :math:`\{-1,+1\}` and :math:`+1` the favourable label.
@@ -100,8 +100,8 @@ def cvar_top(f, alpha) -> float:
        \quad k=\lfloor\alpha n\rfloor,
 
     with :math:`f_{(1)}\ge f_{(2)}\ge\dots` and
-    :math:`\Delta_\alpha=\{a\in\Delta^{n-1}: a_i\le 1/(\alpha n)\}` (spec relative-fairness §2.2,
-    fractional convention). Equivalently :math:`\min_\eta\ \eta+\frac1{\alpha n}\sum_i(f_i-\eta)_+`.
+    :math:`\Delta_\alpha=\{a\in\Delta^{n-1}: a_i\le 1/(\alpha n)\}` (relative-fairness paper,
+    Example 1; fractional convention). Equivalently :math:`\min_\eta\ \eta+\frac1{\alpha n}\sum_i(f_i-\eta)_+`.
     ``alpha = 1/n`` gives :math:`\max_if_i`; ``alpha = 1`` gives the mean.
 
     Parameters
@@ -132,7 +132,7 @@ def cvar_bottom(f, beta) -> float:
 
     .. math:: \mathrm{cvar\_bottom}(f,\beta)=-\mathrm{cvar\_top}(-f,\beta)
 
-    (spec relative-fairness §2.2 and §3.1, the denominator :math:`F_{B,\min}` of
+    (relative-fairness paper, Example 1 and Definition 1: the denominator :math:`F_{B,\min}` of
     :math:`\mathfrak R_{A,B}` for :math:`B=\Delta_\beta`; fractional convention).
     """
     return -_cvar_top(-_vector(f), _fraction(beta, "beta"))
@@ -142,11 +142,11 @@ def worst_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: boo
     r"""Mean of the worst ``frac``-fraction of the values.
 
     By default the values are **losses** (``higher_is_better=False``), so "worst" means largest and
-    the result is :func:`cvar_top` (fractional convention, spec relative-fairness §2.2). For
+    the result is :func:`cvar_top` (fractional convention). For
     accuracies pass ``higher_is_better=True`` ("worst" = smallest, :func:`cvar_bottom`).
 
-    ``integer=True`` switches to the integer convention of the papers' tables (spec fafl-hcvar
-    §9.1 item 12; relative-fairness §14.1 item 25; scaffpd "worst-20%"): the plain mean of the
+    ``integer=True`` switches to the integer convention of the papers' tables ("worst 10 %" in
+    the FAFL paper, "worst-20%" in the Scaff-PD paper): the plain mean of the
     :math:`k=\max(1,\lfloor\text{frac}\cdot n\rfloor)` worst values.
     """
     f = _vector(f)
@@ -163,10 +163,9 @@ def worst_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: boo
 def best_fraction_mean(f, frac, *, higher_is_better: bool = False, integer: bool = False) -> float:
     r"""Mean of the best ``frac``-fraction of the values (the mirror of :func:`worst_fraction_mean`).
 
-    Losses by default ("best" = smallest, :func:`cvar_bottom`, fractional convention of spec
-    relative-fairness §2.2); ``higher_is_better=True`` for accuracies. ``integer=True``: plain
-    mean of the :math:`\max(1,\lfloor\text{frac}\cdot n\rfloor)` best values (spec fafl-hcvar §9.1
-    item 12).
+    Losses by default ("best" = smallest, :func:`cvar_bottom`, fractional convention);
+    ``higher_is_better=True`` for accuracies. ``integer=True``: plain mean of the
+    :math:`\max(1,\lfloor\text{frac}\cdot n\rfloor)` best values (the papers' tables).
     """
     return worst_fraction_mean(f, frac, higher_is_better=not bool(higher_is_better), integer=integer)
 
@@ -189,8 +188,8 @@ def _extreme(f: np.ndarray, S, name: str, maximize: bool) -> float:
         raise InvalidParameterError(f"{name} is a set for n = {S.n} clients but f has length {f.size}")
     if not getattr(S, "nonnegative", True):
         raise InvalidParameterError(
-            f"{name} must be a subset of the simplex (R_{{A,B}} needs A, B in Delta^(n-1), spec "
-            f"relative-fairness §3.1); {type(S).__name__} allows negative weights")
+            f"{name} must be a subset of the simplex (R_{{A,B}} needs A, B in Delta^(n-1), "
+            f"relative-fairness paper, Definition 1); {type(S).__name__} allows negative weights")
     g = f if maximize else -f
     value, lam = S.worst_case(g)
     lam = np.asarray(lam, dtype=float)
@@ -198,12 +197,12 @@ def _extreme(f: np.ndarray, S, name: str, maximize: bool) -> float:
     if abs(plain - value) > 1e-9 * max(1.0, abs(value)):
         raise InvalidParameterError(
             f"{name} carries a penalty psi (worst_case value {value:.6g} != lam^T f = {plain:.6g}); "
-            "R_{A,B} is defined for plain sets A, B in the simplex (spec relative-fairness §3.1)")
+            "R_{A,B} is defined for plain sets A, B in the simplex (relative-fairness paper, Definition 1)")
     return float(value) if maximize else -float(value)
 
 
 def relative_unfairness(f, A, B) -> float:
-    r"""Relative unfairness index :math:`\mathfrak R_{A,B}(f)` (spec relative-fairness §3.1, Def. 1).
+    r"""Relative unfairness index :math:`\mathfrak R_{A,B}(f)` (relative-fairness paper, Definition 1, eq. (3)).
 
     .. math:: \mathfrak R_{A,B}(f)=\frac{\max_{a\in A}a^\top f}{\min_{b\in B}b^\top f}.
 
@@ -225,8 +224,8 @@ def relative_unfairness(f, A, B) -> float:
 
 
 def ratio_20_20(f) -> float:
-    r"""20:20 index on losses: :math:`\mathfrak R_{\Delta_{0.2},\Delta_{0.2}}(f)` (spec relative-fairness
-    §3.2 and §14.1 item 13): mean of the top 20 % over mean of the bottom 20 %, fractional
+    r"""20:20 index on losses: :math:`\mathfrak R_{\Delta_{0.2},\Delta_{0.2}}(f)` (relative-fairness
+    paper, §3.1 and Appendix B): mean of the top 20 % over mean of the bottom 20 %, fractional
     convention (exact when 0.2 n is an integer). Always >= 1; ``inf`` if the bottom mean is 0."""
     return relative_unfairness(f, 0.2, 0.2)
 
@@ -238,15 +237,15 @@ def palma(f) -> float:
     .. math:: \mathrm{Palma}(f)=\frac{0.1n\cdot\mathrm{cvar\_top}(f,0.1)}{0.4n\cdot
        \mathrm{cvar\_bottom}(f,0.4)}=\tfrac14\,\mathfrak R_{\Delta_{0.1},\Delta_{0.4}}(f)
 
-    (spec relative-fairness §3.2 Appendix B and §14.1 item 13; fractional convention)."""
+    (relative-fairness paper, §3.1 and Appendix B; fractional convention)."""
     return 0.25 * relative_unfairness(f, 0.1, 0.4)
 
 
 def atkinson_inf(f) -> float:
     r"""Atkinson index with infinite inequality aversion on losses:
     :math:`1-\min_if_i/\bar f` with :math:`\bar f=\frac1n\sum_if_i`, which equals
-    :math:`1-1/\mathfrak R_{\{\mathbf 1/n\},\Delta^{n-1}}(f)` (spec relative-fairness §3.2 and
-    §14.1 item 13). Lies in [0, 1] (1 iff some loss is 0); needs nonnegative ``f`` with a
+    :math:`1-1/\mathfrak R_{\{\mathbf 1/n\},\Delta^{n-1}}(f)` (relative-fairness paper,
+    §3.1 and Appendix B). Lies in [0, 1] (1 iff some loss is 0); needs nonnegative ``f`` with a
     positive mean (``InvalidDataError`` otherwise)."""
     f = _vector(f, nonnegative=True)
     mean = float(f.mean())
@@ -257,7 +256,8 @@ def atkinson_inf(f) -> float:
 
 
 def gini(f) -> float:
-    r"""Gini coefficient (spec relative-fairness §13.5 and §14.1 item 15, corrected formula).
+    r"""Gini coefficient (relative-fairness paper, §7 and Figure 4; its printed formula integrates the
+    transformed curve :math:`\ell(x)-x/2` and is off by 1/2, so the standard definition is used).
 
     .. math:: G=\frac{\sum_i\sum_j|u_i-u_j|}{2n^2\bar u}
              =\frac{2\sum_k k\,u_{(k)}}{n\sum_iu_i}-\frac{n+1}{n}
@@ -283,7 +283,7 @@ def gini(f) -> float:
 class Lorenz(NamedTuple):
     r"""Points of the Lorenz curve: ``x`` = 0, 1/n, ..., 1; ``ell`` = cumulative share held by the
     bottom ``x`` fraction; ``ell_prime`` = :math:`\ell(x)-x/2` (the transformed curve plotted in
-    spec relative-fairness §13.5; for plotting only)."""
+    the relative-fairness paper's Figure 4; for plotting only)."""
 
     x: np.ndarray
     ell: np.ndarray
@@ -294,7 +294,7 @@ class Lorenz(NamedTuple):
 
 
 def lorenz(f) -> Lorenz:
-    r"""Lorenz curve of nonnegative values (spec relative-fairness §13.5).
+    r"""Lorenz curve of nonnegative values (relative-fairness paper, §7 and Figure 4).
 
     .. math:: x_k=k/n,\qquad \ell(x_k)=\frac{\sum_{j\le k}u_{(j)}}{\sum_ju_j}\ (\text{ascending sort}),
               \qquad \ell'(x_k)=\ell(x_k)-x_k/2,\quad k=0,\dots,n.
@@ -314,7 +314,7 @@ def lorenz(f) -> Lorenz:
 
 
 def skewness(lam) -> float:
-    r"""Skewness of a weight vector (spec relative-fairness §10):
+    r"""Skewness of a weight vector (relative-fairness paper, §6):
     :math:`\mathfrak s(\lambda)=n\sum_i|\lambda_i-1/n|^2+1=n\|\lambda\|_2^2` for
     :math:`\sum_i\lambda_i=1` (negative entries allowed, as in integrated sets). ``lam`` must sum
     to one within 1e-9 (``InvalidParameterError`` otherwise)."""
@@ -327,7 +327,7 @@ def skewness(lam) -> float:
 
 
 def hcvar(f, p, alpha, *, return_weights: bool = False):
-    r"""FAFL objective / HCVaR of a loss vector, solver-free (spec fafl-hcvar §9.3, Lemma 1).
+    r"""FAFL objective / HCVaR of a loss vector, solver-free (FAFL paper, Lemma 1).
 
     .. math:: f_\alpha=\max\{\lambda^\top f:\lambda\in\Delta^{n-1},\ \lambda_i\le p_i/\alpha_i\}
              =\inf_\eta\Big\{\eta+\sum_i\frac{p_i}{\alpha_i}(f_i-\eta)_+\Big\}.
@@ -336,7 +336,8 @@ def hcvar(f, p, alpha, *, return_weights: bool = False):
     \text{remaining mass})` with :math:`c_i=\min(1,p_i/\alpha_i)` until the mass reaches 1. The
     value is :math:`\sum_i\lambda_if_i`, and :math:`\eta^\star` (a minimizer of the variational
     form) is the loss of the client at which the mass is exhausted. HCVaR is defined by the
-    variational form (spec fafl-hcvar §9.1 item 5), so ties are handled exactly.
+    variational form (2) of the FAFL paper's Lemma 1 (its conditional-expectation form differs
+    when losses tie), so ties are handled exactly.
 
     Parameters
     ----------
@@ -344,7 +345,7 @@ def hcvar(f, p, alpha, *, return_weights: bool = False):
     p : client proportions, a probability vector of the same length.
     alpha : scalar or vector of levels in (0, 1]. The paper's domain is :math:`[p_i,1]`; levels below
         :math:`p_i` are accepted because the cap :math:`p_i/\alpha_i\ge1` is then vacuous and the
-        value equals that at :math:`\alpha_i=p_i` (spec fafl-hcvar §9.1 item 6).
+        value equals that at :math:`\alpha_i=p_i`.
     return_weights : also return the maximizing :math:`\lambda`.
 
     Returns
@@ -399,8 +400,8 @@ def summary_indices(f) -> dict:
 def distribution_summary(values, frac: float = 0.2, *, higher_is_better: bool = True,
                          integer: bool = True) -> dict:
     r"""Average / worst-fraction / best-fraction / population variance of per-client values, the
-    table metrics of the papers (spec fafl-hcvar §9.1 item 12; scaffpd experiments;
-    relative-fairness §13.3). Defaults suit accuracies (``higher_is_better=True``) with the
+    table metrics of the papers (FAFL paper, Tables 2 and 4; Scaff-PD paper, Table 1;
+    relative-fairness paper, Table 1). Defaults suit accuracies (``higher_is_better=True``) with the
     integer convention :math:`k=\max(1,\lfloor\text{frac}\cdot n\rfloor)`; the average is the
     unweighted mean over clients and the variance is the population variance."""
     v = _vector(values, "values")
@@ -413,11 +414,10 @@ def distribution_summary(values, frac: float = 0.2, *, higher_is_better: bool = 
 
 
 # ---------------------------------------------------------------------------------------------
-# classification: accuracy, DFP / DFN, DEO (spec fair-vfl-deo §1.2, §2.4)
+# classification: accuracy, DFP / DFN, DEO (fair-VFL paper, Definition 1 and §5)
 # ---------------------------------------------------------------------------------------------
 def predict_sign(scores) -> np.ndarray:
-    r""":math:`\hat y_i=+1` if :math:`z_i\ge0`, else :math:`-1` (**ties, z = 0, go to +1**; spec
-    fair-vfl-deo §2.4)."""
+    r""":math:`\hat y_i=+1` if :math:`z_i\ge0`, else :math:`-1` (**ties, z = 0, go to +1**)."""
     z = _vector(scores, "scores")
     return np.where(z >= 0, 1.0, -1.0)
 
@@ -465,7 +465,7 @@ def _rate(num_mask: np.ndarray, den_mask: np.ndarray, what: str) -> float:
 
 
 def accuracy(y_true, y_pred) -> float:
-    r""":math:`\mathrm{ACC}=\frac1{|\mathcal T|}\sum_i\mathbb 1[\hat y_i=y_i]` (spec fair-vfl-deo §2.4);
+    r""":math:`\mathrm{ACC}=\frac1{|\mathcal T|}\sum_i\mathbb 1[\hat y_i=y_i]` (fair-VFL paper, §5);
     labels in {-1, +1}."""
     y_true, y_pred = _pair(y_true, y_pred)
     return float(np.mean(y_true == y_pred))
@@ -488,7 +488,7 @@ def per_group_accuracy(y_true, y_pred, in_a, in_b) -> tuple[float, float]:
 
 def per_client_accuracy(ys_true, ys_pred) -> np.ndarray:
     """Vector of per-client accuracies from two sequences of label vectors (one pair per client);
-    average them unweighted for the papers' "average accuracy" (spec scaffpd experiments)."""
+    average them unweighted for the papers' "average accuracy" (Scaff-PD paper, Table 1)."""
     if len(ys_true) != len(ys_pred):
         raise InvalidDataError(f"ys_true and ys_pred must list the same number of clients; "
                                f"got {len(ys_true)} and {len(ys_pred)}")
@@ -552,7 +552,7 @@ def false_negative_rate(y_true, y_pred, mask=None) -> float:
 
 
 def dfp(y_true, y_pred, in_a, in_b) -> float:
-    r""":math:`\mathrm{DFP}=|\mathrm{FPR}_a-\mathrm{FPR}_b|` (spec fair-vfl-deo §2.4), with
+    r""":math:`\mathrm{DFP}=|\mathrm{FPR}_a-\mathrm{FPR}_b|` (fair-VFL paper, §5, defined there in words), with
     :math:`\mathrm{FPR}_s=|\{s_i=s,y_i=-1,\hat y_i=+1\}|/|\{s_i=s,y_i=-1\}|`. Raises
     ``InvalidDataError`` if a group has no negative rows."""
     y_true, y_pred = _pair(y_true, y_pred)
@@ -564,7 +564,7 @@ def dfp(y_true, y_pred, in_a, in_b) -> float:
 
 
 def dfn(y_true, y_pred, in_a, in_b) -> float:
-    r""":math:`\mathrm{DFN}=|\mathrm{FNR}_a-\mathrm{FNR}_b|` (spec fair-vfl-deo §2.4), with
+    r""":math:`\mathrm{DFN}=|\mathrm{FNR}_a-\mathrm{FNR}_b|` (fair-VFL paper, §5, defined there in words), with
     :math:`\mathrm{FNR}_s=|\{s_i=s,y_i=+1,\hat y_i=-1\}|/|\{s_i=s,y_i=+1\}|`. This is the
     equal-opportunity (true-positive-rate) gap, i.e. :func:`deo_01`. Raises ``InvalidDataError``
     if a group has no positive rows."""
@@ -577,13 +577,13 @@ def dfn(y_true, y_pred, in_a, in_b) -> float:
 
 
 def deo_01(y_true, y_pred, in_a, in_b) -> float:
-    r"""0-1 version of DEO (spec fair-vfl-deo §1.2 Def. 1 with the 0-1 loss, and §2.4 "[D]"):
+    r"""0-1 version of DEO (fair-VFL paper, Definition 1, with the 0-1 loss):
 
     .. math:: \Big|\frac1{|\mathcal N^a|}\sum_{i\in\mathcal N^a}\mathbb 1[\hat y_i\ne y_i]
               -\frac1{|\mathcal N^b|}\sum_{i\in\mathcal N^b}\mathbb 1[\hat y_i\ne y_i]\Big|
               =|\mathrm{FNR}_a-\mathrm{FNR}_b|=|\mathrm{TPR}_a-\mathrm{TPR}_b|,
 
-    with :math:`\mathcal N^s=\{i: s_i=s,\ y_i=+1\}` (favourable label +1, spec note N4). Equal to
+    with :math:`\mathcal N^s=\{i: s_i=s,\ y_i=+1\}` (favourable label +1). Equal to
     :func:`dfn`. Raises ``InvalidDataError`` if :math:`\mathcal N^a` or :math:`\mathcal N^b` is empty."""
     y_true, y_pred = _pair(y_true, y_pred)
     a, b = _groups(in_a, in_b, y_true.size)
@@ -594,7 +594,7 @@ def deo_01(y_true, y_pred, in_a, in_b) -> float:
 
 
 def deo_surrogate(losses, N_a, N_b, *, signed: bool = False) -> float:
-    r"""DEO with a surrogate loss (spec fair-vfl-deo §1.2, Def. 1, eq. (2)):
+    r"""DEO with a surrogate loss (fair-VFL paper, Definition 1, eq. (2)):
 
     .. math:: \mathrm{DEO}=|\hat l^a-\hat l^b|,\qquad
               \hat l^s=\frac1{|\mathcal N^s|}\sum_{i\in\mathcal N^s}l_i,
@@ -602,8 +602,7 @@ def deo_surrogate(losses, N_a, N_b, *, signed: bool = False) -> float:
     where ``losses`` are the per-sample losses :math:`l(X_i^\top\theta,y_i)` (no regularizer) and
     ``N_a``, ``N_b`` are boolean masks of :math:`\mathcal N^a,\mathcal N^b` (protected group and
     favourable label; ``VerticalFederation.N_a/.N_b``). ``signed=True`` returns
-    :math:`D=\hat l^a-\hat l^b` (eq. (5)). Empty or overlapping masks raise ``InvalidDataError``
-    (spec note N20)."""
+    :math:`D=\hat l^a-\hat l^b` (eq. (5)). Empty or overlapping masks raise ``InvalidDataError``."""
     l = _vector(losses, "losses")
     a = _mask(N_a, "N_a", l.size)
     b = _mask(N_b, "N_b", l.size)

@@ -1,4 +1,4 @@
-r"""Client objectives, vectorized across clients (DESIGN.md §4.5, §7):
+r"""Client objectives, vectorized across clients:
 
 .. math::
 

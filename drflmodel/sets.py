@@ -1,7 +1,7 @@
 """Client-weight sets (ambiguity sets) :math:`\\Lambda` and penalties :math:`\\psi`.
 
 Every set describes the inner problem :math:`\\max_{\\lambda\\in\\Lambda}\\ \\lambda^\\top f - \\psi(\\lambda)`
-of federated DRO (spec scaffpd §1.1) and offers:
+of federated DRO (Scaff-PD paper, problem (1.1) and Appendix B) and offers:
 
 * :meth:`WeightSet.worst_case` -- the exact value and a maximizer :math:`\\lambda^\\star`, in numpy
   (sorting, closed forms, or a tiny convex problem);
@@ -83,8 +83,8 @@ def project_box_simplex(v, lower, upper) -> np.ndarray:
     """Euclidean projection onto :math:`\\{\\lambda: l\\le\\lambda\\le u,\\ \\mathbf 1^\\top\\lambda=1\\}`.
 
     The projection is :math:`\\lambda_i=\\operatorname{clip}(v_i-t,l_i,u_i)` where the scalar
-    :math:`t` solves :math:`g(t)=\\sum_i\\operatorname{clip}(v_i-t,l_i,u_i)=1` (spec scaffpd §2.4 for
-    the capped simplex). :math:`g` is continuous, nonincreasing and piecewise linear; :math:`t` is
+    :math:`t` solves :math:`g(t)=\\sum_i\\operatorname{clip}(v_i-t,l_i,u_i)=1` (for the capped
+    simplex, the dual step of the Scaff-PD paper's Algorithm 1 in closed form). :math:`g` is continuous, nonincreasing and piecewise linear; :math:`t` is
     bracketed by bisection until the linear piece is identified, then computed in closed form on
     that piece (exact up to rounding). Requires :math:`\\sum l\\le1\\le\\sum u`.
     """
@@ -120,8 +120,8 @@ def _box_simplex_max(f, lower, upper):
     """Greedy maximizer of :math:`f^\\top\\lambda` over :math:`\\{l\\le\\lambda\\le u,\\ \\sum\\lambda=1\\}`.
 
     Start at :math:`\\lambda=l` and pour the remaining mass :math:`1-\\sum l` into the clients in
-    decreasing order of :math:`f_i` up to their caps (spec fafl-hcvar §9.3; for the CVaR set this
-    is the exact fractional convention of spec relative-fairness §2.2). Ties are broken by index
+    decreasing order of :math:`f_i` up to their caps (for the CVaR set this is the exact
+    fractional mean of the top :math:`\\alpha`-fraction). Ties are broken by index
     (stable sort). Also returns a minimizer :math:`\\eta^\\star` of the LP dual
     :math:`\\eta+\\sum_i[l_i(f_i-\\eta)+(u_i-l_i)(f_i-\\eta)_+]`: the loss of the client at which
     the mass is exhausted.
@@ -175,7 +175,7 @@ def _box_simplex_vertices(lower, upper) -> np.ndarray:
 def _l1_simplex_vertices(c, r) -> np.ndarray:
     """All vertices of :math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_1\\le r\\}` (rows, deduplicated).
 
-    [derived] At a vertex every coordinate is at 0, at :math:`c_i` (a kink of the ball) or free;
+    (Derived here.) At a vertex every coordinate is at 0, at :math:`c_i` (a kink of the ball) or free;
     :math:`\\mathbf 1^\\top\\lambda=1` and :math:`\\|\\lambda-c\\|_1=r` leave at most two free
     coordinates, one up (:math:`u`) and one down (:math:`d`). Solving the two equations: with
     :math:`Z` the set put to 0, :math:`\\lambda_u=c_u+r/2`, :math:`\\lambda_d=c_d-(r/2-c(Z))`,
@@ -424,11 +424,11 @@ class CVaR(_BoxSimplexSet):
     """Capped simplex :math:`\\Delta_\\alpha=\\{\\lambda\\in\\Delta:\\lambda_i\\le1/(\\alpha n)\\}`, :math:`\\alpha\\in[1/n,1]`.
 
     The value :math:`\\max_{\\lambda\\in\\Delta_\\alpha}\\lambda^\\top f` is the mean of the top
-    :math:`\\alpha` fraction of losses with the exact fractional convention (spec
-    relative-fairness §2.2): with :math:`k=\\lfloor\\alpha n\\rfloor`,
+    :math:`\\alpha` fraction of losses with the exact fractional convention (relative-fairness
+    paper, Example 1): with :math:`k=\\lfloor\\alpha n\\rfloor`,
     :math:`\\frac1{\\alpha n}(\\sum_{j\\le k}f_{(j)}+(\\alpha n-k)f_{(k+1)})`; equivalently the
     Rockafellar--Uryasev form :math:`\\min_\\eta\\ \\eta+\\frac1{\\alpha n}\\sum_i(f_i-\\eta)_+`
-    (spec scaffpd §8.2). :math:`\\alpha=1/n` is the simplex (AFL), :math:`\\alpha=1` the uniform
+    (Rockafellar and Uryasev, 2000). :math:`\\alpha=1/n` is the simplex (AFL), :math:`\\alpha=1` the uniform
     average. The cap :math:`1/(\\alpha n)` is the ``cp.Parameter`` ``cap_param`` (DPP sweeps via
     :meth:`set_alpha`).
     """
@@ -507,17 +507,17 @@ class CVaR(_BoxSimplexSet):
 # HCVaR (FAFL)
 # ======================================================================================
 class HCVaR(_BoxSimplexSet):
-    """FAFL's set :math:`Q_\\alpha` in :math:`\\lambda=q\\circ p` form (spec fafl-hcvar §2):
+    """FAFL's set :math:`Q_\\alpha` in :math:`\\lambda=q\\circ p` form (FAFL paper, Definition 1):
     :math:`\\{\\lambda\\in\\Delta:\\lambda_i\\le p_i/\\alpha_i\\}` with :math:`\\alpha_i\\in[p_i,1]`.
 
     The value is :math:`f_\\alpha=\\min_\\eta\\ \\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i-\\eta)_+`
-    (Lemma 1, eq. (2)), computed exactly by the greedy algorithm of spec §9.3, which also gives
+    (FAFL paper, Lemma 1, eq. (2)), computed exactly by a greedy algorithm, which also gives
     :math:`\\eta^\\star` (``worst_case(f, return_eta=True)``). :math:`\\alpha_i=p_i` is the simplex
     (AFL), :math:`\\alpha_i=1` the :math:`p`-weighted average, equal :math:`\\alpha_i=\\chi` with
     uniform :math:`p` is ``CVaR(n, chi)``. ``tau`` is :math:`\\tau_\\alpha=\\sum_ip_i/\\alpha_i`.
 
     ``clip_alpha=True`` (off by default) accepts :math:`\\alpha_i<p_i` and replaces it by
-    :math:`p_i` (spec fafl-hcvar §9.1 item 6: the cap :math:`p_i/\\alpha_i\\ge1` is then vacuous, so
+    :math:`p_i` (the cap :math:`p_i/\\alpha_i\\ge1` is then vacuous, so
     the set and every value are unchanged); the original values are kept in ``alpha_given``.
     """
 
@@ -552,8 +552,8 @@ class HCVaR(_BoxSimplexSet):
         if self.clip_alpha and np.any(a < self.p):
             idx = np.flatnonzero(a < self.p).tolist()
             warnings.warn(f"HCVaR: alpha_i < p_i for clients {idx}; replaced by p_i (clip_alpha=True). The cap "
-                          "p_i/alpha_i >= 1 is vacuous there, so the set and every value are unchanged "
-                          "(spec fafl-hcvar §9.1 item 6).", UserWarning, stacklevel=3)
+                          "p_i/alpha_i >= 1 is vacuous there, so the set and every value are unchanged.",
+                          UserWarning, stacklevel=3)
         self.alpha = np.maximum(a, self.p)
         self.caps = self.p / self.alpha
         self.cap_param.value = self.caps
@@ -573,7 +573,7 @@ class HCVaR(_BoxSimplexSet):
         return [var >= 0, var <= self.cap_param, cp.sum(var) == 1]
 
     def support_expr(self, f):
-        """:math:`\\min_\\eta\\ \\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i-\\eta)_+` (spec fafl-hcvar eq. (2)), DPP in :math:`\\alpha`."""
+        """:math:`\\min_\\eta\\ \\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i-\\eta)_+` (FAFL paper, eq. (2)), DPP in :math:`\\alpha`."""
         f = self._check_expr(f)
         eta = cp.Variable(name="hcvar_eta")
         return eta + self.cap_param @ cp.pos(f - eta)
@@ -590,19 +590,19 @@ class HCVaR(_BoxSimplexSet):
 # ======================================================================================
 class ChiSquare(WeightSet):
     """Simplex with the :math:`\\chi^2` penalty :math:`\\psi(\\lambda)=\\frac{\\rho}{2n}\\sum_i(n\\lambda_i-1)^2
-    =\\frac{\\rho n}2\\|\\lambda-\\mathbf 1/n\\|^2` (spec scaffpd §1.1, (B.2)), :math:`\\rho\\ge0`.
+    =\\frac{\\rho n}2\\|\\lambda-\\mathbf 1/n\\|^2` (Scaff-PD paper, (B.2)), :math:`\\rho\\ge0`.
 
     * ``worst_case``: :math:`\\lambda^\\star=\\Pi_\\Delta(\\mathbf 1/n+f/(\\rho n))`, i.e.
       :math:`\\lambda^\\star_i=\\frac1n(1+(f_i-\\eta)/\\rho)_+` with :math:`\\eta` fixed by
       :math:`\\sum\\lambda=1` (sort-based, exact); :math:`\\rho=0`: :math:`\\max_i f_i`.
-    * ``support_expr``: the exact dual of spec scaffpd §8.2,
+    * ``support_expr``: the exact dual (derived by Lagrangian duality over the simplex),
       :math:`\\min_\\eta\\ \\eta+\\frac\\rho{2n}\\sum_i(1+\\frac{f_i-\\eta}\\rho)_+^2-\\frac\\rho2`,
       written after the shift :math:`\\eta=\\eta'+\\rho` as
       :math:`\\min_{\\eta'}\\ \\eta'+\\frac\\rho2+\\frac1{2n\\rho}\\sum_i(f_i-\\eta')_+^2`, which is DPP in
       :math:`\\rho` (parameters ``rho_param`` and ``inv_rho_param``). With :math:`\\rho=0` at the
       time of the call it is ``cp.max(f)``; an expression built for :math:`\\rho>0` cannot be swept
       to :math:`\\rho=0` (and vice versa): rebuild it.
-    * ``prox(v, s)`` :math:`=\\Pi_\\Delta(v/(1+s\\rho n))` (spec scaffpd §2.4: the
+    * ``prox(v, s)`` :math:`=\\Pi_\\Delta(v/(1+s\\rho n))` (the
       :math:`\\rho\\mathbf 1` term is a shift along :math:`\\mathbf 1`, which the projection ignores).
     * ``strong_concavity`` :math:`=\\rho n`.
     """
@@ -680,9 +680,9 @@ class ChiSquare(WeightSet):
 # ======================================================================================
 class LpBall(WeightSet):
     """:math:`\\{\\lambda\\in\\Delta:\\|\\lambda-c\\|_p\\le r\\}` with :math:`c\\in\\Delta`, :math:`r>0`,
-    :math:`p\\in[1,\\infty]` (spec drfl-admm §2.2, the weight set :math:`\\mathcal Q` of Theorem 4.3).
+    :math:`p\\in[1,\\infty]` (the weight set :math:`\\mathcal Q` of the DRFL paper's Theorem 4.3).
 
-    ``center`` must lie on the simplex; it is checked, never renormalized (errata drfl-admm item 8).
+    ``center`` must lie on the simplex; it is checked, never renormalized.
 
     * ``worst_case``: exact closed forms for :math:`p=1` (move :math:`t=\\min(r/2,1-c_{i^\\star})`
       of mass from the lowest losses, greedily, to the largest loss :math:`i^\\star`) and
@@ -694,7 +694,7 @@ class LpBall(WeightSet):
       support functions (both sets are convex and compact and :math:`\\operatorname{ri}\\Delta`
       meets the interior of the ball), so
       :math:`\\max_{\\lambda}\\lambda^\\top f=\\min_y\\ \\max_i(f_i-y_i)+c^\\top y+r\\|y\\|_{p^*}`.
-      This is the dual of spec drfl-admm Prop. A.1 (:math:`\\min_{\\gamma,\\eta\\ge0}c^\\top(f+\\eta)+
+      This is the dual of the DRFL paper's Proposition A.1 (:math:`\\min_{\\gamma,\\eta\\ge0}c^\\top(f+\\eta)+
       r\\|f+\\eta-\\gamma\\mathbf 1\\|_{p^*}`) written so that it is DCP and nondecreasing for a
       *convex* ``f``; DPP in the radius (``radius_param``). For non-integer :math:`p^*` CVXPY's
       ``pnorm`` uses a rational approximation of the exponent.
@@ -880,14 +880,16 @@ class LpBall(WeightSet):
 # q-FFL
 # ======================================================================================
 class QFFL(WeightSet):
-    """q-FFL as a penalized weight set (spec scaffpd §1.1 and §8.1 item 14, corrected):
+    """q-FFL as a penalized weight set (Li, Sanjabi, Beirami and Smith, ICLR 2020; the Scaff-PD paper's
+    Appendix B prints the penalty :math:`\\|\\lambda\\|^{1+1/q}`, whose minimizer does not depend on
+    :math:`q`; corrected here):
     :math:`\\Lambda=\\mathbb R^n_{\\ge0}`, :math:`\\psi_q(\\lambda)=\\frac q{q+1}\\sum_i\\lambda_i^{1+1/q}`, :math:`q>0`.
 
     :math:`\\max_{\\lambda\\ge0}\\lambda^\\top f-\\psi_q(\\lambda)=\\frac1{q+1}\\sum_i(f_i)_+^{q+1}`
     with :math:`\\lambda_i^\\star=(f_i)_+^q` (the q-FFL objective for :math:`f\\ge0`). The weights
     do **not** sum to one (``in_simplex = False``). ``prox`` solves the separable problems
     :math:`\\min_{\\lambda\\ge0}\\psi_q(\\lambda)+\\frac1{2s}(\\lambda-v)^2` by bisection on the
-    monotone derivative :math:`\\lambda^{1/q}+(\\lambda-v)/s` (spec §2.4). ``support_expr`` uses
+    monotone derivative :math:`\\lambda^{1/q}+(\\lambda-v)/s`. ``support_expr`` uses
     ``cp.power(pos(f), q+1)`` (SOC form, exact for rational exponents with denominator <= 1024).
     """
 
@@ -965,7 +967,7 @@ class QFFL(WeightSet):
 # integrated ambiguity set (relative fairness)
 # ======================================================================================
 class Integrated(WeightSet):
-    """The integrated ambiguity set of spec relative-fairness §4.3, eq. (5):
+    """The integrated ambiguity set of the relative-fairness paper, eq. (5):
     :math:`\\Lambda_\\varphi(A,B)=\\{(a-\\varphi b)/(1-\\varphi): a\\in A,\\ b\\in B\\}`, :math:`\\varphi\\in[0,1)`.
 
     ``A`` and ``B`` are polytopes inside the simplex without penalty (:class:`Simplex`,
@@ -974,17 +976,17 @@ class Integrated(WeightSet):
     (``nonnegative = (phi == 0)``); every :math:`\\lambda` sums to one.
 
     * ``worst_case(f)`` :math:`=(\\max_{a\\in A}a^\\top f-\\varphi\\min_{b\\in B}b^\\top f)/(1-\\varphi)`
-      (spec §4.4) with :math:`\\lambda^\\star=(a^\\star-\\varphi b^\\star)/(1-\\varphi)`; the witness
-      pair is in ``last_witness`` (not unique, spec §14.1 item 28).
+      (the paper's problem (6)) with :math:`\\lambda^\\star=(a^\\star-\\varphi b^\\star)/(1-\\varphi)`; the witness
+      pair is in ``last_witness`` (not unique).
     * ``support_expr`` is :math:`A`'s for :math:`\\varphi=0` and raises :class:`NotConvexError`
-      for :math:`\\varphi>0` (a convex minus a convex function is not DCP, spec §14.2).
+      for :math:`\\varphi>0` (a convex minus a convex function is not DCP).
     * ``project``: a QP over :math:`(a,b)` (Clarabel; cached DPP problem).
     * ``norm1()``: the exact :math:`\\|\\Lambda_\\varphi\\|_1=\\max_{\\lambda}\\|\\lambda\\|_1`. Because
       :math:`\\mathbf 1^\\top\\lambda=1`, :math:`\\|\\lambda\\|_1=1+2\\max_S(-\\sum_{i\\in S}\\lambda_i)`, so
       :math:`\\|\\Lambda_\\varphi\\|_1=1+\\frac2{1-\\varphi}\\max_{S\\subseteq[n]}\\big[\\varphi\\,M_B(S)-(1-M_A(S^c))\\big]`
       with :math:`M_X(S)=\\max_{x\\in X}\\sum_{i\\in S}x_i` (closed forms per set). For two
       permutation-invariant sets (Simplex, CVaR) only :math:`|S|` matters: this is the
-      :math:`O(n)` formula of spec §14.2; otherwise all :math:`2^n` subsets for ``n <= 16`` and
+      :math:`O(n)` formula; otherwise all :math:`2^n` subsets for ``n <= 16`` and
       an exact MILP (HiGHS, zero gap) over :math:`\\mathbf 1_S` for larger ``n``, using that every
       admissible set has :math:`M(S)=\\min_k(G_k^\\top\\mathbf 1_S+h_k)` (:meth:`WeightSet.mass_pieces`).
     """
@@ -1032,7 +1034,7 @@ class Integrated(WeightSet):
             return self.A.support_expr(f)
         raise NotConvexError(
             f"max over Integrated(phi={self.phi}) of lambda^T f is max_a a^T f - phi*min_b b^T f, a convex "
-            "minus a convex function of f: not DCP (spec relative-fairness §14.2). Use "
+            "minus a convex function of f: not DCP. Use "
             "RelativeFairness, which certifies it by R1 (vertex enumeration, SOCP), R2 (lifted SDP "
             "with CVaR duals) or R3 (matrix-fractional dual) for quadratic losses.")
 
@@ -1079,7 +1081,7 @@ class Integrated(WeightSet):
         return _unique_rows(V)
 
     def norm1(self) -> float:
-        """Exact :math:`\\|\\Lambda_\\varphi(A,B)\\|_1` (spec relative-fairness §14.2), see the class doc."""
+        """Exact :math:`\\|\\Lambda_\\varphi(A,B)\\|_1`, see the class doc."""
         n, phi = self.n, self.phi
         if phi == 0:
             return 1.0

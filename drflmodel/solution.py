@@ -1,4 +1,4 @@
-"""Result of an exact oracle: :class:`Solution`, and the status values (DESIGN.md §4.1).
+"""Result of an exact oracle: :class:`Solution`, and the status values.
 
 Every solution carries a **certificate**: an upper bound computed by evaluating the true robust
 objective at the returned :math:`\\theta` (numpy, independent of the conic solver) and a lower

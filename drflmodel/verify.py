@@ -359,8 +359,8 @@ class Verifier:
 
 
 class _CallableModule(type(json)):
-    """``drflmodel.verify`` is both this module and the function :func:`verify` (DESIGN.md §3
-    names the function ``dm.verify``). Importing the submodule rebinds the package attribute to
+    """``drflmodel.verify`` is both this module and the function :func:`verify` (the public
+    name is the function ``dm.verify``). Importing the submodule rebinds the package attribute to
     the module, so the module itself forwards calls to the function."""
 
     def __call__(self, *args, **kwargs):

@@ -1,10 +1,10 @@
-"""The DRFL paper's Figures 2-5 on the paper's own data (DRFL paper §6, spec ``drfl-admm`` §8).
+"""The DRFL paper's Figures 2-5 on the paper's own data (Bai et al. 2025, §6).
 
 Bai, Wong, Qiao & Ho, "Distributionally Robust Federated Learning: An ADMM Algorithm", compare
 five models -- DRFL, DRFA, AFL, WAFL and the standard model -- under Gaussian attribute noise, and
 conclude that DRFL "achieves a higher accuracy compared with other approaches in most cases" and
 "outperforms other models in high-noise environments in most cases". The paper has no numbers
-(Figures 2-5 are images, spec §8.2); this script redraws the five figure rows with every model
+(Figures 2-5 are images); this script redraws the five figure rows with every model
 solved by its **certified** oracle and states, per panel, whether the claim holds on our runs.
 
 Data (``drflmodel.datasets``, the paper's LIBSVM-scaled sets, features in [-1, 1]):
@@ -19,21 +19,23 @@ Preparation for data seed *s* (``rng = default_rng((s, setting index))``, draws 
 
 1. a random 60% / 40% train/test split;
 2. the training rows split uniformly at random into S = 3 clients (``numpy.array_split``);
-3. class-imbalanced settings (Figures 4-5, spec §8.1 and errata 19): on clients 1 and 2 the
-   minority class of the client's training rows is subsampled to **half** (fraction kept 0.5,
-   chosen at random); client 3 is unchanged;
+3. class-imbalanced settings (Figures 4-5): on clients 1 and 2 the minority class of the client's
+   training rows is subsampled to **half** (fraction kept 0.5, chosen at random); client 3 is
+   unchanged (the paper's "ratio" 0.5 read as the fraction of the minority class kept);
 4. Gaussian attribute noise on **client 1's** training features: N(0, 0.5²) for heart and abalone,
-   N(0.5, 0.5²) for breast-cancer (spec §8.1); labels are never noised.
+   N(0.5, 0.5²) for breast-cancer (the paper's §6); labels are never noised.
 
 Models (``drflmodel.problems.wasserstein``; ℓ1 transport cost on features, so dual norm ℓ∞,
-label cost κ; unbounded support, errata 15; q̂_s = N_s / N and p = 2, errata 18):
-DRFL ``WassersteinDRFL(radius=ρ, kappa=κ, norm=1, weights=LpBall(q̂, θ, 2))``; AFL (ρ = 0, the
-same ball, errata 17); DRFA (ρ = 0, Q = simplex); WAFL (exact dual, one ball around the pooled
-data, errata 16); standard (weights 1/S).
+label cost κ; unbounded support, since the noise moves features out of [-1, 1]; q̂_s = N_s / N and
+p = 2, which the paper does not state): DRFL
+``WassersteinDRFL(radius=ρ, kappa=κ, norm=1, weights=LpBall(q̂, θ, 2))``; AFL (ρ = 0, the same
+ball as DRFL, as in the paper's Appendix C); DRFA (ρ = 0, Q = simplex); WAFL (the exact dual with
+one shared multiplier, one ball around the pooled data -- the paper does not describe its WAFL
+implementation); standard (weights 1/S).
 
 Hyper-parameters by **5-fold cross-validation on the training data only**: every client's rows are
 cut into 5 folds; fold *f* validates on the union of the clients' *f*-th parts (accuracy, or MSE)
-and trains on the rest, still as 3 clients. Grids are the paper's (spec §8.1, ρ's irregular grid
+and trains on the rest, still as 3 clients. Grids are the paper's (§6, ρ's irregular grid
 verbatim): DRFL over (ρ, κ, θ), WAFL over (ρ, κ), AFL over θ. ``cv="coordinate"`` (default)
 scans each grid in full with the other parameters fixed (start ρ = 1e-2, κ = 0.5, θ = 0.1; order
 ρ, κ, θ; one pass) -- 31 of DRFL's 900 combinations; ``cv="product"`` scans the full product
@@ -71,7 +73,7 @@ from drflmodel.problems import wasserstein as W
 from drflmodel.solution import jsonable
 
 MODELS = ("DRFL", "DRFA", "AFL", "WAFL", "standard")
-#: the paper's grids as printed (spec drfl-admm §8.1), sorted ascending for the search
+#: the paper's grids as printed (DRFL paper §6), sorted ascending for the search
 GRIDS = {
     "rho": tuple(sorted((1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 2e-6, 2e-5, 2e-4, 2e-3, 2e-2, 5e-6, 5e-4, 5e-2,
                          5e-1, 1e0))),
@@ -90,7 +92,7 @@ QUICK_LEVELS = (0.0, 1.5, 3.0)
 FULL = {"seeds": tuple(range(10)), "grids": GRIDS, "levels": LEVELS}
 QUICK = {"seeds": (0, 1), "grids": QUICK_GRIDS, "levels": QUICK_LEVELS}
 PAPER_CLAIM = ("DRFL 'achieves a higher accuracy compared with other approaches in most cases' and "
-               "'outperforms other models in high-noise environments in most cases' (spec §8.2)")
+               "'outperforms other models in high-noise environments in most cases' (DRFL paper, §6)")
 
 
 @dataclass(frozen=True)
@@ -439,7 +441,7 @@ def main(quick: bool = False, out: str | Path | None = "drfl_paper_figures_out",
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a sub-grid, 3 noise levels, 2 seeds")
     parser.add_argument("--out", default="drfl_paper_figures_out", help="output directory")
     parser.add_argument("--cv", choices=("coordinate", "product"), default="coordinate",

@@ -2,7 +2,7 @@
 
 Reproduces, at laptop scale and with the *exact certified oracles* instead of the paper's
 distributed runs, the experiment behind Table 2 of "Fairness-Aware Federated Learning"
-(spec ``fafl-hcvar`` §8.1, §8.3): a linear classifier trained three ways on heterogeneous clients,
+(Tu et al., §6 and Table 2): a linear classifier trained three ways on heterogeneous clients,
 and the per-client test accuracies summarized as
 
 * **Average** -- unweighted mean over clients (%);
@@ -10,7 +10,8 @@ and the per-client test accuracies summarized as
   highest client accuracies (%);
 * **Variance** -- population variance of the per-client accuracies (%²);
 
-(conventions of spec §9.1 item 12, computed by ``drflmodel.metrics.distribution_summary``).
+(our reading of the paper's columns, which it does not define; computed by
+``drflmodel.metrics.distribution_summary``).
 
 Data (the paper's Vehicle / Sent140 are not available offline): UCI Adult, the LIBSVM ``a8a``
 copy shipped with drflmodel (122 binary features + intercept, ``y=+1`` iff income > 50K), via
@@ -35,7 +36,7 @@ Models (logistic loss, ridge :math:`\\ell_2=10^{-3}`, all solved exactly with a 
 The full run also sweeps FAFL's shared level :math:`\\alpha\\in\\{0.1,0.2,0.3,0.5,0.7,1\\}` on the
 first seed (the analogue of Table 4: :math:`\\alpha=1` is ERM). A level below some :math:`p_i` is
 raised to :math:`p_i` for that client (``alpha_below_p="clip"``; the cap is vacuous there and the
-exact objective is unchanged, spec §9.1 #6); the number of such clients is printed.
+exact objective is unchanged); the number of such clients is printed.
 
 The paper's distributed algorithms (rFedFair, FedAvg, AFL's SGD) and q-FFL are not run here: the
 point is the *objective*, so each model is its certified minimizer. The paper's numbers are
@@ -69,7 +70,7 @@ PAPER_VEHICLE = {
     "FAFL": ((87.6, 0.3), (73.4, 2.8), (94.3, 0.9), (39, 11)),
 }
 PAPER_CLAIM = ("Vehicle: FAFL has lower variance and a higher worst-10% accuracy at roughly the "
-               "same average (spec fafl-hcvar §8.5)")
+               "same average (FAFL paper, §6 and Table 4)")
 METRICS = ("average", "worst", "best", "variance")
 MODELS = ("FedAvg", "AFL", "FAFL")
 
@@ -137,7 +138,7 @@ def run_seed(seed: int, cfg: dict, bar: Progress | None = None) -> dict:
     train, test = make_data(seed, cfg["n_samples"], cfg["n_clients"])
     out = {"seed": seed, "sizes": train.sizes.tolist(), "test_sizes": test.sizes.tolist(),
            "p": np.asarray(train.proportions, float), "models": {},
-           # clients with p_i > alpha: their level is raised to p_i (the cap is vacuous, spec §9.1 #6)
+           # clients with p_i > alpha: their level is raised to p_i (the cap p_i / alpha_i >= 1 is vacuous)
            "clipped_clients": int(np.sum(np.asarray(train.proportions) > ALPHA))}
     for name, prob in build_problems(train).items():
         t0 = time.perf_counter()
@@ -232,7 +233,7 @@ def main(quick: bool = False, progress: bool | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 1000 rows, 10 clients")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     args = parser.parse_args()

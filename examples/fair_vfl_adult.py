@@ -1,25 +1,26 @@
 """Fair vertical FL on Adult: the exact DEO oracle over the paper's fairness levels.
 
 Reproduces the *oracle* side of Liu et al., "Achieving Model Fairness in Vertical Federated
-Learning" (spec fair-vfl-deo §2): a linear model on Adult split over K = 6 parties (party 0 is
+Learning" (arXiv:2109.08344, experiments of §5): a linear model on Adult split over K = 6 parties (party 0 is
 the only active party, holding labels and groups), logistic loss, ridge :math:`\\mu = 2/n`,
 :math:`\\epsilon \\in \\{0.001, 0.01, 0.05, 0.1, 0.5\\}`, groups a = female, b = male, favourable
 label income > 50K. For every :math:`\\epsilon` and fairness loss the script prints
 
 * the training objective :math:`L(\\theta)` with its certified lower bound and status/certificate,
 * the training DEO of the constraint's surrogate (the quantity bounded by :math:`\\epsilon`),
-* test-set DEO of the surrogate and of the 0-1 loss, DFP, DFN and accuracy (spec §2.4),
+* test-set DEO of the surrogate and of the 0-1 loss, DFP, DFN and accuracy (the paper defines
+  DFP and DFN in words; ours are the absolute gaps of the groups' false-positive / false-negative rates),
 
 next to the unconstrained model (:math:`\\lambda \\equiv 0`, "FedBCD" in the paper's tables).
 
 Then it prints the paper's **Table 1, Adult column** (linear model: FedBCD and FairVFL at every
-:math:`\\epsilon`, test ACC / DFP / DFN, numbers as printed in the paper, spec fair-vfl-deo §2.5) beside
+:math:`\\epsilon`, test ACC / DFP / DFN, numbers as printed in the paper) beside
 our rows. The two are not the same experiment: **our rows are certified optima** of the constrained
 problem (status ``optimal``: lower and upper bounds within the gap tolerance; ``local``: a local
 solution with a certified lower bound), on LIBSVM's a8a encoding of Adult (123 binary features, sex
 columns removed, a stratified subsample by default); **the paper's rows are iterates** of its
 FairVFL algorithm (asynchronous gradient descent-ascent), on its own Adult encoding (45,222 rows,
-104 one-hot/numeric columns, spec §2.3), with no seeds or error bars. Compare trends (accuracy
+104 one-hot/numeric columns), with no seeds or error bars. Compare trends (accuracy
 cost of fairness, DFP/DFN shrinking with :math:`\\epsilon`), not digits.
 
 Fairness losses (``drflmodel.DEOConstrained``): ``linear`` -- Donini's affine surrogate, an exact
@@ -45,10 +46,10 @@ import drflmodel as dm
 from drflmodel.losses import Logistic
 from drflmodel.problems.deo import DEOConstrained
 
-#: the paper's fairness levels (spec §2.1)
+#: the paper's fairness levels (fair-VFL paper, §5)
 PAPER_EPS = (0.001, 0.01, 0.05, 0.1, 0.5)
 QUICK_TRAIN, QUICK_TEST = 2000, 2000
-#: the paper's Table 1 (linear model), Adult column, as printed (spec fair-vfl-deo §2.5):
+#: the paper's Table 1 (linear model), Adult column, as printed:
 #: method -> (ACC in %, DFP, DFN); FedBCD is the unconstrained model, FairVFL(eps) the constrained one
 PAPER_TABLE1_ADULT = {
     "FedBCD": (85.06, 0.14, 0.18),
@@ -114,7 +115,7 @@ def main(quick: bool = False, fairness_losses=("linear", "same"), eps_values=PAP
     train = dm.datasets.adult(n_parties=6, active=(0,), split="train", n_samples=n_train, seed=seed)
     test = dm.datasets.adult(n_parties=6, active=(0,), split="test", n_samples=n_test, seed=seed)
     n = train.n_samples
-    l2 = 2.0 / n  # the paper's mu = 2/n (spec §2.1)
+    l2 = 2.0 / n  # the paper's mu = 2/n (fair-VFL paper, §5)
     if verbose:
         print(f"Adult (a8a): train {train!r}\n             test  {test!r}\n"
               f"logistic loss, l2 = 2/n = {l2:.3g}, K = {train.n_parties} parties (active: {train.active})\n")
@@ -158,7 +159,7 @@ def table1_comparison(rows) -> list[dict]:
     """One line per paper row of Table 1 (Adult): the paper's ACC/DFP/DFN and, where we have the
     same model (FedBCD = unconstrained; FairVFL(eps) = our DEO[fairness loss] at that eps), ours.
 
-    EO and CEO (centralized post-processing, outside the oracle's scope, spec §2.2) have no row of
+    EO and CEO (centralized post-processing, outside the oracle's scope: they need the pooled data) have no row of
     ours. Each of our entries keeps its status, so a reader sees which are certified optima.
     """
     ours = {}

@@ -19,7 +19,7 @@ Models (all linear in the same 121 one-hot features):
   returned with certified lower and upper bounds. ``eps=1e6`` is the unconstrained model.
 
 Columns: test accuracy, DFP / DFN (absolute gaps of false-positive / false-negative rates between
-the groups, spec fair-vfl-deo §2.4), fit time, and the certificate each answer carries.
+the groups), fit time, and the certificate each answer carries.
 
 Run:  python examples/fairlearn_adult.py [--quick]   (needs the ``peers`` extra for Fairlearn)
 """

@@ -1,4 +1,4 @@
-"""Grade Flower's own strategies with drflmodel's certified oracles (issue 11 item 4).
+"""Grade Flower's own strategies with drflmodel's certified oracles.
 
 One federation (5 clients of different sizes, heterogeneous linear regression, ridge l2 = 0.1).
 Flower's built-in ``FedAvg``, ``FedProx`` and ``QFedAvg`` (``flwr.serverapp.strategy``) run on it

@@ -1,13 +1,14 @@
-"""The penguins experiment of the relative-fairness paper (spec relative-fairness §6, §14.4), exactly.
+"""The penguins experiment of the relative-fairness paper (Nakakita et al. 2024, §4.3), exactly.
 
-Setup (spec §6 with the §14 conventions):
+Setup (the paper's §4.3 and Appendix J.1, with three readings of the printed text):
 
 * palmerpenguins data, rows with a missing measurement dropped, the first 10 rows per species
   (``dm.datasets.penguins(n_per_species=10)``): 3 clients (Adelie, Chinstrap, Gentoo);
 * model bill_length = theta_1 + theta_2 * bill_depth + theta_3 * flipper_length, with the
-  **corrected sign** -theta_3 in the printed loss (errata §14.1 item 1), i.e. the stated model;
-* Theta = the box [-35, -25] x [0, 1]^2 (the convex hull of the paper's finite grid, item 5);
-* A = B = the full simplex Delta^2 (item 3), so the objective is (max_i f_i - phi min_i f_i)/(1 - phi)
+  **corrected sign** -theta_3 in the printed loss (the printed loss has +theta_3 against the
+  stated model), i.e. the stated model;
+* Theta = the box [-35, -25] x [0, 1]^2 (the convex hull of the paper's finite grid);
+* A = B = the full simplex Delta^2, so the objective is (max_i f_i - phi min_i f_i)/(1 - phi)
   and R_{A,B} = max_i f_i / min_i f_i;
 * phi in {0, 0.01, ..., 0.05}.
 
@@ -17,11 +18,11 @@ paper's, so the objective is 1/10 of the paper's, while theta* and R_{A,B} are i
 scales are printed (``objective`` = mean convention, ``paper (sum)`` = 10 x objective).
 
 For the paper's phi values the problem is NOT convex (the exact vertex test gives convexity only
-for phi <= 0.0034, spec §14.2), so each point is solved with the lifted SDP (R2) plus RLT cuts
+for phi <= 0.0034), so each point is solved with the lifted SDP (R2) plus RLT cuts
 from the box and certified a posteriori: the lifted matrix is rank one and the true objective at
 the extracted theta equals the SDP lower bound (status "optimal"). phi = 0 is convex (vertex
 SOCP, R1). Targets are objective values (relative tolerance ~1e-3), not theta*: the objective is
-very flat along theta_1 + 190 theta_3 (spec §14.4).
+very flat along theta_1 + 190 theta_3.
 
 Run ``python examples/relative_fairness_penguins.py [--quick]``. On a terminal, a sweep longer
 than a couple of seconds shows the phi values solved so far and the elapsed time
@@ -58,7 +59,7 @@ def main(quick: bool = False, phis=PHIS, verbose: bool = True, progress: bool | 
     rows = []
     report = prob.convexity_report(max(phis))
     if verbose:
-        print("Relative fairness on penguins (spec §6/§14.4): A = B = simplex, box "
+        print("Relative fairness on penguins (relative-fairness paper, §4.3): A = B = simplex, box "
               "[-35,-25]x[0,1]^2, corrected sign -theta_3")
         print(f"largest phi with a convex problem (exact vertex test): {report.max_convex_phi['vertex']:.6f};"
               f" Prop 10 (m_f/M_f): {report.max_convex_phi['prop10']:.3g}")

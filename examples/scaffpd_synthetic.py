@@ -1,12 +1,12 @@
-"""Reproduce the Scaff-PD synthetic convergence comparison (paper §C.1, Figure 2; spec scaffpd §5).
+"""Reproduce the Scaff-PD synthetic convergence comparison (Yu et al. 2023, §C.1, Figure 2).
 
-Setup (spec scaffpd §5 and the §4.4 numerical check): N = 5 clients, d = 10 features, m = 100
+Setup (the paper's §C.1): N = 5 clients, d = 10 features, m = 100
 samples each, a ~ N(0, I), shared x̂ ~ N(0, I), per-client shift δ_i ~ N(0, 0.1² I), y = <a, x̂+δ_i>;
 f_i(x) = mean squared residual + (μ_x/2)||x||² with μ_x = 0.1; the χ² penalty with
 ρ ∈ {0.01, 0.05, 0.1}. The exact optimum x* comes from the certified CVXPY oracle.
 
-Printed: the paper's quantity ||x^R − x*||² at several rounds for Scaff-PD (the §4.4 SC-SC
-schedule, J local steps) and DRFA (same J, default steps), next to the paper's claim ("Scaff-PD
+Printed: the paper's quantity ||x^R − x*||² at several rounds for Scaff-PD (the step sizes of the
+strongly-convex-strongly-concave case, Condition 3.2 and Theorem 3.5 of the paper, J local steps) and DRFA (same J, default steps), next to the paper's claim ("Scaff-PD
 converges linearly in all three settings; DRFA is much slower"), and the fitted per-round
 contraction factor of Scaff-PD.
 
@@ -64,7 +64,7 @@ def main(quick: bool = False, progress: bool | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="400 rounds instead of 3000")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     args = parser.parse_args()

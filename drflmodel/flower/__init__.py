@@ -1,5 +1,5 @@
-"""drflmodel's distributed algorithms on Flower, and oracle verification of any Flower run
-(issue 11; DESIGN.md §2 ``flower/``). Optional: ``pip install "drflmodel[flower]"``.
+"""drflmodel's distributed algorithms on Flower, and oracle verification of any Flower run.
+Optional: ``pip install "drflmodel[flower]"``.
 
 Two jobs:
 

@@ -43,7 +43,7 @@ __all__ = ["PORTED", "port_for", "Port"]
 
 def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, ex: Exchange,
                       dual_step, normalize: bool, batch: int):
-    r"""One Scaff-PD round on Flower (spec scaffpd Alg. 1 lines 3–11, Alg. 2): the server part of
+    r"""One Scaff-PD round on Flower (Scaff-PD paper, Algorithm 1 lines 3–11, Algorithm 2): the server part of
     :func:`drflmodel.solvers.scaffpd.primal_dual_round`.
 
     :math:`s=(1+\theta_r)L^r-\theta_rL^{r-1}`, :math:`\lambda^{r+1}=` ``dual_step``
@@ -68,8 +68,8 @@ def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, ex: Ex
 
 
 class ScaffPDPort(Port):
-    """:class:`~drflmodel.solvers.ScaffPD` (spec scaffpd Algorithms 1–2, with the ergodic average
-    of Thm E.6 recorded as ``theta_avg``)."""
+    """:class:`~drflmodel.solvers.ScaffPD` (Scaff-PD paper, Algorithms 1–2, with the ergodic
+    average of its Theorem E.6 recorded as ``theta_avg``)."""
 
     solver = "ScaffPD"
     handled = frozenset({"rounds", "local_steps", "schedule", "step_size", "dual_step",
@@ -98,7 +98,7 @@ class ScaffPDPort(Port):
 
 
 class ScaffPDIAPort(Port):
-    r""":class:`~drflmodel.solvers.ScaffPDIA` (spec relative-fairness Algorithms 1–3): Scaff-PD's
+    r""":class:`~drflmodel.solvers.ScaffPDIA` (relative-fairness paper, Algorithms 1–3): Scaff-PD's
     round with the dual step onto :math:`\Lambda_\varphi(A,B)` (the solver's ``dual``), negative
     aggregation weights, and the box projection :math:`\Pi_\Theta` of line 13."""
 
@@ -164,7 +164,7 @@ class FedAvgPort(Port):
 
 
 class RFedFairPort(Port):
-    r""":class:`~drflmodel.solvers.RFedFair` (FAFL Algorithm 1, spec fafl-hcvar §4–§6): clients step
+    r""":class:`~drflmodel.solvers.RFedFair` (FAFL paper, Algorithm 1): clients step
     on :math:`\hat f^{\mu,i}` (exact loss in the sigmoid weight; the gradient exact, or a minibatch
     from the client's own generator when the solver has a ``batch_size``); the server averages :math:`(\omega,\eta)` with weights :math:`p_i`
     (full) or the multiplicities of :math:`K` draws with replacement by :math:`p` (partial,

@@ -18,7 +18,7 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
 
 ``query.hello``
     check the partition; reply ``partition-id`` (no payload).
-``train.losses_controls`` (Scaff-PD, Scaff-PD-IA, spec scaffpd Alg. 1 line 4)
+``train.losses_controls`` (Scaff-PD, Scaff-PD-IA; the Scaff-PD paper's Algorithm 1, line 4)
     :math:`x\mapsto(L_i=f_i(x),\ c_i=g_i(x))`.
 ``train.corrected_steps`` (Alg. 2)
     :math:`c\mapsto\Delta u_i=(x-u_J)/(\eta J)` after
@@ -29,11 +29,11 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
     ``snapshots`` :math:`u_t` (DRFA).
 ``query.loss``
     :math:`x\mapsto f_i(x)` (DRFA's snapshot losses, rFedFair's :math:`\eta_0` setup).
-``train.smoothed_steps`` (rFedFair, spec fafl-hcvar §4)
+``train.smoothed_steps`` (rFedFair; the FAFL paper's Algorithm 1)
     steps on :math:`\hat f^{\mu,i}(\omega,\eta)=\frac1{\alpha_i}\phi_\mu(f_i(\omega)-\eta)+\eta`:
     with :math:`s=\mathrm{sigmoid}((f_i(\omega)-\eta)/\mu)`, :math:`a=s/\alpha_i`,
     :math:`\omega\leftarrow\omega-\beta a\nabla f_i(\omega)`, :math:`\eta\leftarrow\eta-\beta(1-a)`.
-``train.vfl_init``, ``train.vfl_step`` (fair VFL, FedBCD; spec fair-vfl-deo §1.5; party *k* of
+``train.vfl_init``, ``train.vfl_step`` (fair VFL, FedBCD; the fair-VFL paper's Algorithms 1–3; party *k* of
     a vertical federation through its ``PartyView``)
     keep the block :math:`\theta_k`; a step: passive :math:`\theta_k-\eta_t^{-1}((X^k)^\top\nu+\ell_2\theta_k)`
     from the server's :math:`\nu`, active :math:`q` local steps on the inconsistent read

@@ -1,5 +1,5 @@
 r"""Fair vertical FL on Flower: :class:`~drflmodel.solvers.FairVFL` and
-:class:`~drflmodel.solvers.FedBCD` (spec fair-vfl-deo §1.5, Algorithms 1–3).
+:class:`~drflmodel.solvers.FedBCD` (fair-VFL paper, Algorithms 1–3).
 
 A vertical federation maps onto Flower's Message API (a star: server ↔ supernodes) with one
 supernode per **party** (``partition-id`` = party index *k*): the party keeps its block
@@ -8,7 +8,7 @@ supernode per **party** (``partition-id`` = party index *k*): the party keeps it
 paper) and computes :math:`z=\sum_kp^k`, the dual step and :math:`\nu` with the solver's own
 ``_server_dual_step`` and the problem's ``nu``, ``fairness_gap_from_scores``.
 
-One round on Flower (the simulator's S1–S4, spec §1.5):
+One round on Flower (the simulator's steps S1–S4):
 
 * S2/S3: the server sends :math:`(z,\lambda)` (``scores+lambda``; FedBCD: ``scores``) to every
   updating active party with its number of local steps :math:`q_k`, and :math:`\nu` (``nu``) to
@@ -72,7 +72,7 @@ class FairVFLPort(Port):
             replies.update(ex.send("train.vfl_step", payload, {"eta": eta}, to=steps,
                                    per_client={k: {"steps": q} for k, q in steps.items()}))
         passive = [k for k in range(K) if upd[k] and k not in active]
-        if passive:      # P steps with the round's nu (passive_steps, spec N19; 1 = the algorithms')
+        if passive:      # P steps with the round's nu (passive_steps; 1 = the paper's algorithms')
             P = int(solver.params.get("passive_steps", 1))
             replies.update(ex.send("train.vfl_step", {"nu": problem.nu(z, lam)}, {"eta": eta, "steps": P},
                                    to=passive))

@@ -1,4 +1,4 @@
-"""The problem base classes shared by every formulation family (DESIGN.md §1, §3).
+"""The problem base classes shared by every formulation family.
 
 * :class:`ProblemBase` -- what every oracle has, whatever its federation: the CVXPY side
   (``build()`` is a *reduction* from the formulation to a ``cvxpy.Problem``, cached), the solve
@@ -21,7 +21,7 @@ whose status comes from an independent certificate:
 
 If the certificate does not close (relative gap above ``gap_tol``) the next solver in
 :meth:`ProblemBase.solver_order` is tried; the best answer is returned with an honest status, and
-``"failed"`` if none passed (DESIGN.md §4.1). Solver names, settings, tolerances and the fallback
+``"failed"`` if none passed. Solver names, settings, tolerances and the fallback
 rule when a named solver fails are documented in :mod:`._conic`.
 """
 
@@ -47,7 +47,7 @@ __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView", "SOLVER_OP
 
 
 class ClientView:
-    """What client *i* may compute on its own data (DESIGN.md §1).
+    """What client *i* may compute on its own data (a distributed solver reads nothing else).
 
     Only client *i*'s rows are reachable from this object: its loss value, gradient, Hessian,
     Hessian-vector products and seeded minibatch gradients of

@@ -1,5 +1,5 @@
 r"""Conic solvers: their names and documented settings, the solver sequence every route shares,
-and the conic route (DESIGN.md §4.1, §4.7).
+and the conic route.
 
 * :func:`check_solver` / :func:`check_solver_options` -- ``solve(solver=..., **options)`` is
   validated before anything runs: an unknown or uninstalled solver, or a setting the solver does
@@ -21,7 +21,7 @@ and the conic route (DESIGN.md §4.1, §4.7).
   best certified one, ``"infeasible"`` on a solver's infeasibility certificate, ``"failed"`` if
   none answered.
 
-Solver tolerances (documented, DESIGN.md §4.7): Clarabel and ECOS run with absolute/relative gap
+Solver tolerances: Clarabel and ECOS run with absolute/relative gap
 and feasibility tolerances of 1e-9; SCS (first-order, the last resort and for comparisons) with
 ``eps_abs = eps_rel = 1e-7`` and up to 200,000 iterations.
 """
@@ -42,7 +42,7 @@ from ._routes import Route
 __all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings",
            "check_solver_options", "default_solver", "quiet_solve", "SolverSequence", "ConicRoute"]
 
-#: the documented tolerances per solver (DESIGN.md §4.7)
+#: the documented tolerances per solver
 SOLVER_OPTIONS = {
     "CLARABEL": {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9, "max_iter": 500},
     "ECOS": {"abstol": 1e-9, "reltol": 1e-9, "feastol": 1e-9, "max_iters": 500},

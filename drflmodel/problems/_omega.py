@@ -1,4 +1,4 @@
-"""Per-loss Wasserstein constraint sets :math:`\\Omega_s` of the DRFL paper (spec drfl-admm §3.2, §4).
+"""Per-loss Wasserstein constraint sets :math:`\\Omega_s` of the DRFL paper (Proposition 4.2, Appendix B).
 
 For a fixed model :math:`w` and client :math:`s`, Proposition 4.2 gives
 
@@ -12,20 +12,20 @@ Two exact representations of :math:`g_i\\le\\alpha_i` are implemented (both vect
 samples of any number of clients):
 
 * **Lipschitz form** (unbounded support :math:`\\Xi=\\mathbb R^{n+1}` resp. :math:`\\mathcal X=\\mathbb R^n`;
-  Corollaries B.1, B.5, B.6 and errata item 12 for B.2–B.4 with :math:`r=0`). Every one of the six
+  Corollaries B.1, B.5, B.6, and B.2–B.4 without support constraints, :math:`r=0`). Every one of the six
   losses is Lipschitz in its argument with constant :math:`\\mathrm{Lip}` equal to its asymptotic
   slope, so :math:`g_i = L(\\hat\\xi_i)` if :math:`\\lambda\\ge\\mathrm{Lip}\\cdot N_*(\\text{direction})`
-  and :math:`+\\infty` otherwise. Regression: :math:`N_*(w,-1)=\\max\\{\\|w\\|_*,1/\\kappa\\}` (errata
-  item 1, :math:`\\kappa=\\infty\\Rightarrow\\|w\\|_*`). Classification: :math:`\\|w\\|_*\\le\\lambda` and
-  the label-flip branch :math:`L(-\\hat y\\,u)-\\kappa\\lambda\\le\\alpha` (dropped for :math:`\\kappa=\\infty`,
-  spec §4.4 [R]). Constraints: ``alpha >= L(sample)``, ``alpha >= L(flipped) - kappa*lam``,
+  and :math:`+\\infty` otherwise. Regression: :math:`N_*(w,-1)=\\max\\{\\|w\\|_*,1/\\kappa\\}` (the
+  dual of the transport cost's norm :math:`\\|u\\|+\\kappa|v|`, which the paper leaves undefined;
+  :math:`\\kappa=\\infty\\Rightarrow\\|w\\|_*`). Classification: :math:`\\|w\\|_*\\le\\lambda` and
+  the label-flip branch :math:`L(-\\hat y\\,u)-\\kappa\\lambda\\le\\alpha` (dropped for :math:`\\kappa=\\infty`). Constraints: ``alpha >= L(sample)``, ``alpha >= L(flipped) - kappa*lam``,
   ``lam >= Lip * N_*``. (The paper's lifted forms with :math:`\\mu` / :math:`\\phi,\\pi` are exactly
   these epigraphs of the loss.) For the logistic loss the identity
   :math:`\\log(1+e^{z})=\\log(1+e^{-z})+z` turns the flip branch into
   :math:`t+\\hat y u-\\kappa\\lambda\\le\\alpha` with one exponential-cone epigraph
-  :math:`t\\ge L(\\hat y u)` per sample (half the exp cones of spec §4.4's count).
+  :math:`t\\ge L(\\hat y u)` per sample (half the exponential cones of a direct transcription).
 * **Polyhedral form** for the piecewise-linear losses (SVR, pinball, hinge) on
-  :math:`\\Xi=\\{C\\xi\\le d\\}` (Corollaries B.2–B.4, Props 6.3/6.4; the general recipe of spec §4.4):
+  :math:`\\Xi=\\{C\\xi\\le d\\}` (Corollaries B.2–B.4, Propositions 6.3/6.4, in one general form):
   for every piece :math:`L=\\max_j(a_j z+b_j)` and branch there is :math:`\\phi\\ge0` with
   :math:`a^\\top\\hat\\xi_i+b_j+\\phi^\\top(d-C\\hat\\xi_i)\\le\\alpha_i` and
   :math:`N_*(a-C^\\top\\phi)\\le\\lambda`; constant pieces give :math:`b_j\\le\\alpha_i`.
@@ -57,7 +57,7 @@ __all__ = ["SUPPORTED_LOSSES", "Support", "TransportModel", "make_support", "che
            "dual_exponent", "omega_constraints", "empirical_constraints", "lambda_min",
            "worst_case_unbounded", "min_piecewise"]
 
-#: the six losses of the DRFL paper (spec §1); Squared is not covered by the paper
+#: the six losses of the DRFL paper (§3); Squared is not covered by the paper
 SUPPORTED_LOSSES = (Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic)
 _SUPPORTED_NAMES = "Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic"
 _PL_NAMES = "EpsilonInsensitive, Pinball, Hinge"
@@ -149,7 +149,7 @@ def make_support(support, task: str, n: int) -> Support:
     if C.shape[1] != n + extra:
         cols = f"{n} (features) or {n + 1} (features and label)" if extra else f"{n}"
         raise InvalidParameterError(f"support C must have {cols} columns; got {C.shape[1]}")
-    # Slater check (spec §4, (14)/(15)): maximize t s.t. C xi + t e <= d, t <= 1.
+    # Slater check (the supports (14)/(15) of the DRFL paper): maximize t s.t. C xi + t e <= d, t <= 1.
     m = C.shape[1]
     res = linprog(np.r_[np.zeros(m), -1.0], A_ub=np.hstack([C, np.ones((C.shape[0], 1))]), b_ub=d,
                   bounds=[(None, None)] * m + [(None, 1.0)], method="highs")
@@ -202,7 +202,7 @@ class TransportModel:
             raise NotConvexError(
                 f"{type(loss).__name__} on a bounded support {sup.kind!r}: the inner worst case "
                 "sup_xi L - lambda d is the maximization of a convex function over a polytope, "
-                "which the paper does not reformulate (errata item 12). Supported alternatives: "
+                "which the DRFL paper does not reformulate. Supported alternatives: "
                 f"support=None with {type(loss).__name__}, or a piecewise-linear loss "
                 f"({_PL_NAMES}) with a bounded support")
         return TransportModel(loss, norm, float(kappa), sup)
@@ -215,7 +215,7 @@ class TransportModel:
         return S.d[None, :] - xi @ S.C.T
 
     def check_samples(self, X: np.ndarray, y: np.ndarray, name: str) -> None:
-        """Samples outside the stated support are an error (errata item 15)."""
+        """Samples outside the stated support are an error (the reformulation assumes them inside)."""
         if not self.support.bounded:
             return
         sl = self.slack(X, y)
@@ -225,7 +225,7 @@ class TransportModel:
             raise InvalidDataError(
                 f"{int(bad.sum())} sample(s) of {name} lie outside the support "
                 f"{self.support.kind!r} (first row index {int(np.flatnonzero(bad)[0])}); the "
-                "reformulation assumes every training sample lies in the support (errata item 15). "
+                "reformulation assumes every training sample lies in the support. "
                 "Use support=None or bring the data into the support explicitly")
 
 
@@ -253,7 +253,8 @@ def lambda_min(model: TransportModel, w) -> float:
 
 
 def empirical_constraints(model: TransportModel, w, alpha, X, y) -> list:
-    """:math:`L(\\hat\\xi_i)\\le\\alpha_i` — the dedicated epigraph for :math:`\\rho_s=0` (errata 10, (17)/(20))."""
+    """:math:`L(\\hat\\xi_i)\\le\\alpha_i` — the dedicated epigraph for :math:`\\rho_s=0` (the DRFL paper's (17)/(20); its duality
+    argument needs :math:`\\rho_s>0`)."""
     if X.shape[0] == 0:
         return []
     return [model.loss.expr(X @ w, y) <= alpha]

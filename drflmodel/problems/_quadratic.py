@@ -1,5 +1,5 @@
 """Exact convex reformulations of the relative-fairness problem for **quadratic** client losses
-(spec relative-fairness §14.3, [derived]).
+(derived here; the relative-fairness paper gives none).
 
 Client losses are written :math:`f_i(\\theta)=\\theta^\\top Q_i\\theta-2r_i^\\top\\theta+c_i`
 (:meth:`~drflmodel.objectives.ClientObjectives.quadratic_forms`), and for a weight vector
@@ -177,7 +177,7 @@ def rlt_data(lower: np.ndarray, upper: np.ndarray) -> dict:
 
 def rlt_constraints(W, theta, data) -> list:
     r"""RLT / McCormick cuts for :math:`W\approx\theta\theta^\top` on the box
-    :math:`l\le\theta\le u` (spec §14.3): for all :math:`a,b`,
+    :math:`l\le\theta\le u`: for all :math:`a,b`,
     :math:`W_{ab}-l_a\theta_b-l_b\theta_a+l_al_b\ge0`, :math:`W_{ab}-u_a\theta_b-u_b\theta_a+u_au_b\ge0`,
     :math:`W_{ab}-l_a\theta_b-u_b\theta_a+l_au_b\le0`. ``data`` is :func:`rlt_data` (numpy
     arrays, or ``cp.Parameter`` s of the same shapes: the cuts stay DPP)."""

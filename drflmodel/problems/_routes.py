@@ -1,4 +1,4 @@
-r"""Solve routes: the ways an oracle can be solved, one small object each (issue 15, issue 13).
+r"""Solve routes: the ways an oracle can be solved, one small object each.
 
 Modelled on CVXPY's reductions (``Reduction.accepts`` / ``apply`` / ``invert``, chained by
 ``SolvingChain``): a :class:`Route` knows **when it applies** to a problem and **how to produce a
@@ -7,7 +7,7 @@ routes in order of preference; ``Problem.solve(method="auto")`` takes the first 
 for a route that may fall back, the next one when its answer does not certify), while
 ``solve(method=<name>)`` forces one. ``solution.info["method"]`` records the route that answered.
 
-Every route returns a *certified* answer in the sense of DESIGN.md §4.1: an upper bound from the
+Every route returns a *certified* answer: an upper bound from the
 exact objective at the returned :math:`\theta` and an independent lower bound; the status is
 derived from the two, never copied from a solver.
 

@@ -1,5 +1,5 @@
 r"""The fast certified route of the client-weight min-max problems: SQP with exact client Hessians
-(issue 13 item 2; ``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
+(``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
 
 Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
 weight set, and the FAFL dual): :math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,

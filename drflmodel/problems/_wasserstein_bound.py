@@ -1,4 +1,4 @@
-r"""A rigorous lower bound for Wasserstein DRFL on unbounded support, computed in numpy (issue 13 item 3).
+r"""A rigorous lower bound for Wasserstein DRFL on unbounded support, computed in numpy.
 
 The conic route used the solver's dual objective as :math:`L`; it is a valid bound only up to the
 solver's dual residual (measured: :math:`L` above :math:`U` by up to 5e-9 relative). This module
@@ -6,7 +6,7 @@ builds a bound that is valid **for any choice of its multipliers** and evaluates
 point, so :math:`L\le p^\star` holds to rounding whatever the solver's accuracy; the solver's answer
 only makes it tight.
 
-**Derivation** (spec drfl-admm §3, Prop. 4.2 with the Lipschitz form of :mod:`._omega`; unbounded
+**Derivation** (DRFL paper, Proposition 4.2, with the Lipschitz form of :mod:`._omega`; unbounded
 support). For weights :math:`\tilde q\in\mathcal Q` (weak min–max duality)
 
 .. math::

@@ -1,5 +1,5 @@
 r"""The fast certified route of Wasserstein DRFL (every loss: smooth ones and piecewise-linear
-ones) on unbounded support: trust-region SQP on the exact robust objective (issue 13 item 3; ``solve(method="newton")``, chosen by ``method="auto"`` when
+ones) on unbounded support: trust-region SQP on the exact robust objective (``solve(method="newton")``, chosen by ``method="auto"`` when
 it applies).
 
 **Problem** (:mod:`.wasserstein`, unbounded support). With :math:`u=Xw`, the own-label loss

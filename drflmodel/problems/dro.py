@@ -1,6 +1,6 @@
 r"""Federated distributionally robust optimization over client weights (Scaff-PD family).
 
-Spec scaffpd §1 (problem (1.1)), §2.4, §8.2:
+The Scaff-PD paper's problem (1.1) (Yu, Karimireddy, Ma and Jordan 2023, §1.1 and Appendix B):
 
 .. math::
 
@@ -8,8 +8,8 @@ Spec scaffpd §1 (problem (1.1)), §2.4, §8.2:
     \qquad f_i(\theta) = \tfrac1{N_i}\sum_j L(z_{ij}) + \tfrac{\ell_2}2\|\theta\|^2 ,
 
 for every weight set of :mod:`drflmodel.sets` inside the nonnegative orthant: AFL (``Simplex``),
-``CVaR``, the :math:`\chi^2` penalty (``ChiSquare``, exact dual of spec §8.2), ``LpBall``
-:math:`\cap` simplex, ``HCVaR`` and ``QFFL`` (the corrected :math:`\psi` of spec §8.1 #14).
+``CVaR``, the :math:`\chi^2` penalty (``ChiSquare``, (B.2), through its exact dual), ``LpBall``
+:math:`\cap` simplex, ``HCVaR`` and ``QFFL`` (with a corrected :math:`\psi`, see :class:`~drflmodel.sets.QFFL`).
 
 **Reduction to a convex problem (the epigraph form).** With :math:`\sigma_\Lambda(t)=
 \max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)` (the set's ``support_expr``, convex and
@@ -22,7 +22,7 @@ nondecreasing because :math:`\Lambda\subset\mathbb R^n_{\ge0}`),
 By DCP duality the multipliers of the epigraph constraints are a worst-case weight vector
 :math:`\lambda^\star\in\partial\sigma_\Lambda(t^\star)`.
 
-**Certificate (DESIGN.md §5, the dsp-style three-way check).**
+**Certificate (the three-way check of disciplined saddle programming).**
 
 * saddle solve: the CVXPY problem above (value :math:`v_{\rm saddle}`);
 * fix :math:`\theta^\star`, maximize over :math:`\lambda`: :math:`U=\max_{\lambda\in\Lambda}
@@ -334,8 +334,8 @@ class FederatedDRO(WeightedMinMax):
     The solution's ``weights`` are :math:`\lambda^\star` (epigraph multipliers projected onto
     :math:`\Lambda`), ``duals["epigraph"]`` the raw multipliers, ``duals["aux"]`` the auxiliary
     variables of the set's support expression and ``duals["eta"]`` the :math:`\eta^\star` of
-    CVaR / HCVaR / :math:`\chi^2` in the spec's convention (scaffpd §8.2:
-    :math:`\lambda^\star_i=\frac1N(1+(f_i-\eta^\star)/\rho)_+` for :math:`\chi^2`).
+    CVaR / HCVaR / :math:`\chi^2` in the convention of the sets' dual forms
+    (:math:`\lambda^\star_i=\frac1N(1+(f_i-\eta^\star)/\rho)_+` for :math:`\chi^2`).
     Sweepable parameters are the set's (``alpha``, ``rho``, ``radius``, ...): see :meth:`set_parameter`.
     """
 
@@ -390,7 +390,7 @@ class FederatedDRO(WeightedMinMax):
         return duals
 
     def _support_duals(self, support, t) -> dict:
-        """``aux`` (the support expression's auxiliary variables) and ``eta`` (spec convention)."""
+        """``aux`` (the support expression's auxiliary variables) and ``eta`` (the dual forms' convention)."""
         aux = {}
         for v in support.variables():
             if v.id != t.id and v.value is not None:
@@ -399,7 +399,7 @@ class FederatedDRO(WeightedMinMax):
         out = {"aux": aux} if aux else {}
         etas = [k for k in aux if k.endswith("_eta")]
         if len(etas) == 1:
-            # η* in the spec's convention: CVaR/HCVaR as is; χ² (spec scaffpd §8.2) after
+            # η* in the dual forms' convention: CVaR/HCVaR as is; χ² after
             # undoing the set's shift η = η' + ρ
             out["eta"] = aux[etas[0]] + (self.weights.rho if etas[0] == "chi2_eta" else 0.0)
         return out

@@ -1,6 +1,6 @@
 r"""Fairness-aware federated learning (FAFL): the HCVaR objective, its dual, and the smoothed target.
 
-Spec fafl-hcvar §2–§4, §9. With :math:`p_i=N_i/N`, levels :math:`\alpha_i\in[p_i,1]` and caps
+The FAFL paper (Tu, Xu, Huang, Tao and Li, "Fairness-Aware Federated Learning"), §3–§4. With :math:`p_i=N_i/N`, levels :math:`\alpha_i\in[p_i,1]` and caps
 :math:`c_i=p_i/\alpha_i`, the FAFL loss (Definition 1, eq. (1)/(3)) in :math:`\lambda=q\circ p` form is
 
 .. math::
@@ -8,7 +8,7 @@ Spec fafl-hcvar §2–§4, §9. With :math:`p_i=N_i/N`, levels :math:`\alpha_i\i
     f_\alpha(\theta)=\max\Big\{\lambda^\top f(\theta):\ \lambda\in\Delta^{n-1},\ \lambda_i\le c_i\Big\}
     =\inf_{\eta\in\mathbb R}\ \eta+\sum_i c_i\,(f_i(\theta)-\eta)_+ \qquad\text{(Lemma 1)}.
 
-* :meth:`FairnessAwareFL.objective` is the **primal** sup over :math:`Q_\alpha` (greedy, spec §9.3,
+* :meth:`FairnessAwareFL.objective` is the **primal** sup over :math:`Q_\alpha` (greedy,
   via ``sets.HCVaR.worst_case``), in numpy.
 * The CVXPY problem is the **dual** of Lemma 1, joint in :math:`(\theta,\eta)` (problem (4)):
   :math:`\min_{\theta,\eta,t}\ \eta+\sum_ic_i(t_i-\eta)_+` s.t. :math:`t_i\ge f_i(\theta)`, with the caps
@@ -22,10 +22,11 @@ Spec fafl-hcvar §2–§4, §9. With :math:`p_i=N_i/N`, levels :math:`\alpha_i\i
   :math:`\phi_\mu(x)=\mu\log(1+e^{x/\mu})`, is :meth:`FairnessAwareFL.smoothed_objective`;
   :meth:`FairnessAwareFL.solve_smoothed` returns its certified minimizer (the point rFedFair
   converges to). Lemma 2: :math:`F_\alpha\le F^\mu_\alpha\le F_\alpha+\mu\tau_\alpha` with
-  :math:`\tau_\alpha=\sum_ip_i/\alpha_i` (in fact :math:`\le F_\alpha+\mu\log2\,\tau_\alpha`, spec §9.1 #11).
+  :math:`\tau_\alpha=\sum_ip_i/\alpha_i` (in fact :math:`\le F_\alpha+\mu\log2\,\tau_\alpha`: :math:`\phi_\mu` is the softplus, whose gap
+to :math:`(\cdot)_+` is at most :math:`\mu\log2`).
 
-Spec §9.1 #6: for :math:`\alpha_i<p_i` the cap is vacuous and the exact objective equals AFL. By
-default such :math:`\alpha` is an error (DESIGN.md §4.3); ``alpha_below_p="clip"`` uses
+For :math:`\alpha_i<p_i` (outside Definition 1's range) the cap is vacuous and the exact objective
+equals AFL. By default such :math:`\alpha` is an error; ``alpha_below_p="clip"`` uses
 :math:`\max(\alpha_i,p_i)` with a warning (same exact objective).
 """
 
@@ -147,7 +148,7 @@ class FairnessAwareFL(WeightedMinMax):
         return self.weights
 
     def objective(self, theta) -> float:
-        r"""Primal :math:`f_\alpha(\theta)=\sup_{q\in Q_\alpha}\sum_iq_ip_if_i(\theta)` (greedy, spec §9.3)."""
+        r"""Primal :math:`f_\alpha(\theta)=\sup_{q\in Q_\alpha}\sum_iq_ip_if_i(\theta)` (greedy)."""
         return float(self.weights.worst_case(self.client_losses(theta))[0])
 
     def joint_objective(self, theta, eta) -> float:

@@ -1,5 +1,5 @@
 """Wasserstein distributionally robust federated learning (DRFL), problem (4) of Bai, Wong, Qiao & Ho
-(spec ``drfl-admm`` §2–§5, §10): one type-1 Wasserstein ball per client and a client-weight set Q,
+(the DRFL paper, arXiv:2503.18436: problem (2), Proposition 4.2, Theorem 4.3): one type-1 Wasserstein ball per client and a client-weight set Q,
 
 .. math::
     \\min_{w}\\ \\max_{q\\in\\mathcal Q}\\ \\sum_s q_s\\ \\sup_{W(\\mathbb P_s,\\hat{\\mathbb P}_s)\\le\\rho_s}
@@ -18,7 +18,8 @@
 The multiplier of :math:`\\varpi\\le z` is the worst-case weight vector :math:`q^\\star` (KKT:
 :math:`q=\\hat q+\\theta g` with :math:`g\\in\\partial\\|t\\|_{p_*}`, which lies in Q). For clients with
 :math:`\\rho_s=0` the dedicated empirical epigraph of (17)/(20) is used and :math:`\\lambda_s` is not
-reported (errata item 10). :math:`\\lambda_s\\ge0` is explicit (errata item 9).
+reported (the duality of Proposition 4.2 needs :math:`\\rho_s>0`; at :math:`\\rho_s=0` the multiplier is
+free). :math:`\\lambda_s\\ge0` is explicit (the paper's (4)/(5) write :math:`\\lambda_s\\in\\mathbb R`).
 
 **Certificate.** Upper bound :math:`U` = :meth:`objective` at the returned :math:`w` (exact worst case
 per client — closed form for unbounded support, a small LP/SOCP per client for polyhedral supports —
@@ -31,7 +32,7 @@ point (its effect on the bound is of the order of residual × ‖x‖). Tests cr
 against an independent fixed-weight minimization :math:`\\min_w\\sum_s\\tilde q_s z_s(w)` with
 :math:`\\tilde q\\in\\mathcal Q`, which is a lower bound by weak min–max duality.
 
-**Intercept.** The paper's models have no intercept (spec §0). An intercept must be an explicit
+**Intercept.** The paper's models have no intercept. An intercept must be an explicit
 constant column (``datasets.add_intercept``) and is then an ordinary feature: the adversary may
 move it at transport cost, and it enters :math:`\\|w\\|_*`. An all-ones column lies on the boundary
 of ``"box"`` ([-1,1]^n) and ``"unit_box"`` ([0,1]^n), hence in the support; it is accepted.
@@ -99,7 +100,7 @@ def ball_support_expr(z, center, theta, p):
     :math:`\\min_{\\gamma\\in\\mathbb R,\\eta\\ge0}\\ \\hat q^\\top(z+\\eta)+\\theta\\|z+\\gamma e+\\eta\\|_{p_*}`
     (valid because :math:`e^\\top\\hat q=1`). Returns ``(expr, gamma, eta, constraints)``; the expression is
     convex and nondecreasing in ``z``, to be *minimized*. Cone: linear (p = 1, inf), SOC (p = 2),
-    power cone otherwise (spec §3.4)."""
+    power cone otherwise."""
     S = z.shape[0]
     gamma = cp.Variable(name="gamma")
     eta = cp.Variable(S, name="eta")
@@ -119,8 +120,8 @@ class WassersteinDRFL(Problem):
     Parameters
     ----------
     federation : :class:`~drflmodel.data.Federation`.
-    loss : one of ``Huber(eps)``, ``EpsilonInsensitive(eps)``, ``Pinball(tau)`` (the spec's pinball
-        level ε), ``Hinge()``, ``SmoothHinge()``, ``Logistic()``.
+    loss : one of ``Huber(eps)``, ``EpsilonInsensitive(eps)``, ``Pinball(tau)`` (the paper's
+        quantile level), ``Hinge()``, ``SmoothHinge()``, ``Logistic()``.
     radius : :math:`\\rho_s\\ge0`, a scalar (shared) or one per client.
     kappa : label cost :math:`\\kappa>0`, ``np.inf`` for labels that cannot move.
     norm : feature norm of the transport cost, 1, 2 or inf.
@@ -128,7 +129,7 @@ class WassersteinDRFL(Problem):
         (fixed weights), or another nonnegative ``WeightSet``.
     support : None (unbounded), ``"box"`` ([-1,1]^n), ``"unit_box"`` ([0,1]^n) or ``(C, d)``
         (polyhedral :math:`\\{C\\xi\\le d\\}`, Slater-checked); bounded supports only for the
-        piecewise-linear losses. Training samples must lie in the support (errata item 15).
+        piecewise-linear losses. Training samples must lie in the support (the reformulation assumes it).
     l2 : optional ridge term :math:`\\frac{\\ell_2}2\\|w\\|^2` (0 in the paper).
 
     Sweepable parameters (DPP, no recompilation): ``"radius"`` (while the zero pattern of
@@ -177,7 +178,7 @@ class WassersteinDRFL(Problem):
             elif _is_lp_ball(weights):
                 kind = "ball"
                 center = check_probability_vector(weights.center, "weights.center", n=S)
-                self._center = center / center.sum()          # errata item 8: exactly on the simplex
+                self._center = center / center.sum()          # (4) equals (5) only for a center exactly on the simplex
                 self._theta = check_real(weights.radius, "weights.radius", low=0.0)
                 p = float(weights.p)
                 if p < 1:
@@ -254,7 +255,7 @@ class WassersteinDRFL(Problem):
         rho = cp.Parameter(S, nonneg=True, name="radius", value=self.radius.copy())
         robust_c = self.radius > 0
         robust_i = robust_c[cid]
-        cons = [lam >= 0]                              # errata item 9
+        cons = [lam >= 0]                              # the paper writes lambda_s in R
         if robust_i.any():
             ri = np.flatnonzero(robust_i)
             cons += omega_constraints(model, w, lam, alpha[ri], X[ri], y[ri], cid[ri],
@@ -442,7 +443,7 @@ class WassersteinDRFL(Problem):
 
     @classmethod
     def afl(cls, federation, loss, weights, l2: float = 0.0) -> "WassersteinDRFL":
-        """AFL (17): ρ_s = 0 with the Thm 4.3 ball ``weights`` (errata item 17) or any Q."""
+        """AFL (17): ρ_s = 0 with the Thm 4.3 ball ``weights`` (as in the DRFL paper's experiments) or any Q."""
         return cls(federation, loss, radius=0.0, kappa=1.0, norm=1, weights=weights, l2=l2)
 
     @classmethod
@@ -454,12 +455,13 @@ class WassersteinDRFL(Problem):
     @classmethod
     def wafl(cls, federation, loss, radius, kappa, norm, center=None, support=None,
              l2: float = 0.0) -> "ExactDualWAFL":
-        """Exact-dual WAFL (spec §5 [R]); see :class:`ExactDualWAFL`."""
+        """Exact-dual WAFL; see :class:`ExactDualWAFL`."""
         return ExactDualWAFL(federation, loss, radius, kappa, norm, center=center, support=support, l2=l2)
 
 
 class ExactDualWAFL(WassersteinDRFL):
-    """Exact-dual WAFL (spec §5 [R], errata 16): ONE Wasserstein ball of radius ρ around
+    """Exact-dual WAFL (the DRFL paper compares with WAFL without describing its implementation;
+    this is the exact dual of WAFL's model): ONE Wasserstein ball of radius ρ around
     :math:`\\hat{\\mathbb P}_{agg}=\\sum_s\\hat q_s\\hat{\\mathbb P}_s`, dualized with one shared
     multiplier:
 
@@ -575,7 +577,7 @@ def _local_problem(problem, key, X, y, c, rho) -> _LocalWorstCase:
 
 
 class WassersteinClientView(ClientView):
-    """What client *s* computes on its own data for DRFL (spec §3.2, §6.5).
+    """What client *s* computes on its own data for DRFL (DRFL paper, Proposition 4.2 and Appendix E).
 
     * :meth:`worst_case` — :math:`z_s(w)` and :math:`\\lambda_s^\\star(w)`: the client's worst-case
       expected loss (Prop. 4.2), exact (closed form on unbounded support; a small LP/SOCP on a
@@ -633,7 +635,7 @@ class WassersteinClientView(ClientView):
         return self.rho * float(lam) + float(prob.value)
 
     def admm_step(self, w, z, psi, zeta, c: float, solver: str = "CLARABEL") -> dict:
-        """The client operator :math:`\\mathfrak C_s` of Algorithm 1 (spec §6.5)."""
+        """The client operator :math:`\\mathfrak C_s` of the DRFL paper's Algorithm 1 (Appendix E)."""
         n = self._X.shape[1]
         c = check_real(c, "c", low=0.0, low_open=True)
         if self._admm is None:
@@ -682,5 +684,5 @@ def drfa(federation, loss, l2: float = 0.0) -> WassersteinDRFL:
 
 
 def wafl(federation, loss, radius, kappa, norm, center=None, support=None, l2: float = 0.0) -> ExactDualWAFL:
-    """Exact-dual WAFL (spec §5 [R]) — see :class:`ExactDualWAFL`."""
+    """Exact-dual WAFL — see :class:`ExactDualWAFL`."""
     return ExactDualWAFL(federation, loss, radius, kappa, norm, center=center, support=support, l2=l2)

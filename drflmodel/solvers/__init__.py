@@ -1,4 +1,4 @@
-"""Distributed solvers: simulated federations, vectorized across clients (DESIGN.md §2, issue 7).
+"""Distributed solvers: simulated federations, vectorized across clients.
 
 Every solver is ``Solver(**hyperparameters).run(problem, seed=0, callback=None) -> Trace``; the
 common machinery (``Solver``, ``Trace``, ``ClientRuntime``, callbacks, communication accounting)
@@ -28,7 +28,7 @@ _LAZY = {
     "FairVFL": ("drflmodel.solvers.fairvfl", "FairVFL"),
     "FedBCD": ("drflmodel.solvers.fairvfl", "FedBCD"),
 }
-# only the solvers whose module is present (the others are being written; see issue 7)
+# only the solvers whose module is present
 __all__ = sorted(k for k, (m, _) in _LAZY.items() if importlib.util.find_spec(m) is not None)
 
 

@@ -1,4 +1,4 @@
-"""Common machinery of the distributed solvers (DESIGN.md §1, §4.5; issue 7).
+"""Common machinery of the distributed solvers.
 
 Four pieces, shared by every algorithm in :mod:`drflmodel.solvers`:
 
@@ -216,7 +216,7 @@ class ClientRuntime:
     def gradients(self, theta, batch_size: int | None | str = "default", clients=None) -> np.ndarray:
         """Row *i* is client *i*'s gradient at ``theta`` (shared ``(d,)`` or row *i* of ``(n, d)``):
         exact when the batch size is ``None``, else an unbiased minibatch gradient with a fresh,
-        independent sample per call (spec scaffpd §8.1 #19), drawn from client *i*'s own
+        independent sample per call, drawn from client *i*'s own
         generator ``client_rngs[i]``.
 
         ``clients`` (partial participation): the indices of the clients that take part. Only
@@ -467,9 +467,9 @@ def _resolve(spec: str):
 class Solver:
     """Base class of the distributed solvers (see the module docstring for the subclass hooks).
 
-    Parameters common to all solvers
-    --------------------------------
-    rounds : number of communication rounds :math:`R \\ge 1`.
+    Parameters
+    ----------
+    rounds : number of communication rounds :math:`R \\ge 1` (common to all solvers).
     """
 
     #: accepted problem classes, as ``"module:Class"`` strings (resolved lazily at ``run``)

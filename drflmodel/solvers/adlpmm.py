@@ -1,6 +1,6 @@
-r"""AD-LPMM for Wasserstein DRFL (Bai, Wong, Qiao & Ho, Algorithm 1), spec ``drfl-admm.md`` §6
-(operators (6)–(10) of §6.4–§6.5, constants and stopping rule of §6.7) with errata §10 items 3–7,
-9–11.
+r"""AD-LPMM for Wasserstein DRFL (Bai, Wong, Qiao & Ho, the DRFL paper: Algorithm 1 of §5, the
+operators (6)–(10) and Appendix E), with the gaps the paper leaves (step size, initialization,
+stopping rule) filled as stated below.
 
 Runs on a :class:`~drflmodel.problems.wasserstein.WassersteinDRFL` and solves its ADMM-ready form (5)
 
@@ -19,33 +19,35 @@ and :math:`\zeta_s` (of :math:`\varpi_s-z_s`). One iteration :math:`k` (= one co
    :math:`t^{k+1}=u-\frac\theta{c'}\mathrm{Proj}_{B_p}(\frac{c'}\theta u)`,
    :math:`u=t^k-(\hat q+\sigma^k+c(t^k-z^k-\gamma^ke-\eta^k))/c'` (8; the projection onto the unit
    ball of the primal :math:`p`-norm, :math:`p\in\{1,2,\infty\}`, with the sort-based exact
-   :math:`\ell_1` projection and the corrected soft threshold, errata 3);
+   :math:`\ell_1` projection and the soft threshold :math:`[|x|-\delta e]_+\odot\mathrm{sgn}(x)`, whose :math:`|x|` the paper
+   omits);
 2. server, group 2: with :math:`r=-\gamma^ke-\eta^k+t^{k+1}-z^{k+1}`,
    :math:`\eta^{k+1}=[\eta^k+(\sigma^k+cr)/c'']_+` (9),
    :math:`\gamma^{k+1}=\gamma^k+(1+e^\top\sigma^k+ce^\top r)/c''` (10);
-3. server → client *s*: :math:`(w^{k+1},z^{k+1}_s)` (errata 6: the global :math:`w^{k+1}`);
+3. server → client *s*: :math:`(w^{k+1},z^{k+1}_s)` (the global :math:`w^{k+1}`, where the paper's Algorithm 1, line 11, writes :math:`w^{k+1}_s`);
 4. client *s*, on its own data: :math:`(\lambda_s,\alpha_s,\hat w_s)^{k+1}=\mathfrak C_s(w^{k+1},z^{k+1}_s,
    \psi^k_s,\zeta^k_s)` (``problem.client_view(s).admm_step``, a small conic program; no lower
-   bound on :math:`\alpha`, :math:`\lambda_s\ge0` explicit, errata 9, 11);
+   bound on :math:`\alpha`, :math:`\lambda_s\ge0` explicit, loss epigraphs as inequalities);
 5. client *s* → server: :math:`(\hat w_s^{k+1},\varpi_s^{k+1})` (:math:`m+1` floats);
-6. duals, replicated by the server and by client *s* (spec §6.6, both know every term):
+6. duals, replicated by the server and by client *s* (both know every term):
    :math:`\sigma\mathrel{+}=c(t-z-\gamma e-\eta)`, :math:`\psi_s\mathrel{+}=c(w-\hat w_s)`,
    :math:`\zeta_s\mathrel{+}=c(\varpi_s-z_s)`. With ``dual_storage="server"`` the server keeps them and
    sends :math:`(\psi_s^k,\zeta_s^k)` in step 3 instead (:math:`m+1` more floats down per client).
 
-Constants (§6.7, errata 4): step :math:`c>0` (default 1; the paper gives no value), proximity
-:math:`c'=c''=2Sc` (``proximal="paper"``, the operators verbatim) or the tight
+Constants: step :math:`c>0` (default 1; the paper gives no value), proximity
+:math:`c'=c''=2Sc` (``proximal="paper"``, the operators verbatim; the paper's "that is,
+:math:`c'=2Sc`" is a valid upper choice, not an equality) or the tight
 :math:`c'=2c`, :math:`c''=(S+1)c` (``"tight"``, :math:`\lambda_{\max}(A_1^\top A_1)=2`,
-:math:`\lambda_{\max}(A_2^\top A_2)=S+1`). All primal and dual variables start at 0 (errata 7),
+:math:`\lambda_{\max}(A_2^\top A_2)=S+1`). All primal and dual variables start at 0 (the paper leaves the initialization open),
 :math:`\varpi^0=0`.
 
 Weight sets: ``LpBall(q̂, θ, p)`` as in (5); ``Simplex(S)`` as the ball :math:`(\frac1Se, 2, 1)`
-(equal to :math:`\Delta_S`, spec §3.4); fixed weights q̂ as :math:`\theta=0` (the prox is the
+(equal to :math:`\Delta_S`); fixed weights q̂ as :math:`\theta=0` (the prox is the
 identity). ``l2 > 0`` adds :math:`\frac{\ell_2}2\|w\|^2` to the objective, which changes only (6) as
 written (an extension; the paper has no ridge). :class:`~drflmodel.problems.wasserstein.ExactDualWAFL`
 (one multiplier shared by all clients) is not separable and is refused.
 
-**Sampled client step** (spec §6.9; ``sample_size=b``, default ``None``: the exact step). At every
+**Sampled client step** (the inexact update the paper suggests in §5; ``sample_size=b``, default ``None``: the exact step). At every
 round client *s* draws :math:`b` distinct rows :math:`\tilde{\mathcal I}_s` of its :math:`N_s`
 uniformly at random (without replacement, from its own generator ``runtime.client_rngs[s]``) and
 solves :math:`\mathfrak C_s` with :math:`\Omega_s` built on those rows only, i.e. with
@@ -57,7 +59,7 @@ as :math:`b\to N_s`), so ``expected_rate`` is ``None``, and the stopping rule ra
 ``rounds``. Each sampled step compiles a new small conic program (about 10 ms per client step,
 against about 2 ms for the exact step, whose compiled problem is reused).
 
-Stopping (§6.7 [R]): the run stops early (``Trace.info["converged"]``) once the primal residual
+Stopping (the paper leaves the rule open): the run stops early (``Trace.info["converged"]``) once the primal residual
 :math:`\max\{\|t-z-\gamma e-\eta\|_\infty,\max_s\|w-\hat w_s\|_\infty,\max_s|\varpi_s-z_s|\}\le`
 ``tol_primal`` and the change :math:`\max\{\|\Delta w\|_\infty,\|\Delta z\|_\infty,\|\Delta t\|_\infty\}\le`
 ``tol_change`` (defaults :math:`10^{-6}`; ``rounds`` is :math:`k_{\max}`, default 5000; pass
@@ -92,7 +94,7 @@ _WASS = ("drflmodel.problems.wasserstein:WassersteinDRFL",)
 def project_unit_ball(x, p: float) -> np.ndarray:
     r"""Euclidean projection onto :math:`\{x:\|x\|_p\le1\}` for :math:`p\in\{1,2,\infty\}` (Beck 2017,
     Table 6.1; for :math:`p=1` the corrected soft threshold :math:`[|x|-\delta]_+\odot\mathrm{sgn}(x)`
-    with the exact sort-based :math:`\delta^*`, spec §6.4)."""
+    with the exact sort-based :math:`\delta^*`)."""
     x = np.asarray(x, float)
     if p == np.inf:
         return np.clip(x, -1.0, 1.0)
@@ -121,7 +123,7 @@ def prox_dual_norm(u, scale: float, p: float) -> np.ndarray:
 
 
 def sample_rows(rng: np.random.Generator, size: int, b: int) -> np.ndarray:
-    """The sampled client step's rows (spec §6.9 [R]): ``b`` of ``size`` row indices, uniformly
+    """The sampled client step's rows: ``b`` of ``size`` row indices, uniformly
     without replacement, ascending (``rng.choice(size, b, replace=False)``, sorted)."""
     return np.sort(rng.choice(size, size=b, replace=False))
 
@@ -129,7 +131,7 @@ def sample_rows(rng: np.random.Generator, size: int, b: int) -> np.ndarray:
 def restricted_view(view, rows):
     r"""Client *s*'s :class:`~drflmodel.problems.wasserstein.WassersteinClientView` restricted to its
     rows ``rows``: :math:`\Omega_s` and :math:`\mathfrak C_s` (``admm_step``) are built on those rows,
-    with the normalization :math:`1/|\tilde{\mathcal I}_s|` (spec §6.9). A shallow copy whose data
+    with the normalization :math:`1/|\tilde{\mathcal I}_s|`. A shallow copy whose data
     are the selected rows and whose compiled-problem caches are empty (they belong to the full
     data); the client never sees other clients' rows."""
     sub = copy.copy(view)
@@ -172,7 +174,7 @@ class ADLPMM(Solver):
     dual_storage : ``"client"`` (default; clients replicate their duals) or ``"server"``.
     client_solver : CVXPY solver of the client step (default ``"CLARABEL"``).
     sample_size : ``None`` (exact client step, default) or :math:`b\ge1`, the rows each client
-        samples per round for the sampled step of spec §6.9 (module docstring); at most the
+        samples per round for the sampled step (module docstring); at most the
         smallest client's size.
     """
 
@@ -212,12 +214,12 @@ class ADLPMM(Solver):
             else float(self.params["c_dprime"])
         if cpp < (S + 1) * c * (1 - 1e-12):
             raise InvalidParameterError(
-                f"c_dprime must be >= (S + 1) c = {(S + 1) * c} so that G_2 is PSD (spec §6.5); got {cpp}")
+                f"c_dprime must be >= (S + 1) c = {(S + 1) * c} so that G_2 is PSD; got {cpp}")
         return cp_, cpp
 
     # ------------------------------------------------------------------ driver (stopping rule)
     def run(self, problem, seed=0, callback=None, theta0=None, progress=None):
-        """As :meth:`Solver.run`, plus the stopping rule of spec §6.7 (``Trace.info["converged"]``)."""
+        """As :meth:`Solver.run`, plus the stopping rule of the module docstring (``Trace.info["converged"]``)."""
         user = {"stopped": False}
         tp, tc = self.tol_primal, self.tol_change
         enabled = tp > 0 or tc > 0
@@ -284,7 +286,7 @@ class ADLPMM(Solver):
                 raise InvalidParameterError(
                     f"sample_size must be an integer in [1, {smallest}] (the smallest client's number "
                     f"of rows); got {self.sample_size}")
-            extra["expected_rate"] = None          # a heuristic: no rate is claimed (spec §6.9)
+            extra["expected_rate"] = None          # a heuristic: no rate is claimed
             info["sample_size"] = self.sample_size
         zero = np.zeros(S)
         return {**extra, "theta": np.asarray(theta0, float), "weights": self._to_weight_set(problem, q_hat),
@@ -322,7 +324,7 @@ class ADLPMM(Solver):
         #    over clients: each is a separate CVXPY/Clarabel solve, nothing to stack)
         out = []
         for s, view in enumerate(st["views"]):
-            if self.sample_size is not None and self.sample_size < view.size:     # spec §6.9
+            if self.sample_size is not None and self.sample_size < view.size:     # the sampled step
                 view = restricted_view(view, sample_rows(runtime.client_rngs[s], view.size, self.sample_size))
             ws, zs = rows[s, :w.size], rows[s, w.size]
             ps, zt = psi[s], zeta[s]                 # the client's own replica (or the received row)

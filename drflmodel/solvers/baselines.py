@@ -1,8 +1,9 @@
 """Baselines of the Scaff-PD and relative-fairness papers, vectorized (full participation;
 DRFA and Stochastic-AFL also with the client sampling of their papers).
 
-The specs name these baselines (scaffpd §6, relative-fairness §2.3 and §13) without restating
-them; the published definitions are implemented, with the deviations listed per class:
+The Scaff-PD paper (§C.2, Table 4) and the relative-fairness paper (§2, §7) compare with these
+baselines without restating them; the published definitions are implemented, with the deviations
+listed per class:
 
 * :class:`FedAvg` (McMahan et al. 2017) and :class:`Scaffold` (Karimireddy et al. 2020) solve
   ERM :math:`\\min_\\theta\\sum_ip_if_i(\\theta)` with **fixed** weights :math:`p`: they run on a
@@ -20,8 +21,8 @@ them; the published definitions are implemented, with the deviations listed per 
   sample) and ``loss_clients`` (indicator of the loss sample) per round.
 * :class:`QFedAvg` (Li et al. 2020, Algorithm 2 "q-FedAvg") solves q-FFL on a ``FederatedDRO``
   with a ``QFFL`` set: :math:`\\min_\\theta\\frac1{q+1}\\sum_if_i(\\theta)^{q+1}`. **Each client
-  weights its update by its own loss** :math:`F_i(\\theta^r)^q` (issue 7 flags an implementation
-  elsewhere that uses one server-side loss for every client).
+  weights its update by its own loss** :math:`F_i(\\theta^r)^q` (as in the paper's Algorithm 2;
+  an implementation that uses one server-side loss for every client would not be q-FedAvg).
 
 Default step sizes are documented recipes from the smoothness :math:`L_{xx}=\\max_iL_i`
 (``problem.objectives.smoothness()``); every step can be overridden.
@@ -242,7 +243,7 @@ class StochasticAFL(Solver):
     :math:`\\frac1m\\sum_{k\\in D}g_k` and :math:`v=\\frac nm(f_i\\mathbb 1[i\\in U])_i`.
 
     Steps :math:`\\gamma_r=\\gamma_0/\\sqrt{r+1}` (``decay="sqrt"``) or constant (``"constant"``;
-    the paper's Theorem 2, not restated in the specs, takes constant steps :math:`\\propto1/\\sqrt R`
+    the paper's Theorem 2 takes constant steps :math:`\\propto1/\\sqrt R`
     for a horizon of :math:`R` rounds and bounds the expected duality gap of the averages by
     :math:`O(1/\\sqrt R)`);
     defaults :math:`\\gamma^\\theta_0=1/L_{xx}`, :math:`\\gamma^\\lambda_0=\\gamma^\\theta_0`. The
@@ -339,8 +340,7 @@ class DRFA(Solver):
     server then draws :math:`U` (:math:`m` distinct clients, uniform), sends them
     :math:`\\bar\\theta'`, and steps with :math:`v=\\frac nm(f_i(\\bar\\theta')\\mathbb 1[i\\in U])_i`
     in place of :math:`f(\\bar\\theta')`. The paper's convex-case guarantee (its Theorem 1, with
-    steps tuned to the horizon, :math:`\\eta\\propto T^{-1/2}`, :math:`\\gamma\\propto T^{-5/8}`; the
-    specs do not restate it) is an :math:`O(T^{-3/8})` bound on the expected duality gap of the
+    steps tuned to the horizon, :math:`\\eta\\propto T^{-1/2}`, :math:`\\gamma\\propto T^{-5/8}`) is an :math:`O(T^{-3/8})` bound on the expected duality gap of the
     averaged iterates, :math:`T=RJ` local iterations.
 
     Defaults: local step :math:`\\eta=1/(L_{xx}J)`, dual step :math:`\\gamma=\\eta`. The average
@@ -436,7 +436,7 @@ class QFedAvg(Solver):
 
     ``lipschitz`` is the paper's :math:`L` (default :math:`L_{xx}=\\max_iL_i`). ``q`` is read from
     the problem's ``QFFL`` set. The weights recorded are :math:`\\lambda_i=F_i^q` (the q-FFL
-    maximizer :math:`\\lambda^\\star_i=f_i^q` of spec scaffpd §8.1 #14 at the current model).
+    maximizer :math:`\\lambda^\\star_i=f_i^q` of :class:`~drflmodel.sets.QFFL` at the current model).
     """
 
     problem_types = _DRO

@@ -1,8 +1,8 @@
 r"""Fair VFL gradient descent–ascent (Liu et al., Algorithms 1–3) and the FedBCD baseline.
 
-Spec ``fair-vfl-deo.md`` §1.3–§1.7 (the model, the updates (10)–(12), the reference round
-schedule of §1.5), §3.6 (what the server's :math:`\lambda` converges to) and notes N1–N3, N6, N7,
-N9, N19. Runs on a :class:`~drflmodel.problems.deo.DEOConstrained` over a vertical federation of
+The fair-VFL paper (Liu, Fan, Zhou, Shi, Pei, Chu and Zhang, arXiv:2109.08344): the regularized
+Lagrangian (6), the updates (8)–(12), Algorithms 1–3 and Theorem 2; where the algorithms' indexing
+disagrees with equations (10)–(11), the equations are followed. Runs on a :class:`~drflmodel.problems.deo.DEOConstrained` over a vertical federation of
 :math:`K` parties (party *k* holds the feature block :math:`X^k` and :math:`\theta_k`; the active
 parties also hold :math:`y`, the groups and the loss; the server holds :math:`y` and the groups).
 
@@ -10,19 +10,19 @@ Regularized Lagrangian (paper (6), with :math:`c_t\ge0`):
 :math:`\tilde f_t(\theta,\lambda)=L(\theta)+\lambda_1(D(\theta)-\varepsilon)-\lambda_2(D(\theta)+\varepsilon)
 -\frac{c_t}2\|\lambda\|^2`.
 
-**One round** :math:`t=0,1,\dots` (the reference schedule of spec §1.5):
+**One round** :math:`t=0,1,\dots`:
 
 S1. every party uploads its partial scores :math:`p^k=X^k\theta_k^{(t)}` (:math:`n` floats); the
     server forms :math:`z^{(t)}=\sum_kp^k`;
 S2. if :math:`t\ge1`: :math:`\lambda^{(t)}=[\lambda^{(t-1)}+\beta\nabla_\lambda\tilde f_{t-1}(\theta^{(t)},\lambda^{(t-1)})]_+`
-    (paper (8), (10), with :math:`c_{t-1}`); :math:`\lambda^{(0)}=0` (N3);
+    (paper (8), (10), with :math:`c_{t-1}`); :math:`\lambda^{(0)}=0` (Algorithm 1);
 S3. server → active parties :math:`(z^{(t)},\lambda^{(t)})` (:math:`n+2` floats); server → passive
     parties :math:`\nu^{(t)}=\partial f/\partial z` (paper (12), :math:`n` floats). **Passive parties
     never receive labels, groups,** :math:`\lambda` **or scores** -- only :math:`\nu`;
 S4a. passive party *k*: one step
     :math:`\theta_k^{(t+1)}=\theta_k^{(t)}-\eta_t^{-1}((X^k)^\top\nu^{(t)}+\ell_2\theta_k^{(t)})`
-    (``PartyView.block_gradient``), or with ``passive_steps`` :math:`=P>1` (spec N19: the theory
-    allows every party up to :math:`Q` updates per round; the algorithms give passive parties one),
+    (``PartyView.block_gradient``), or with ``passive_steps`` :math:`=P>1` (the paper's theory
+    allows every party up to :math:`Q` updates per round; its algorithms give passive parties one),
     :math:`P` steps :math:`\theta_k\leftarrow\theta_k-\eta_t^{-1}((X^k)^\top\nu^{(t)}+\ell_2\theta_k)`
     with the round's :math:`\nu^{(t)}`: the passive party cannot recompute :math:`\nu` (it holds
     no labels, groups or loss), so its data term is the stale read at :math:`z^{(t)}` (its own
@@ -30,11 +30,11 @@ S4a. passive party *k*: one step
     unchanged: a block is fixed by the :math:`P`-step map iff its gradient
     :math:`(X^k)^\top\nu+\ell_2\theta_k` vanishes;
 S4b. active party *k*: :math:`q_k^{(t)}\in\{1,\dots,Q\}` local steps on the "inconsistent read"
-    :math:`z^{(t)}+X^k(\theta_k-\theta_k^{(t)})` with :math:`\lambda^{(t)}` fixed (N7;
-    ``PartyView.local_scores`` / ``local_gradient``). :math:`q_k^{(t)}=Q` (``local_schedule="fixed"``)
+    :math:`z^{(t)}+X^k(\theta_k-\theta_k^{(t)})` with :math:`\lambda^{(t)}` fixed (the
+    active party cannot see the other blocks between messages; ``PartyView.local_scores`` / ``local_gradient``). :math:`q_k^{(t)}=Q` (``local_schedule="fixed"``)
     or uniform in :math:`\{1,\dots,Q\}` (``"random"``, seeded).
 
-:math:`\eta_t` is an **inverse** step size (N2) and :math:`\beta` a forward dual step.
+:math:`\eta_t` is an **inverse** step size, as in the paper (:math:`\eta_t=100` is a step of 0.01), and :math:`\beta` a forward dual step.
 
 **Asynchrony** (deterministic given the seed): with ``update_prob`` :math:`=p<1`, at every round each
 party independently (``runtime.rng``) is *delayed* with probability :math:`1-p`: it receives
@@ -45,20 +45,20 @@ parties are processed one after another (different block widths; each step is an
 :math:`n\times m_k` array operation), not in one stacked array.
 
 **Schedules**: ``c`` is a float :math:`\ge0` (constant :math:`c_t=c`; 0 gives the unregularized
-Lagrangian) or ``"decreasing"``: :math:`c_t=\frac\beta2\max(t,1)^{-1/4}` (Theorem 2 with N3).
+Lagrangian) or ``"decreasing"``: :math:`c_t=\frac\beta2\max(t,1)^{-1/4}` (Theorem 2's :math:`c_t`, which is undefined at :math:`t=0`).
 ``eta_inv`` is a float (constant :math:`\eta_t`) or ``"theory"``: Theorem 2's lower bound
 :math:`\eta_t=\frac{L^2(KQ+2)(KQ-1)+2(L+1)}4+\frac{L_{12}^2KQ(1+32\tau\sqrt{\max(t,1)})}{2\beta}`
 with :math:`\tau=` ``tau_const`` :math:`>8`, :math:`Q=\max(` ``local_steps``, ``passive_steps`` :math:`)`
 (the most updates a party makes in a round), :math:`L_{12}=\sqrt2\,\mathrm{Lip}(D_f)` and :math:`L`
 the smoothness of :math:`\theta\mapsto f(\theta,\lambda)` -- computed for the affine (linear)
-fairness loss only, where both are independent of :math:`\lambda` (spec §1.7 "facts"; computed once
+fairness loss only, where both are independent of :math:`\lambda` (computed once
 before the first round as a setup step). ``preset="paper"`` is the paper's experiment
-(:math:`c=10^{-3}`, :math:`\eta=100`, :math:`\beta=0.1`, N9); ``preset="theory"`` is
+(:math:`c=10^{-3}`, :math:`\eta=100`, :math:`\beta=0.1`; constant steps, outside Theorem 2);
+``preset="theory"`` is
 ``c="decreasing", eta_inv="theory"`` with :math:`\beta=0.1`; ``preset="lagrangian"`` is the
-unregularized GDA of the spec's §3.6 numerical check (:math:`c\equiv0`, :math:`\eta=10`,
-:math:`\beta=0.5`).
+unregularized GDA (:math:`c\equiv0`, :math:`\eta=10`, :math:`\beta=0.5`).
 
-**Limits** (spec §3.6): with :math:`c\equiv0` the fixed points are the KKT pairs, so
+**Limits**: with :math:`c\equiv0` the fixed points are the KKT pairs, so
 :math:`\lambda^{(t)}\to` the oracle's ``duals["lambda1"], duals["lambda2"]`` and
 :math:`\theta^{(t)}\to\theta^\star`; with constant :math:`c>0` the fixed point is the solution of
 :math:`P_c` (``DEOConstrained(..., penalty_c=c)``) with :math:`\lambda_c=((D-\varepsilon)_+,(-D-\varepsilon)_+)/c`.
@@ -66,13 +66,13 @@ unregularized GDA of the spec's §3.6 numerical check (:math:`c\equiv0`, :math:`
 Recorded per round: ``lam`` (:math:`\lambda^{(t)}` used in round *t*), ``D`` (:math:`D_f(\theta^{(t)})`,
 from the server's scores), ``c`` and ``eta_inv`` (:math:`c_t,\eta_t`), ``stationarity_gap``
 (paper (13) at :math:`(\theta^{(t)},\lambda^{(t)})`; its :math:`\theta` block is the aggregate round
-displacement times :math:`\eta_t`, N12), ``updated`` (which parties updated). ``Trace.theta[t]`` is
+displacement times :math:`\eta_t`), ``updated`` (which parties updated). ``Trace.theta[t]`` is
 :math:`\theta^{(t)}`; ``Trace.info["lam_final"]`` is :math:`\lambda` at the last iterate
 (one more server step (10) at :math:`\theta^{(R)}`, no communication needed beyond S1 -- it is
 not counted).
 
-:class:`FedBCD` is the vertical ERM baseline (:math:`\varepsilon=\infty`, i.e. :math:`\lambda\equiv0`,
-spec §2.2 [R]): the same simulator without the dual step; passive parties receive
+:class:`FedBCD` is the vertical ERM baseline (:math:`\varepsilon=\infty`, i.e. :math:`\lambda\equiv0`):
+the same simulator without the dual step; passive parties receive
 :math:`\nu=\frac1n\partial_zl(z,y)`.
 """
 
@@ -95,11 +95,11 @@ PRESETS = {"paper": {"c": 1e-3, "eta_inv": 100.0, "beta": 0.1},
 
 def vfl_constants(problem, dual: bool = True) -> dict:
     r""":math:`L` (smoothness of :math:`f(\cdot,\lambda)`) and :math:`L_{12}=\sqrt2\,\|\nabla D\|` for an
-    affine fairness loss (spec §1.7 "facts about the constants")."""
+    affine fairness loss (for it both are independent of :math:`\lambda`)."""
     if dual and not problem.is_affine:
         raise InvalidParameterError(
             "eta_inv='theory' is computed for the linear (affine) fairness loss only: otherwise L grows "
-            "with |lambda1 - lambda2| (spec N10); pass a float eta_inv")
+            "with |lambda1 - lambda2|; pass a float eta_inv")
     s = float(problem.loss.smoothness)
     if not np.isfinite(s):
         raise InvalidParameterError(
@@ -118,7 +118,7 @@ def theory_eta(t: int, L: float, L12: float, K: int, Q: int, beta: float, tau: f
 
 
 class FairVFL(Solver):
-    r"""Fair VFL (spec fair-vfl-deo Algorithms 1–3) on a :class:`~drflmodel.problems.deo.DEOConstrained`.
+    r"""Fair VFL (fair-VFL paper, Algorithms 1–3) on a :class:`~drflmodel.problems.deo.DEOConstrained`.
 
     Parameters
     ----------
@@ -130,7 +130,7 @@ class FairVFL(Solver):
     beta : dual step :math:`\beta>0`.
     local_steps : :math:`Q\ge1` (active parties).
     passive_steps : :math:`P\ge1` steps of every passive party per round (default 1, as the
-        algorithms; :math:`P>1` is the N19 extension, module docstring S4a).
+        algorithms; :math:`P>1` is allowed by its analysis, module docstring S4a).
     local_schedule : ``"fixed"`` (:math:`q_k=Q`) or ``"random"`` (uniform in :math:`1..Q`).
     update_prob : probability :math:`\in(0,1]` that a party updates in a round (asynchrony).
     tau_const : the constant :math:`\tau>8` of Theorem 2 (``eta_inv="theory"``).
@@ -267,7 +267,7 @@ class FairVFL(Solver):
 
 class FedBCD(FairVFL):
     r"""FedBCD: vertical ERM by block coordinate descent with local steps (the fair-VFL simulator
-    with :math:`\lambda\equiv0`, i.e. :math:`\varepsilon=\infty`; spec §2.2 [R]).
+    with :math:`\lambda\equiv0`, i.e. :math:`\varepsilon=\infty`).
 
     Runs on any :class:`~drflmodel.problems.deo.DEOConstrained` and **ignores its constraint**: it
     minimizes :math:`L(\theta)=\frac1n\sum_il(X_i^\top\theta,y_i)+\frac{\ell_2}2\|\theta\|^2`. Active parties

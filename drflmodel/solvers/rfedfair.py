@@ -1,4 +1,4 @@
-r"""rFedFair (FAFL paper, Algorithm 1), spec ``fafl-hcvar.md`` §4–§6 and §9.1 (errata 1, 9, 16–19).
+r"""rFedFair (FAFL paper, Algorithm 1 of §4; Theorems 1–2 of §5.1 and Appendices C–D).
 
 Runs on a :class:`~drflmodel.problems.fafl.FairnessAwareFL` and minimizes the **smoothed**
 objective of problem (5),
@@ -10,12 +10,13 @@ objective of problem (5),
     \phi_\mu(x)=\mu\log(1+e^{x/\mu}),
 
 whose minimizer is ``problem.solve_smoothed(mu)``; by Lemma 2,
-:math:`F_\alpha\le F^\mu_\alpha\le F_\alpha+\mu\tau_\alpha`. Client *i*'s local gradients (spec §4),
+:math:`F_\alpha\le F^\mu_\alpha\le F_\alpha+\mu\tau_\alpha`. Client *i*'s local gradients (the paper's §4),
 with :math:`s_i=\mathrm{sigmoid}((f_i(\omega)-\eta)/\mu)`:
 :math:`\nabla_\omega\hat f^{\mu,i}=\frac{s_i}{\alpha_i}\nabla f_i(\omega)`,
 :math:`\nabla_\eta\hat f^{\mu,i}=1-\frac{s_i}{\alpha_i}`.
 
-**Iteration timing** (Algorithm 1 with errata #1, "if :math:`t\bmod\kappa\ne0`"). There are
+**Iteration timing** (Algorithm 1, its branch "if t does not divide :math:`\kappa`" read as
+"if :math:`t\bmod\kappa\ne0`", the only reading consistent with its output and Lemma C.3). There are
 :math:`T` iterations :math:`t=0,\dots,T-1` with :math:`T-2` divisible by :math:`\kappa`, and
 :math:`T_N=(T-2)/\kappa`. The server averages at :math:`t\in\{0,\kappa,\dots,T_N\kappa\}`, producing
 the synchronized iterates :math:`\omega_1,\omega_{\kappa+1},\dots,\omega_{T_N\kappa+1}=\omega_{T-1}`.
@@ -31,7 +32,7 @@ So the run has :math:`R=T_N+1` communication rounds (``Trace.rounds``):
 :math:`\tilde\omega_T=\frac1{T_N+1}\sum_{r=0}^{T_N}\omega_{r\kappa+1}` (Theorem 1), is
 ``Trace.iterates["theta_avg"][-1]`` (and ``Trace.info["theta_ergodic"]``).
 
-**Aggregation** (errata #19: :math:`\eta` is a global scalar, averaged with the same weights as
+**Aggregation** (:math:`\eta` is a global scalar, averaged with the same weights as
 :math:`\omega`):
 
 * ``participation="full"`` (Strategy 1): :math:`Z=[n]`, weights :math:`p_i`;
@@ -39,7 +40,8 @@ So the run has :math:`R=T_N+1` communication rounds (``Trace.rounds``):
   draws from :math:`p` **with replacement** (``runtime.rng.choice``), each draw with weight
   :math:`1/K` -- a client drawn twice counts twice in the average (Proposition 2:
   :math:`\mathbb E_Z[\frac1K\sum_{i\in Z}e_i]=\sum_ip_ie_i`). Only the distinct clients of
-  :math:`Z` receive the model and upload (errata #18, practical version; with deterministic
+  :math:`Z` receive the model and upload (the practical version; the analysis lets every client compute,
+which is equivalent in distribution; with deterministic
   local steps a client drawn twice computes the same update, sends it once, and the server
   counts it with its multiplicity). :math:`Z_r` is drawn at the start of round *r* (i.e. at line 11
   of round *r-1*), with :math:`Z_0` drawn first.
@@ -55,9 +57,9 @@ pair :math:`(\omega,\eta)` (:math:`d+1` floats); each client of :math:`Z` → se
 pair (:math:`d+1` floats). With ``eta0="quantile"`` (default), round 0 additionally has a setup
 exchange: the model :math:`\omega_0` to every client, one loss :math:`f_i(\omega_0)` back, from
 which the server sets :math:`\eta_0` to the minimizer of :math:`\eta+\sum_ic_i(f_i(\omega_0)-\eta)_+`
-(the :math:`(1-1/\tau_\alpha)`-quantile of the losses under :math:`P_\alpha`, spec §9.1 #9, §9.3).
+(the :math:`(1-1/\tau_\alpha)`-quantile of the losses under :math:`P_\alpha`; the paper does not say how to initialize :math:`\eta`).
 
-**Step size** (spec §9.1 #9): ``step_size="theory"`` (default) is
+**Step size** (the paper leaves it unspecified): ``step_size="theory"`` (default) is
 :math:`\beta=\min\{\frac1{40L},\frac1{\sqrt6L(\kappa-1)}\}` (full) or
 :math:`\min\{\frac1{20L(3\kappa/K+2)},\frac1{\sqrt6L(\kappa-1)}\}` (partial), the conditions of
 Theorems 1/2, with Lemma C.1's :math:`L=(L_1+\frac{L_2^2+1}\mu)\max_i\frac1{\alpha_i}`:
@@ -68,8 +70,8 @@ Theorems 1/2, with Lemma C.1's :math:`L=(L_1+\frac{L_2^2+1}\mu)\max_i\frac1{\alp
 round (each client reports its own; not counted as communication). A float ``step_size`` is
 used as given (no theorem then).
 
-**Minibatch local steps** (errata #10; ``batch_size=b``, default ``None``: exact gradients, the
-theorems' setting). Each local step of client *i* uses its exact loss :math:`f_i(\omega)` (one
+**Minibatch local steps** (``batch_size=b``, default ``None``: exact gradients, the theorems'
+setting; minibatches are outside Theorems 1–2). Each local step of client *i* uses its exact loss :math:`f_i(\omega)` (one
 pass over its rows, for the weight :math:`s_i`) and an unbiased minibatch gradient
 :math:`g_i(\omega)` of :math:`b` rows drawn uniformly with replacement from client *i*'s own
 generator (:func:`~drflmodel.objectives.minibatch_indices`; under partial participation only the
@@ -116,7 +118,7 @@ def iterations_to_rounds(iterations: int, local_steps: int) -> int:
 
 
 def rfedfair_constants(problem, mu: float, lipschitz: float | None = None) -> dict:
-    r"""Lemma C.1's constants: ``{"L1", "L2", "L", "L_global", "tau_alpha"}``.
+    r"""The constants of the FAFL paper's Lemma C.1: ``{"L1", "L2", "L", "L_global", "tau_alpha"}``.
 
     :math:`L=(L_1+\frac{L_2^2+1}\mu)\max_i\alpha_i^{-1}` (every client's objective) and
     :math:`L_{\rm global}=(L_1+\frac{L_2^2+1}\mu)\tau_\alpha` (the averaged objective)."""
@@ -143,7 +145,7 @@ def rfedfair_constants(problem, mu: float, lipschitz: float | None = None) -> di
 
 
 def theory_step(L: float, local_steps: int, clients_per_round: int | None) -> float:
-    """The step of spec §9.1 #9 (conditions of Theorem 1 / Theorem 2)."""
+    """The largest step the FAFL paper's Theorem 1 / Theorem 2 allow."""
     k = local_steps
     if clients_per_round is None:
         beta = 1.0 / (40.0 * L)
@@ -155,7 +157,7 @@ def theory_step(L: float, local_steps: int, clients_per_round: int | None) -> fl
 
 
 def hcvar_eta(losses, cap) -> float:
-    r"""A minimizer of :math:`\eta+\sum_ic_i(f_i-\eta)_+` (spec §9.3): the loss of the client at
+    r"""A minimizer of :math:`\eta+\sum_ic_i(f_i-\eta)_+` : the loss of the client at
     which the greedy mass (clients by decreasing loss, caps :math:`c_i`) reaches 1."""
     f = np.asarray(losses, float)
     order = np.argsort(-f, kind="stable")
@@ -169,19 +171,19 @@ class RFedFair(Solver):
 
     Parameters
     ----------
-    mu : smoothing :math:`\mu>0` of :math:`\phi_\mu` (spec: choose :math:`\mu\tau_\alpha\le\epsilon/2`).
+    mu : smoothing :math:`\mu>0` of :math:`\phi_\mu` (choose :math:`\mu\tau_\alpha\le\epsilon/2` for an :math:`\epsilon`-accurate FAFL value, by Lemma 2).
     iterations : total iterations :math:`T\ge2` with :math:`\kappa\mid T-2`; the run has
         :math:`T_N+1=(T-2)/\kappa+1` communication rounds. Give ``iterations`` or ``rounds``
         (then :math:`T=(\text{rounds}-1)\kappa+2`), not both.
     rounds : number of communication rounds :math:`T_N+1\ge1`.
-    local_steps : :math:`\kappa\ge1` (the theorems' bounds need :math:`\kappa\ge2`, errata #16).
+    local_steps : :math:`\kappa\ge1` (the theorems' bounds need :math:`\kappa\ge2`).
     participation : ``"full"`` or ``"partial"``.
     clients_per_round : :math:`K\ge1` clients sampled with replacement by :math:`p` (partial only).
     step_size : ``"theory"`` (module docstring) or a float :math:`\beta>0`.
-    lipschitz : override :math:`L_2` of Lemma C.1 (``step_size="theory"`` only).
-    eta0 : ``"quantile"`` (default; spec §9.1 #9) or a float :math:`\eta_0`.
+    lipschitz : override :math:`L_2` of the FAFL paper's Lemma C.1 (``step_size="theory"`` only).
+    eta0 : ``"quantile"`` (default; see the module docstring) or a float :math:`\eta_0`.
     batch_size : ``None`` (exact local gradients, default) or the minibatch size :math:`b\ge1` of
-        the local gradients (module docstring, errata #10).
+        the local gradients (module docstring).
 
     ``run(problem, seed, callback, theta0)``: ``theta0`` is :math:`\omega_0` (default 0).
     Recorded per round: ``eta`` (:math:`\eta_{r\kappa+1}`), ``theta_avg`` / ``eta_avg`` (the

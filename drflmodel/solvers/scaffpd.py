@@ -1,37 +1,41 @@
-"""Scaff-PD (Yu, Karimireddy, Ma, Jordan 2023), spec ``scaffpd.md`` §2 (Algorithms 1–2), §2.4,
-§3.4 (SC-C schedule), §4.4 (SC-SC schedule) and the errata of §8.1.
+"""Scaff-PD (Yu, Karimireddy, Ma, Jordan 2023, arXiv:2307.13381): Algorithms 1–2, with the step-size
+schedules of the strongly-convex–concave case (SC-C: Condition 3.1, Theorem 3.1) and of the
+strongly-convex–strongly-concave case (SC-SC: Condition 3.2, Theorem 3.5).
 
-Problem (spec (1.1)):
+Problem (1.1) of the paper:
 :math:`\\min_x\\max_{\\lambda\\in\\Lambda}\\ \\sum_i\\lambda_i f_i(x)-\\psi(\\lambda)`, given by a
 :class:`~drflmodel.problems.dro.FederatedDRO` (``problem.weights`` is the set :math:`\\Lambda` with
 its penalty :math:`\\psi`; ``weights.prox`` is the dual step).
 
 One round :math:`r` (0-based here; the paper's round :math:`r+1`), with :math:`x^{-1}=x^0`
-(errata #18, so :math:`s^0=L^0`):
+(the paper's Algorithm 1 needs :math:`x^{r-1}` already at its first round; so :math:`s^0=L^0`):
 
 1. server → clients: the model :math:`x^r`;
 2. clients → server: :math:`L_i^r=f_i(x^r)` and the control variate :math:`c_i^r=g_i(x^r)`
-   (one message; :math:`g_i` exact or a fresh minibatch, errata #19);
+   (one message; :math:`g_i` exact or a fresh minibatch, independent of the local steps' ones);
 3. dual step (line 6–7): :math:`s^r=(1+\\theta_r)L^r-\\theta_rL^{r-1}`,
    :math:`\\lambda^{r+1}=\\operatorname{prox}_{\\sigma_r\\psi}^{\\Lambda}(\\lambda^r+\\sigma_rs^r)`;
 4. server → clients: :math:`c^r=\\sum_i\\lambda_i^{r+1}c_i^r` (divided by
    :math:`\\sum_i\\lambda_i^{r+1}` when :math:`\\Lambda` is not inside
-   :math:`\\{\\mathbf 1^\\top\\lambda=1\\}`, e.g. q-FFL -- errata #15, a documented deviation);
+   :math:`\\{\\mathbf 1^\\top\\lambda=1\\}`, e.g. q-FFL -- a deviation from the paper, whose control
+   variates cancel only when the weights sum to one; its theory does not cover q-FFL);
 5. every client runs :math:`J` local steps (Algorithm 2, vectorized across clients)
    :math:`u_{i,j}=u_{i,j-1}-\\eta_\\ell(g_i(u_{i,j-1})-c_i^r+c^r)` with
-   :math:`\\eta_\\ell=\\tau_r/(J\\eta_g)` (errata #17) and sends
+   :math:`\\eta_\\ell=\\tau_r/(J\\eta_g)` (the paper's Algorithm 2 keeps :math:`\\eta_\\ell` fixed while
+   :math:`\\tau_r` varies) and sends
    :math:`\\Delta u_i=(x^r-u_{i,J})/(\\eta_\\ell J)`;
 6. :math:`x^{r+1}=x^r-\\tau_r\\sum_i\\lambda_i^{r+1}\\Delta u_i` (aggregation with
    :math:`\\lambda^{r+1}`).
 
 Schedules (``schedule=``):
 
-* ``"sc-sc"`` (§4.4, Condition 3.2; needs :math:`\\mu_x>0` and :math:`\\mu_\\lambda>0`, e.g. the
+* ``"sc-sc"`` (Condition 3.2 and Theorem 3.5, with :math:`\\tau=4(1-\\theta)/(\\theta\\mu_x)`, the
+  value the proof of Theorem E.9 needs; needs :math:`\\mu_x>0` and :math:`\\mu_\\lambda>0`, e.g. the
   :math:`\\chi^2` penalty with :math:`\\mu_\\lambda=\\rho N`):
   :math:`a=\\tfrac12+24L_{xx}/\\mu_x`, :math:`\\omega=a+\\sqrt{a^2+8L_{\\lambda x}^2/(\\mu_x\\mu_\\lambda)}`,
   :math:`\\theta=1-1/\\omega`, :math:`\\tau=\\tfrac4{\\mu_x}\\tfrac{1-\\theta}\\theta`,
   :math:`\\sigma=\\tfrac1{\\mu_\\lambda}\\tfrac{1-\\theta}\\theta`, constant. Linear rate.
-* ``"sc-c"`` (§3.4, Condition 3.1 with Remark E.4's :math:`\\mu_x/4`, :math:`\\theta_0=1`):
+* ``"sc-c"`` (Condition 3.1 with Remark E.4's :math:`\\mu_x/4`, :math:`\\theta_0=1`):
   :math:`\\delta=c_\\alpha=\\tfrac12`, :math:`\\tau_0=\\tfrac{1-\\delta}{24L_{xx}}`,
   :math:`\\gamma_0=c_\\alpha((1-\\delta)/\\tau_0-12L_{xx})/(2L_{\\lambda x}^2\\tau_0)`;
   :math:`\\sigma_r=\\gamma_r\\tau_r`, :math:`\\theta_r=\\sigma_{r-1}/\\sigma_r`,
@@ -45,7 +49,7 @@ Constants (computed once before the first round, as a setup step not counted as 
 each may be overridden): :math:`\\mu_x=\\min_i` strong-convexity modulus of :math:`f_i`
 (``problem.objectives.strong_convexity()``), :math:`L_{xx}=\\max_i` smoothness,
 :math:`\\mu_\\lambda=` ``weights.strong_concavity``, and :math:`L_{\\lambda x}` on a ball
-(§4.4 point 5, errata #16) centred at :math:`x^0` -- :math:`x^\\star` is unknown to the solver --
+(Assumption B.3 asks for a global constant, which quadratic losses do not have) centred at :math:`x^0` -- :math:`x^\\star` is unknown to the solver --
 of radius :math:`R_b=2G/\\mu_x`, :math:`G=\\max_i\\|\\nabla f_i(x^0)\\|`:
 :math:`L_{\\lambda x}=\\sqrt{\\sum_i(\\|\\nabla f_i(x^0)\\|+L_iR_b)^2}`. Since every
 :math:`\\Phi(\\cdot,\\lambda)`, :math:`\\lambda\\ge0`, is :math:`(\\sum_i\\lambda_i)\\mu_x`-strongly
@@ -70,7 +74,8 @@ _DRO = ("drflmodel.problems.dro:FederatedDRO",)
 # ---------------------------------------------------------------------------------- constants
 def ball_lipschitz(grad_norms, smoothness_rows, radius: float) -> float:
     """Lipschitz constant of the loss vector :math:`(f_i)_i` on a ball of radius :math:`R_b` around
-    the point where the gradients were taken (spec scaffpd §4.4 point 5, errata #16):
+    the point where the gradients were taken (a global constant, as the Scaff-PD paper's
+    Assumption B.3 asks, does not exist for quadratic losses):
     :math:`\\sqrt{\\sum_i(\\|\\nabla f_i(x^0)\\|+L_iR_b)^2}`."""
     return float(np.sqrt(np.sum((np.asarray(grad_norms) + np.asarray(smoothness_rows) * radius) ** 2)))
 
@@ -110,7 +115,8 @@ def scaffpd_constants(problem, theta0, mu_x=None, smoothness=None, lipschitz=Non
 
 def sc_sc_schedule(mu_x: float, mu_lambda: float, L_xx: float, L_lx: float,
                    conservative: bool = False) -> dict:
-    """Spec scaffpd §4.4: ``{"omega", "theta", "tau", "sigma"}`` (constant parameters).
+    """The SC-SC schedule of the Scaff-PD paper (Condition 3.2, Lemma E.8): ``{"omega", "theta", "tau",
+    "sigma"}`` (constant parameters).
 
     ``conservative=True`` uses the printed 16 of (E.54) instead of the exact root's 8.
     """
@@ -141,7 +147,7 @@ class ConstantSchedule:
 
 
 class SCCSchedule:
-    """Condition 3.1 with :math:`\\theta_0=1` (spec §3.4): ``schedule(r) -> (tau_r, sigma_r, theta_r)``.
+    """Condition 3.1 of the Scaff-PD paper with :math:`\\theta_0=1`: ``schedule(r) -> (tau_r, sigma_r, theta_r)``.
 
     ``contraction`` is the factor :math:`\\kappa` in :math:`\\gamma_{r+1}=\\gamma_r(1+\\kappa\\tau_r)`
     (:math:`\\mu_x/4` by default, Remark E.4). Also gives :math:`t_r=\\sigma_r/\\sigma_0`.
@@ -233,7 +239,7 @@ def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, runtim
 
 # ---------------------------------------------------------------------------------- solver
 class ScaffPD(Solver):
-    """Scaff-PD (spec scaffpd Algorithms 1–2) on a :class:`~drflmodel.problems.dro.FederatedDRO`.
+    """Scaff-PD (Scaff-PD paper, Algorithms 1–2) on a :class:`~drflmodel.problems.dro.FederatedDRO`.
 
     Parameters
     ----------
@@ -357,7 +363,7 @@ class ScaffPD(Solver):
             x, state["weights"], state["L_prev"], tau, sigma, ext, self.local_steps,
             self.global_step, runtime, wset.prox, state["normalize"],
             self.params["control_variates"])
-        # ergodic average (Thm E.6; errata #5 -- report both): sum_r t_r x^{r+1} / sum_r t_r
+        # ergodic average (Thm E.6 bounds it; the last iterate is reported too): sum_r t_r x^{r+1} / sum_r t_r
         w = state["schedule"].weight(r)
         state["_wsum"] += w
         state["_xsum"] = state["_xsum"] + w * x_next

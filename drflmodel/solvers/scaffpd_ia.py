@@ -1,5 +1,5 @@
-"""Scaff-PD-IA (Nakakita et al. 2024), spec ``relative-fairness.md`` §7 (Algorithms 1–3), §8.4
-(Assumption 8 schedule) and §14.5, on a :class:`~drflmodel.problems.relative.RelativeFairness`.
+"""Scaff-PD-IA (Nakakita et al. 2024, the relative-fairness paper: Algorithms 1–3 of §5.1 and
+Appendix G, the schedule of Assumption 8), on a :class:`~drflmodel.problems.relative.RelativeFairness`.
 
 Problem (6)/(12): :math:`\\min_{\\theta\\in\\Theta}\\max_{\\lambda\\in\\Lambda_\\varphi(A,B)}\\sum_i\\lambda_if_i(\\theta)-\\psi(\\lambda)`
 with the integrated set :math:`\\Lambda_\\varphi(A,B)=\\{(a-\\varphi b)/(1-\\varphi)\\}` (entries may be
@@ -16,29 +16,31 @@ steps, :math:`\\lambda^{r+1}`-weighted aggregation **with negative weights**), e
   (``regularization=m``, ``center=c``, default uniform), the step is the exact prox
   :math:`\\Pi_{\\Lambda_\\varphi}\\big((\\lambda^r+\\sigma_rs^r+\\sigma_rm\\,c)/(1+\\sigma_rm)\\big)`;
 * **primal step** (line 13): :math:`\\theta^{r+1}=\\Pi_\\Theta(\\theta^r-\\tau_r\\sum_i\\lambda^{r+1}_i\\Delta u_i)`
-  (a box projection, i.e. a clip; whether it was active is recorded, spec §14.5).
+  (a box projection, i.e. a clip; whether it was active is recorded).
 
 Schedules (``schedule=``):
 
-* ``"theory"`` -- Assumption 8 with the implementable recipe of §8.4: :math:`c_\\alpha=\\tfrac12`,
+* ``"theory"`` -- Assumption 8 made concrete: :math:`c_\\alpha=\\tfrac12`,
   :math:`\\kappa_\\Lambda=m_f/4-M_f(\\|\\Lambda\\|_1-1)/2>0`,
   :math:`\\tau_0=\\min\\{\\frac1{1200M_f\\|\\Lambda\\|_1},\\frac{18(1+\\sqrt3)}{4\\kappa_\\Lambda},\\frac1{54M_f}\\}`,
   :math:`\\gamma_0=c_\\alpha(1-27M_f\\tau_0)/(4L_{\\lambda\\theta}^2\\tau_0^2)`,
   :math:`\\beta=\\max\\{1,2\\tau_0M_f\\}`; :math:`\\sigma_r=\\gamma_r\\tau_r`,
   :math:`\\gamma_{r+1}=\\gamma_r(1+\\kappa_\\Lambda\\tau_r)`, :math:`\\tau_{r+1}=\\tau_r\\sqrt{\\gamma_r/\\gamma_{r+1}}`,
-  :math:`\\varsigma_{r+1}=\\sigma_r/\\sigma_{r+1}` (errata #9), :math:`\\eta_r=\\tau_r/(J\\beta)`.
+  :math:`\\varsigma_{r+1}=\\sigma_r/\\sigma_{r+1}` (consistent with Assumption 8's :math:`\\gamma`
+  recursion; the paper's Appendix G.4 prints Scaff-PD's :math:`1/\\sqrt{1+m_f\\tau_r}`), :math:`\\eta_r=\\tau_r/(J\\beta)`.
   Valid for Theorem 3's :math:`O(1/R^2)` rate; very small steps.
-* ``"sc-c"`` (default) -- **[derived]** Scaff-PD's SC-C recipe (scaffpd §3.4) with the contraction
+* ``"sc-c"`` (default) -- derived here, not in the paper: the Scaff-PD solver's
+  strongly-convex–concave schedule (Condition 3.1 of the Scaff-PD paper) with the contraction
   :math:`\\kappa_\\Lambda` of Assumption 8 in place of :math:`\\mu_x/4` (the two coincide at
-  :math:`\\|\\Lambda\\|_1=1`, errata scaffpd #3) and the smoothness of :math:`\\sum_i\\lambda_if_i`,
+  :math:`\\|\\Lambda\\|_1=1`) and the smoothness of :math:`\\sum_i\\lambda_if_i`,
   :math:`M_f\\|\\Lambda\\|_1`, in place of :math:`L_{xx}`: :math:`\\tau_0=1/(48M_f\\|\\Lambda\\|_1)`,
   :math:`\\gamma_0=\\frac12(12M_f\\|\\Lambda\\|_1)/(2L_{\\lambda\\theta}^2\\tau_0)`, then the same recursions
   with :math:`\\beta=1`. Not covered by Theorem 3's constants; used because "theory" is orders of
   magnitude slower.
 * ``"constant"`` -- :math:`\\tau,\\sigma,\\varsigma` given (``step_size``, ``dual_step``,
-  ``extrapolation`` default 1 as in §14.1 #22), :math:`\\eta=\\tau/(J\\beta)` with ``global_step``
-  :math:`\\beta` (default 1). Spec §14.3 reports :math:`\\tau=\\sigma=0.05`, :math:`J=5`,
-  :math:`\\varsigma=1` on a small instance.
+  ``extrapolation`` default 1), :math:`\\eta=\\tau/(J\\beta)` with ``global_step``
+  :math:`\\beta` (default 1); :math:`\\tau=\\sigma=0.05`, :math:`J=5`, :math:`\\varsigma=1` converge on
+  small instances.
 
 Constants: :math:`(m_f,M_f)` = ``problem.curvature_constants()``, :math:`\\|\\Lambda\\|_1` =
 ``problem.norm1()`` (exact), :math:`L_{\\lambda\\theta}` on a ball centred at :math:`\\theta^0` of
@@ -87,7 +89,7 @@ def ia_constants(problem, theta0, lipschitz=None, radius=None) -> dict:
 
 
 class ScaffPDIA(Solver):
-    """Scaff-PD-IA (spec relative-fairness Algorithms 1–3) on a ``RelativeFairness`` problem.
+    """Scaff-PD-IA (relative-fairness paper, Algorithms 1–3) on a ``RelativeFairness`` problem.
 
     Parameters
     ----------
@@ -98,7 +100,7 @@ class ScaffPDIA(Solver):
     regularization, center : Algorithm 3's :math:`\\psi(\\lambda)=\\frac m2\\|\\lambda-c\\|^2`
         (``regularization=0`` is Algorithm 1).
     batch_size : ``None`` (exact gradients) or the minibatch size (control variates and local
-        steps draw independent samples; the losses :math:`L_i^r` stay exact, spec §14.5).
+        steps draw independent samples; the losses :math:`L_i^r` stay exact, as in the paper).
     lipschitz, radius : override :math:`L_{\\lambda\\theta}` or its ball radius.
     """
 

@@ -1,4 +1,4 @@
-r"""DEO-constrained learning for fair vertical FL, with honest certificates (spec ``fair-vfl-deo``).
+r"""DEO-constrained learning for fair vertical FL, with honest certificates (fair-VFL paper, Liu et al. 2021).
 
 Modules: :mod:`.problem` (:class:`DEOConstrained`: the formulation, its numpy side and CVXPY
 programs), :mod:`.views` (:class:`PartyView`, :class:`ServerView`), :mod:`.lagrangian` (the

@@ -1,5 +1,5 @@
-r"""The Lagrangian of the DEO-constrained problem and the bounds it certifies (spec fair-vfl-deo
-§1.4, §3.4--§3.6; paper (6), (8), (9), (12), (13)).
+r"""The Lagrangian of the DEO-constrained problem and the bounds it certifies (fair-VFL
+paper, (6), (8), (9), (12), (13)).
 
 With multipliers :math:`\lambda=(\lambda_1,\lambda_2)\ge0` for (5a) :math:`D_f-\varepsilon\le0`
 and (5b) :math:`-D_f-\varepsilon\le0`, :math:`\rho=\lambda_1-\lambda_2`,
@@ -34,7 +34,7 @@ class Lagrangian:
     def nu(self, scores, lam=(0.0, 0.0)) -> np.ndarray:
         r""":math:`\nu_i = \partial f/\partial z_i = \frac1n\partial_z l(z_i,y_i) + \rho\,
         (\frac{\mathbb 1[i\in\mathcal N^a]}{|\mathcal N^a|} - \frac{\mathbb 1[i\in\mathcal N^b]}{|\mathcal N^b|})
-        \partial_z l_f(z_i,y_i)`, :math:`\rho = \lambda_1 - \lambda_2` (paper (12), spec §1.4)."""
+        \partial_z l_f(z_i,y_i)`, :math:`\rho = \lambda_1 - \lambda_2` (paper (12))."""
         z = self._scores(scores)
         lam = np.asarray(lam, float)
         rho = float(lam[0] - lam[1])
@@ -71,7 +71,7 @@ class Lagrangian:
             if isinstance(self.loss, Squared):
                 H = H + 2.0 * self.X.T @ self.X / self.n
             return float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
-        # l_f = l: every weight w_i(rho) of (12) must be non-negative (spec (c2))
+        # l_f = l: every weight w_i(rho) of (12) must be non-negative
         if -self.n_a / self.n - 1e-15 <= rho <= self.n_b / self.n + 1e-15:
             return self.l2
         return -np.inf
@@ -115,7 +115,7 @@ class Lagrangian:
         return best
 
     def kkt_residuals(self, theta, lam) -> dict:
-        r"""KKT residuals of (4) at :math:`(\theta, \lambda)` (spec §3.5 report fields); for
+        r"""KKT residuals of (4) at :math:`(\theta, \lambda)` (the fields of the local routes' reports); for
         :math:`P_c` the stationarity of :math:`P_c` and the consistency of :math:`\lambda_c`."""
         lam = np.asarray(lam, float)
         D = self.fairness_gap(theta)

@@ -1,7 +1,7 @@
-r"""The non-convex DEO cases (spec fair-vfl-deo §3.4--§3.5): local search with honest bounds.
+r"""The non-convex DEO cases: local search with honest bounds.
 
 * :class:`DCRoute` (``"dc"``) -- :math:`l_f = l` convex but not affine, so the constraint
-  :math:`|D_f|\le\varepsilon` is a difference of convex functions. The procedure of §3.5:
+  :math:`|D_f|\le\varepsilon` is a difference of convex functions. The procedure:
   (c1) the unconstrained minimum (a lower bound, optimal if feasible), (c3) the convex penalty lower
   bound, the convex--concave procedure (CCP, optionally warm-started by SLSQP) from several feasible
   starts, and the Lagrangian-convexity certificate (c2) at the best KKT point.
@@ -72,7 +72,7 @@ def penalty_bound(problem, request, record):
 
 
 def ccp(problem, theta0, request):
-    """Convex-concave procedure from the feasible ``theta0`` (spec §3.5 step 3)."""
+    """Convex-concave procedure from the feasible ``theta0``."""
     prob = problem.build()
     th = np.asarray(theta0, float)
     values = [problem.loss_value(th)]
@@ -150,7 +150,7 @@ def certify_local(problem, theta, lam, lb_global):
 
 
 class DCRoute(DEORoute):
-    """The DC case (§3.5): fairness loss = a convex non-affine objective loss. Steps (c1)--(c3),
+    """The DC case: fairness loss = a convex non-affine objective loss. Steps (c1)--(c3),
     the CCP from several feasible starts, and the Lagrangian-convexity certificate (c2); an honest
     ``"local"`` answer when no certificate closes the gap."""
 

@@ -1,7 +1,8 @@
 r"""DEO-constrained learning for fair vertical FL, with honest certificates.
 
-Seed paper: Liu et al., *Achieving Model Fairness in Vertical Federated Learning*; math and errata
-in spec ``fair-vfl-deo`` (§1 the model, §3 convexity and oracles, §5 implementer notes).
+Paper: Liu, Fan, Zhou, Shi, Pei, Chu and Zhang, *Achieving Model Fairness in Vertical Federated
+Learning* (arXiv:2109.08344), the fair-VFL paper. The convexity analysis and the exact, SDP and local
+routes below are drflmodel's (the paper solves the problem by gradient descent-ascent only).
 
 The problem (paper (1)-(4)) on a :class:`~drflmodel.data.VerticalFederation` with design
 :math:`X = [X^1, \dots, X^K]` and labels :math:`y \in \{\pm1\}`:
@@ -14,35 +15,35 @@ The problem (paper (1)-(4)) on a :class:`~drflmodel.data.VerticalFederation` wit
     \hat l_f^s(\theta) = \frac1{|\mathcal N^s|}\sum_{i\in\mathcal N^s} l_f(X_i^\top\theta, y_i).
 
 The regularizer is :math:`h_k(\theta_k) = \frac{\ell_2}2\|\theta_k\|^2` for every party (the paper's
-LM, spec §2.1, with :math:`\mu = \ell_2`); the group means contain no regularizer (spec N20).
-:math:`\mathcal N^s` are the rows of group *s* with the favourable label :math:`y=+1` (spec N4).
+linear model of its §5, with :math:`\mu = \ell_2`); the group means contain no regularizer.
+:math:`\mathcal N^s` are the rows of group *s* with the favourable label :math:`y=+1`.
 
-Fairness losses :math:`l_f` (``fairness_loss``) and what the oracle can certify (spec §3):
+Fairness losses :math:`l_f` (``fairness_loss``) and what the oracle can certify:
 
 ``"linear"``  Donini et al.'s :math:`l_{\rm lin}(z, y) = (1 - yz)/2`, so
               :math:`D_{\rm lin}(\theta) = -\tfrac12\langle\theta, u_a - u_b\rangle` is affine and the
-              problem is convex for every convex objective loss (§3.2): **exact**. The tolerance
-              convention is explicit (spec N21): ``tolerance_convention="deo"`` (default) bounds
+              problem is convex for every convex objective loss: **exact**. The tolerance
+              convention is explicit: ``tolerance_convention="deo"`` (default) bounds
               :math:`|D_{\rm lin}| \le \varepsilon`, i.e. :math:`|\langle\theta, u_a-u_b\rangle| \le 2\varepsilon`;
               ``"donini"`` puts ``eps`` directly on the inner product,
               :math:`|\langle\theta,u_a-u_b\rangle|\le\varepsilon` (Donini's :math:`\epsilon` = 2 x ours).
 ``"squared"`` :math:`l_f(u, y) = (u - y)^2` (the :class:`~drflmodel.losses.Squared` scaling, no 1/2).
               With a squared objective the problem is a one-constraint QCQP solved **exactly** by the
-              Shor SDP (:mod:`.sdp`, §3.3): rank-one extraction, trust-region hard case,
-              S-lemma certificate. With another objective: the §3.5 procedure (local).
+              Shor SDP (:mod:`.sdp`): rank-one extraction, trust-region hard case,
+              S-lemma certificate. With another objective: the local procedure below.
 ``"same"``    :math:`l_f = l` (the paper's setting). A squared objective is the SDP case; any other
-              convex loss is a DC program: the procedure of §3.5 (unconstrained test, convex
+              convex loss is a DC program: a local procedure (unconstrained test, convex
               penalty lower bound (c3), convex-concave procedure (CCP) from several feasible
               starts, Lagrangian-convexity certificate (c2)); ``"optimal"`` only with a certificate,
               otherwise ``"local"`` with upper bound, lower bound and gap.
 
 ``penalty_c = c > 0`` replaces (4) by the quadratic-penalty problem the paper's constant-:math:`c`
-gradient descent-ascent converges to (§3.4 (c4)):
+gradient descent-ascent converges to:
 :math:`P_c:\ \min_\theta L(\theta) + \frac1{2c}(|D_f(\theta)| - \varepsilon)_+^2`, with
 :math:`\lambda_c = ((D_f-\varepsilon)_+, (-D_f-\varepsilon)_+)/c`. Exact (convex) for the linear
 fairness loss; local with a bound otherwise.
 
-**Multipliers** (§3.6) are reported in the paper's orientation and scaling in ``Solution.duals``:
+**Multipliers** are reported in the paper's orientation and scaling in ``Solution.duals``:
 ``lambda1`` for (5a) :math:`D_f - \varepsilon \le 0`, ``lambda2`` for (5b) :math:`-D_f - \varepsilon \le 0`,
 ``rho = lambda1 - lambda2``; they are what the server's dual variables of Algorithm 1 converge to.
 (For ``tolerance_convention="donini"`` the duals of Donini's inner-product rows, which are the
@@ -57,7 +58,7 @@ for :math:`P_c`) is :math:`\mu`-strongly convex, and any :math:`\hat\theta`,
 
 (any subgradient works for non-smooth losses). Convexity of :math:`f(\cdot,\lambda)` is checked
 exactly: always for the linear :math:`l_f`; :math:`-|\mathcal N^a|/n \le \rho \le |\mathcal N^b|/n`
-(all weights of (12) non-negative, spec (c2)) for :math:`l_f = l`; :math:`\lambda_{\min}` of the
+(all weights of the paper's (12) non-negative) for :math:`l_f = l`; :math:`\lambda_{\min}` of the
 Hessian's quadratic part for the squared :math:`l_f`. The upper bound is :math:`L` at a point that
 satisfies the constraint (within ``feasibility_tol``), computed in numpy.
 
@@ -70,7 +71,7 @@ fairness loss, problem (4) or :math:`P_c`), ``"sdp"`` (squared losses, :mod:`.sd
 :meth:`~DEOConstrained.constraint_violation` :math:`= (|D_f(\theta)| - \varepsilon)_+` is at most
 ``feasibility_tol`` (default ``1e-8``) and ``+inf`` otherwise (for :math:`P_c` it is the always-finite
 penalized objective). Solver answers that violate the constraint by more are pulled back to
-feasibility along the segment to :math:`\theta = 0` (:math:`D_f(0) = 0`, spec Fact 0) before the
+feasibility along the segment to :math:`\theta = 0` (:math:`D_f(0) = 0`) before the
 upper bound is computed.
 """
 
@@ -100,7 +101,7 @@ TOLERANCE_CONVENTIONS = ("deo", "donini")
 
 
 class LinearFairnessLoss(Loss):
-    r"""Donini et al.'s linear loss :math:`l_{\rm lin}(z) = (1 - z)/2`, :math:`z = y u` (spec §3.2).
+    r"""Donini et al.'s linear loss :math:`l_{\rm lin}(z) = (1 - z)/2`, :math:`z = y u` (Donini et al., NeurIPS 2018).
 
     Affine (hence convex and concave); used only inside the DEO constraint."""
 
@@ -138,7 +139,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     l2 : ridge :math:`\ell_2 \ge 0` (:math:`h_k = \frac{\ell_2}2\|\theta_k\|^2`; the paper uses
         :math:`\ell_2 = 2/n`). Certificates need :math:`\ell_2 > 0` (strong convexity); with
         ``l2 = 0`` the lower bounds fall back to solver values and say so.
-    penalty_c : ``None`` (problem (4)) or :math:`c > 0` (problem :math:`P_c`, §3.4 (c4)).
+    penalty_c : ``None`` (problem (4)) or :math:`c > 0` (problem :math:`P_c`, the quadratic penalty above).
     tolerance_convention : ``"deo"`` (default) or ``"donini"`` (linear fairness loss only).
     feasibility_tol : constraint violation accepted by :meth:`objective` (default 1e-8).
     n_starts : number of random feasible starts for the local search (non-convex cases), in
@@ -146,7 +147,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     max_ccp_iter, ccp_tol : CCP iteration cap and relative decrease tolerance.
     local_solver : ``"slsqp+ccp"`` (default: SciPy SLSQP from each feasible start, then the CCP
         from SLSQP's point, which converges in a few iterations and gives the multipliers) or
-        ``"ccp"`` (the CCP alone, spec §3.5 step 3). Non-smooth losses always use ``"ccp"``.
+        ``"ccp"`` (the CCP alone). Non-smooth losses always use ``"ccp"``.
     rank_tol : :math:`\lambda_2(Y)/\lambda_1(Y)` below which the SDP solution is rank one.
     seed : seed of the random starts.
     """
@@ -213,7 +214,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
     @property
     def problem_class(self) -> str:
-        """``affine_fair``, ``squared_fair_qcqp``, ``dc_deo`` (spec's ``logistic_deo``), or
+        """``affine_fair``, ``squared_fair_qcqp``, ``dc_deo`` (a difference-of-convex DEO constraint), or
         ``penalty_c_affine`` / ``penalty_c_nonconvex``."""
         if self.penalty_c is not None:
             return "penalty_c_affine" if self.is_affine else "penalty_c_nonconvex"
@@ -299,7 +300,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         return self.loss_value(theta)
 
     def penalty_multipliers(self, theta) -> np.ndarray:
-        r""":math:`\lambda_c = ((D_f-\varepsilon)_+, (-D_f-\varepsilon)_+)/c` (§3.4 (c4))."""
+        r""":math:`\lambda_c = ((D_f-\varepsilon)_+, (-D_f-\varepsilon)_+)/c`."""
         if self.penalty_c is None:
             raise InvalidParameterError("penalty_multipliers needs penalty_c > 0")
         D = self.fairness_gap(theta)
@@ -307,7 +308,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
 
     def client_view(self, k: int) -> PartyView:
-        """What party *k* may compute (:class:`PartyView`; spec §1.4)."""
+        """What party *k* may compute (:class:`PartyView`; the party updates of the paper's Algorithm 1)."""
         return PartyView(self, k)
 
     def server_view(self) -> ServerView:
@@ -323,7 +324,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     def metrics(self, theta, vertical_federation: VerticalFederation | None = None) -> dict:
         r"""DEO of the fairness surrogate and of the objective loss, DEO of the 0-1 loss, DFP, DFN,
         accuracy (overall and per protected group) on ``vertical_federation`` (default: the
-        training federation), all from :mod:`drflmodel.metrics` (spec §2.4 definitions)."""
+        training federation), all from :mod:`drflmodel.metrics`."""
         from ... import metrics as M
 
         vf = self.federation if vertical_federation is None else vertical_federation
@@ -369,7 +370,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         with non-negative weights (rows with zero weight are dropped; DCP)."""
         terms = [0.5 * self.l2 * cp.sum_squares(theta) + const]
         for w, loss in ((w_loss, self.loss), (w_fair, self.fair)):
-            w = np.where(w > 0, w, 0.0)  # clip round-off negatives (spec §3.7); callers ensure >= -1e-15
+            w = np.where(w > 0, w, 0.0)  # clip round-off negatives; callers ensure >= -1e-15
             keep = w > 0
             if keep.any():
                 terms.append(w[keep] @ loss.expr(self.X[keep] @ theta, self.y[keep]))
@@ -381,8 +382,8 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         return self._parameters["eps"]
 
     def _build(self) -> cp.Problem:
-        """The convex program of the case: (4) with affine :math:`D` (§3.2), :math:`P_c` with
-        affine :math:`D` (§3.4 (c4)), the Shor SDP (§3.3), or the CCP subproblem (§3.5)."""
+        """The convex program of the case: (4) with affine :math:`D`, :math:`P_c` with affine
+        :math:`D`, the Shor SDP, or the CCP subproblem."""
         eps = self._eps_param()
         theta = cp.Variable(self.dim, name="theta")
         self._theta_var = theta
@@ -399,7 +400,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
             prob, Y, cons = build_shor_sdp(self.quadratic, eps)
             self._Y, self._cons = Y, cons
             return prob
-        # CCP subproblem: convex <= affine (spec §3.7)
+        # CCP subproblem: convex <= affine
         self._lin = {s: (cp.Parameter(self.dim, name=f"grad_{s}"), cp.Parameter(name=f"off_{s}"))
                      for s in ("a", "b")}
         ga, ka = self._lin["a"]
@@ -425,7 +426,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     def shrink_to_feasible(self, theta, margin: float = 0.0) -> tuple[np.ndarray, float]:
         r"""The point :math:`\alpha\theta` with the largest :math:`\alpha\in[0,1]` found by bisection
         such that :math:`|D_f(\alpha\theta)| \le \varepsilon - \text{margin}` (exact for affine :math:`D_f`;
-        :math:`D_f(0) = 0`, spec Fact 0). Returns ``(alpha * theta, alpha)``."""
+        :math:`D_f(0) = 0`). Returns ``(alpha * theta, alpha)``."""
         t = self._theta(theta)
         target = max(self.eps_deo - margin, 0.0)
         if self.deo(t) <= target + (self.feasibility_tol if margin == 0.0 else 0.0):
@@ -479,7 +480,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         info["convexity_box"] = [-self.n_a / self.n, self.n_b / self.n]
         if self.eps_deo == 0.0 and self.penalty_c is None:
             info["note"] = ("eps = 0: both constraints are active and only rho = lambda1 - lambda2 is "
-                            "identifiable (spec §3.2)")
+                            "identifiable")
         info["lagrangian_convexity_modulus"] = self.lagrangian_convexity(lam)
         return Solution(theta=np.asarray(theta, float), weights=None, client_losses=self.group_losses(theta),
                         value=ub, lower_bound=float(lb), upper_bound=ub, status=status,

@@ -1,12 +1,12 @@
-r"""The solve routes of the DEO-constrained problem, one per problem class (spec fair-vfl-deo §3).
+r"""The solve routes of the DEO-constrained problem, one per problem class.
 
 =====================  ==========================================  ====================================
 route                  problem class                               certificate
 =====================  ==========================================  ====================================
-``"convex"``           ``affine_fair`` (§3.2), ``penalty_c_affine``  Lagrangian bound at the solver's
-                       (§3.4 (c4))                                 duals / the penalty multipliers
-``"sdp"``              ``squared_fair_qcqp`` (§3.3, :mod:`.sdp`)    S-lemma dual function
-``"dc"``               ``dc_deo`` (§3.5, :mod:`.local`)             (c1)--(c3) bounds; ``"local"`` if
+``"convex"``           ``affine_fair``, ``penalty_c_affine``       Lagrangian bound at the solver's
+                                                                   duals / the penalty multipliers
+``"sdp"``              ``squared_fair_qcqp`` (:mod:`.sdp`)         S-lemma dual function
+``"dc"``               ``dc_deo`` (:mod:`.local`)                  (c1)--(c3) bounds; ``"local"`` if
                                                                    no certificate closes the gap
 ``"penalty_local"``    ``penalty_c_nonconvex`` (:mod:`.local`)      Lagrangian-convexity (c2) or
                                                                    ``"local"``
@@ -75,7 +75,7 @@ class DEORoute(Route):
 
 
 class ConvexRoute(DEORoute):
-    r"""Affine :math:`D` (linear fairness loss): problem (4) (§3.2) or :math:`P_c` (§3.4 (c4)) is
+    r"""Affine :math:`D` (linear fairness loss): problem (4) or :math:`P_c` is
     convex. Lower bound: the Lagrangian bound at the solver's multipliers (problem (4), after
     pulling :math:`\theta` back to feasibility) or at :math:`\lambda_c` (:math:`P_c`); the solver's
     value only when ``l2 = 0`` leaves no strong convexity."""

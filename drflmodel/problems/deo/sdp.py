@@ -1,4 +1,4 @@
-"""Squared-loss DEO: the Shor SDP of a two-sided quadratic constraint (spec fair-vfl-deo §3.3).
+"""Squared-loss DEO: the Shor SDP of a two-sided quadratic constraint.
 
 With the squared loss :math:`l(u, y) = (u - y)^2` in the objective and in the constraint, problem (4)
 of the paper is the quadratically constrained quadratic program
@@ -18,11 +18,10 @@ with :math:`A_0 = X^\\top X/n + (\\ell_2/2) I \\succ 0`, :math:`c_0 = X^\\top y/
     \\langle A, \\Theta\\rangle - 2d^\\top\\theta \\le \\varepsilon\\ (\\lambda_1),\\quad
     -\\langle A, \\Theta\\rangle + 2d^\\top\\theta \\le \\varepsilon\\ (\\lambda_2)
 
-is exact (one two-sided quadratic constraint with a strictly convex objective: Barvinok–Pataki,
-spec §3.3). The fairness-row duals are the KKT multipliers :math:`(\\lambda_1, \\lambda_2)` of (5a)/(5b)
+is exact (one two-sided quadratic constraint with a strictly convex objective: Barvinok–Pataki). The fairness-row duals are the KKT multipliers :math:`(\\lambda_1, \\lambda_2)` of (5a)/(5b)
 in the paper's scaling because the objective is :math:`L` itself (not a multiple).
 
-Extraction (spec §3.3, "Extraction and certificate"):
+Extraction and certificate:
 
 1. rank one (:math:`\\lambda_2(Y)/\\lambda_1(Y) \\le` ``rank_tol``): :math:`\\theta = Y_{1:m, m+1}`;
 2. otherwise, with :math:`\\rho = \\lambda_1 - \\lambda_2`, :math:`M = A_0 + \\rho A`, :math:`b = c_0 + \\rho d`:

@@ -1,4 +1,4 @@
-r"""What each participant of the vertical federation may compute (spec fair-vfl-deo §1.1, §1.4):
+r"""What each participant of the vertical federation may compute (fair-VFL paper, Algorithm 1):
 :class:`PartyView` (party *k*: its block :math:`X^k`, :math:`\theta_k`; active parties also the
 labels, groups and loss) and :class:`ServerView` (the server: aggregated scores, labels, groups).
 """
@@ -19,7 +19,7 @@ __all__ = ["PartyView", "ServerView"]
 
 
 class PartyView:
-    r"""What party *k* of the vertical federation can compute (spec §1.1, §1.4).
+    r"""What party *k* of the vertical federation can compute (fair-VFL paper, Definition 2 and Algorithm 1).
 
     Every party holds its block :math:`X^k` and :math:`\theta_k`: it computes its partial scores
     :math:`p^k = X^k\theta_k` (sent to the server) and, given the server's per-sample message
@@ -27,8 +27,8 @@ class PartyView:
     gradient :math:`\nabla_k f = (X^k)^\top\nu + \ell_2\theta_k`. **Active** parties also hold the
     labels, the groups and the loss, so they can form :math:`\nu` themselves from the aggregated
     scores :math:`z` and :math:`\lambda` (:meth:`nu`, :meth:`local_gradient`), and take local steps
-    on the "inconsistent read" :math:`z + X^k(\theta_k - \theta_k^{(t)})` (:meth:`local_scores`,
-    spec N7). Calling a label-dependent method on a passive party raises
+    on the "inconsistent read" :math:`z + X^k(\theta_k - \theta_k^{(t)})` (:meth:`local_scores`;
+    the paper's Algorithm 2 asks an active party for scores it cannot see between messages). Calling a label-dependent method on a passive party raises
     :class:`~drflmodel.errors.InvalidParameterError`.
     """
 
@@ -70,7 +70,7 @@ class PartyView:
         if not self.is_active:
             raise InvalidParameterError(
                 f"party {self.index} is passive: it holds no labels, groups or loss, so it cannot "
-                f"compute {what} (spec fair-vfl-deo §1.1); use block_gradient(nu, theta_k) with the "
+                f"compute {what}; use block_gradient(nu, theta_k) with the "
                 "server's message nu")
 
     def nu(self, scores, lam=(0.0, 0.0)) -> np.ndarray:
@@ -84,7 +84,7 @@ class PartyView:
         return self.block_gradient(self._problem.nu(scores, lam), theta_k)
 
     def local_scores(self, scores, theta_k_new, theta_k_old) -> np.ndarray:
-        r""":math:`z + X^k(\theta_k^{\rm new} - \theta_k^{\rm old})` (the inconsistent read, spec N7)."""
+        r""":math:`z + X^k(\theta_k^{\rm new} - \theta_k^{\rm old})` (the inconsistent read)."""
         self._require_active("local_scores")
         return np.asarray(scores, float) + self._X @ (self._block(theta_k_new) - self._block(theta_k_old))
 
@@ -104,7 +104,7 @@ class PartyView:
 
 
 class ServerView:
-    r"""What the (trusted) server computes from the aggregated scores :math:`z` (spec §1.4,
+    r"""What the (trusted) server computes from the aggregated scores :math:`z` (fair-VFL paper,
     Algorithm 1): it holds :math:`\{y_i, s_i\}` and, in the paper, the loss. It never sees a
     party's block :math:`X^k` or :math:`\theta_k`.
 

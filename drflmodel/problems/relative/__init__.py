@@ -1,6 +1,7 @@
 r"""Relative fairness with the integrated ambiguity set :math:`\Lambda_\varphi(A,B)`, certified.
 
-Spec relative-fairness §4.4, problem (6), with the errata and the exact reformulations of §14:
+The relative-fairness paper's problem (6) (Nakakita et al. 2024, §3.2), with drflmodel's exact
+reformulations:
 
 .. math::
 
@@ -11,7 +12,7 @@ Spec relative-fairness §4.4, problem (6), with the errata and the exact reformu
 with :math:`A, B` polytopes inside the simplex (``Simplex``, ``CVaR``, ``HCVaR``, ``LpBall`` with
 :math:`p\in\{1,\infty\}`), :math:`\varphi\in[0,1)` and :math:`\Theta=\mathbb R^d` or a box.
 For :math:`\varphi>0` the weights can be negative: the problem is **not convex in general and not
-DCP even when it is convex** (§14.2). What the oracle proves depends on the case
+DCP even when it is convex**. What the oracle proves depends on the case
 (``solution.info["method"]`` records which route was taken; :mod:`.routes`):
 
 =====================  ============================================================================
@@ -36,10 +37,10 @@ DCP even when it is convex** (§14.2). What the oracle proves depends on the cas
                        unless the bound closes the gap.
 =====================  ============================================================================
 
-The convexity tests of §14.2 are exposed as :meth:`RelativeFairness.convexity_report` (the exact
+The convexity tests are exposed as :meth:`RelativeFairness.convexity_report` (the exact
 vertex PSD test for quadratics and the three :math:`\|\Lambda_\varphi\|_1` conditions of
 Prop 10, Theorem 3 and Assumption 8, separately) and :meth:`RelativeFairness.max_convex_phi`.
-:func:`select_phi` implements §9 with the errata's stable form (§14.1 items 6--7).
+:func:`select_phi` implements the paper's rule (8) of §5.3 in a numerically stable form.
 
 Modules: :mod:`.problem` (the formulation and its numpy objective), :mod:`.convexity` (every
 convexity test, ``max_convex_phi``, :func:`select_phi`), :mod:`.routes` (one :class:`Route` per

@@ -1,12 +1,13 @@
-r"""Convexity of the relative-fairness problem and the choice of :math:`\varphi` (spec
-relative-fairness §9, §14.1 items 6--7, §14.2).
+r"""Convexity of the relative-fairness problem and the choice of :math:`\varphi`
+(relative-fairness paper, §5.3 and Appendix C; the convexity conditions of Proposition 10,
+Theorem 3 and Assumption 8).
 
 * :class:`ConvexityAnalysis` (mixed into :class:`~.problem.RelativeFairness`): the exact vertex
   PSD test for quadratic losses, the three :math:`\|\Lambda_\varphi\|_1` conditions of Prop 10,
   Theorem 3 and Assumption 8 (:meth:`~ConvexityAnalysis.convexity_report`), and
   :meth:`~ConvexityAnalysis.max_convex_phi`;
-* :class:`Condition`, :class:`ConvexityReport` -- the table of §14.2;
-* :func:`select_phi` -- the :math:`\varphi`-selection rule of §9 in the errata's stable form.
+* :class:`Condition`, :class:`ConvexityReport` -- the table of conditions;
+* :func:`select_phi` -- the paper's :math:`\varphi`-selection rule (8) in a numerically stable form.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _vertices(S: WeightSet, limit: int) -> np.ndarray | None:
 
 @dataclass
 class Condition:
-    """One convexity / rate condition of spec §14.2: ``value`` compared with ``threshold``."""
+    """One convexity / rate condition: ``value`` compared with ``threshold``."""
 
     name: str
     value: float
@@ -70,7 +71,7 @@ class Condition:
 
 @dataclass
 class ConvexityReport:
-    r"""The convexity analysis of spec §14.2 for one :math:`\varphi` (see
+    r"""The convexity analysis for one :math:`\varphi` (see
     :meth:`RelativeFairness.convexity_report`).
 
     ``conditions`` maps a name to a :class:`Condition`:
@@ -109,7 +110,7 @@ class ConvexityReport:
 
 
 class ConvexityAnalysis:
-    r"""The convexity tests of spec §14.2 for a :class:`~.problem.RelativeFairness` (a mixin: it
+    r"""The convexity tests for a :class:`~.problem.RelativeFairness` (a mixin: it
     reads ``A``, ``B``, ``phi``, ``loss`` and ``objectives``)."""
 
     @property
@@ -122,7 +123,7 @@ class ConvexityAnalysis:
         return float(np.min(self.objectives.strong_convexity())), float(np.max(self.objectives.smoothness()))
 
     def norm1(self, phi: float | None = None) -> float:
-        """Exact :math:`\\|\\Lambda_\\varphi(A,B)\\|_1` (``Integrated.norm1``, spec §14.2)."""
+        """Exact :math:`\\|\\Lambda_\\varphi(A,B)\\|_1` (``Integrated.norm1``)."""
         phi = self.phi if phi is None else check_real(phi, "phi", low=0.0, high=1.0, high_open=True)
         return Integrated(self.A, self.B, phi).norm1()
 
@@ -147,7 +148,7 @@ class ConvexityAnalysis:
         return V[np.sort(idx)]
 
     def vertex_psd_test(self, phi: float | None = None) -> dict | None:
-        r"""Exact convexity test for quadratic losses (spec §14.2, [derived]): :math:`\lambda^\top f`
+        r"""Exact convexity test for quadratic losses (derived here, not in the paper): :math:`\lambda^\top f`
         is convex for every :math:`\lambda\in\Lambda_\varphi` iff :math:`Q(\lambda_v)\succeq0` at every
         vertex. Returns ``{"min_eig", "relative_min_eig", "holds", "n_vertices"}`` or ``None`` when
         the loss is not quadratic or the vertices are too many to list."""
@@ -165,7 +166,7 @@ class ConvexityAnalysis:
                 "n_vertices": int(V.shape[0])}
 
     def convexity_report(self, phi: float | None = None) -> ConvexityReport:
-        r"""The table of spec §14.2 for :math:`\varphi` (default: the problem's): each condition with
+        r"""The table of convexity conditions for :math:`\varphi` (default: the problem's): each condition with
         its value, threshold and whether it holds, plus the exact vertex test for quadratics and
         :meth:`max_convex_phi` for each criterion."""
         phi = self.phi if phi is None else check_real(phi, "phi", low=0.0, high=1.0, high_open=True)
@@ -281,11 +282,11 @@ def _pair_phi(Pa, Pb, pa_pd: bool, scale: float, tol: float) -> float:
 
 
 # ==============================================================================================
-# phi selection (spec §9 with §14.1 items 6-7)
+# phi selection (relative-fairness paper, §5.3, eq. (8))
 # ==============================================================================================
 @dataclass
 class PhiSelection:
-    r"""Result of :func:`select_phi`: :math:`\varphi` and the quantities of spec §9,
+    r"""Result of :func:`select_phi`: :math:`\varphi` and the quantities of the paper's rule (8),
     :math:`\mathfrak a=a_0^{\star\top}f(\theta_0^\star)`, :math:`\mathfrak b=b_0^{\star\top}f(\theta_0^\star)`,
     :math:`\mathfrak c=g^\top H^{-1}g`."""
 
@@ -307,15 +308,19 @@ class PhiSelection:
 
 
 def select_phi(federation, loss, A, B, l2: float = 0.0, solution: Solution | None = None) -> PhiSelection:
-    r"""The :math:`\varphi`-selection rule of spec §9 (paper §5.3, eq. (8)), in the errata's stable form.
+    r"""The :math:`\varphi`-selection rule of the relative-fairness paper (§5.3, eq. (8)), in a stable form.
+
+    The printed formula :math:`\varphi=(\sqrt{\mathfrak b^2+1.5\,\mathfrak a\mathfrak c}-\mathfrak b)/(1.5\,\mathfrak c)`
+    is rewritten without the cancellation (equal in exact arithmetic; its limit
+    :math:`\mathfrak a/(2\mathfrak b)` as :math:`\mathfrak c\to0` is finite):
 
     1. Solve the :math:`\varphi=0` problem (federated DRO over :math:`A`; or pass ``solution``):
        :math:`\theta_0^\star`, :math:`a_0^\star` (its worst-case weights),
        :math:`b_0^\star\in\operatorname{argmin}_{b\in B}b^\top f(\theta_0^\star)`.
     2. :math:`H=\sum_ia^\star_{0,i}\nabla^2f_i(\theta_0^\star)`, :math:`g=\sum_ib^\star_{0,i}\nabla f_i(\theta_0^\star)`,
-       :math:`\mathfrak c=g^\top H^{-1}g` (by solving :math:`Hv=g`, Cholesky; errata item 7).
+       :math:`\mathfrak c=g^\top H^{-1}g` (by solving :math:`Hv=g`, Cholesky).
     3. :math:`\varphi=\mathfrak a/(\mathfrak b+\sqrt{\mathfrak b^2+1.5\,\mathfrak a\mathfrak c})`,
-       clipped to :math:`[0,1-10^{-6}]` (errata item 6).
+       clipped to :math:`[0,1-10^{-6}]` (the formula can exceed 1).
 
     Raises :class:`~drflmodel.errors.NotConvexError` if :math:`H` is not positive definite (then
     :math:`\mathfrak c` is undefined or negative) and :class:`InvalidParameterError` for losses
@@ -343,13 +348,13 @@ def select_phi(federation, loss, A, B, l2: float = 0.0, solution: Solution | Non
         cho = scipy.linalg.cho_factor(H)
     except np.linalg.LinAlgError as exc:
         raise NotConvexError("select_phi: H = sum_i a0_i Hess f_i(theta0) is not positive definite, so "
-                             "c = g^T H^{-1} g is undefined (spec §14.1 item 6); add l2 > 0") from exc
+                             "c = g^T H^{-1} g is undefined; add l2 > 0") from exc
     c = float(g @ scipy.linalg.cho_solve(cho, g))
     a_ = float(a0 @ f0)
     b_ = float(b0 @ f0)
     disc = b_ * b_ + 1.5 * a_ * c
     if c < 0 or disc < 0 or b_ + math.sqrt(max(disc, 0.0)) <= 0:
-        raise NotConvexError(f"select_phi: c = {c:.3g}, b = {b_:.3g} give no valid phi (spec §14.1 item 6)")
+        raise NotConvexError(f"select_phi: c = {c:.3g}, b = {b_:.3g} give no valid phi")
     raw = a_ / (b_ + math.sqrt(disc))
     phi = min(max(raw, 0.0), 1.0 - 1e-6)
     return PhiSelection(phi=phi, raw_phi=raw, clipped=bool(phi != raw), a=a_, b=b_, c=c, theta0=theta0,

@@ -1,5 +1,5 @@
 r"""The local route's machinery for relative fairness: the convex--concave procedure and the
-lower bounds that can certify its answer (spec relative-fairness §14.2--§14.3).
+lower bounds that can certify its answer.
 
 For :math:`\varphi>0` and non-quadratic losses the problem is a DC program with no known exact
 reformulation. :class:`LocalSearch` (mixed into :class:`~.problem.RelativeFairness`) provides

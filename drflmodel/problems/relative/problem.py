@@ -1,5 +1,5 @@
-r"""The relative-fairness formulation and its numpy objective (spec relative-fairness §4.4,
-problem (6), with the errata and exact reformulations of §14).
+r"""The relative-fairness formulation and its numpy objective (relative-fairness
+paper, problem (6)).
 
 .. math::
 
@@ -51,7 +51,7 @@ def _check_box(box, d: int):
 
 
 class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
-    r"""Relative fairness (spec relative-fairness (6)):
+    r"""Relative fairness (relative-fairness paper, problem (6)):
     :math:`\min_{\theta\in\Theta}\max_{\lambda\in\Lambda_\varphi(A,B)}\sum_i\lambda_if_i(\theta)`.
 
     Parameters
@@ -225,7 +225,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         info = dict(info or {})
         lam_bar = (duals or {}).get("lambda_bar")
         if lam_bar is not None:
-            # saddle check of spec §14.3 (verification protocol, step 3): the (projected) gradient of
+            # saddle check: the (projected) gradient of
             # lam_bar^T f at theta vanishes at a saddle point
             grad = np.asarray(lam_bar, float) @ self.objectives.gradients(theta)
             step = theta - grad if self.box is None else np.clip(theta - grad, self.box[0], self.box[1])

@@ -1,4 +1,4 @@
-r"""The solve routes of relative fairness (spec relative-fairness §14.3), in the order
+r"""The solve routes of relative fairness (drflmodel's reformulations), in the order
 ``method="auto"`` considers them (:meth:`~.problem.RelativeFairness.routes`).
 
 =====================  ============================================================================
@@ -104,7 +104,7 @@ class _ExactRoute(Route):
 # ---- phi = 0: delegate ------------------------------------------------------------------------
 class FederatedDRORoute(_ExactRoute):
     r""":math:`\varphi=0`, no box: :math:`\Lambda_0(A,B)=A`, so the problem is federated DRO over
-    :math:`A` (spec §4.4); solved and certified by :class:`~drflmodel.problems.dro.FederatedDRO`."""
+    :math:`A` (the paper's reduction of (6) at :math:`\varphi=0`); solved and certified by :class:`~drflmodel.problems.dro.FederatedDRO`."""
 
     name = "FederatedDRO"
 
@@ -120,7 +120,7 @@ class FederatedDRORoute(_ExactRoute):
         dro = FederatedDRO(problem.federation, problem.loss, weights=problem.A, l2=problem.l2)
         sol = dro.solve(solver=request.solver, gap_tol=request.gap_tol, verbose=request.verbose,
                         fallback=request.fallback, **request.solver_options)
-        sol.info["delegated_to"] = "FederatedDRO (phi = 0 reduction, spec §4.4: Lambda_0(A, B) = A)"
+        sol.info["delegated_to"] = "FederatedDRO (phi = 0 reduction: Lambda_0(A, B) = A)"
         if sol.theta is not None:
             _, _, b = problem.worst_case_weights(sol.theta)
             sol.duals = {**sol.duals, "b": b}

@@ -1,0 +1,345 @@
+"""Sphinx helpers of the drflmodel documentation, generated from the code so the pages cannot drift.
+
+* ``.. drflmodel-config-reference::`` -- every TOML table and key of ``drflmodel solve`` /
+  ``drflmodel verify`` with its type, meaning and default, and the allowed values of the named
+  choices (data sources, losses, families, weight sets, solvers, engines) with the options each one
+  takes, read from ``drflmodel._config`` and from the signatures of the functions and classes it
+  names. A key of ``SCHEMA`` without an entry in ``KEY_HELP`` is a build warning (an error with -W).
+* ``.. drflmodel-references::`` -- the papers, from ``drflmodel._references``.
+* the API pages (``api/*.rst``), written at ``builder-inited`` from each module's ``__all__``.
+* the examples gallery: the command-line arguments of each example (``--quick``), and a scraper
+  that puts on the page the PNG files an example writes into its output directory.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import tempfile
+from pathlib import Path
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------------- gallery
+#: examples left out of the gallery: they need optional peers (skwdro pulls in torch; Fairlearn)
+GALLERY_EXCLUDED = ("skwdro_compare", "fairlearn_adult")
+#: where the examples that write files put them during the build (one folder per example)
+GALLERY_OUTPUT = Path(tempfile.mkdtemp(prefix="drflmodel-gallery-"))
+
+
+#: the gallery's sources: the scripts of ``examples/`` staged at ``config-inited`` (see :func:`stage_gallery`)
+GALLERY_SOURCE = "_gallery_src"
+
+
+class GalleryArgv:
+    """Command-line arguments of an example in the gallery: its quick mode, output in a temp dir."""
+
+    def __repr__(self) -> str:  # sphinx-gallery caches on the repr of the configuration
+        return "GalleryArgv(--quick)"
+
+    def __call__(self, gallery_conf, script_vars) -> list[str]:
+        name = Path(script_vars["src_file"]).stem
+        argv = ["--quick"]
+        if name == "drfl_paper_figures":
+            argv += ["--out", str(GALLERY_OUTPUT / name)]
+        return argv
+
+
+gallery_argv = GalleryArgv()
+
+
+def staged_example(text: str) -> str:
+    """An example script as the gallery shows it: the first line of its docstring becomes the
+    page title (sphinx-gallery needs an underlined title); nothing else changes."""
+    head, sep, rest = text.partition('"""')
+    first, newline, body = rest.partition("\n")
+    title = first.strip()
+    return f'{head}{sep}{title}\n{"=" * len(title)}\n{newline}{body}'
+
+
+def stage_gallery(app, config) -> None:
+    """Copy ``examples/*.py`` (minus :data:`GALLERY_EXCLUDED`) to ``docs/_gallery_src`` with a title
+    line, and the gallery header; files are rewritten only when they change (sphinx-gallery then
+    reuses the previous run of an unchanged example when the build directory is kept)."""
+    src = Path(app.srcdir)
+    examples = src.parent / "examples"
+    stage = src / GALLERY_SOURCE
+    stage.mkdir(exist_ok=True)
+    wanted = {"GALLERY_HEADER.rst": (src / "_gallery_header.rst").read_text()}
+    for script in sorted(examples.glob("*.py")):
+        if script.stem not in GALLERY_EXCLUDED:
+            wanted[script.name] = staged_example(script.read_text())
+    for old in stage.iterdir():
+        if old.is_file() and old.name not in wanted:
+            old.unlink()
+    for name, text in wanted.items():
+        path = stage / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+class OutputImageScraper:
+    """Put the PNG files an example wrote (into :data:`GALLERY_OUTPUT`) on its gallery page.
+
+    sphinx-gallery's matplotlib scraper sees only figures left open; the examples save their
+    figures to files and close them, as a script should.
+    """
+
+    def __repr__(self) -> str:  # sphinx-gallery caches on the repr of the configuration
+        return "OutputImageScraper"
+
+    def __call__(self, block, block_vars, gallery_conf):
+        from sphinx_gallery.scrapers import figure_rst
+
+        folder = GALLERY_OUTPUT / Path(block_vars["src_file"]).stem
+        written = sorted(folder.glob("*.png")) if folder.is_dir() else []
+        names = []
+        for png in written:
+            target = next(block_vars["image_path_iterator"])
+            shutil.move(str(png), target)
+            names.append(target)
+        return figure_rst(names, gallery_conf["src_dir"])
+
+
+# ------------------------------------------------------------------------------------- API pages
+#: (page, module, title) of the API reference; each page lists the module's ``__all__``
+API_MODULES = [
+    ("drflmodel", "drflmodel", "Top level: problems, data, verification"),
+    ("data", "drflmodel.data", "Federations"),
+    ("datasets", "drflmodel.datasets", "Built-in data sets and partitioners"),
+    ("losses", "drflmodel.losses", "Losses"),
+    ("sets", "drflmodel.sets", "Client-weight sets"),
+    ("problems", "drflmodel.problems", "Problems and solve routes"),
+    ("relative", "drflmodel.problems.relative", "Relative fairness: convexity and the choice of phi"),
+    ("deo", "drflmodel.problems.deo", "DEO-constrained vertical FL: party and server views"),
+    ("solution", "drflmodel.solution", "Solutions and certificates"),
+    ("solvers", "drflmodel.solvers", "Distributed solvers"),
+    ("verify", "drflmodel.verify", "Verification"),
+    ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
+    ("objectives", "drflmodel.objectives", "Client objectives"),
+    ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),
+    ("plots", "drflmodel.plots", "Figures"),
+    ("errors", "drflmodel.errors", "Errors and warnings"),
+    ("flower", "drflmodel.flower", "Flower integration (extra ``flower``)"),
+    ("sklearn", "drflmodel.sklearn", "scikit-learn estimators (extra ``sklearn``)"),
+]
+
+
+def _public_names(module, documented: dict) -> list[str]:
+    """The module's ``__all__`` minus submodules (documented on their own pages) and minus objects
+    already documented on an earlier page (``documented``: id of the object -> its page)."""
+    import types
+
+    names = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if name.startswith("__") or isinstance(obj, types.ModuleType):
+            continue
+        if isinstance(obj, (type, types.FunctionType)):
+            if id(obj) in documented:
+                continue
+            documented[id(obj)] = module.__name__
+        names.append(name)
+    return names
+
+
+def write_api_pages(app, config=None) -> None:
+    """Write ``api/<page>.rst`` with an autosummary of each module's public names."""
+    import importlib
+
+    folder = Path(app.srcdir) / "api"
+    folder.mkdir(exist_ok=True)
+    documented: dict = {}
+    for page, modname, title in API_MODULES:
+        module = importlib.import_module(modname)
+        lines = [f".. This page is generated by docs/_ext/drflmodel_docs.py from {modname}.__all__.", "",
+                 title, "=" * len(title), "", f".. automodule:: {modname}", "   :no-members:", "",
+                 f".. currentmodule:: {modname}", "", ".. autosummary::", "   :toctree: generated", ""]
+        lines += [f"   {name}" for name in _public_names(module, documented)]
+        text = "\n".join(lines) + "\n"
+        path = folder / f"{page}.rst"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+# ------------------------------------------------------------------------------------- config reference
+def _signature_options(obj, skip: int) -> str:
+    """``name=default`` of the keyword parameters of a callable after the first ``skip``."""
+    params = list(inspect.signature(obj).parameters.values())[skip:]
+    shown = []
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name.startswith("return_"):
+            continue             # return_* changes what the function returns: not a configuration option
+        shown.append(f"``{p.name}``" if p.default is p.empty else f"``{p.name} = {p.default!r}``")
+    return ", ".join(shown) if shown else "none"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = [".. list-table::", "   :header-rows: 1", "   :class: config-table", ""]
+    for row in [header, *rows]:
+        out.append(f"   * - {row[0]}")
+        out += [f"     - {cell}" for cell in row[1:]]
+    return out + [""]
+
+
+def config_reference_rst() -> list[str]:
+    """The configuration reference as reStructuredText lines (see the module docstring)."""
+    import drflmodel as dm
+    from drflmodel import _config, datasets, losses, sets, solvers
+    from drflmodel.solvers import Solver
+    from drflmodel.verify import RATE_KINDS
+
+    lines: list[str] = []
+    for table, keys in _config.SCHEMA.items():
+        help_ = _config.KEY_HELP.get(table, {})
+        required = _config._REQUIRED.get(table, ())
+        title = f"[{table}]"
+        lines += [title, "-" * len(title), ""]
+        if table == "solver":
+            lines += ["Optional for ``drflmodel solve``; required by ``drflmodel verify``.", ""]
+        rows = []
+        for key, types in keys.items():
+            if key not in help_:
+                logger.warning(f"drflmodel._config.KEY_HELP has no entry for '{table}.{key}'",
+                               type="drflmodel", subtype="config")
+            kind = " or ".join(_config._TYPE_NAMES[t] for t in types)
+            rows.append([f"``{key}``", kind, "yes" if key in required else "no", help_.get(key, "")])
+        lines += _table(["key", "TOML type", "required", "meaning (default)"], rows)
+        for key in help_:
+            if key not in keys:
+                logger.warning(f"drflmodel._config.KEY_HELP documents '{table}.{key}', which SCHEMA does not "
+                               "accept", type="drflmodel", subtype="config")
+
+    lines += ["Allowed values", "--------------", ""]
+    # data sources
+    rows = []
+    for source in _config.DATA_SOURCES:
+        if hasattr(datasets, source):
+            rows.append([f'``"{source}"``', f":func:`drflmodel.datasets.{source}`",
+                         _signature_options(getattr(datasets, source), 0)])
+        elif source == "npz":
+            rows.append(['``"npz"``', "arrays ``X0, y0, X1, y1, ...`` in ``path``", "``path``, ``task``"])
+        else:
+            rows.append([f'``"{source}"``', "one table in ``path`` (pandas"
+                         + ("; pyarrow" if source == "parquet" else "") + ")",
+                         ", ".join(f"``{k}``" for k in ("path", *_config.TABLE_KEYS, "task"))])
+    lines += ["``data.source``", "~~~~~~~~~~~~~~~", ""]
+    lines += _table(["value", "what", "options"], rows)
+    # losses
+    rows = [[f'``"{name}"``', f":class:`drflmodel.losses.{cls.__name__}`", _signature_options(cls, 0)]
+            for name, cls in losses.ALL_LOSSES.items()]
+    lines += ["``loss.name``", "~~~~~~~~~~~~~", ""]
+    lines += _table(["value", "class", "``loss.options``"], rows)
+    # families
+    rows = []
+    for family, clsname in _config.FAMILY_CLASSES.items():
+        cls = getattr(dm, clsname)
+        skip = {"dro": 3, "wasserstein": 2, "relative": 2}.get(family, 2)
+        opts = _signature_options(cls, skip)
+        if family == "wasserstein":
+            opts = opts.replace("``weights``, ", "")
+        if family == "relative":
+            opts = opts.replace("``A``, ``B``, ", "")
+        rows.append([f'``"{family}"``', f":class:`drflmodel.{clsname}`", opts])
+    lines += ["``problem.family``", "~~~~~~~~~~~~~~~~~~", ""]
+    lines += _table(["value", "class", "``problem.options``"], rows)
+    # weight sets
+    rows = []
+    for name, clsname in _config.WEIGHT_SETS.items():
+        cls = getattr(sets, clsname)
+        first = 0 if name == "lp_ball" else 1     # n (or p) comes from the federation
+        opts = _signature_options(cls, first)
+        note = {"hcvar": " (``p`` = the clients' sample proportions)",
+                "lp_ball": ' (``center``: ``"proportions"`` (default), ``"uniform"`` or an array)'}.get(name, "")
+        rows.append([f'``"{name}"``', f":class:`drflmodel.sets.{clsname}`", opts + note])
+    lines += ["``problem.weights.name`` (also ``problem.A``, ``problem.B``)",
+              "~" * 62, ""]
+    lines += _table(["value", "class", "other keys of the table"], rows)
+    # solvers
+    rows = []
+    for name in solvers.__all__:
+        obj = getattr(solvers, name)
+        if isinstance(obj, type) and issubclass(obj, Solver) and obj is not Solver:
+            rows.append([f'``"{name}"``', f":class:`drflmodel.solvers.{name}`", _signature_options(obj, 0)])
+    lines += ["``solver.name``", "~~~~~~~~~~~~~~~", ""]
+    lines += _table(["value", "class", "``solver.options``"], rows)
+    # engines, rates
+    lines += ["``solver.engine`` and ``solver.expected_rate``", "~" * 46, ""]
+    lines += _table(["key", "allowed values"], [
+        ["``solver.engine``", ", ".join(f'``"{e}"``' for e in _config.ENGINES)
+         + " (the Flower engines need the ``flower`` extra)"],
+        ["``solver.expected_rate``", ", ".join(f'``"{r}"``' for r in RATE_KINDS if r is not None)],
+    ])
+    return lines
+
+
+def _parsed(directive: SphinxDirective, lines: list[str], source: str) -> list:
+    """The nodes of reStructuredText ``lines`` generated by ``directive`` (titles allowed)."""
+    container = nodes.section()
+    container.document = directive.state.document
+    directive.state.nested_parse(StringList(lines, source=source), directive.content_offset, container,
+                                 match_titles=True)
+    return container.children
+
+
+class ConfigReference(SphinxDirective):
+    """``.. drflmodel-config-reference::`` (see :func:`config_reference_rst`)."""
+
+    has_content = False
+
+    def run(self):
+        from drflmodel import _config
+
+        self.env.note_dependency(inspect.getsourcefile(_config))
+        return _parsed(self, config_reference_rst(), "drflmodel._config")
+
+
+class References(SphinxDirective):
+    """``.. drflmodel-references::`` -- the bibliography of ``drflmodel._references``."""
+
+    has_content = False
+
+    def run(self):
+        from drflmodel import _references
+
+        lines = []
+        for key, paper in _references.PAPERS.items():
+            lines += [f".. _ref-{key}:", "", f"**{paper.short}** -- {paper.full()}", ""]
+        return _parsed(self, lines, "drflmodel._references")
+
+
+class ExamplesTable(SphinxDirective):
+    """``.. drflmodel-examples-table::`` -- one row per script of ``examples/``: its first docstring
+    line and its gallery page (or why it is not in the gallery)."""
+
+    has_content = False
+
+    def run(self):
+        import ast
+
+        root = Path(self.env.srcdir).parent / "examples"
+        rows = []
+        for script in sorted(root.glob("*.py")):
+            self.env.note_dependency(str(script))
+            doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+            first = doc.strip().splitlines()[0] if doc.strip() else ""
+            if script.stem in GALLERY_EXCLUDED:
+                where = "not in the gallery: needs the ``peers`` extra (see ``pyproject.toml``)"
+            else:
+                where = f":doc:`gallery page </auto_examples/{script.stem}>`"
+            rows.append([f"``{script.name}``", first.replace("|", "\\|"), where])
+        return _parsed(self, _table(["script", "what it reproduces", "output"], rows), "examples/")
+
+
+def setup(app):
+    app.add_directive("drflmodel-examples-table", ExamplesTable)
+    app.add_directive("drflmodel-config-reference", ConfigReference)
+    app.add_directive("drflmodel-references", References)
+    app.connect("config-inited", write_api_pages)      # before the sources are listed
+    app.connect("config-inited", stage_gallery)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
