@@ -302,3 +302,15 @@ def test_bad_multiclass_input_is_refused_by_name():
         dm.WassersteinDRFL(fed, L.Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(2))
     with pytest.raises(InvalidParameterError, match="does not support the multi-class loss"):
         dm.RelativeFairness(fed, L.Multinomial(), A=dm.sets.Simplex(2), B=dm.sets.Simplex(2), phi=0.1)
+
+
+def test_client_accuracies_match_a_direct_count():
+    fed = _mc_fed(seed=12)
+    theta = np.random.default_rng(12).normal(size=fed.dim * 3)
+    W = theta.reshape(3, fed.dim).T
+    expected = [float(np.mean([np.argmax(x @ W) == k for x, k in zip(c.X, c.y.astype(int))]))
+                for c in fed.clients]
+    np.testing.assert_allclose(dm.metrics.client_accuracies(fed, theta), expected)
+    assert dm.metrics.class_accuracy([0, 1, 2], [0, 2, 2]) == pytest.approx(2 / 3)
+    with pytest.raises(InvalidDataError, match="class indices"):
+        dm.metrics.class_accuracy([0, 1.5], [0, 1])
