@@ -175,6 +175,20 @@ def test_two_classes_keep_one_score():
     np.testing.assert_allclose(clf.predict_proba(X[keep])[:, 1], 1.0 / (1.0 + np.exp(-d)), atol=1e-12)
 
 
+def test_grid_search_with_log_loss_routes_the_clients_of_a_four_class_problem():
+    import sklearn
+    from sklearn.model_selection import GridSearchCV
+
+    X, y, site = _mc_data(n=120, seed=5)
+    with sklearn.config_context(enable_metadata_routing=True), warnings.catch_warnings():
+        warnings.simplefilter("error", SingleClientWarning)      # a fit without its clients would warn
+        est = FederatedDROClassifier(weights="cvar", cvar_level=0.5).set_fit_request(clients=True)
+        search = GridSearchCV(est, {"l2": [1e-3, 1e-1]}, cv=3, scoring="neg_log_loss").fit(X, y, clients=site)
+    assert search.best_estimator_.coef_.shape == (4, 3)
+    assert search.best_estimator_.client_names_ == ["site-a", "site-b", "site-c"]
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
 def test_the_multi_class_tag_tells_scikit_learns_checks_which_estimators_take_k_classes():
     """The common checks add the 3-class problems (check_classifiers_train, ..._classes) exactly
     where this tag is True, and check that the others refuse them ('Only binary ...')."""
