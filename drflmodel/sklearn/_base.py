@@ -157,11 +157,12 @@ class OracleEstimator(BaseEstimator):
     def _design(self, X) -> np.ndarray:
         """The explicit design: ``[1, X]`` with ``fit_intercept``, else ``X``."""
         if check_bool(self.fit_intercept, "fit_intercept"):
-            ones = np.flatnonzero(np.all(X == 1.0, axis=0)) if X.shape[0] > 1 else []
-            if self._unpenalized_intercept and len(ones):
-                raise InvalidDataError(
-                    f"X column {int(ones[0])} is constant 1, a second intercept next to the one "
-                    "fit_intercept=True adds (unpenalized); drop that column or pass fit_intercept=False")
+            if self._unpenalized_intercept and X.shape[0] > 1:
+                ones = np.flatnonzero(np.all(X == 1.0, axis=0))
+                if ones.size:
+                    raise InvalidDataError(
+                        f"X column {int(ones[0])} is constant 1, a second intercept next to the one "
+                        "fit_intercept=True adds (unpenalized); drop that column or pass fit_intercept=False")
             return np.hstack([np.ones((X.shape[0], 1)), X])
         return X
 
