@@ -55,6 +55,14 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
     return v
 
 
+def check_bool(value, name: str) -> bool:
+    """Check ``value`` is a boolean (``True``/``False`` or a numpy bool; not a string or a number
+    whose truth would be silently taken); return it as ``bool``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
 def check_choice(value, name: str, choices) -> object:
     """Check ``value`` is one of ``choices``."""
     if value not in choices:

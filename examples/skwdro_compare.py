@@ -103,8 +103,9 @@ def main(quick: bool = False, entropic: bool = False, verbose: bool = True) -> d
                      "skwdro_conv_at_skwdro": robust_logistic(th_skw, Z, y, rho, kappa, skw_moved),
                      # ... and skwdro's answer in drflmodel's convention (every coordinate moved)
                      "drfl_conv_at_skwdro": robust_logistic(th_skw, Z, y, rho, kappa, np.ones(Z.shape[1], bool)),
-                     "drfl_conv_at_drfl": robust_logistic(np.r_[est.intercept_, est.coef_] if icpt else est.coef_,
-                                                          Z, y, rho, kappa, np.ones(Z.shape[1], bool)),
+                     "drfl_conv_at_drfl": robust_logistic(np.r_[est.intercept_, est.coef_[0]] if icpt
+                                                          else est.coef_[0], Z, y, rho, kappa,
+                                                          np.ones(Z.shape[1], bool)),
                      "seconds_skwdro": t_skw, "seconds_drfl": t_drfl}
                 rows.append(r)
                 if verbose:

@@ -30,7 +30,7 @@ def test_skwdro_exact_logistic_has_the_certified_value(kappa):
     mod = _load("skwdro_compare")
     at_skwdro = mod.robust_logistic(np.asarray(coef, float), X, y, 0.1, kappa, np.ones(3, bool))
     assert at_skwdro >= est.lower_bound_ - 1e-7
-    assert mod.robust_logistic(est.coef_, X, y, 0.1, kappa, np.ones(3, bool)) == pytest.approx(
+    assert mod.robust_logistic(est.coef_[0], X, y, 0.1, kappa, np.ones(3, bool)) == pytest.approx(
         est.upper_bound_, rel=1e-9)
 
 

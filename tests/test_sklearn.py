@@ -31,12 +31,10 @@ from drflmodel.sklearn import (DEOClassifier, FairnessAwareClassifier, Federated
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# the checks run with clients=None (one client); FederatedDRORegressor is configured with a
-# weight set that uses `alpha`, because check_regressors_train sets alpha=0.01 on any regressor
-# that has one (an unused weight-set parameter is an error by design)
-CHECKED = [FederatedDROClassifier(), FederatedDRORegressor(weights="cvar", alpha=0.5),
-           FairnessAwareClassifier(), WassersteinDRClassifier(), WassersteinDRRegressor(),
-           RelativeFairRegressor(), DEOClassifier()]
+# the checks run with clients=None (one client), every estimator default-constructed; the
+# classifiers with a multi-class oracle (FederatedDRO, FAFL) get the 3-class checks too
+CHECKED = [FederatedDROClassifier(), FederatedDRORegressor(), FairnessAwareClassifier(),
+           WassersteinDRClassifier(), WassersteinDRRegressor(), RelativeFairRegressor(), DEOClassifier()]
 
 
 @pytest.mark.filterwarnings("ignore::drflmodel.sklearn.SingleClientWarning")
@@ -65,19 +63,23 @@ def _split(X, y, site):
 def test_dro_classifier_matches_the_oracle_on_a_hand_built_federation():
     X, s, site = _data()
     y = np.where(s > 0, "yes", "no")
-    clf = FederatedDROClassifier(weights="cvar", alpha=0.5, l2=1e-2).fit(X, y, clients=site)
+    clf = FederatedDROClassifier(weights="cvar", cvar_level=0.5, l2=1e-2).fit(X, y, clients=site)
     Xs, ys, names = _split(dm.datasets.add_intercept(X), np.where(s > 0, 1.0, -1.0), site)
     fed = dm.Federation.from_arrays(Xs, ys, names=names, task="classification")
-    sol = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(3, 0.5), l2=1e-2).solve()
+    sol = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(3, 0.5), l2=1e-2,
+                          penalize_intercept=False).solve()
     assert clf.status_ == sol.status == "optimal"
-    np.testing.assert_allclose(np.r_[clf.intercept_, clf.coef_], sol.theta, atol=1e-6)
+    assert clf.coef_.shape == (1, 3) and clf.intercept_.shape == (1,)      # scikit-learn's binary shapes
+    np.testing.assert_allclose(np.r_[clf.intercept_, clf.coef_[0]], sol.theta, atol=1e-6)
     np.testing.assert_allclose(clf.client_weights_, sol.weights, atol=1e-6)
     assert clf.client_names_ == ["clinic-a", "clinic-b", "clinic-c"]
     assert clf.lower_bound_ <= clf.upper_bound_ + 1e-9 and clf.gap_ == pytest.approx(
         clf.upper_bound_ - clf.lower_bound_)
     # the worst-case weights are the CVaR weights of the client losses computed here in numpy
-    theta = np.r_[clf.intercept_, clf.coef_]
-    f = np.array([np.mean(np.logaddexp(0, -yc * (Xc @ theta))) + 5e-3 * theta @ theta for Xc, yc in zip(Xs, ys)])
+    # (the intercept is not in the ridge term, as in scikit-learn)
+    theta = np.r_[clf.intercept_, clf.coef_[0]]
+    f = np.array([np.mean(np.logaddexp(0, -yc * (Xc @ theta))) + 5e-3 * theta[1:] @ theta[1:]
+                  for Xc, yc in zip(Xs, ys)])
     top = np.sort(f)[::-1]
     assert clf.upper_bound_ == pytest.approx((top[0] + 0.5 * top[1]) / 1.5, rel=1e-8)   # cap 1/(alpha n) = 2/3
 
@@ -86,18 +88,20 @@ def test_single_client_is_ridge_logistic_regression_and_says_so():
     X, s, _ = _data()
     y = (s > 0).astype(int)
     with pytest.warns(SingleClientWarning, match="one client"):
-        clf = FederatedDROClassifier(weights="cvar", alpha=0.3, l2=0.05).fit(X, y)
+        clf = FederatedDROClassifier(weights="cvar", cvar_level=0.3, l2=0.05).fit(X, y)
     assert clf.client_names_ == ["all"]
-    # independent: scipy L-BFGS on mean logistic + l2/2 |theta|^2 (intercept is a column)
+    # independent: scipy L-BFGS on mean logistic + l2/2 |coef|^2 (the intercept unpenalized)
     Z = np.c_[np.ones(len(X)), X]
     ypm = np.where(y == 1, 1.0, -1.0)
+    ridge = np.r_[0.0, np.ones(3)]
 
     def f(t):
         m = ypm * (Z @ t)
-        return np.mean(np.logaddexp(0, -m)) + 0.025 * t @ t, -(Z.T @ (ypm * expit(-m))) / len(X) + 0.05 * t
+        return (np.mean(np.logaddexp(0, -m)) + 0.025 * t @ (ridge * t),
+                -(Z.T @ (ypm * expit(-m))) / len(X) + 0.05 * ridge * t)
 
     ref = minimize(f, np.zeros(4), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15}).x
-    np.testing.assert_allclose(np.r_[clf.intercept_, clf.coef_], ref, atol=1e-5)
+    np.testing.assert_allclose(np.r_[clf.intercept_, clf.coef_[0]], ref, atol=1e-5)
     np.testing.assert_allclose(clf.predict_proba(X)[:, 1], expit(Z @ ref), atol=1e-5)
 
 
@@ -110,18 +114,52 @@ def test_any_two_labels_map_to_plus_minus_one():
     np.testing.assert_allclose(a.coef_, -c.coef_, atol=1e-6)   # the logistic loss is symmetric
     assert list(c.classes_) == ["a", "b"]
     np.testing.assert_array_equal(a.predict(X) == "yes", c.predict(X) == "a")
-    with pytest.raises(ValueError, match="Only binary classification is supported"):
-        FederatedDROClassifier().fit(X, np.digitize(s, [-1, 1]), clients=site)
 
 
-def test_fit_intercept_is_an_explicit_column():
+def test_fit_intercept_is_an_unpenalized_intercept_where_the_family_allows_it():
+    """FederatedDRO (and FAFL): fit_intercept=True is scikit-learn's intercept, outside the ridge
+    term -- the core problem with penalize_intercept=False, not the same column penalized (which is
+    what fit_intercept=False on [1, X] fits). Relative fairness keeps an explicit penalized column."""
     X, s, site = _data()
-    with_icpt = FederatedDRORegressor(weights="chi2", rho=0.5).fit(X, s, clients=site)
-    manual = FederatedDRORegressor(weights="chi2", rho=0.5, fit_intercept=False).fit(
-        np.c_[np.ones(len(X)), X], s, clients=site)
-    np.testing.assert_allclose(np.r_[with_icpt.intercept_, with_icpt.coef_], manual.coef_, atol=1e-7)
-    assert manual.intercept_ == 0.0
-    np.testing.assert_allclose(with_icpt.predict(X), manual.predict(np.c_[np.ones(len(X)), X]), atol=1e-7)
+    Z = np.c_[np.ones(len(X)), X]
+    with_icpt = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5).fit(X, s, clients=site)
+    manual = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5, fit_intercept=False).fit(Z, s, clients=site)
+    Xs, ss, names = _split(Z, s, site)
+    fed = dm.Federation.from_arrays(Xs, ss, names=names)
+    free = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.ChiSquare(3, 0.5), l2=0.5, penalize_intercept=False)
+    theta = np.r_[with_icpt.intercept_, with_icpt.coef_]
+    assert with_icpt.upper_bound_ == pytest.approx(free.objective(theta), rel=1e-9)
+    assert with_icpt.upper_bound_ == pytest.approx(free.solve().value, rel=1e-7)
+    assert manual.intercept_ == 0.0 and manual.coef_.shape == (4,)
+    assert np.abs(theta - manual.coef_).max() > 1e-2                 # the penalized column is another model
+    assert free.objective(theta) < free.objective(manual.coef_) - 1e-6
+    np.testing.assert_allclose(with_icpt.predict(X), Z @ theta, atol=1e-12)
+
+    rel = RelativeFairRegressor(phi=0.2).fit(X, s, clients=site)
+    rel_manual = RelativeFairRegressor(phi=0.2, fit_intercept=False).fit(Z, s, clients=site)
+    np.testing.assert_allclose(np.r_[rel.intercept_, rel.coef_], rel_manual.coef_, atol=1e-6)
+
+
+def test_single_client_squared_loss_is_scikit_learns_ridge():
+    """The squared loss is (y - s)^2 and the intercept is unpenalized, so one client with
+    l2 = 2 a / N is Ridge(alpha=a) (solved by scikit-learn in closed form)."""
+    from sklearn.linear_model import Ridge
+
+    X, s, _ = _data(n=70)
+    a = 3.0
+    ref = Ridge(alpha=a, solver="cholesky").fit(X, s)
+    with pytest.warns(SingleClientWarning):
+        est = FederatedDRORegressor(l2=2 * a / len(s)).fit(X, s)
+    assert est.coef_.shape == ref.coef_.shape and isinstance(est.intercept_, float)
+
+    def ridge_objective(coef, intercept):          # Ridge's: ||y - X coef - b||^2 + a ||coef||^2
+        return np.sum((s - X @ coef - intercept) ** 2) + a * coef @ coef
+
+    theirs = ridge_objective(ref.coef_, ref.intercept_)
+    assert ridge_objective(est.coef_, est.intercept_) == pytest.approx(theirs, rel=1e-10)
+    assert len(s) * est.upper_bound_ == pytest.approx(theirs, rel=1e-10)
+    assert len(s) * est.lower_bound_ <= theirs * (1 + 1e-12)
+    np.testing.assert_allclose(np.r_[est.intercept_, est.coef_], np.r_[ref.intercept_, ref.coef_], atol=1e-5)
 
 
 def test_fafl_and_relative_and_wasserstein_regressor_wire_their_clients():
@@ -130,8 +168,9 @@ def test_fafl_and_relative_and_wasserstein_regressor_wire_their_clients():
     fafl = FairnessAwareClassifier(alpha=[0.6, 0.7, 0.8]).fit(X, y, clients=site)
     Xs, ys, names = _split(dm.datasets.add_intercept(X), y.astype(float), site)
     fed = dm.Federation.from_arrays(Xs, ys, names=names, task="classification")
-    ref = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=[0.6, 0.7, 0.8], l2=1e-3).solve()
-    np.testing.assert_allclose(np.r_[fafl.intercept_, fafl.coef_], ref.theta, atol=1e-6)
+    ref = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=[0.6, 0.7, 0.8], l2=1e-3,
+                             penalize_intercept=False).solve()
+    np.testing.assert_allclose(np.r_[fafl.intercept_, fafl.coef_[0]], ref.theta, atol=1e-6)
 
     rel = RelativeFairRegressor(phi=0.2, A="cvar", alpha_A=0.5).fit(X, s, clients=site)
     Xs, ss, _ = _split(dm.datasets.add_intercept(X), s, site)
@@ -160,7 +199,7 @@ def test_wasserstein_one_client_is_the_norm_regularized_logistic_regression():
     def robust(t):
         return np.mean(np.logaddexp(0, -y * (Z @ t))) + 0.05 * np.linalg.norm(t)
 
-    theta = np.r_[clf.intercept_, clf.coef_]
+    theta = np.r_[clf.intercept_, clf.coef_[0]]
     assert clf.status_ == "optimal"
     assert clf.upper_bound_ == pytest.approx(robust(theta), rel=1e-8)
     ref = minimize(robust, np.ones(4), method="BFGS", options={"gtol": 1e-10})
@@ -207,7 +246,7 @@ def test_deo_classifier_respects_the_constraint_computed_in_numpy():
         la, lb = 0.5 * (1 - u[fav & (g == "F")]), 0.5 * (1 - u[fav & (g == "M")])
         return la.mean() - lb.mean()
 
-    t_free, t_fair = np.r_[free.intercept_, free.coef_], np.r_[fair.intercept_, fair.coef_]
+    t_free, t_fair = np.r_[free.intercept_, free.coef_[0]], np.r_[fair.intercept_, fair.coef_[0]]
     assert abs(deo_linear(t_free)) > 0.02          # the constraint binds on this data
     assert abs(deo_linear(t_fair)) <= 0.01 + 1e-7
     assert fair.status_ == "optimal" and fair.multipliers_.max() > 0
@@ -225,7 +264,7 @@ def test_deo_pos_label_keeps_sklearns_orientation():
     np.testing.assert_allclose(clf.predict_proba(X)[:, 1], expit(d))
     assert clf.score(X, y) > 0.7
     # the oracle's theta is in the favourable orientation: +1 = "hired" = classes_[0]
-    np.testing.assert_allclose(clf.solution_.theta, -np.r_[clf.intercept_, clf.coef_])
+    np.testing.assert_allclose(clf.solution_.theta, -np.r_[clf.intercept_, clf.coef_[0]])
 
 
 def test_deo_needs_two_groups():
@@ -289,10 +328,10 @@ def test_clone_and_pickle_keep_parameters_and_certificate():
 
 # ------------------------------------------------------------------------------ errors
 @pytest.mark.parametrize("est, message", [
-    (FederatedDROClassifier(weights="cvar"), "weights='cvar' needs alpha"),
+    (FederatedDROClassifier(weights="cvar"), "weights='cvar' needs cvar_level"),
     (FederatedDROClassifier(rho=0.1), "rho=0.1 has no effect with weights='simplex'"),
     (FederatedDROClassifier(weights="huber"), "weights must be one of"),
-    (FederatedDROClassifier(weights="cvar", alpha=1.5), r"alpha must lie in \(0(\.0)?, 1(\.0)?\]"),
+    (FederatedDROClassifier(weights="cvar", cvar_level=1.5), r"cvar_level must lie in \(0(\.0)?, 1(\.0)?\]"),
     (FederatedDROClassifier(loss="squared"), "loss must be one of"),
     (FederatedDRORegressor(solve_options={"gap_tol": 1e-3}), "solve_options must not contain 'gap_tol'"),
     (WassersteinDRRegressor(loss="squared"), "loss must be one of"),
@@ -320,12 +359,14 @@ def test_bad_clients_are_reported():
 
 # ------------------------------------------------------------------------------ README, import cost
 def test_readme_sklearn_example_runs(capsys):
+    """The README's multi-class fit runs as printed: certified, (3, 4) coefficients, one weight per
+    site summing to 1, and its training accuracy."""
     (code,) = re.findall(r"```python sklearn\n(.*?)```", README.read_text(), flags=re.S)
-    assert len([ln for ln in code.strip().splitlines() if not ln.startswith("#")]) == 3
-    X, s, site = _data()
-    exec(compile(code, "README.md", "exec"), {"X": X, "y": np.where(s > 0, "yes", "no"), "site": site})
+    assert len([ln for ln in code.strip().splitlines() if not ln.startswith("#")]) <= 7
+    exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert out.startswith("optimal")
+    assert out.startswith("optimal") and "(3, 4)" in out
+    assert float(out.split()[-1]) > 0.9
 
 
 def test_import_drflmodel_does_not_import_sklearn_or_pandas():

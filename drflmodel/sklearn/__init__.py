@@ -8,8 +8,14 @@ The client of each row is passed at ``fit(X, y, clients=...)``; the protected gr
 (``sklearn.set_config(enable_metadata_routing=True)``), ``est.set_fit_request(clients=True)``
 routes the client labels through ``Pipeline`` and ``GridSearchCV``.
 
+The classifiers follow scikit-learn's conventions: labels of any sortable type (``classes_``),
+``coef_`` of shape ``(n_classes, n_features)`` (``(1, n_features)`` for two classes), an
+unpenalized intercept with ``fit_intercept=True`` where the family allows it, and more than two
+classes through the softmax loss in ``FederatedDROClassifier`` and ``FairnessAwareClassifier``
+(the Wasserstein and DEO classifiers are binary and say why).
+
 >>> from drflmodel.sklearn import FederatedDROClassifier          # doctest: +SKIP
->>> clf = FederatedDROClassifier(weights="cvar", alpha=0.5).fit(X, y, clients=site)  # doctest: +SKIP
+>>> clf = FederatedDROClassifier(weights="cvar", cvar_level=0.5).fit(X, y, clients=site)  # doctest: +SKIP
 >>> clf.status_, clf.gap_, clf.client_weights_                     # doctest: +SKIP
 """
 

@@ -1,21 +1,28 @@
-"""What every drflmodel estimator shares: input validation, the explicit intercept column, the
-mapping of two class labels to {-1, +1}, the certified solve and the fitted attributes.
+"""What every drflmodel estimator shares: input validation, the intercept, the certified solve,
+the fitted attributes in scikit-learn's shapes, and the parameters they do not have.
 
 Conventions (drflmodel's, stated in scikit-learn's vocabulary):
 
-* the model is one vector :math:`\\theta`; ``fit_intercept=True`` prepends the explicit constant
-  column of :func:`drflmodel.datasets.add_intercept`, so ``intercept_ = theta[0]`` and
-  ``coef_ = theta[1:]``. The intercept is an ordinary coordinate: the ridge term ``l2`` and, for
-  the Wasserstein estimators, the transport cost apply to it too;
-* ``coef_`` is 1-D (binary classification and single-target regression);
-* classifiers accept any two labels: ``classes_`` holds them sorted, ``classes_[1]`` is +1 and a
-  positive ``decision_function`` predicts ``classes_[1]`` (scikit-learn's convention);
+* the oracle's model is one vector :math:`\\theta` in the class-major layout of
+  :mod:`drflmodel.layout`; ``fit_intercept=True`` prepends the constant column of
+  :func:`drflmodel.datasets.add_intercept` and, where the family allows it (federated DRO, FAFL),
+  leaves its coefficient out of the ridge term, as scikit-learn does (``penalize_intercept=False``
+  in the core). The fitted ``coef_`` / ``intercept_`` are
+  :meth:`drflmodel.layout.ParameterLayout.to_sklearn` of :math:`\\theta`: shapes ``(K, d)`` /
+  ``(K,)`` for a classifier (``(1, d)`` / ``(1,)`` for two classes), ``(d,)`` / float for a
+  regressor; without ``fit_intercept`` the intercept is 0;
 * ``fit`` solves the exact oracle and keeps its certificate: ``status_``, ``lower_bound_``,
   ``upper_bound_``, ``gap_`` (absolute, :math:`U-L`), ``relative_gap_`` and the whole
   :class:`~drflmodel.solution.Solution` as ``solution_`` (without its back-reference to the CVXPY
   problem, so that fitted estimators stay small and picklable). A status other than
   ``"optimal"`` is kept and announced with a :class:`CertificateWarning`; ``"failed"`` and
-  ``"infeasible"`` raise :class:`~drflmodel.errors.SolverError`.
+  ``"infeasible"`` raise :class:`~drflmodel.errors.SolverError`;
+* a parameter of scikit-learn's linear models that has no counterpart here (``penalty``, ``C``,
+  ...) is refused by name with what to use instead, and so is a renamed parameter (``alpha`` of the
+  federated DRO estimators, now ``cvar_level``: scikit-learn sets ``alpha`` on every regressor that
+  has one, as a regularization strength).
+
+Class labels and predictions of the classifiers: :mod:`drflmodel.sklearn._classifier`.
 """
 
 from __future__ import annotations
@@ -24,17 +31,16 @@ import dataclasses
 import warnings
 
 import numpy as np
-from scipy.special import expit
 from sklearn.base import BaseEstimator
-from sklearn.utils.metaestimators import available_if
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import losses as _losses
-from ..errors import InvalidParameterError, SolverError
+from .._validation import check_bool
+from ..errors import InvalidDataError, InvalidParameterError, SolverError
+from ..layout import ParameterLayout
 
-__all__ = ["CertificateWarning", "SingleClientWarning", "OracleEstimator", "BinaryClassifierMixin",
+__all__ = ["CertificateWarning", "SingleClientWarning", "OracleEstimator", "RegressorPredictMixin",
            "expected_failed_checks"]
 
 
@@ -59,14 +65,63 @@ def _loss_name(loss) -> str:
     return loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
 
 
+#: parameters of scikit-learn's linear models that drflmodel's estimators do not have: what to use
+_NOT_PARAMETERS = {
+    "penalty": "the penalty is always the ridge term l2/2*||coef||^2 (scikit-learn's penalty='l2'; "
+               "penalty=None is l2=0); 'l1' and 'elasticnet' do not map",
+    "C": "set l2 = 1/(C*n_samples) (scikit-learn's C-weighted objective over C*n_samples; see the docstring)",
+    "l1_ratio": "there is no L1 term: the penalty is the ridge term l2/2*||coef||^2",
+    "multi_class": "more than two classes are always fitted with the softmax (multinomial) loss",
+    "class_weight": "rows are weighted through their client's weight, not by class",
+    "dual": "the oracle solves the exact problem and certifies it; there is no dual option",
+    "intercept_scaling": "with fit_intercept=True the intercept is not penalized, so it needs no scaling",
+}
+
+
+def refuse_undeclared_parameters(estimator_type, params) -> None:
+    """Refuse, with an :class:`InvalidParameterError` that says what to use instead, a keyword that
+    ``estimator_type`` does not declare but a user may bring from elsewhere: a renamed parameter
+    (``estimator_type._renamed_parameters``: old name -> new name) or one of scikit-learn's
+    (:data:`_NOT_PARAMETERS`). Other names are left to Python's and scikit-learn's own errors."""
+    declared = estimator_type._get_param_names()
+    for key in params:
+        if key in declared:
+            continue
+        new = estimator_type._renamed_parameters.get(key)
+        if new is not None:
+            raise InvalidParameterError(f"{key} is now {new} in {estimator_type.__name__} (scikit-learn "
+                                        f"reserves {key} for a regularization strength); pass {new}=...")
+        if key in _NOT_PARAMETERS:
+            raise InvalidParameterError(f"{key} is not a parameter of {estimator_type.__name__}: "
+                                        f"{_NOT_PARAMETERS[key]}")
+
+
 class OracleEstimator(BaseEstimator):
     """Base class: subclasses set ``_task`` and ``_losses`` (allowed loss names) and implement
-    ``_problem(design, y, fit_params)`` returning ``(problem, extra_attributes)``."""
+    ``fit`` with the helpers below (``_resolve_loss``, ``_validate_fit_data``, ``_fit_targets``,
+    ``_design``, ``_solve``, ``_layout``, ``_set_fitted``)."""
 
     _task = "regression"
     _losses: tuple = ()
     #: common checks that cannot apply, with a one-line reason (see :func:`expected_failed_checks`)
     _unsupported_checks: dict = {}
+    #: whether ``fit_intercept=True`` leaves the intercept out of the ridge term (the family's
+    #: ``penalize_intercept=False``); families that cannot keep it as a penalized column
+    _unpenalized_intercept = False
+    #: old parameter name -> new name (refused by name, with the new one: see ``__new__``)
+    _renamed_parameters: dict = {}
+
+    def __new__(cls, *args, **kwargs):
+        # runs before __init__ sees the keywords: a renamed or scikit-learn-only parameter gets an
+        # error saying what to use instead of Python's "unexpected keyword argument"
+        refuse_undeclared_parameters(cls, kwargs)
+        return super().__new__(cls)
+
+    def set_params(self, **params):
+        """scikit-learn's ``set_params``; a renamed or scikit-learn-only parameter is refused as in
+        the constructor."""
+        refuse_undeclared_parameters(type(self), [k for k in params if "__" not in k])
+        return super().set_params(**params)
 
     # ------------------------------------------------------------------ parameters
     def _resolve_loss(self) -> _losses.Loss:
@@ -101,13 +156,25 @@ class OracleEstimator(BaseEstimator):
 
     def _design(self, X) -> np.ndarray:
         """The explicit design: ``[1, X]`` with ``fit_intercept``, else ``X``."""
-        if self.fit_intercept:
+        if check_bool(self.fit_intercept, "fit_intercept"):
+            if self._unpenalized_intercept and X.shape[0] > 1:
+                ones = np.flatnonzero(np.all(X == 1.0, axis=0))
+                if ones.size:
+                    raise InvalidDataError(
+                        f"X column {int(ones[0])} is constant 1, a second intercept next to the one "
+                        "fit_intercept=True adds (unpenalized); drop that column or pass fit_intercept=False")
             return np.hstack([np.ones((X.shape[0], 1)), X])
         return X
 
-    def _fit_targets(self, y) -> np.ndarray:
-        """Targets as the oracle expects them (regression: as they are)."""
-        return np.asarray(y, dtype=float)
+    def _layout(self, problem, design, n_outputs: int = 1) -> ParameterLayout:
+        """The layout of the oracle's :math:`\\theta` with the intercept where ``_design`` put it
+        (column 0) and the problem's unpenalized features (their class-shift is centred)."""
+        unpenalized = problem.layout.unpenalized if hasattr(problem, "layout") else ()
+        return ParameterLayout(design.shape[1], n_outputs, 0 if self.fit_intercept else None, unpenalized)
+
+    def _fit_targets(self, y, loss):
+        """``(targets, task, loss)`` as the oracle expects them (regression: as they are)."""
+        return np.asarray(y, dtype=float), self._task, loss
 
     # ------------------------------------------------------------------ the solve
     def _solve(self, problem):
@@ -124,14 +191,10 @@ class OracleEstimator(BaseEstimator):
                 CertificateWarning, stacklevel=3)
         return sol
 
-    def _set_fitted(self, sol, sign: float = 1.0) -> None:
+    def _set_fitted(self, sol, layout: ParameterLayout, sign: float = 1.0) -> None:
+        """``coef_`` / ``intercept_`` in scikit-learn's shapes (module docstring) and the certificate."""
         theta = sign * np.asarray(sol.theta, dtype=float)
-        if self.fit_intercept:
-            self.intercept_ = float(theta[0])
-            self.coef_ = theta[1:].copy()
-        else:
-            self.intercept_ = 0.0
-            self.coef_ = theta.copy()
+        self.coef_, self.intercept_ = layout.to_sklearn(theta, regressor=self._task == "regression")
         self.status_ = sol.status
         self.lower_bound_ = float(sol.lower_bound)
         self.upper_bound_ = float(sol.upper_bound)
@@ -141,57 +204,15 @@ class OracleEstimator(BaseEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _scores(self, X) -> np.ndarray:
+        """``X @ coef_.T + intercept_``: shape ``(n,)`` for a regressor, ``(n, K')`` for a classifier."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return X @ self.coef_ + self.intercept_
+        return X @ self.coef_.T + self.intercept_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.single_output = True
         tags.target_tags.multi_output = False
-        return tags
-
-
-class BinaryClassifierMixin:
-    """Two labels of any type mapped to {-1, +1}; ``predict``, ``decision_function`` and (for
-    the logistic loss) ``predict_proba``."""
-
-    _task = "classification"
-
-    def _fit_targets(self, y) -> np.ndarray:
-        check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y")
-        classes = np.unique(y)
-        if y_type != "binary" or classes.size != 2:
-            if classes.size < 2:
-                raise ValueError(f"{type(self).__name__} needs two classes in y; got 1 class "
-                                 f"({classes.tolist()})")
-            raise ValueError(f"Only binary classification is supported. The type of the target is "
-                             f"{y_type} ({classes.size} classes) for {type(self).__name__}.")
-        self.classes_ = classes
-        return np.where(y == classes[1], 1.0, -1.0)
-
-    def decision_function(self, X) -> np.ndarray:
-        """:math:`x^\\top` ``coef_`` + ``intercept_``; positive means ``classes_[1]``."""
-        return self._scores(X)
-
-    def predict(self, X) -> np.ndarray:
-        check_is_fitted(self)
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
-
-    def _has_logistic_loss(self) -> bool:
-        return _loss_name(self.loss) == "logistic"
-
-    @available_if(lambda self: self._has_logistic_loss())
-    def predict_proba(self, X) -> np.ndarray:
-        """(logistic loss only) Logistic model :math:`P(y=\\text{classes\\_[1]}\\mid x)=\\sigma(x^\\top\\theta)`;
-        columns ordered like ``classes_``."""
-        p = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p, p])
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
         return tags
 
 

@@ -10,7 +10,8 @@ from sklearn.base import ClassifierMixin
 from ..data import VerticalFederation
 from ..errors import InvalidDataError, InvalidParameterError
 from ..problems.deo import DEOConstrained
-from ._base import BinaryClassifierMixin, OracleEstimator
+from ._base import OracleEstimator
+from ._classifier import OracleClassifierMixin
 
 __all__ = ["DEOClassifier"]
 
@@ -53,7 +54,7 @@ def _group_codes(sensitive_features, n: int):
     return np.array([0 if v == groups[0] else 1 for v in values]), np.array(groups, dtype=object)
 
 
-class DEOClassifier(BinaryClassifierMixin, ClassifierMixin, OracleEstimator):
+class DEOClassifier(OracleClassifierMixin, ClassifierMixin, OracleEstimator):
     """Linear binary classifier with a bound on the difference of equal opportunity (DEO),
     solved exactly with a certificate (fair vertical FL paper, problem (1)-(4)):
 
@@ -78,17 +79,25 @@ class DEOClassifier(BinaryClassifierMixin, ClassifierMixin, OracleEstimator):
     pos_label : the favourable class (mapped to +1 inside the oracle); default ``classes_[1]``.
         Predictions follow scikit-learn's orientation whatever ``pos_label`` is.
     l2 : ridge weight (default 1e-3; > 0 makes the Lagrangian certificate solver-independent).
-    fit_intercept, solver, gap_tol, solve_options : as for the other drflmodel estimators.
+    fit_intercept : prepend the explicit constant column. Unlike scikit-learn's intercept, ``l2``
+        penalizes it (the DEO oracle has no unpenalized coordinate).
+    solver, gap_tol, solve_options : as for the other drflmodel estimators.
+
+    Binary only: the DEO constraint compares the groups' rates of the favourable outcome, so more
+    than two classes are refused.
 
     Attributes
     ----------
-    coef_, intercept_, classes_, groups_ (the two sensitive values: group a, group b),
-    pos_label_, status_, lower_bound_, upper_bound_, gap_, relative_gap_, multipliers_
-    (:math:`\\lambda_1, \\lambda_2` of the two DEO constraints), solution_, n_features_in_.
+    coef_, intercept_ (shapes ``(1, n_features)`` and ``(1,)``, as scikit-learn's), classes_,
+    groups_ (the two sensitive values: group a, group b), pos_label_, status_, lower_bound_,
+    upper_bound_, gap_, relative_gap_, multipliers_ (:math:`\\lambda_1, \\lambda_2` of the two DEO
+    constraints), solution_, n_features_in_.
     """
 
     _losses = DEO_LOSSES
     _unsupported_checks = UNSUPPORTED_CHECKS
+    _binary_only_reason = ("DEO is binary by definition (equal opportunity of the favourable outcome, "
+                           "one class against the other)")
 
     def __init__(self, loss="logistic", eps=0.05, fairness_loss="linear", tolerance_convention="deo",
                  pos_label=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6,
@@ -110,12 +119,12 @@ class DEOClassifier(BinaryClassifierMixin, ClassifierMixin, OracleEstimator):
         Parameters
         ----------
         X : array of shape (n_samples, n_features).
-        y : two classes, any labels.
+        y : two classes, any hashable, orderable labels.
         sensitive_features : one protected-group label per row, exactly two groups; required.
         """
         loss = self._resolve_loss()
         X, y = self._validate_fit_data(X, y)
-        y_pm = self._fit_targets(y)
+        y_pm, _, loss = self._fit_targets(y, loss)
         if sensitive_features is None:
             raise InvalidDataError("DEOClassifier.fit needs sensitive_features= (one protected-group "
                                    "label per row, two groups); the DEO constraint is defined by them")
@@ -128,11 +137,12 @@ class DEOClassifier(BinaryClassifierMixin, ClassifierMixin, OracleEstimator):
             raise InvalidParameterError(f"pos_label must be one of the classes {self.classes_.tolist()}; "
                                         f"got {self.pos_label!r}")
         sign = 1.0 if pos == self.classes_[1] else -1.0
-        vfed = VerticalFederation([self._design(X)], sign * y_pm, codes, active=[0])
+        design = self._design(X)
+        vfed = VerticalFederation([design], sign * y_pm, codes, active=[0])
         problem = DEOConstrained(vfed, loss, self.eps, fairness_loss=self.fairness_loss, l2=self.l2,
                                  tolerance_convention=self.tolerance_convention)
         sol = self._solve(problem)
-        self._set_fitted(sol, sign=sign)
+        self._set_fitted(sol, self._layout(problem, design), sign=sign)
         self.groups_ = groups
         self.pos_label_ = pos
         self.multipliers_ = np.array([sol.duals.get("lambda1", np.nan), sol.duals.get("lambda2", np.nan)],

@@ -25,7 +25,8 @@ from ..problems.dro import FederatedDRO
 from ..problems.fafl import FairnessAwareFL
 from ..problems.relative import RelativeFairness
 from ..problems.wasserstein import WassersteinDRFL
-from ._base import BinaryClassifierMixin, OracleEstimator, RegressorPredictMixin, SingleClientWarning
+from ._base import OracleEstimator, RegressorPredictMixin, SingleClientWarning
+from ._classifier import OracleClassifierMixin
 
 __all__ = ["FederatedDROClassifier", "FederatedDRORegressor", "FairnessAwareClassifier",
            "WassersteinDRClassifier", "WassersteinDRRegressor", "RelativeFairRegressor"]
@@ -36,12 +37,14 @@ REGRESSION_LOSSES = ("squared", "huber", "epsilon_insensitive", "pinball")
 WASSERSTEIN_REGRESSION_LOSSES = ("huber", "epsilon_insensitive", "pinball")
 
 #: FederatedDRO weight sets and the estimator parameters each one uses
-DRO_WEIGHTS = {"simplex": (), "cvar": ("alpha",), "chi2": ("rho",), "lp_ball": ("radius", "p"),
-               "hcvar": ("alpha",), "qffl": ("q",)}
+DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi2": ("rho",), "lp_ball": ("radius", "p"),
+               "hcvar": ("cvar_level",), "qffl": ("q",)}
 #: domain of each weight-set parameter, checked even when it has no effect (one client)
 _DOMAINS = {"alpha": dict(low=0.0, high=1.0, low_open=True), "rho": dict(low=0.0),
             "radius": dict(low=0.0, low_open=True), "p": dict(low=1.0, allow_inf=True),
             "q": dict(low=0.0, low_open=True)}
+_DOMAINS["cvar_level"] = _DOMAINS["alpha"]
+_DRO_PARAMETERS = ("cvar_level", "rho", "radius", "p", "q")
 
 
 def _check_unused(est, used: tuple, all_params: tuple, what: str) -> None:
@@ -64,24 +67,26 @@ class _HorizontalEstimator(OracleEstimator):
         Parameters
         ----------
         X : array of shape (n_samples, n_features).
-        y : targets (classifiers: exactly two classes, any labels).
+        y : targets (classifiers: any hashable, orderable labels; two classes, or more where the
+            family has a multi-class oracle).
         clients : array of n_samples client labels (strings or numbers), or ``None`` for one
             client holding every row (see the module documentation).
         """
         loss = self._resolve_loss()
         X, y = self._validate_fit_data(X, y)
-        y_fit = self._fit_targets(y)
+        y_fit, task, loss = self._fit_targets(y, loss)
         design = self._design(X)
         labels = np.full(X.shape[0], "all", dtype=object) if clients is None else clients
-        fed = Federation.from_groups(design, y_fit, labels, task=self._task)
+        fed = Federation.from_groups(design, y_fit, labels, task=task)
         if fed.n_clients == 1 and self._one_client_is_erm:
             how = "clients=None" if clients is None else "clients has a single label"
             warnings.warn(f"{type(self).__name__}: {how}, so all rows form one client, the client-weight "
                           "set is {1} and this fit is ridge-regularized ERM with the chosen loss; pass "
                           "clients=... (one label per row) for the federated model", SingleClientWarning,
                           stacklevel=2)
-        sol = self._solve(self._problem(fed, loss))
-        self._set_fitted(sol)
+        problem = self._problem(fed, loss)
+        sol = self._solve(problem)
+        self._set_fitted(sol, self._layout(problem, design, problem.layout.n_outputs))
         self.client_names_ = list(fed.names)
         self.client_weights_ = None if sol.weights is None else np.asarray(sol.weights, float)
         return self
@@ -89,10 +94,13 @@ class _HorizontalEstimator(OracleEstimator):
 
 # ================================================================================ FederatedDRO
 class _FederatedDRO(_HorizontalEstimator):
+    _unpenalized_intercept = True
+    _renamed_parameters = {"alpha": "cvar_level"}     # scikit-learn's alpha is a regularization strength
+
     def _weight_set(self, fed):
         name = check_choice(self.weights, "weights", tuple(DRO_WEIGHTS))
         used = DRO_WEIGHTS[name]
-        _check_unused(self, used, tuple(_DOMAINS), f"weights={name!r}")
+        _check_unused(self, used, _DRO_PARAMETERS, f"weights={name!r}")
         values = {}
         for param in used:
             value = getattr(self, param)
@@ -105,57 +113,92 @@ class _FederatedDRO(_HorizontalEstimator):
         if n == 1 and name != "qffl":
             return _sets.Simplex(1)   # every set inside the simplex is {1} over one client
         build = {"simplex": lambda: _sets.Simplex(n),
-                 "cvar": lambda: _sets.CVaR(n, values["alpha"]),
+                 "cvar": lambda: _sets.CVaR(n, values["cvar_level"]),
                  "chi2": lambda: _sets.ChiSquare(n, values["rho"]),
                  "lp_ball": lambda: _sets.LpBall(fed.proportions, values["radius"], values["p"]),
-                 "hcvar": lambda: _sets.HCVaR(fed.proportions, values["alpha"]),
+                 "hcvar": lambda: _sets.HCVaR(fed.proportions, values["cvar_level"]),
                  "qffl": lambda: _sets.QFFL(n, values["q"])}
         return build[name]()
 
     def _problem(self, fed, loss):
-        return FederatedDRO(fed, loss, weights=self._weight_set(fed), l2=self.l2)
+        return FederatedDRO(fed, loss, weights=self._weight_set(fed), l2=self.l2,
+                            penalize_intercept=not self.fit_intercept)
 
 
 _DRO_DOC = """Federated distributionally robust {kind} (Scaff-PD family, ``drflmodel.FederatedDRO``):
 
     .. math:: \\min_\\theta\\max_{{\\lambda\\in\\Lambda}}\\sum_i\\lambda_i f_i(\\theta)-\\psi(\\lambda),\\qquad
-              f_i(\\theta)=\\tfrac1{{N_i}}\\textstyle\\sum_j L(x_j^\\top\\theta, y_j)+\\tfrac{{\\ell_2}}2\\|\\theta\\|^2,
+              f_i(\\theta)=\\tfrac1{{N_i}}\\textstyle\\sum_{{j\\in\\text{{client }}i}} L_j(\\theta)
+              +\\tfrac{{\\ell_2}}2\\|\\mathrm{{coef}}\\|^2,
 
     solved exactly with a certificate; the client of each row is passed at ``fit(X, y, clients=...)``.
+    {labels}
+    **Regularization, as in scikit-learn.** ``l2`` (:math:`\\ell_2`) weighs a ridge term in every
+    client's objective; with ``fit_intercept=True`` the intercept is *not* in it (the core's
+    ``penalize_intercept=False``), as in scikit-learn.
+    {sklearn_map}
 
     Parameters
     ----------
-    loss : {losses} or a :class:`drflmodel.losses.Loss` instance of one of them (default ``{default}``).
+    loss : {losses} or a :class:`drflmodel.losses.Loss` instance of one of them
+        (default ``{default}``).
     weights : the client-weight set :math:`\\Lambda` by name: ``"simplex"`` (AFL, default),
-        ``"cvar"`` (needs ``alpha`` in [1/n, 1]), ``"chi2"`` (:math:`\\chi^2` penalty, needs
+        ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi2"`` (:math:`\\chi^2` penalty, needs
         ``rho >= 0``), ``"lp_ball"`` (ball of ``radius`` > 0 in the ``p``-norm (default 2) around the
-        sample proportions, within the simplex), ``"hcvar"`` (needs ``alpha``), ``"qffl"`` (needs
-        ``q > 0``). A parameter the chosen set does not use must stay ``None``.
-    alpha, rho, radius, p, q : the weight set's parameters (see ``drflmodel.sets``).
-    l2 : ridge weight :math:`\\ell_2\\ge0` (default 1e-3; it also makes the certificate's lower
-        bound solver-independent).
-    fit_intercept : prepend the explicit constant column (``intercept_`` is its coefficient).
+        sample proportions, within the simplex), ``"hcvar"`` (needs ``cvar_level``), ``"qffl"``
+        (needs ``q > 0``). A parameter the chosen set does not use must stay ``None``.
+    cvar_level : the CVaR level :math:`\\alpha\\in(0,1]` of ``"cvar"`` and ``"hcvar"``
+        (``drflmodel.sets.CVaR(n, alpha)``: the worst :math:`\\alpha` fraction of the clients).
+        Its old name ``alpha`` is refused with a pointer here: scikit-learn gives ``alpha`` to a
+        regularization strength, and its common checks set it on every regressor that has one.
+    rho, radius, p, q : the other weight sets' parameters (see ``drflmodel.sets``).
+    l2 : ridge weight :math:`\\ell_2\\ge0` (default 1e-3; see above; > 0 also makes the
+        certificate's lower bound solver-independent).
+    fit_intercept : fit an unpenalized intercept (default True): the constant column is prepended
+        and left out of the ridge term. False: no intercept (``intercept_`` is 0).
     solver, gap_tol, solve_options : passed to the oracle's ``solve`` (solver to try first,
         relative certificate gap for ``"optimal"``, further keyword options).
 
     Attributes
     ----------
-    coef_, intercept_, {classes}status_, lower_bound_, upper_bound_, gap_, relative_gap_,
-    client_weights_ (worst-case :math:`\\lambda^\\star`, ordered like ``client_names_``),
-    client_names_, solution_, n_features_in_.
+    coef_, intercept_ : {shapes}
+    {classes}status_, lower_bound_, upper_bound_ (the certified objective interval), gap_,
+    relative_gap_, client_weights_ (worst-case :math:`\\lambda^\\star`, ordered like ``client_names_``),
+    client_names_, solution_ (its ``theta`` is the oracle's class-major vector, ``drflmodel.layout``),
+    n_features_in_.
     """
 
+#: the labels paragraph of the classifiers' docstrings
+_CLASSIFIER_LABELS = """
+    **Labels.** Any hashable, orderable labels (``classes_``, sorted). Two classes: the binary
+    ``loss`` on labels :math:`\\pm1` (``classes_[1]`` is +1). :math:`K>2` classes with
+    ``loss="logistic"``: the softmax cross-entropy :math:`L_j=\\log\\sum_ke^{s_{jk}}-s_{jy_j}` of
+    the scores :math:`s_{jk}=x_j^\\top` ``coef_[k]`` + ``intercept_[k]``
+    (``drflmodel.losses.Multinomial``), scikit-learn's multinomial ``LogisticRegression``; the
+    margin losses are binary.
+"""
 
-class FederatedDROClassifier(BinaryClassifierMixin, ClassifierMixin, _FederatedDRO):
-    __doc__ = _DRO_DOC.format(kind="binary classifier", losses=CLASSIFICATION_LOSSES, default="logistic",
-                              classes="classes_, ")
+#: the classifiers' map to LogisticRegression's C (binary and multinomial)
+_LOGISTIC_C = """scikit-learn's ``LogisticRegression(C=C)`` minimizes
+    :math:`\\tfrac12\\|\\mathrm{coef}\\|^2+C\\sum_{j=1}^NL_j` (binary and multinomial alike); divided
+    by :math:`CN` that is the mean loss plus :math:`\\tfrac1{2CN}\\|\\mathrm{coef}\\|^2`. So over one
+    client (``clients=None``), where every weight set is :math:`\\{1\\}`, ``l2 = 1/(C * n_samples)``
+    fits ``LogisticRegression(C=C)``'s model, and :math:`CN` times ``upper_bound_`` is its objective."""
+
+
+class FederatedDROClassifier(OracleClassifierMixin, ClassifierMixin, _FederatedDRO):
+    __doc__ = _DRO_DOC.format(
+        kind="classifier", losses=CLASSIFICATION_LOSSES, default="logistic", labels=_CLASSIFIER_LABELS,
+        sklearn_map=_LOGISTIC_C, classes="classes_, ",
+        shapes="shapes ``(K, n_features)`` and ``(K,)`` for :math:`K>2` classes,\n        "
+               "``(1, n_features)`` and ``(1,)`` for two, as scikit-learn's.")
     _losses = CLASSIFICATION_LOSSES
 
-    def __init__(self, loss="logistic", weights="simplex", alpha=None, rho=None, radius=None, p=None,
+    def __init__(self, loss="logistic", weights="simplex", cvar_level=None, rho=None, radius=None, p=None,
                  q=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
         self.loss = loss
         self.weights = weights
-        self.alpha = alpha
+        self.cvar_level = cvar_level
         self.rho = rho
         self.radius = radius
         self.p = p
@@ -168,15 +211,19 @@ class FederatedDROClassifier(BinaryClassifierMixin, ClassifierMixin, _FederatedD
 
 
 class FederatedDRORegressor(RegressorPredictMixin, RegressorMixin, _FederatedDRO):
-    __doc__ = _DRO_DOC.format(kind="linear regressor", losses=REGRESSION_LOSSES, default="squared",
-                              classes="")
+    __doc__ = _DRO_DOC.format(
+        kind="linear regressor", losses=REGRESSION_LOSSES, default="squared", labels="", classes="",
+        sklearn_map="scikit-learn's ``Ridge(alpha=a)`` minimizes\n    :math:`\\|y-X\\mathrm{coef}-b\\|^2"
+                    "+a\\|\\mathrm{coef}\\|^2`; the squared loss here is :math:`(y-s)^2` (no factor 1/2),\n"
+                    "    so over one client ``l2 = 2 * a / n_samples`` fits ``Ridge(alpha=a)``'s model.",
+        shapes="shapes ``(n_features,)`` and a float, as scikit-learn's.")
     _losses = REGRESSION_LOSSES
 
-    def __init__(self, loss="squared", weights="simplex", alpha=None, rho=None, radius=None, p=None,
+    def __init__(self, loss="squared", weights="simplex", cvar_level=None, rho=None, radius=None, p=None,
                  q=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
         self.loss = loss
         self.weights = weights
-        self.alpha = alpha
+        self.cvar_level = cvar_level
         self.rho = rho
         self.radius = radius
         self.p = p
@@ -189,29 +236,36 @@ class FederatedDRORegressor(RegressorPredictMixin, RegressorMixin, _FederatedDRO
 
 
 # ================================================================================ FAFL
-class FairnessAwareClassifier(BinaryClassifierMixin, ClassifierMixin, _HorizontalEstimator):
-    """Fairness-aware federated binary classifier (FAFL / HCVaR, ``drflmodel.FairnessAwareFL``):
+class FairnessAwareClassifier(OracleClassifierMixin, ClassifierMixin, _HorizontalEstimator):
+    """Fairness-aware federated classifier (FAFL / HCVaR, ``drflmodel.FairnessAwareFL``):
     :math:`\\min_\\theta f_\\alpha(\\theta)`, the HCVaR of the client losses
     :math:`f_\\alpha=\\min_\\eta\\eta+\\sum_i\\frac{p_i}{\\alpha_i}(f_i(\\theta)-\\eta)_+` (Definition 1
-    of the FAFL paper), certified. Clients are passed at ``fit(X, y, clients=...)``.
+    of the FAFL paper), certified. Clients are passed at ``fit(X, y, clients=...)``; :math:`f_i` is
+    the client's mean loss plus :math:`\\frac{\\ell_2}2\\|\\mathrm{coef}\\|^2` (the intercept
+    unpenalized), and labels, more than two classes and ``l2`` versus scikit-learn's ``C`` are as
+    for :class:`FederatedDROClassifier`.
 
     Parameters
     ----------
-    loss : ``"logistic"`` (default), ``"hinge"``, ``"smooth_hinge"`` or a Loss instance.
+    loss : ``"logistic"`` (default; the softmax loss for more than two classes), ``"hinge"``,
+        ``"smooth_hinge"`` or a Loss instance.
     alpha : a scalar or one level per client (ordered like ``client_names_``), each in
         :math:`[p_i, 1]` with :math:`p_i` the client's share of the rows; 1 is the average loss,
-        :math:`\\alpha_i=p_i` the worst client (AFL). Default 0.5.
+        :math:`\\alpha_i=p_i` the worst client (AFL). Default 0.5. (The FAFL paper's name; a
+        classifier's ``alpha`` does not collide with scikit-learn's checks.)
     alpha_below_p : ``"error"`` (default) or ``"clip"`` (use :math:`\\max(\\alpha_i,p_i)`, which has
         the same objective, and warn).
     l2, fit_intercept, solver, gap_tol, solve_options : as for :class:`FederatedDROClassifier`.
 
     Attributes
     ----------
-    coef_, intercept_, classes_, status_, lower_bound_, upper_bound_, gap_, relative_gap_,
+    coef_, intercept_ (shapes as scikit-learn's: ``(K, n_features)``, ``(K,)``; ``(1, n_features)``,
+    ``(1,)`` for two classes), classes_, status_, lower_bound_, upper_bound_, gap_, relative_gap_,
     client_weights_, client_names_, solution_, n_features_in_.
     """
 
     _losses = CLASSIFICATION_LOSSES
+    _unpenalized_intercept = True
 
     def __init__(self, loss="logistic", alpha=0.5, alpha_below_p="error", l2=1e-3, fit_intercept=True,
                  solver=None, gap_tol=1e-6, solve_options=None):
@@ -233,7 +287,8 @@ class FairnessAwareClassifier(BinaryClassifierMixin, ClassifierMixin, _Horizonta
             for a in np.atleast_1d(alpha):
                 check_real(float(a), "alpha", **_DOMAINS["alpha"])
             alpha = 1.0       # over one client the HCVaR set is {1} for every alpha in (0, 1]
-        return FairnessAwareFL(fed, loss, alpha=alpha, l2=self.l2, alpha_below_p=self.alpha_below_p)
+        return FairnessAwareFL(fed, loss, alpha=alpha, l2=self.l2, alpha_below_p=self.alpha_below_p,
+                               penalize_intercept=not self.fit_intercept)
 
 
 # ================================================================================ Wasserstein
@@ -290,21 +345,26 @@ _WASSERSTEIN_DOC = """Wasserstein distributionally robust linear {kind} (DRFL pa
     weights_radius, weights_p : Q's ball (``weights="lp_ball"`` only; otherwise leave None).
     support : ``None`` (unbounded), ``"box"``, ``"unit_box"`` (piecewise-linear losses only).
     l2 : ridge weight (default 0: the balls regularize).
-    fit_intercept : prepend the explicit constant column. It is a feature like any other: the
-        adversary may move it at transport cost, so the intercept enters :math:`\\|\\theta\\|_*`.
+    fit_intercept : prepend the explicit constant column. Unlike scikit-learn's intercept it is a
+        feature like any other (the reformulation has no unpenalized intercept): the adversary may
+        move it at transport cost, so the intercept enters :math:`\\|\\theta\\|_*`, and ``l2``
+        penalizes it.
     solver, gap_tol, solve_options : passed to the oracle's ``solve``.
 
     Attributes
     ----------
-    coef_, intercept_, {classes}status_, lower_bound_, upper_bound_, gap_, relative_gap_,
-    client_weights_ (worst-case :math:`q^\\star`), client_names_, solution_, n_features_in_.
+    coef_, intercept_ ({shapes}), {classes}status_, lower_bound_, upper_bound_, gap_,
+    relative_gap_, client_weights_ (worst-case :math:`q^\\star`), client_names_, solution_,
+    n_features_in_.
     """
 
 
-class WassersteinDRClassifier(BinaryClassifierMixin, ClassifierMixin, _Wasserstein):
+class WassersteinDRClassifier(OracleClassifierMixin, ClassifierMixin, _Wasserstein):
     __doc__ = _WASSERSTEIN_DOC.format(kind="binary classifier", losses=CLASSIFICATION_LOSSES,
-                                      default="logistic", label_cost="1[y\\ne y']", classes="classes_, ")
+                                      default="logistic", label_cost="1[y\\ne y']", classes="classes_, ",
+                                      shapes="``(1, n_features)`` and ``(1,)``, as scikit-learn's")
     _losses = CLASSIFICATION_LOSSES
+    _binary_only_reason = "the Wasserstein reformulation is written for one score per sample"
 
     def __init__(self, loss="logistic", radius=0.1, kappa=float("inf"), norm=2, weights="proportions",
                  weights_radius=None, weights_p=None, support=None, l2=0.0, fit_intercept=True,
@@ -326,7 +386,8 @@ class WassersteinDRClassifier(BinaryClassifierMixin, ClassifierMixin, _Wasserste
 
 class WassersteinDRRegressor(RegressorPredictMixin, RegressorMixin, _Wasserstein):
     __doc__ = _WASSERSTEIN_DOC.format(kind="regressor", losses=WASSERSTEIN_REGRESSION_LOSSES,
-                                      default="huber", label_cost="|y-y'|", classes="")
+                                      default="huber", label_cost="|y-y'|", classes="",
+                                      shapes="``(n_features,)`` and a float, as scikit-learn's")
     _losses = WASSERSTEIN_REGRESSION_LOSSES
 
     def __init__(self, loss="huber", radius=0.1, kappa=float("inf"), norm=2, weights="proportions",
@@ -370,7 +431,9 @@ class RelativeFairRegressor(RegressorPredictMixin, RegressorMixin, _HorizontalEs
         is :math:`(\\max_i f_i-\\varphi\\min_i f_i)/(1-\\varphi)`.
     box : ``None`` or ``(lower, upper)``: scalars, or arrays over the model vector
         :math:`\\theta` = [intercept, coef...] (with ``fit_intercept``) or coef (without).
-    l2, fit_intercept, solver, gap_tol, solve_options : as for :class:`FederatedDRORegressor`
+    fit_intercept : prepend the explicit constant column. Unlike scikit-learn's intercept, ``l2``
+        penalizes it (the oracle's certificates are written for a ridge term on every coordinate).
+    l2, solver, gap_tol, solve_options : as for :class:`FederatedDRORegressor`
         (``solve_options`` may hold ``method``, ``n_starts``, ``seed``, ... of the oracle's solve).
 
     Attributes
