@@ -81,6 +81,13 @@ def _int_count(frac: float, n: int) -> int:
     return max(1, min(n, int(math.floor(x * (1.0 + _FLOOR_RTOL)))))
 
 
+def _scaled(f: np.ndarray) -> np.ndarray:
+    """``f / max(f)`` for the scale-invariant ratio indices (a subnormal or huge ``f`` would
+    underflow or overflow the means; the ratio is unchanged by the scaling)."""
+    top = float(np.max(f))
+    return f / top if top > 0 else f
+
+
 def _ratio(num: float, den: float, what: str) -> float:
     if den > 0:
         return float(num / den)
@@ -217,7 +224,7 @@ def relative_unfairness(f, A, B) -> float:
     ``inf``; ``0/0`` raises :class:`~drflmodel.errors.InvalidDataError`. Sets with negative weights
     or a penalty :math:`\psi` raise :class:`~drflmodel.errors.InvalidParameterError`.
     """
-    f = _vector(f, nonnegative=True)
+    f = _scaled(_vector(f, nonnegative=True))
     num = _extreme(f, A, "A", maximize=True)
     den = _extreme(f, B, "B", maximize=False)
     return _ratio(num, den, "relative_unfairness")
@@ -247,7 +254,7 @@ def atkinson_inf(f) -> float:
     :math:`1-1/\mathfrak R_{\{\mathbf 1/n\},\Delta^{n-1}}(f)` (relative-fairness paper,
     §3.1 and Appendix B). Lies in [0, 1] (1 iff some loss is 0); needs nonnegative ``f`` with a
     positive mean (``InvalidDataError`` otherwise)."""
-    f = _vector(f, nonnegative=True)
+    f = _scaled(_vector(f, nonnegative=True))
     mean = float(f.mean())
     if mean <= 0:
         raise InvalidDataError("f is identically zero: atkinson_inf = 1 - min/mean is 0/0 (undefined)")

@@ -666,3 +666,15 @@ def test_indices_of_a_subnormal_loss_do_not_underflow_to_zero_over_zero():
     f = np.array([5e-324])
     assert M.cvar_top(f, 0.2) == 5e-324 and M.cvar_bottom(f, 0.2) == 5e-324
     assert M.ratio_20_20(f) == 1.0
+
+
+def test_ratio_indices_are_computed_on_subnormal_and_huge_losses():
+    """The hypothesis failure f = [5e-324, 0, ...]: the mean underflowed to 0 and the indices raised
+    their 0/0 error; they are scale-invariant, so f and 1e300 * f give the same index."""
+    f = np.array([5e-324, 0.0, 0.0, 0.0])
+    assert M.atkinson_inf(f) == 1.0 and M.relative_unfairness(f, 0.5, 0.5) == np.inf
+    g = np.array([1.0, 2.0, 3.0, 4.0])
+    for scale in (5e-320, 1e300):
+        assert M.atkinson_inf(scale * g) == pytest.approx(M.atkinson_inf(g), rel=1e-12)
+        assert M.relative_unfairness(scale * g, 0.5, 0.5) == pytest.approx(M.relative_unfairness(g, 0.5, 0.5),
+                                                                            rel=1e-6)
