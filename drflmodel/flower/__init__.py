@@ -68,6 +68,17 @@ _LAZY = {
     "run_on_grid": ("drflmodel.flower.server", "run_on_grid"),
     "PORTED": ("drflmodel.flower.algorithms", "PORTED"),
     "Recorder": ("drflmodel.flower.recorder", "Recorder"),
+    "grade": ("drflmodel.flower.recorder", "grade"),
+    # the certified oracle computed on Flower from the clients' answers
+    "certified_solve": ("drflmodel.flower.oracle", "certified_solve"),
+    "solve_on_grid": ("drflmodel.flower.oracle", "solve_on_grid"),
+    "oracle_server_app": ("drflmodel.flower.oracle", "oracle_server_app"),
+    "oracle_client_app": ("drflmodel.flower.oracle", "oracle_client_app"),
+    "with_oracle": ("drflmodel.flower.oracle", "with_oracle"),
+    "FlowerChannel": ("drflmodel.flower.oracle", "FlowerChannel"),
+    # any Flower app graded without editing it
+    "graded": ("drflmodel.flower.graded", "graded"),
+    "answering": ("drflmodel.flower.graded", "answering"),
 }
 __all__ = sorted([*_LAZY, "network_hygiene"])
 
