@@ -29,6 +29,9 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
     ``snapshots`` :math:`u_t` (DRFA).
 ``query.loss``
     :math:`x\mapsto f_i(x)` (DRFA's snapshot losses, rFedFair's :math:`\eta_0` setup).
+``train.loss_gradient`` (Stochastic-AFL)
+    :math:`x\mapsto(L_i=f_i(x),\ g_i(x))`, or only one of them (``config["want"]`` =
+    ``"loss"`` / ``"gradient"``: a client sampled for the losses or for the gradients only).
 ``train.smoothed_steps`` (rFedFair; the FAFL paper's Algorithm 1)
     steps on :math:`\hat f^{\mu,i}(\omega,\eta)=\frac1{\alpha_i}\phi_\mu(f_i(\omega)-\eta)+\eta`:
     with :math:`s=\mathrm{sigmoid}((f_i(\omega)-\eta)/\mu)`, :math:`a=s/\alpha_i`,
@@ -226,6 +229,16 @@ def _loss(c: _Client, down: dict) -> dict:
     return {str(c.config["reply"]): [c.view.value(x)]}
 
 
+def _loss_gradient(c: _Client, down: dict) -> dict:
+    x, want = down["model"], str(c.config.get("want", "both"))
+    out = {}
+    if want in ("both", "loss"):
+        out["losses"] = [c.view.value(x)]
+    if want in ("both", "gradient"):
+        out["gradients"] = c.gradient(x)
+    return out
+
+
 def _smoothed_steps(c: _Client, down: dict) -> dict:
     w = down["model+eta"]
     u, e = w[:-1].copy(), float(w[-1])
@@ -270,6 +283,7 @@ OPERATIONS: dict[str, Callable] = {
     "train.corrected_steps": _corrected_steps,
     "train.local_sgd": _local_sgd,
     "query.loss": _loss,
+    "train.loss_gradient": _loss_gradient,
     "train.smoothed_steps": _smoothed_steps,
     "train.vfl_init": _vfl_init,
     "train.vfl_step": _vfl_step,
