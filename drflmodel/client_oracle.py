@@ -35,7 +35,8 @@ quantity (client *i*)       floats per answer           asked
 ``classes_present``          :math:`K` booleans          once (setup; multi-class only)
 ``max_row_norm``             1: :math:`\max_j\|x_{ij}\|`  once, when the self-concordance bound
                                                          needs it (logistic, softmax)
-``value`` :math:`h_i(\theta)`  1                         per value query (line searches)
+``value`` :math:`h_i(\theta)`  1 per point               per value query (line searches); grading
+                                                         a run asks all its rounds' models at once
 ``gradient``                 :math:`P` (:math:`P=Kd`)    per gradient query
 ``hessian``                  :math:`P(P+1)/2` (upper     per Hessian query, only while
                              triangle)                   :math:`\lambda_i>0`
@@ -248,11 +249,13 @@ class Site:
             out.append("statistics")
         return out
 
-    def _check_theta(self, arrays: dict, key: str = "theta") -> np.ndarray:
+    def _check_theta(self, arrays: dict, key: str = "theta", many: bool = False) -> np.ndarray:
         if key not in arrays:
             raise InvalidParameterError(f"{self.name}: the query carries no {key!r}")
         theta = np.asarray(arrays[key], float).reshape(-1)
         P = self._objective.dim
+        if many and theta.size % P == 0 and theta.size > 0:
+            return theta.reshape(-1, P)
         if theta.shape != (P,):
             raise InvalidDataError(f"{self.name}: {key} has {theta.size} entries; this site's model has "
                                    f"P = {P} ({self.n_outputs} output(s) x {self._X.shape[1]} features)")
@@ -271,9 +274,10 @@ class Site:
             self._require("statistics")
             X, y = self._X, self._y
             return {"gram": _triu(X.T @ X), "moment": X.T @ y, "yy": [float(y @ y)]}
+        if query == "values":            # one point, or several stacked (one value per point)
+            points = self._check_theta(arrays, many=True)
+            return {"value": np.array([self._objective.values(t)[0] for t in np.atleast_2d(points)])}
         theta = self._check_theta(arrays)
-        if query == "values":
-            return {"value": self._objective.values(theta)}
         if query == "hvp":
             self._require("hvp")
             v = self._check_theta(arrays, "direction")
@@ -545,6 +549,10 @@ class _ServerObjectives:
     def gradients(self, theta) -> np.ndarray:
         return self.evaluate(theta, hessian=False)[1]
 
+    def prefetch_values(self, thetas) -> None:
+        """Make :meth:`values` at many points cheap (default: nothing to ask -- the server
+        computes them itself, e.g. from sufficient statistics)."""
+
     def weighted_hessian(self, theta, lam) -> np.ndarray:
         return self.evaluate(theta, lam)[2]
 
@@ -580,6 +588,15 @@ class FederatedObjectives(_ServerObjectives):
         self._cache: OrderedDict = OrderedDict()
         self._size = int(cache)
         self._row_norms = None
+        self._known: dict = {}                 # data values prefetched at many points
+
+    def prefetch_values(self, thetas) -> None:
+        """The clients' values at every row of ``thetas`` in **one** exchange (each client returns
+        one float per point); :meth:`values` then answers at those points without a query."""
+        T = np.asarray(thetas, float).reshape(-1, self.dim)
+        got = self.channel.ask("values", {"theta": T.reshape(-1)})
+        for r, theta in enumerate(T):
+            self._known[theta.tobytes()] = np.array([float(got[i]["value"][r]) for i in range(self.n)])
 
     def _entry(self, theta: np.ndarray) -> dict:
         key = theta.tobytes()
@@ -592,6 +609,8 @@ class FederatedObjectives(_ServerObjectives):
 
     def values(self, theta) -> np.ndarray:
         theta = self._shared(theta)
+        if theta.tobytes() in self._known:
+            return self._known[theta.tobytes()] + self.penalty(theta)
         e = self._entry(theta)
         if e["values"] is None:
             got = self.channel.ask("values", {"theta": theta})

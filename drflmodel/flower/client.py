@@ -55,7 +55,6 @@ from typing import Callable
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from scipy.special import expit
 
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
@@ -122,9 +121,10 @@ class _Views:
     def get(self, context: Context, run):
         """``(partition, view)`` of this supernode for ``run``."""
         if self._factory is not None:
-            key = (context.run_id, run)
-            if key not in self._cache:
-                self._cache = {key: self._factory(context)}         # one run at a time
+            key = (context.run_id, context.node_id, run)        # per supernode: a factory may return
+            if key not in self._cache:                          # the site's own view, and supernodes
+                self._cache = {k: v for k, v in self._cache.items() if k[0] == context.run_id}
+                self._cache[key] = self._factory(context)       # share a process in simulation
             made = self._cache[key]
             if not hasattr(made, "client_view"):                    # the site's own view
                 return partition_of(context), made
@@ -240,6 +240,8 @@ def _loss_gradient(c: _Client, down: dict) -> dict:
 
 
 def _smoothed_steps(c: _Client, down: dict) -> dict:
+    from scipy.special import expit
+
     w = down["model+eta"]
     u, e = w[:-1].copy(), float(w[-1])
     beta, mu, alpha = float(c.config["beta"]), float(c.config["mu"]), float(c.config["alpha"])
