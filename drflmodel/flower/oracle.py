@@ -62,11 +62,9 @@ class _Sites:
     process."""
 
     def __init__(self, sites):
-        from ..problems._base import Problem
-
         self._factory, self._problems = None, {}
-        if isinstance(sites, Problem):
-            self._problems = {None: sites}
+        if hasattr(sites, "client_view"):          # a problem (duck-typed: importing the problem
+            self._problems = {None: sites}          # classes would import CVXPY in every client process)
         elif isinstance(sites, dict):
             self._problems = dict(sites)
         elif callable(sites):
