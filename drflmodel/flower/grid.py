@@ -6,12 +6,13 @@ Flower's engines, in milliseconds per round (notes/flower-1.41.md).
 is a ``Context`` with ``node_config = {"partition-id": i, "num-partitions": N}`` and its own
 persistent ``state``; node ids are random 63-bit integers (as Flower's: the server must learn
 the partitions). ``push_messages`` delivers each message to its node's ``ClientApp`` at once;
-every message and reply is encoded by Flower's protobuf serialization
-(``flwr.common.serde.message_to_proto``), so content a network cannot carry fails here as on
-Flower's engines, and the receiver gets its own copy: by default its own record containers around
-the same (immutable) array bytes -- equal to what ``message_from_proto`` would decode (tested),
-at a third of the cost; ``LocalGrid(decode=True)`` decodes every message from its protobuf bytes
-instead. A ``ClientApp`` that raises produces Flower's error reply
+every config and metric record of every message and reply is encoded by Flower's protobuf
+serializer (``flwr.common.serde``), so content a network cannot carry fails here as on Flower's
+engines (array records -- bytes with a dtype and a shape -- and Flower's own metadata always
+encode), and the receiver gets its own copy: its own record containers around the same
+(immutable) array bytes, equal to what ``message_from_proto`` would decode (tested), at a fraction
+of the cost; ``LocalGrid(decode=True)`` sends every whole message through
+``message_to_proto`` / bytes / ``message_from_proto`` instead. A ``ClientApp`` that raises produces Flower's error reply
 (``ErrorCode.CLIENT_APP_RAISED_EXCEPTION``), as the simulation engine does.
 
 Flower builds a message's metadata from a process-wide task identity
@@ -28,10 +29,11 @@ import uuid
 from typing import Iterable
 
 import numpy as np
-from flwr.app import Array, Context, Error, Message, RecordDict
+from flwr.app import Array, ConfigRecord, Context, Error, Message, MetricRecord, RecordDict
 from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 from flwr.app.message.message import make_message
-from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.common.serde import (config_record_to_proto, message_from_proto, message_to_proto,
+                               metric_record_to_proto)
 from flwr.proto.message_pb2 import Message as ProtoMessage  # pylint: disable=no-name-in-module
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
@@ -51,15 +53,21 @@ def _copy_value(value):
 
 
 def _wire(message: Message, decode: bool = False) -> Message:
-    """What the other side receives: the message encoded by Flower's protobuf serialization (the
-    network's check), then decoded from the bytes (``decode=True``) or copied (module docstring)."""
-    proto = message_to_proto(message)
+    """What the other side receives (module docstring): with ``decode=True`` the message decoded
+    from its protobuf bytes; by default a copy, after the records a network could refuse -- config
+    and metric records (e.g. an integer beyond 64 bits) -- are encoded by Flower's serializer
+    (array records are bytes with a dtype and a shape, and the metadata is Flower's own: both
+    always encode)."""
     if decode:
-        return message_from_proto(ProtoMessage.FromString(proto.SerializeToString()))
+        return message_from_proto(ProtoMessage.FromString(message_to_proto(message).SerializeToString()))
     content = None
     if not message.has_error():
         content = RecordDict()
         for key, record in message.content.items():
+            if isinstance(record, ConfigRecord):
+                config_record_to_proto(record)
+            elif isinstance(record, MetricRecord):
+                metric_record_to_proto(record)
             copied = copy.copy(record)                   # validated by the sender's records and by
             copied.__dict__["_data"] = {k: _copy_value(v)     # the encoding; new containers, shared
                                         for k, v in record.__dict__["_data"].items()}   # bytes
