@@ -61,6 +61,7 @@ _LAZY = {
     "simulate": ("drflmodel.flower.engine", "simulate"),
     "compare_traces": ("drflmodel.flower.engine", "compare_traces"),
     "LocalDeployment": ("drflmodel.flower.deploy", "LocalDeployment"),
+    "run_app": ("drflmodel.flower.deploy", "run_app"),
     "LocalGrid": ("drflmodel.flower.grid", "LocalGrid"),
     "client_app": ("drflmodel.flower.client", "client_app"),
     "strategy_client_app": ("drflmodel.flower.client", "strategy_client_app"),

@@ -40,7 +40,7 @@ from ..errors import InvalidParameterError
 from ._hygiene import HYGIENE_ENV
 from ._net import descendants, free_port
 
-__all__ = ["config_server_app", "config_client_app", "grade_against_oracle", "LocalDeployment"]
+__all__ = ["config_server_app", "config_client_app", "grade_against_oracle", "run_app", "LocalDeployment"]
 
 
 def _config_path(app_dir, context) -> Path:
@@ -188,6 +188,42 @@ def config_client_app(app_dir):
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
     return with_oracle(client_app(view), site)
+
+
+def run_app(app_dir, num_supernodes: int, run_config: dict | None = None):
+    """Run a Flower App directory in this process, like ``flwr run`` but on the in-process grid:
+    its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
+    ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
+    ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
+    Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.graded.graded` app, whose
+    ``report`` then holds the verdict)."""
+    import importlib
+
+    from flwr.app import Context, RecordDict
+    from flwr.cli.config_utils import load_and_validate
+
+    from .grid import LocalGrid
+
+    app_dir = Path(app_dir).resolve()
+    config, _warnings = load_and_validate(app_dir / "pyproject.toml", check_module=False)
+    app_table = config["tool"]["flwr"]["app"]
+    fused = {**app_table.get("config", {}), **(run_config or {})}
+    unknown = sorted(set(run_config or {}) - set(app_table.get("config", {})))
+    if unknown:
+        raise InvalidParameterError(f"run_config keys {unknown} are not in {app_dir.name}'s [tool.flwr.app.config]")
+
+    def component(ref: str):
+        module, attr = ref.split(":")
+        if str(app_dir) not in sys.path:
+            sys.path.insert(0, str(app_dir))
+        return getattr(importlib.import_module(module), attr)
+
+    server = component(app_table["components"]["serverapp"])
+    client = component(app_table["components"]["clientapp"])
+    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused) as grid:
+        server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                             run_config=fused))
+    return server
 
 
 def _signal_group(pgid: int, sig) -> None:
