@@ -435,8 +435,9 @@ class RevealLedger:
         return out
 
     def to_dict(self) -> dict:
-        return {"exchanges": self.exchanges, "retries": self.retries, "queries": dict(self.queries),
-                "reveals": self.table()}
+        """A snapshot (later queries do not change it)."""
+        return {"exchanges": self.exchanges, "retries": self.retries,
+                "queries": {q: dict(v) for q, v in self.queries.items()}, "reveals": self.table()}
 
 
 class Channel:

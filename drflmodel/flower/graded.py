@@ -91,7 +91,8 @@ def _recording(recorder: Recorder):
 
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
-           method: str = "auto", run: str = "drflmodel-oracle", **solve_options) -> ServerApp:
+           live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
+           **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -109,6 +110,9 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     n_clients : the number of supernodes (default: those connected when the app starts).
     trace_out : where to save the trace (default: the run config's ``trace-out``, if any).
     tol, progress : the verdict's tolerance; one log line per round.
+    live : grade every round as it ends (against a federated oracle the objective at each round's
+        model costs one exchange: each client's value); ``False`` records the rounds and asks the
+        clients for all the values in **one** exchange at the end.
     method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
     """
     if not isinstance(server_app, ServerApp):
@@ -155,14 +159,23 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         if not certified:
             log(WARNING, "[drflmodel] the oracle failed (%s): the run is recorded, not graded",
                 sol.info.get("fault", sol.status))
-        rec = Recorder(problem, sol if certified else None, n_clients=n, parameters=pmap, progress=progress)
+        rec = Recorder(problem, sol if certified and live else None, n_clients=n, parameters=pmap,
+                       progress=progress)
         with _recording(rec) as used:
             server_app(grid, context)
         if not used:
             raise InvalidParameterError(
                 "the app's main() started no Message-API strategy (or its strategy overrides start() without "
                 "calling Strategy.start): nothing was recorded")
+        if certified and not live:                   # every round's values in one exchange
+            rounds = sorted(rec.thetas)
+            getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
+            rec.solution = sol
+            rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()
+        channel = getattr(getattr(problem, "objectives", None), "channel", None)
+        if channel is not None:               # the oracle's queries and the per-round value queries
+            app.trace.info["federated_ledger"] = channel.ledger.to_dict()
         out = trace_out if trace_out is not None else context.run_config.get("trace-out", "")
         if out:
             Path(str(out)).parent.mkdir(parents=True, exist_ok=True)

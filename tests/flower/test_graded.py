@@ -21,7 +21,7 @@ from drflmodel.flower.grid import LocalGrid
 
 pytest.importorskip("sklearn")
 APP = Path(__file__).resolve().parents[2] / "examples" / "flower_sklearn"
-CONFIG = {"num-server-rounds": 6, "penalty": "l2", "local-epochs": 1, "min-nodes": 3}
+CONFIG = {"num-server-rounds": 6, "penalty": "l2", "local-epochs": 1, "min-nodes": 3, "trace-out": "fedavg.npz"}
 
 
 @pytest.fixture(autouse=True)
@@ -86,13 +86,27 @@ def test_the_sklearn_quickstart_is_graded_live_against_the_federated_oracle(quic
         fits.append((len(ytr), pmap.to_theta(task.get_model_params(model))))
     first = sum(n * t for n, t in fits) / sum(n for n, _ in fits)
     np.testing.assert_allclose(trace.theta[1], first, atol=1e-12)
-    # participation: every client every round
+    # participation: every client every round; the per-round value queries are in the ledger
     assert trace.info["partial_participation"] == []
+    assert trace.info["federated_ledger"]["queries"]["values"]["exchanges"] >= CONFIG["num-server-rounds"] + 1
     # the saved trace grades offline (clients gone) to the same rows
     offline = dmf.grade("fedavg.npz")
     assert [r["objective"] for r in offline.rows] == [r["objective"] for r in rep.rows]
     assert [r["dist_theta"] for r in offline.rows] == pytest.approx([r["dist_theta"] for r in rep.rows], abs=1e-12)
     assert offline.passed is False and "exceeds tol" in offline.reasons[0]      # 6 rounds of one-step fits
+
+
+def test_grading_at_the_end_asks_every_rounds_values_in_one_exchange(quickstart):
+    graded, task = quickstart
+    server = dmf.graded(graded.server_app.app, estimator=task.get_model("l2", 1), live=False, progress=False)
+    _serve(server, graded.client, 3, CONFIG)
+    live_values = server.trace.info["federated_ledger"]["queries"]["values"]["exchanges"]
+    oracle_values = server.solution.info["federated"]["queries"].get("values", {"exchanges": 0})["exchanges"]
+    assert live_values == oracle_values + 1
+    parts, X, y, clients = _pooled(task, 3)
+    prob, _ = dm.from_sklearn(task.get_model("l2", 1), X, y, clients=clients)
+    for row, theta in zip(server.report.rows, server.trace.theta):
+        assert np.isclose(row["objective"], prob.objective(theta), rtol=1e-12)
 
 
 def test_the_apps_own_evaluate_fn_is_composed(erm):
