@@ -801,26 +801,24 @@ def _refusal(problem) -> InvalidParameterError:
         f"{name} has no federated certified solve: {reason}. Supported: {', '.join(SUPPORTED)}")
 
 
-def server_problem(spec, declared: DeclaredFederation):
-    """The server's problem on the declared federation: ``spec`` is a drflmodel problem (its
+def server_problem(problem, declared: DeclaredFederation):
+    """The server's problem on the declared federation: ``problem`` is a drflmodel problem (its
     family and parameters are rebuilt on ``declared``; its rows are not used) or a factory
-    ``spec(federation) -> problem`` (the same recipe that builds the centralized problem from a
-    real federation)."""
+    ``federation -> problem`` (the same recipe that builds the centralized problem from a real
+    federation)."""
     from .problems._base import Problem
 
-    if isinstance(spec, Problem):
-        problem = _rebuild(spec, declared)
-    elif callable(spec):
-        problem = spec(declared)
-        if not isinstance(problem, Problem):
-            raise InvalidParameterError(f"the problem factory returned {type(problem).__name__}, not a "
-                                        "drflmodel problem")
-        if type(problem).__name__ not in SUPPORTED:
-            raise _refusal(problem)
-    else:
-        raise InvalidParameterError(f"spec must be a drflmodel problem or a factory federation -> problem; "
-                                    f"got {type(spec).__name__}")
-    return problem
+    if isinstance(problem, Problem):
+        return _rebuild(problem, declared)
+    if not callable(problem):
+        raise InvalidParameterError(f"problem must be a drflmodel problem or a factory federation -> problem; "
+                                    f"got {type(problem).__name__}")
+    built = problem(declared)
+    if not isinstance(built, Problem):
+        raise InvalidParameterError(f"the problem factory returned {type(built).__name__}, not a drflmodel problem")
+    if type(built).__name__ not in SUPPORTED:
+        raise _refusal(built)
+    return built
 
 
 #: the methods a federated server can run (``"auto"`` picks one from the loss)
@@ -842,9 +840,9 @@ def _needs(problem, method: str) -> list[str]:
     return ["values", "evaluate"] + (["hessian"] if method == "sqp" else [])
 
 
-def federated_solve(spec, channel: Channel, method: str = "auto", gap_tol: float = 1e-6,
+def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: float = 1e-6,
                     **options):
-    """Certify ``spec`` (a problem or a factory, :func:`server_problem`) from the clients'
+    """Certify ``problem`` (a problem or a factory, :func:`server_problem`) from the clients'
     answers over ``channel``: setup (declarations checked before any round), then the route
     ``method`` on a server problem whose ``objectives`` is :class:`FederatedObjectives` (or
     :class:`StatisticsObjectives` for the squared loss).
@@ -857,9 +855,8 @@ def federated_solve(spec, channel: Channel, method: str = "auto", gap_tol: float
     from .solution import Solution, status_from_gap
 
     started = time.perf_counter()
-    loss = getattr(spec, "loss", None)
-    declared, replies = _declare(channel, loss)
-    problem = server_problem(spec, declared)
+    declared, replies = _declare(channel, getattr(problem, "loss", None))
+    problem = server_problem(problem, declared)
     method = _method(problem, method)
     needs = _needs(problem, method)
     for i, reply in enumerate(replies):

@@ -200,38 +200,36 @@ class FlowerChannel(Channel):
                 {part[node]: why for node, why in errors.items()})
 
 
-def solve_on_grid(grid, spec, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
+def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
                   run: str = "oracle", timeout: float = 60.0, retries: int = 2, poll_interval: float = 0.005,
                   connect_timeout: float = 60.0, **options):
-    """The federated certified solve of ``spec`` over ``grid`` (call it in a ``ServerApp``'s
-    ``main``): ``spec`` is a drflmodel problem (only its family and parameters are used: the
+    """The federated certified solve of ``problem`` over ``grid`` (call it in a ``ServerApp``'s
+    ``main``): ``problem`` is a drflmodel problem (only its family and parameters are used: the
     server rebuilds it on the clients' declarations) or a factory ``federation -> problem``
     (then ``n_clients`` is required). ``method``, ``gap_tol`` and ``options`` as in
     :func:`drflmodel.client_oracle.federated_solve`; ``timeout``, ``retries`` as in
     :class:`FlowerChannel`. Returns the :class:`~drflmodel.solution.Solution`."""
     if n_clients is None:
-        if not hasattr(spec, "n_clients"):
-            raise InvalidParameterError("n_clients is required when spec is a problem factory")
-        n_clients = spec.n_clients
+        if not hasattr(problem, "n_clients"):
+            raise InvalidParameterError("n_clients is required when problem is a problem factory")
+        n_clients = problem.n_clients
     channel = FlowerChannel(grid, check_int(n_clients, "n_clients", low=1), run=run, timeout=timeout,
                             retries=retries, poll_interval=poll_interval, connect_timeout=connect_timeout)
-    sol = federated_solve(spec, channel, method=method, gap_tol=gap_tol, **options)
+    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, **options)
     sol.info["federated"]["transport"] = "flower"
     return sol
 
 
-def oracle_server_app(spec, n_clients: int | None = None, on_solution: Callable | None = None,
-                      **options) -> ServerApp:
+def oracle_server_app(problem, n_clients: int | None = None, on_solution: Callable | None = None,
+                      from_context: bool = False, **options) -> ServerApp:
     """A ``ServerApp`` running :func:`solve_on_grid` and handing the solution to
-    ``on_solution(solution)``; ``spec`` may also be ``f(context) -> spec`` (built in the server's
-    process from its run config) -- a factory of one argument that is not a problem factory must
-    be told apart, so pass ``context_spec=True`` in ``options`` for that."""
-    from_context = bool(options.pop("context_spec", False))
+    ``on_solution(solution)``. With ``from_context=True``, ``problem`` is ``f(context)`` returning
+    the problem (or factory) in the server's process, e.g. from its run config."""
     app = ServerApp()
 
     @app.main()
     def main(grid, context) -> None:
-        sol = solve_on_grid(grid, spec(context) if from_context else spec, n_clients, **options)
+        sol = solve_on_grid(grid, problem(context) if from_context else problem, n_clients, **options)
         if on_solution is not None:
             on_solution(sol)
 
