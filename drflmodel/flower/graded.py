@@ -107,7 +107,9 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     solution : a certified solution of ``oracle`` (centralized grading).
     parameters : the map from the strategy's arrays to theta (default: the estimator's, or one
         1-D array in drflmodel's layout).
-    n_clients : the number of supernodes (default: those connected when the app starts).
+    n_clients : the number of supernodes (default: those connected when the app starts -- all of
+        them in a simulation; in a deployment pass it, the oracle then waits for every supernode;
+        a run that ends with another number connected is refused, not graded).
     trace_out : where to save the trace (default: the run config's ``trace-out``, if any).
     tol, progress : the verdict's tolerance; one log line per round.
     live : grade every round as it ends (against a federated oracle the objective at each round's
@@ -167,6 +169,11 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             raise InvalidParameterError(
                 "the app's main() started no Message-API strategy (or its strategy overrides start() without "
                 "calling Strategy.start): nothing was recorded")
+        now = len(list(grid.get_node_ids()))
+        if now != n:                               # the oracle must cover the federation that trained
+            raise InvalidParameterError(
+                f"the oracle covers {n} supernodes but {now} are connected after the run: pass "
+                "n_clients= (the number of supernodes) to graded() so that the oracle waits for all of them")
         if certified and not live:                   # every round's values in one exchange
             rounds = sorted(rec.thetas)
             getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))

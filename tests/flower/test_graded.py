@@ -162,6 +162,30 @@ def test_what_graded_refuses(erm):
         _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
 
 
+def test_a_supernode_joining_after_the_oracle_is_refused(erm):
+    """The oracle covered the supernodes connected when the app started; one more joined before the
+    strategy trained: the run is not graded against an oracle of part of the federation."""
+    from flwr.app import Context as FlowerContext
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        grid.contexts[99] = FlowerContext(run_id=grid.run.run_id, node_id=99, node_config={"partition-id": 2},
+                                          state=RecordDict(), run_config={})
+        FedAvg(min_available_nodes=4, min_train_nodes=4).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(erm.dim)]), num_rounds=1)
+
+    three = dm.FederatedDRO(erm.federation.subset([0, 1, 2]), erm.loss, dm.sets.Simplex(3), l2=erm.l2)
+    client = dmf.answering(strategy_client_app(three, step_size=0.05), three)
+    server = dmf.graded(app, oracle=lambda fed: dm.FederatedDRO(fed, erm.loss, dm.sets.Simplex(fed.n_clients),
+                                                                l2=erm.l2), progress=False)
+    with LocalGrid(client, 3) as grid:
+        with pytest.raises(dm.InvalidParameterError, match="oracle covers 3 supernodes but 4 are connected"):
+            server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                                 run_config={}))
+
+
 def test_the_recorder_refuses_layouts_it_would_have_to_guess(erm, erm_solution):
     rec = dmf.Recorder(erm, erm_solution)
     d = erm.dim
