@@ -34,6 +34,8 @@ _LAZY = {
     "verify_iterates": ("drflmodel.verify", "verify_iterates"),
     "Verifier": ("drflmodel.verify", "Verifier"),
     "Report": ("drflmodel.verify", "Report"),
+    # scikit-learn models -> the objective their federated training minimizes
+    "from_sklearn": ("drflmodel._from_sklearn", "from_sklearn"),
 }
 _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "errors", "objectives",
                "problems", "solvers", "verify", "plots", "cli"}

@@ -47,10 +47,12 @@ unpenalized intercept).
 from __future__ import annotations
 
 import numpy as np
-import cvxpy as cp
-from scipy.special import expit, logsumexp
 
+from ._lazy import LazyModule
 from ._validation import check_real
+
+cp = LazyModule("cvxpy")                  # CVXPY and SciPy are imported on first use, not at import
+_special = LazyModule("scipy.special")
 
 __all__ = [
     "Loss",
@@ -348,10 +350,10 @@ class Logistic(Loss):
         return np.logaddexp(0.0, -np.asarray(z, float))
 
     def dphi(self, z):
-        return -expit(-np.asarray(z, float))
+        return -_special.expit(-np.asarray(z, float))
 
     def ddphi(self, z):
-        s = expit(np.asarray(z, float))
+        s = _special.expit(np.asarray(z, float))
         return s * (1.0 - s)
 
     def phi_expr(self, z):
@@ -419,7 +421,7 @@ class Multinomial(Loss):
 
     def block_value(self, S, y) -> np.ndarray:
         S = np.asarray(S, float)
-        return logsumexp(S, axis=-1) - np.take_along_axis(S, self._index(y), axis=-1)[..., 0]
+        return _special.logsumexp(S, axis=-1) - np.take_along_axis(S, self._index(y), axis=-1)[..., 0]
 
     def block_gradient(self, S, y) -> np.ndarray:
         G = self.probabilities(S)

@@ -24,8 +24,8 @@ definition.
 from __future__ import annotations
 
 import numpy as np
-import cvxpy as cp
 
+from ._lazy import LazyModule
 from ._validation import check_int, check_real
 from .data import Federation
 from .errors import InvalidDataError, InvalidParameterError
@@ -34,6 +34,8 @@ from .losses import Loss
 
 __all__ = ["ClientObjectives", "check_loss_matches", "minibatch_indices", "squared_loss_factors",
            "penalty_weights"]
+
+cp = LazyModule("cvxpy")                  # imported at the first CVXPY expression, not at import
 
 
 def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> np.ndarray:

@@ -61,6 +61,7 @@ _LAZY = {
     "simulate": ("drflmodel.flower.engine", "simulate"),
     "compare_traces": ("drflmodel.flower.engine", "compare_traces"),
     "LocalDeployment": ("drflmodel.flower.deploy", "LocalDeployment"),
+    "run_app": ("drflmodel.flower.deploy", "run_app"),
     "LocalGrid": ("drflmodel.flower.grid", "LocalGrid"),
     "client_app": ("drflmodel.flower.client", "client_app"),
     "strategy_client_app": ("drflmodel.flower.client", "strategy_client_app"),
@@ -68,6 +69,17 @@ _LAZY = {
     "run_on_grid": ("drflmodel.flower.server", "run_on_grid"),
     "PORTED": ("drflmodel.flower.algorithms", "PORTED"),
     "Recorder": ("drflmodel.flower.recorder", "Recorder"),
+    "grade": ("drflmodel.flower.recorder", "grade"),
+    # the certified oracle computed on Flower from the clients' answers
+    "certified_solve": ("drflmodel.flower.oracle", "certified_solve"),
+    "solve_on_grid": ("drflmodel.flower.oracle", "solve_on_grid"),
+    "oracle_server_app": ("drflmodel.flower.oracle", "oracle_server_app"),
+    "oracle_client_app": ("drflmodel.flower.oracle", "oracle_client_app"),
+    "with_oracle": ("drflmodel.flower.oracle", "with_oracle"),
+    "FlowerChannel": ("drflmodel.flower.oracle", "FlowerChannel"),
+    # any Flower app graded without editing it
+    "graded": ("drflmodel.flower.graded", "graded"),
+    "answering": ("drflmodel.flower.graded", "answering"),
 }
 __all__ = sorted([*_LAZY, "network_hygiene"])
 

@@ -132,7 +132,7 @@ class Exchange:
 
     def send(self, op: str, payload: dict, config: dict | None = None, to=None,
              per_client: dict | None = None, per_client_payload: dict | None = None,
-             count: bool = True) -> dict[int, dict]:
+             count: bool = True, by_array: tuple | None = None) -> dict[int, dict]:
         """Send ``payload`` (named float arrays, counted; ``per_client_payload[i]`` added for
         client *i*) and ``config`` (+ ``per_client[i]``) to the clients ``to`` (default: those
         still taking part this round) as message type ``op``.
@@ -142,7 +142,10 @@ class Exchange:
         dropped for the rest of the round. The first message of a run, sent to every node alike,
         also identifies the nodes (its replies carry their partition ids); if it differs per
         client a ``query.hello`` exchange does that first. ``count=False`` is a setup exchange
-        before the rounds (not counted; any failure stops the run)."""
+        before the rounds (not counted; any failure stops the run). ``by_array`` (names, in order)
+        counts the replies per array instead of per message -- the simulator's convention for a
+        client that uploads two quantities it was sampled for separately (Stochastic-AFL: one
+        ``gradients`` and one ``losses`` message)."""
         base = self._config(config)
         if not self.node_of:
             if to is not None or per_client or per_client_payload:
@@ -165,10 +168,11 @@ class Exchange:
         if errors and not count:
             node, reason = next(iter(errors.items()))
             raise InvalidParameterError(f"supernode {node} failed during the setup of the run: {reason}")
-        return self._collect(replies, errors, {self.node_of[i]: i for i in targets}, contents, count)
+        return self._collect(replies, errors, {self.node_of[i]: i for i in targets}, contents, count,
+                             by_array)
 
     def _collect(self, replies: dict, errors: dict, partition: dict, contents: dict,
-                 count: bool = True) -> dict[int, dict]:
+                 count: bool = True, by_array: tuple | None = None) -> dict[int, dict]:
         """Count the exchange in the ledger, record the failures, return the arrays by partition."""
         by_partition = {partition[node]: msg for node, msg in replies.items()}
         out = {i: {**payload_arrays(m.content), **diagnostic_arrays(m.content)}
@@ -185,7 +189,12 @@ class Exchange:
         for node, reason in errors.items():
             self._missing.setdefault(partition[node], reason)
             self.active.discard(partition[node])
-        if out:
+        if out and by_array:
+            for name in by_array:
+                senders = [i for i in out if name in out[i]]
+                if senders:
+                    self.ledger.record("up", name, len(senders), sum(int(np.size(out[i][name])) for i in senders))
+        elif out:
             self.ledger.record("up", payload_name(by_partition[min(out)].content), len(out),
                                sum(payload_floats(m.content) for m in by_partition.values()))
         return out

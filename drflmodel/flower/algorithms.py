@@ -14,7 +14,10 @@ Messages per round (the simulator's ``Trace.info["comm_schedule"]``, checked by 
 
 =============  =========================================================================
 ScaffPD, -IA   ``model`` ↓, ``losses+controls`` ↑, ``control`` ↓, ``update`` ↑
-DRFA           ``model`` ↓, ``models+snapshots`` ↑, ``snapshot`` ↓, ``losses`` ↑
+DRFA           ``model`` ↓, ``models+snapshots`` ↑, ``snapshot`` ↓, ``losses`` ↑ (sampled: to / from
+               the distinct clients of :math:`D`, then the :math:`m` clients of :math:`U`)
+StochasticAFL  ``model`` ↓, ``losses+gradients`` ↑ (sampled: ``model`` ↓ to :math:`D\cup U`,
+               ``gradients`` ↑ from :math:`D`, ``losses`` ↑ from :math:`U`)
 FedAvg         ``model`` ↓, ``update`` ↑
 RFedFair       (round 0 with ``eta0="quantile"``: ``model0`` ↓, ``loss0`` ↑), ``model+eta`` ↓, ``update`` ↑
 FairVFL        ``scores+lambda`` ↓ (active), ``nu`` ↓ (passive), ``partial_scores`` ↑ (:mod:`.vertical`)
@@ -34,6 +37,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ..solvers._sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from ._exchange import Exchange, combine, losses_or_stale
 from ._port import Port, batch_size
 from .vertical import FairVFLPort, FedBCDPort
@@ -124,28 +128,105 @@ class ScaffPDIAPort(Port):
 
 
 class DRFAPort(Port):
-    r""":class:`~drflmodel.solvers.DRFA` (Deng et al. 2020, Alg. 1, full participation): the server
-    draws :math:`t'\sim\mathrm{Unif}\{1..J\}` from its own generator (the simulator's order),
+    r""":class:`~drflmodel.solvers.DRFA` (Deng et al. 2020, Alg. 1): the server draws
+    :math:`t'\sim\mathrm{Unif}\{1..J\}` from its own generator (the simulator's order),
     :math:`\theta^{r+1}=\sum_i\lambda_iu_{i,J}`, :math:`\bar\theta'=\sum_i\lambda_iu_{i,t'}`,
-    :math:`\lambda^{r+1}=\operatorname{prox}_{\gamma J\psi}(\lambda+\gamma Jf(\bar\theta'))`."""
+    :math:`\lambda^{r+1}=\operatorname{prox}_{\gamma J\psi}(\lambda+\gamma Jf(\bar\theta'))`. With
+    ``clients_per_round=m`` the paper's sampling, drawn by the server in the simulator's order:
+    :math:`D` (:math:`m` draws by :math:`\lambda`), :math:`t'`, then :math:`U` (:math:`m` distinct);
+    only those clients receive messages (:func:`_sampled_round`)."""
 
     solver = "DRFA"
-    handled = frozenset({"rounds", "local_steps", "step_size", "dual_step", "batch_size", "lambda0"})
+    handled = frozenset({"rounds", "local_steps", "step_size", "dual_step", "batch_size", "lambda0",
+                         "clients_per_round"})
 
     def round(self, r, state, ex, solver, rng):
         J, lam, x = solver.local_steps, state["weights"], state["theta"]
-        t_snap = int(rng.integers(1, J + 1))
-        up = ex.send("train.local_sgd", {"model": x},
-                     {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": batch_size(solver)})
-        x_next = combine(lam, up, "models", range(ex.n))
-        x_snap = combine(lam, up, "snapshots", range(ex.n))
-        losses = ex.send("query.loss", {"snapshot": x_snap}, {"reply": "losses"}, to=up)
-        L = losses_or_stale(losses, "losses", state.get("_losses"), ex.n)
+        if solver.clients_per_round is None:
+            t_snap = int(rng.integers(1, J + 1))
+            up = ex.send("train.local_sgd", {"model": x},
+                         {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": batch_size(solver)})
+            x_next = combine(lam, up, "models", range(ex.n))
+            x_snap = combine(lam, up, "snapshots", range(ex.n))
+            losses = ex.send("query.loss", {"snapshot": x_snap}, {"reply": "losses"}, to=up)
+            L = losses_or_stale(losses, "losses", state.get("_losses"), ex.n)
+            state["_losses"] = L
+        else:
+            x_next, L = self._sampled_round(state, ex, solver, rng)
         step = state["gamma"] * J
         lam_next = np.asarray(state["set"].prox(lam + step * L, step), float)
         k = r + 1
         state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
-        state.update(theta=x_next, weights=lam_next, _losses=L)
+        state.update(theta=x_next, weights=lam_next)
+        return state
+
+    @staticmethod
+    def _sampled_round(state, ex, solver, rng):
+        r"""``(x_next, v)``: :math:`\frac1m\sum_{k\in D}u_{k,J}` and
+        :math:`v=\frac nm(f_i(\bar\theta')\mathbb 1[i\in U])_i` (the simulator's ``_sampled_round``)."""
+        J, m, n = solver.local_steps, solver.clients_per_round, ex.n
+        mult, D = sample_by_weights(rng, sampling_probabilities(state["weights"]), m)
+        t_snap = int(rng.integers(1, J + 1))
+        up = ex.send("train.local_sgd", {"model": state["theta"]},
+                     {"eta": state["eta"], "steps": J, "snapshot": t_snap, "batch-size": batch_size(solver)},
+                     to=D)
+        x_next = combine(mult / m, up, "models", D)
+        x_snap = combine(mult / m, up, "snapshots", D)
+        U = sample_uniform(rng, n, m)
+        losses = ex.send("query.loss", {"snapshot": x_snap}, {"reply": "losses"}, to=U)
+        state["sampled"] = mult
+        state["loss_clients"] = np.isin(np.arange(n), U).astype(float)
+        return x_next, _unbiased_losses(losses, n, m)
+
+
+def _unbiased_losses(replies: dict, n: int, m: int) -> np.ndarray:
+    """:math:`v_i=\frac nmf_i` for the clients that replied, 0 elsewhere."""
+    v = np.zeros(n)
+    for i, arrays in replies.items():
+        v[i] = (n / m) * float(np.ravel(arrays["losses"])[0])
+    return v
+
+
+class StochasticAFLPort(Port):
+    r""":class:`~drflmodel.solvers.StochasticAFL` (Mohri et al. 2019, Alg. 1): one exchange per round,
+    :math:`\theta^{r+1}=\theta^r-\gamma^\theta_r\sum_i\lambda_ig_i`,
+    :math:`\lambda^{r+1}=\operatorname{prox}(\lambda+\gamma^\lambda_rf)`; with ``clients_per_round=m``
+    the server draws :math:`D` (by :math:`\lambda`) then :math:`U` (uniform) from its generator and
+    sends the model to :math:`D\cup U` only: clients of :math:`D` return a gradient, of :math:`U` a
+    loss (a client in both, both -- counted as two messages, as in the simulator)."""
+
+    solver = "StochasticAFL"
+    handled = frozenset({"rounds", "step_size", "dual_step", "decay", "batch_size", "lambda0",
+                         "clients_per_round"})
+
+    def round(self, r, state, ex, solver, rng):
+        scale = 1.0 / np.sqrt(r + 1.0) if solver.decay == "sqrt" else 1.0
+        gx, gl = state["g0"] * scale, state["l0"] * scale
+        lam, m, n, x = state["weights"], solver.clients_per_round, ex.n, state["theta"]
+        config = {"batch-size": batch_size(solver)}
+        if m is None:
+            up = ex.send("train.loss_gradient", {"model": x}, config)
+            v = losses_or_stale(up, "losses", state.get("_losses"), n)
+            state["_losses"] = v
+            g = combine(lam, up, "gradients", range(n))
+        else:
+            mult, D = sample_by_weights(rng, sampling_probabilities(lam), m)
+            U = sample_uniform(rng, n, m)
+            inD, inU = set(D.tolist()), set(U.tolist())
+            want = {int(i): {"want": "both" if i in inD and i in inU else ("gradient" if i in inD else "loss")}
+                    for i in np.union1d(D, U)}
+            up = ex.send("train.loss_gradient", {"model": x}, config, to=sorted(want), per_client=want,
+                         by_array=("gradients", "losses"))
+            g = combine(mult / m, {i: up[i] for i in D if i in up}, "gradients", D)
+            v = _unbiased_losses({i: up[i] for i in U if i in up}, n, m)
+            state["sampled"] = mult
+            state["loss_clients"] = np.isin(np.arange(n), U).astype(float)
+        x_next = x - gx * g
+        lam_next = np.asarray(state["set"].prox(lam + gl * v, gl), float)
+        k = r + 1
+        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
+        state["weights_avg"] = state["weights_avg"] + (lam_next - state["weights_avg"]) / k
+        state.update(theta=x_next, weights=lam_next)
         return state
 
 
@@ -204,8 +285,8 @@ class RFedFairPort(Port):
 
 #: simulator solver name -> its Flower port
 PORTED: dict[str, Port] = {p.solver: p for p in (ScaffPDPort(), ScaffPDIAPort(), DRFAPort(),
-                                                   FedAvgPort(), RFedFairPort(), FairVFLPort(),
-                                                   FedBCDPort())}
+                                                   StochasticAFLPort(), FedAvgPort(), RFedFairPort(),
+                                                   FairVFLPort(), FedBCDPort())}
 
 
 def port_for(solver) -> Port:

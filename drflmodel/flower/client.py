@@ -29,6 +29,9 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
     ``snapshots`` :math:`u_t` (DRFA).
 ``query.loss``
     :math:`x\mapsto f_i(x)` (DRFA's snapshot losses, rFedFair's :math:`\eta_0` setup).
+``train.loss_gradient`` (Stochastic-AFL)
+    :math:`x\mapsto(L_i=f_i(x),\ g_i(x))`, or only one of them (``config["want"]`` =
+    ``"loss"`` / ``"gradient"``: a client sampled for the losses or for the gradients only).
 ``train.smoothed_steps`` (rFedFair; the FAFL paper's Algorithm 1)
     steps on :math:`\hat f^{\mu,i}(\omega,\eta)=\frac1{\alpha_i}\phi_\mu(f_i(\omega)-\eta)+\eta`:
     with :math:`s=\mathrm{sigmoid}((f_i(\omega)-\eta)/\mu)`, :math:`a=s/\alpha_i`,
@@ -52,7 +55,6 @@ from typing import Callable
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from scipy.special import expit
 
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
@@ -119,9 +121,10 @@ class _Views:
     def get(self, context: Context, run):
         """``(partition, view)`` of this supernode for ``run``."""
         if self._factory is not None:
-            key = (context.run_id, run)
-            if key not in self._cache:
-                self._cache = {key: self._factory(context)}         # one run at a time
+            key = (context.run_id, context.node_id, run)        # per supernode: a factory may return
+            if key not in self._cache:                          # the site's own view, and supernodes
+                self._cache = {k: v for k, v in self._cache.items() if k[0] == context.run_id}
+                self._cache[key] = self._factory(context)       # share a process in simulation
             made = self._cache[key]
             if not hasattr(made, "client_view"):                    # the site's own view
                 return partition_of(context), made
@@ -226,7 +229,19 @@ def _loss(c: _Client, down: dict) -> dict:
     return {str(c.config["reply"]): [c.view.value(x)]}
 
 
+def _loss_gradient(c: _Client, down: dict) -> dict:
+    x, want = down["model"], str(c.config.get("want", "both"))
+    out = {}
+    if want in ("both", "loss"):
+        out["losses"] = [c.view.value(x)]
+    if want in ("both", "gradient"):
+        out["gradients"] = c.gradient(x)
+    return out
+
+
 def _smoothed_steps(c: _Client, down: dict) -> dict:
+    from scipy.special import expit
+
     w = down["model+eta"]
     u, e = w[:-1].copy(), float(w[-1])
     beta, mu, alpha = float(c.config["beta"]), float(c.config["mu"]), float(c.config["alpha"])
@@ -270,6 +285,7 @@ OPERATIONS: dict[str, Callable] = {
     "train.corrected_steps": _corrected_steps,
     "train.local_sgd": _local_sgd,
     "query.loss": _loss,
+    "train.loss_gradient": _loss_gradient,
     "train.smoothed_steps": _smoothed_steps,
     "train.vfl_init": _vfl_init,
     "train.vfl_step": _vfl_step,

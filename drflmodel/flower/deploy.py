@@ -4,13 +4,15 @@ per client, ``flwr run``), on one machine or several.
 **Apps from a drflmodel configuration.** :func:`config_server_app` and :func:`config_client_app`
 build the ``ServerApp`` and ``ClientApp`` of a Flower App directory from a drflmodel TOML file
 (the format of ``drflmodel verify``, see :mod:`drflmodel._config`) named by the run config key
-``problem-config`` (relative to the app directory). The server runs the ``[solver]`` table's
-algorithm with its ``seed`` (pulling replies every ``poll-interval`` seconds, default 0.1: each
-pull is a request to the SuperLink) and, when the run config sets ``trace-out``, saves the
-:class:`~drflmodel.solvers.Trace` there (``Trace.save``, ``.npz``). ``examples/flower_app`` is such
-an app. Each client process builds the problem from the same file and uses only its own
-partition's ``client_view`` (with synthetic or shared data; a site holding only its own data
-passes its own factory to :func:`~drflmodel.flower.client.client_app`).
+``problem-config`` (relative to the app directory). The server computes the federated certified
+oracle from the clients' answers, runs the ``[solver]`` table's algorithm with its ``seed``
+(pulling replies every ``poll-interval`` seconds, default 0.1: each pull is a request to the
+SuperLink) logging each round, grades the trace against the oracle and, when the run config sets
+``trace-out``, saves the :class:`~drflmodel.solvers.Trace` there (``Trace.save``, ``.npz``).
+``examples/flower_app`` is such an app. Each client process builds only its own partition's
+objective from the same file (with synthetic or shared data; a site holding only its own data
+passes its own factories to :func:`~drflmodel.flower.client.client_app` and
+:func:`~drflmodel.flower.oracle.with_oracle`).
 
 **All processes on this machine.** :class:`LocalDeployment` starts the SuperLink and the
 supernodes on 127.0.0.1 with free ports, each in its own session with
@@ -31,12 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .._validation import check_int
 from ..errors import InvalidParameterError
 from ._hygiene import HYGIENE_ENV
 from ._net import descendants, free_port
 
-__all__ = ["config_server_app", "config_client_app", "LocalDeployment"]
+__all__ = ["config_server_app", "config_client_app", "grade_against_oracle", "run_app", "LocalDeployment"]
 
 
 def _config_path(app_dir, context) -> Path:
@@ -48,34 +52,178 @@ def _config_path(app_dir, context) -> Path:
 
 
 def config_server_app(app_dir):
-    """The ``ServerApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file."""
+    """The ``ServerApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file.
+
+    In the deployment it (1) computes the **federated certified oracle** of the configured problem
+    from the clients' answers (run config ``oracle = "federated"``, the default, for the families
+    of :data:`drflmodel.client_oracle.SUPPORTED`; ``"none"`` skips it), (2) runs the ``[solver]``
+    algorithm, logging one line per round (``flwr run --stream`` shows them: round, distance to
+    the oracle's :math:`\\theta^\\star`, elapsed seconds), (3) grades the trace against the oracle
+    -- the objective at every round from **one** exchange in which each client returns its values
+    at all the rounds' models -- and logs the verdict, (4) saves the trace (``trace-out``) with the
+    oracle and the measured objectives, so ``drflmodel.flower.grade(path)`` regrades it offline,
+    and the report as JSON (``report-out``)."""
+    from logging import INFO
+
+    from flwr.common.logger import log
     from flwr.serverapp import ServerApp
 
     from .._config import build_problem, build_solver, load_config
+    from ..client_oracle import SUPPORTED
+    from .oracle import solve_on_grid
     from .server import run_on_grid
 
     app = ServerApp()
 
     @app.main()
     def main(grid, context) -> None:
+        rc = context.run_config
         cfg = load_config(_config_path(app_dir, context), need_solver=True)
         problem, solver = build_problem(cfg), build_solver(cfg)
-        trace = run_on_grid(grid, problem, solver, seed=cfg["solver"].get("seed", 0),
-                            connect_timeout=float(context.run_config.get("connect-timeout", 60.0)),
-                            poll_interval=float(context.run_config.get("poll-interval", 0.1)))
-        out = str(context.run_config.get("trace-out", ""))
+        timing = {"connect_timeout": float(rc.get("connect-timeout", 60.0)),
+                  "poll_interval": float(rc.get("poll-interval", 0.1))}
+        oracle = None
+        if str(rc.get("oracle", "federated")) == "federated" and type(problem).__name__ in SUPPORTED:
+            oracle = solve_on_grid(grid, problem, **timing)
+            log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", oracle.summary(),
+                oracle.info["federated"]["exchanges"])
+        started = time.perf_counter()
+
+        def progress(res):
+            dist = ("" if oracle is None or oracle.theta is None else
+                    f" |theta - theta*| = {np.linalg.norm(res.theta - oracle.theta):.3e}")
+            log(INFO, "[drflmodel] round %d/%d%s (%.1f s)", res.round, solver.rounds, dist,
+                time.perf_counter() - started)
+
+        trace = run_on_grid(grid, problem, solver, seed=cfg["solver"].get("seed", 0), callback=progress,
+                            **timing)
+        report = None
+        if oracle is not None and oracle.theta is not None:
+            report = grade_against_oracle(trace, oracle)
+            log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
+        out = str(rc.get("trace-out", ""))
         if out:
             trace.save(out)
+        report_out = str(rc.get("report-out", ""))
+        if report_out and report is not None:
+            Path(report_out).write_text(report.to_json())
 
     return app
 
 
-def config_client_app(app_dir):
-    """The ``ClientApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file."""
-    from .._config import build_problem, load_config
-    from .client import client_app
+def grade_against_oracle(trace, oracle):
+    """Grade a trace against a federated oracle of the same deployment: the clients' values at
+    every round's model in **one** exchange, then :func:`drflmodel.verify`; the measured objectives
+    and the oracle go into the trace (``iterates["objective"]``, ``info["oracle"]``)."""
+    from ..verify import verify
 
-    return client_app(lambda context: build_problem(load_config(_config_path(app_dir, context))))
+    server = oracle.problem
+    server.objectives.prefetch_values(trace.theta)
+    report = verify(trace, oracle, problem=server, expected_rate=None)
+    trace.iterates["objective"] = np.array([row["objective"] for row in report.rows])
+    trace.info.update(oracle=oracle.to_dict(), layout=server.layout.to_dict(), family=server.family)
+    return report
+
+
+#: families whose clients compute the plain f_i of drflmodel.objectives (the light client path)
+_LIGHT_FAMILIES = ("dro", "fafl", "relative")
+
+
+class _RowsView:
+    """Client *i*'s :math:`f_i` built from a configuration without the oracle (no CVXPY import):
+    what the ported algorithms' client operations call (``value``, ``gradient``,
+    ``minibatch_gradient``, ``size``), from ``ClientObjectives.restricted(i)``."""
+
+    def __init__(self, objectives, index: int):
+        self._objective = objectives.restricted(index)
+        self.size = int(objectives.federation.sizes[index])
+
+    def value(self, theta) -> float:
+        return float(self._objective.values(theta)[0])
+
+    def gradient(self, theta):
+        return self._objective.gradients(theta)[0]
+
+    def minibatch_gradient(self, theta, batch_size: int, seed=None):
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        return self._objective.minibatch_gradients(theta, batch_size, [rng])[0]
+
+
+def config_client_app(app_dir):
+    """The ``ClientApp`` of a Flower App directory ``app_dir`` driven by a drflmodel TOML file:
+    the ported algorithms' operations and the client-oracle queries
+    (:func:`~drflmodel.flower.oracle.with_oracle`), each answered from this supernode's own rows.
+
+    Per message (Flower 1.41 starts a process for each) it reads the configuration and builds only
+    what a client computes -- the federation's rows of its partition, the loss and
+    :class:`~drflmodel.objectives.ClientObjectives` -- not the oracle (no CVXPY, no weight set); the
+    families whose clients compute something else (Wasserstein, DEO) build the whole problem."""
+    from .. import losses
+    from .._config import _federation, _loss_task, build_problem, load_config
+    from ..client_oracle import Site
+    from ..objectives import ClientObjectives
+    from .client import client_app, partition_of
+    from .oracle import with_oracle
+
+    def parts(context):
+        cfg = load_config(_config_path(app_dir, context))
+        family = cfg["problem"]["family"]
+        if family not in _LIGHT_FAMILIES:
+            return build_problem(cfg), None
+        fed = _federation(cfg["data"], family, _loss_task(cfg["loss"]["name"]))
+        loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
+        opts = cfg["problem"].get("options", {})
+        return fed, ClientObjectives(fed, loss, float(opts.get("l2", 0.0)), opts.get("penalize_intercept", True))
+
+    def view(context):
+        made, objectives = parts(context)
+        return made if objectives is None else _RowsView(objectives, partition_of(context, made.n_clients))
+
+    def site(context):
+        made, objectives = parts(context)
+        if objectives is None:
+            return made
+        i = partition_of(context, made.n_clients)
+        client = made.clients[i]
+        return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
+
+    return with_oracle(client_app(view), site)
+
+
+def run_app(app_dir, num_supernodes: int, run_config: dict | None = None):
+    """Run a Flower App directory in this process, like ``flwr run`` but on the in-process grid:
+    its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
+    ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
+    ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
+    Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.graded.graded` app, whose
+    ``report`` then holds the verdict)."""
+    import importlib
+
+    from flwr.app import Context, RecordDict
+    from flwr.cli.config_utils import load_and_validate
+
+    from .grid import LocalGrid
+
+    app_dir = Path(app_dir).resolve()
+    config, _warnings = load_and_validate(app_dir / "pyproject.toml", check_module=False)
+    app_table = config["tool"]["flwr"]["app"]
+    fused = {**app_table.get("config", {}), **(run_config or {})}
+    unknown = sorted(set(run_config or {}) - set(app_table.get("config", {})))
+    if unknown:
+        raise InvalidParameterError(f"run_config keys {unknown} are not in {app_dir.name}'s [tool.flwr.app.config]")
+
+    def component(ref: str):
+        module, attr = ref.split(":")
+        if str(app_dir) not in sys.path:
+            sys.path.insert(0, str(app_dir))
+        return getattr(importlib.import_module(module), attr)
+
+    server = component(app_table["components"]["serverapp"])
+    client = component(app_table["components"]["clientapp"])
+    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused) as grid:
+        server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                             run_config=fused))
+    return server
 
 
 def _signal_group(pgid: int, sig) -> None:

@@ -20,20 +20,38 @@ floats each way; clients are named by the ``partition-id`` metric of their reply
 one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
 :class:`~drflmodel.solvers.Trace` (``dm.verify`` grades it; rounds where not every client took
 part are listed in ``info["partial_participation"]`` and reported by ``dm.verify``).
+
+**Layouts.** The recorded arrays become :math:`\theta` through ``parameters`` -- a
+:class:`~drflmodel._from_sklearn.ParameterMap` (``dm.from_sklearn(...).parameters``: a scikit-learn
+model's ``[coef_, intercept_]``), checked exactly every round. Without a map the strategy must ship
+drflmodel's own layout, **one 1-D array of** :math:`P` **floats**; anything else is refused rather
+than guessed (two arrays concatenated would put a scikit-learn intercept last, where drflmodel's is
+column 0; a ``(K, d)`` array with :math:`K` = the number of clients could be one model per client or
+one :math:`K`-class model).
+
+**Live grading against a federated oracle.** With a solution of
+:func:`drflmodel.flower.oracle.solve_on_grid` (whose problem holds no row), the objective at each
+round's model is asked of the clients in the same deployment (one value per client) and kept:
+:meth:`Recorder.report` and a saved trace grade from the kept values (``iterates["objective"]``,
+``info["oracle"]``), :func:`grade` offline, after the clients are gone.
 """
 
 from __future__ import annotations
 
 import time
+from logging import INFO
 
 import numpy as np
 from flwr.app import MetricRecord
 
-from ..errors import InvalidParameterError
+from flwr.common.logger import log
+
+from ..errors import InvalidDataError, InvalidParameterError
+from ..solution import Solution
 from ..solvers._base import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "grade"]
 
 
 class Recorder:
@@ -46,37 +64,79 @@ class Recorder:
     solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``); with it
         every call returns the live errors.
     n_clients : number of clients (default ``problem.n_clients``), to flag partial participation.
+    parameters : a :class:`~drflmodel._from_sklearn.ParameterMap` from the strategy's arrays to
+        :math:`\\theta` (module docstring); default: one 1-D array of :math:`P` floats.
+    progress : log one line per round (Flower's logger; ``flwr run --stream`` shows it).
     """
 
-    def __init__(self, problem=None, solution=None, n_clients: int | None = None):
+    def __init__(self, problem=None, solution=None, n_clients: int | None = None, parameters=None,
+                 progress: bool = False):
         if solution is not None and problem is None:
             problem = getattr(solution, "problem", None)
-        self.problem, self.solution = problem, solution
+        if parameters is not None and not hasattr(parameters, "to_theta"):
+            raise InvalidParameterError(f"parameters must be a ParameterMap (dm.from_sklearn(...).parameters); "
+                                        f"got {type(parameters).__name__}")
+        self.problem, self.solution, self.parameters = problem, solution, parameters
         self.n_clients = n_clients if n_clients is not None else getattr(problem, "n_clients", None)
+        self.progress = bool(progress)
         self.thetas: dict[int, np.ndarray] = {}
         self.times: dict[int, float] = {}
         self.rounds: dict[int, dict] = {}
+        self.objectives: dict[int, float] = {}
         self.strategy_name = "flower"
         self._t0: float | None = None
 
     # ------------------------------------------------------------------ evaluate_fn
+    def theta_of(self, arrays, server_round=None) -> np.ndarray:
+        """:math:`\\theta` of a strategy's arrays (``ArrayRecord`` or list), layout checked
+        (module docstring)."""
+        arrays = arrays.to_numpy_ndarrays() if hasattr(arrays, "to_numpy_ndarrays") else list(arrays)
+        at = "" if server_round is None else f"round {server_round}: "
+        if self.parameters is not None:
+            try:
+                return self.parameters.to_theta(arrays)
+            except InvalidDataError as exc:
+                raise InvalidDataError(f"{at}{exc}") from None
+        shapes = [np.shape(a) for a in arrays]
+        if self.problem is None:
+            return np.concatenate([np.asarray(a, float).ravel() for a in arrays])
+        P, n = int(self.problem.dim), self.n_clients
+        if len(arrays) == 1 and shapes[0] == (P,):
+            return np.asarray(arrays[0], float).copy()
+        hint = ("pass Recorder(..., parameters=dm.from_sklearn(estimator, ...).parameters) to say how "
+                "they map to theta")
+        if any(len(s) == 2 and n is not None and n > 1 and s[0] == n for s in shapes):
+            raise InvalidDataError(
+                f"{at}the strategy ships arrays of shapes {shapes}: a ({n}, d) array with as many rows as "
+                f"clients is one model per client or one {n}-class model -- ambiguous; {hint}")
+        raise InvalidDataError(f"{at}the strategy ships arrays of shapes {shapes}; without a parameter map "
+                               f"the Recorder takes exactly one 1-D array of P = {P} floats (drflmodel's "
+                               f"layout, drflmodel.layout); {hint}")
+
     def __call__(self, server_round: int, arrays) -> MetricRecord | None:
-        theta = np.concatenate([np.asarray(a, float).ravel() for a in arrays.to_numpy_ndarrays()])
+        r = int(server_round)
+        theta = self.theta_of(arrays, r)
         now = time.perf_counter()
         if self._t0 is None:
             self._t0 = now
-        r = int(server_round)
         self.thetas[r], self.times[r] = theta, now - self._t0
         if self.solution is None or self.problem is None:
             return None
-        return MetricRecord(self.errors(theta))
+        errors = self.errors(theta)
+        self.objectives[r] = errors["objective"]
+        if self.progress:
+            log(INFO, "[drflmodel] round %s: dist_theta=%.3e objective=%.10g rel_gap=%.3e", r,
+                errors["dist_theta"], errors["objective"], errors["rel_gap"])
+        return MetricRecord(errors)
 
     def errors(self, theta) -> dict:
-        """``dist_theta`` to :math:`\\theta^\\star`, the certified ``objective`` and ``rel_gap``."""
+        """``dist_theta`` to :math:`\\theta^\\star` (identifiable representatives), the
+        certified ``objective`` and ``rel_gap``."""
         sol = self.solution
         objective = self.problem.objective_for(sol) if hasattr(self.problem, "objective_for") else self.problem.objective
         g = float(objective(theta))
-        return {"dist_theta": float(np.linalg.norm(theta - np.asarray(sol.theta, float))),
+        identify = getattr(self.problem, "identifiable", lambda t: np.asarray(t, float))
+        return {"dist_theta": float(np.linalg.norm(identify(theta) - identify(np.asarray(sol.theta, float)))),
                 "objective": g, "rel_gap": (g - float(sol.value)) / max(1.0, abs(float(sol.value)))}
 
     # ------------------------------------------------------------------ participation
@@ -128,7 +188,9 @@ class Recorder:
 
     # ------------------------------------------------------------------ results
     def trace(self) -> Trace:
-        """The recorded run as a :class:`~drflmodel.solvers.Trace` (rounds ``0..R``)."""
+        """The recorded run as a :class:`~drflmodel.solvers.Trace` (rounds ``0..R``); with a solution,
+        ``iterates["objective"]`` keeps the objective measured each round and ``info["oracle"]``
+        the solution (and the layout), so that :func:`grade` works offline."""
         if not self.thetas:
             raise InvalidParameterError("nothing recorded yet: pass the Recorder as the strategy's "
                                         "evaluate_fn and start the strategy")
@@ -143,22 +205,97 @@ class Recorder:
                    if row and n is not None and len(set(row["participants"])) < n]
         counts = {k: np.array([row.get(k, 0) for row in rows], int)
                   for k in ("messages_up", "floats_up", "messages_down", "floats_down")}
+        info = {"engine": "flower", "recorded_by": "drflmodel.flower.Recorder",
+                "participation": [row for row in rows if row], "partial_participation": partial}
+        iterates = {}
+        if self.objectives:
+            iterates["objective"] = np.array([self.objectives.get(r, np.nan) for r in range(R + 1)])
+        if self.solution is not None:
+            info["oracle"] = self.solution.to_dict()
+            layout = getattr(self.problem, "layout", None)
+            if layout is not None:
+                info["layout"] = layout.to_dict()
+            info["family"] = getattr(self.problem, "family", "")
+        if self.parameters is not None:
+            info["parameters"] = self.parameters.to_dict()
         return Trace(solver=self.strategy_name, params={}, weights=None,
-                     theta=np.array([self.thetas[r] for r in range(R + 1)]), **counts,
-                     round_time=np.diff(times),
-                     info={"engine": "flower", "recorded_by": "drflmodel.flower.Recorder",
-                           "participation": [row for row in rows if row],
-                           "partial_participation": partial},
-                     expected_rate=None, problem=self.problem)
+                     theta=np.array([self.thetas[r] for r in range(R + 1)]), iterates=iterates, **counts,
+                     round_time=np.diff(times), info=info, expected_rate=None, problem=self.problem)
 
     def report(self, solution=None, tol: float = 1e-6, **kwargs):
         """:func:`drflmodel.verify` of the run so far against ``solution`` (default: the one given
-        at construction); ``kwargs`` go to ``verify`` (``expected_rate``, ``error_metric``)."""
-        from ..verify import verify
-
+        at construction), using the objective values measured during the run where the problem's
+        rows are remote; ``kwargs`` go to ``verify`` (``expected_rate``, ``error_metric``)."""
         sol = solution if solution is not None else self.solution
         if sol is None:
             raise InvalidParameterError("report needs a certified solution: Recorder(problem, solution) "
                                         "or report(solution)")
         kwargs.setdefault("expected_rate", None)
-        return verify(self.trace(), sol, tol=tol, problem=self.problem, **kwargs)
+        return grade(self.trace(), sol, problem=self.problem, tol=tol, **kwargs)
+
+
+class _Recorded:
+    """A problem whose objective is read from the values measured during the run (by the exact
+    bytes of each recorded model), delegating everything else to ``problem`` -- or, offline, to a
+    layout rebuilt from the trace."""
+
+    def __init__(self, thetas, values, problem=None, layout=None, family=""):
+        self._values = {np.asarray(t, float).tobytes(): float(v) for t, v in zip(thetas, values)
+                        if np.isfinite(v)}
+        self._problem, self._layout = problem, layout
+        self.family = getattr(problem, "family", family) or family
+
+    def identifiable(self, theta):
+        if self._problem is not None:
+            return self._problem.identifiable(theta)
+        return self._layout.identifiable(theta) if self._layout is not None else np.asarray(theta, float)
+
+    def objective_for(self, solution):
+        def objective(theta):
+            key = np.asarray(theta, float).tobytes()
+            if key in self._values:
+                return self._values[key]
+            if self._problem is not None and getattr(self._problem.objectives, "holds_rows", True):
+                return self._problem.objective_for(solution)(theta)
+            raise InvalidDataError("this model's objective was not measured during the run and the clients "
+                                   "who hold the rows are not reachable now")
+        return objective
+
+    objective = property(lambda self: self.objective_for(None))
+
+
+def _solution_from_dict(d: dict) -> Solution:
+    return Solution(theta=np.asarray(d["theta"], float), weights=None if d.get("weights") is None
+                    else np.asarray(d["weights"], float),
+                    client_losses=None if d.get("client_losses") is None else np.asarray(d["client_losses"], float),
+                    value=float(d["value"]), lower_bound=float(d["lower_bound"]), upper_bound=float(d["upper_bound"]),
+                    status=d["status"], certificate=d["certificate"], duals=d.get("duals", {}), info=d.get("info", {}))
+
+
+def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
+    """:func:`drflmodel.verify` of a recorded run (a :class:`~drflmodel.solvers.Trace` or the path
+    of one saved by ``Trace.save``). ``solution`` defaults to the oracle the trace carries
+    (``info["oracle"]``); ``problem`` (with rows) to the trace's. Objective values measured during
+    the run (``iterates["objective"]``) are used where the rows are remote or gone."""
+    from ..layout import ParameterLayout
+    from ..verify import verify
+
+    if not isinstance(trace, Trace):
+        trace = Trace.load(trace)
+    info = trace.info or {}
+    if solution is None:
+        if "oracle" not in info:
+            raise InvalidParameterError("the trace carries no oracle solution: pass solution=")
+        solution = _solution_from_dict(info["oracle"])
+    problem = problem if problem is not None else getattr(trace, "problem", None)
+    kwargs.setdefault("expected_rate", None)
+    has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
+    if has_rows:
+        return verify(trace, solution, tol=tol, problem=problem, **kwargs)
+    values = np.asarray(trace.iterates.get("objective", np.full(len(trace.theta), np.nan)), float)
+    layout = None
+    if problem is None and "layout" in info:
+        lay = info["layout"]
+        layout = ParameterLayout(lay["n_features"], lay["n_outputs"], lay["intercept_column"], lay["unpenalized"])
+    recorded = _Recorded(trace.theta, values, problem, layout, info.get("family", ""))
+    return verify(trace, solution, tol=tol, problem=recorded, **kwargs)

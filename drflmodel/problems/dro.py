@@ -108,15 +108,18 @@ class WeightedMinMax(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[LagrangianSQPRoute, NewtonSQPRoute, ConicRoute]``: the fast routes where they apply
-        (smooth loss; strongly convex or self-concordant), each falling back to the next when it
-        cannot certify. ``method="auto"`` takes the fast routes from :data:`._sqp.AUTO_MIN_SIZE`
-        on (rows x parameters); below it the conic route is as fast."""
+        """``[LagrangianSQPRoute, NewtonSQPRoute, ConicRoute, LevelBundleRoute]``: the fast routes
+        where they apply (smooth loss; strongly convex or self-concordant), each falling back to the
+        next when it cannot certify. ``method="auto"`` takes the fast routes from
+        :data:`._sqp.AUTO_MIN_SIZE` on (rows x parameters); below it the conic route is as fast. The
+        bundle route (values and subgradients only: the route of a federated server for non-smooth
+        losses, :mod:`drflmodel.client_oracle`) is taken only when forced."""
+        from ._bundle import LevelBundleRoute
         from ._conic import ConicRoute
         from ._lagrangian_sqp import LagrangianSQPRoute
         from ._sqp import NewtonSQPRoute
 
-        return [LagrangianSQPRoute(), NewtonSQPRoute(), ConicRoute()]
+        return [LagrangianSQPRoute(), NewtonSQPRoute(), ConicRoute(), LevelBundleRoute()]
 
     def _sqp_model(self, solver: str = "CLARABEL"):
         """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
@@ -178,13 +181,20 @@ class WeightedMinMax(Problem):
         if lam.shape != (self.n_clients,) or np.any(lam < 0) or not np.all(np.isfinite(lam)):
             raise InvalidParameterError(f"lam must be a nonnegative vector of length {self.n_clients}")
         mu = float(lam @ self.objectives.strong_convexity())
+        # a federated server's objectives hold no rows (drflmodel.client_oracle): no conic fallback,
+        # the Newton bound is returned as it stands (valid, possibly loose)
+        rows = getattr(self.objectives, "holds_rows", True)
         if self._numpy_bound_applies(mu):
             start = np.zeros(self.dim) if theta0 is None else np.asarray(theta0, float)
             newton = weighted_newton_bound(self.objectives, lam, start, mu)
-            if newton.converged:
+            if newton.converged or not rows:
                 return {"value": newton.bound, "solver_value": newton.value, "numpy_bound": newton.bound,
-                        "theta": newton.theta, "solver": "numpy-newton", "status": "optimal",
+                        "theta": newton.theta, "solver": "numpy-newton",
+                        "status": "optimal" if newton.converged else "not converged",
                         "iterations": newton.iterations, "bound_kind": newton.kind}
+        if not rows:
+            return {"value": float("-inf"), "solver_value": float("-inf"), "numpy_bound": None,
+                    "theta": None, "solver": None, "status": "no numpy bound applies and the rows are remote"}
         prob, theta, lam_par = self.fixed_weight_problem()
         lam_par.value = lam
         order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]

@@ -152,8 +152,8 @@ def test_unported_solver_and_options_are_refused(dro):
 def test_a_solver_option_unknown_to_the_port_is_refused(dro):
     """A future solver option (e.g. added on the simulator) is not silently ignored on Flower."""
     solver = DRFA(rounds=2)
-    solver.params["clients_per_round"] = 2
-    with pytest.raises(InvalidParameterError, match="does not implement the option.*clients_per_round=2"):
+    solver.params["future_option"] = 2
+    with pytest.raises(InvalidParameterError, match="does not implement the option.*future_option=2"):
         dmf.FlowerRun(dro, solver)
 
 

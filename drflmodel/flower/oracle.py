@@ -1,0 +1,263 @@
+r"""The certified oracle computed on Flower from the clients' own answers (the federated
+implementation of :mod:`drflmodel.client_oracle`).
+
+The server -- a ``ServerApp`` that never sees a row -- runs a solve route of
+:class:`~drflmodel.FederatedDRO` / :class:`~drflmodel.FairnessAwareFL` on a problem built from the
+clients' declarations (sizes, number of features, classes, intercept column), and every query of
+the route's client-oracle interface becomes one Flower message per client
+(``query.drflmodel_<query>``, :data:`~drflmodel.client_oracle.QUERIES`). Each supernode answers
+from its own partition only (:class:`~drflmodel.client_oracle.Site`). The route code is the one
+of the centralized solve, so the certificate is the centralized one by construction; what a
+client reveals is exactly its answers, tabulated in ``solution.info["federated"]["reveals"]``
+(quantity, floats per answer, exchanges, answers per client) with the number of exchanges.
+
+* :func:`with_oracle` adds the answering handlers to **any** ``ClientApp`` (yours, Flower's
+  quickstart's, drflmodel's own) given where the site's rows come from; :func:`oracle_client_app`
+  is a ``ClientApp`` with only those handlers.
+* :class:`FlowerChannel` is the server's transport: it waits for one supernode per client,
+  learns which node holds which partition from the setup answers, pushes a query to every client
+  and pulls the answers (its own polling loop). A client that fails (its ``ClientApp`` raised) or
+  does not answer within ``timeout`` seconds is asked again, at most ``retries`` times (the retry
+  budget); then the solve ends ``"failed"`` -- or returns a certificate completed over **every**
+  client before the fault, with the status its gap gives -- never ``"optimal"`` over a partial
+  federation (:func:`drflmodel.client_oracle.federated_solve`).
+* :func:`solve_on_grid` runs the solve on any Flower ``Grid`` (inside your ``ServerApp``'s
+  ``main``); :func:`oracle_server_app` wraps it in a ``ServerApp``; :func:`certified_solve` runs
+  it on the in-process grid or on Flower's simulation engine.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MetricRecord
+from flwr.clientapp import ClientApp
+from flwr.serverapp import ServerApp
+
+from .._validation import check_choice, check_int
+from ..client_oracle import QUERIES, Channel, Site, federated_solve
+from ..errors import InvalidParameterError
+from ._exchange import Exchange
+from ._records import CONFIG, METRICS, PAYLOAD, down_content, payload_arrays, up_content
+from .client import partition_of
+
+__all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_server_app",
+           "certified_solve", "message_type"]
+
+TEXT = "text"
+
+
+def message_type(query: str) -> str:
+    """The Flower message type of a client-oracle query."""
+    return f"query.drflmodel_{query}"
+
+
+# ---------------------------------------------------------------------------------- client side
+class _Sites:
+    """Where a supernode finds its :class:`~drflmodel.client_oracle.Site`: from a problem, a dict
+    ``{run key: problem}``, or ``factory(context)`` returning a problem (the site takes its own
+    partition) or the site itself (a site holding only its own rows). Built once per run and
+    process."""
+
+    def __init__(self, sites):
+        self._factory, self._problems = None, {}
+        if hasattr(sites, "client_view"):          # a problem (duck-typed: importing the problem
+            self._problems = {None: sites}          # classes would import CVXPY in every client process)
+        elif isinstance(sites, dict):
+            self._problems = dict(sites)
+        elif callable(sites):
+            self._factory = sites
+        else:
+            raise InvalidParameterError(f"sites must be a drflmodel problem, a dict of problems or a factory "
+                                        f"context -> problem | Site; got {type(sites).__name__}")
+        self._cache: dict = {}
+
+    def get(self, context: Context, run: str):
+        key = (context.run_id, context.node_id, run)
+        if key not in self._cache:
+            made = (self._factory(context) if self._factory is not None
+                    else self._problems.get(run, self._problems.get(None)))
+            if made is None:
+                raise InvalidParameterError(f"this ClientApp holds no problem for run {run!r}")
+            if isinstance(made, Site):
+                self._cache[key] = (partition_of(context), made)
+            else:
+                i = partition_of(context, made.n_clients)
+                self._cache[key] = (i, Site.from_problem(made, i))
+        return self._cache[key]
+
+
+def with_oracle(app: ClientApp, sites) -> ClientApp:
+    """Register the client-oracle handlers (``query.drflmodel_*``) on ``app`` and return it.
+
+    ``sites``: a drflmodel problem (each supernode answers for its ``partition-id``), a dict
+    ``{run key: problem}``, or ``factory(context) -> problem | Site`` called in the client's
+    process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
+    partition. Nothing else of the app changes; its own handlers keep working."""
+    resolve = _Sites(sites)
+
+    def register(query: str):
+        def handler(msg: Message, context: Context) -> Message:
+            config = msg.content.config_records[CONFIG]
+            i, site = resolve.get(context, str(config["run"]))
+            options = json.loads(str(config.get("options", "{}")))
+            answer = site.answer(query, payload_arrays(msg.content), options)
+            text = {k: v for k, v in answer.items() if isinstance(v, str)}
+            content = up_content({k: v for k, v in answer.items() if not isinstance(v, str)},
+                                 {"partition-id": i})
+            if text:
+                content[TEXT] = ConfigRecord(text)
+            return Message(content, reply_to=msg)
+
+        app.query(message_type(query).split(".", 1)[1])(handler)
+
+    for query in QUERIES:
+        register(query)
+    return app
+
+
+def oracle_client_app(sites) -> ClientApp:
+    """A ``ClientApp`` that answers the client-oracle queries only (:func:`with_oracle`)."""
+    return with_oracle(ClientApp(), sites)
+
+
+# ---------------------------------------------------------------------------------- server side
+class FlowerChannel(Channel):
+    """The client-oracle transport over a Flower ``Grid`` (module docstring).
+
+    Parameters
+    ----------
+    grid : the ``Grid`` the ``ServerApp`` received.
+    n_clients : the number of clients (one supernode each).
+    run : the run key the clients' sites are stored under.
+    timeout : seconds to wait for the answers of one exchange (then the missing clients count as
+        failed and are asked again).
+    retries : how many times a failed query is asked again (the retry budget).
+    poll_interval, connect_timeout : seconds between pulls; to wait for the supernodes.
+    """
+
+    def __init__(self, grid, n_clients: int, run: str = "oracle", timeout: float = 60.0, retries: int = 2,
+                 poll_interval: float = 0.005, connect_timeout: float = 60.0):
+        super().__init__(n_clients, retries)
+        self.run = str(run)
+        self.exchange = Exchange(grid, self.n_clients, run=self.run, timeout=timeout,
+                                 poll_interval=poll_interval, connect_timeout=connect_timeout)
+        self.exchange.connect(0)                   # exactly one supernode per client, else an error
+        self.node_of: dict[int, int] = {}
+        self._group = 0
+
+    def _content(self, arrays: dict, options: dict):
+        return down_content(arrays, {"run": self.run, "options": json.dumps(options)})
+
+    @staticmethod
+    def _answer(msg: Message) -> dict:
+        out = payload_arrays(msg.content)
+        text = msg.content.config_records.get(TEXT)
+        if text is not None:
+            out.update({k: str(v) for k, v in text.items()})
+        return out
+
+    def _push(self, query: str, by_node: dict):
+        self._group += 1
+        return self.exchange._exchange({node: message_type(query) for node in by_node}, by_node,
+                                       group=f"{self.run}-{self._group}")
+
+    def _identify(self, query: str, contents: dict) -> dict:
+        """The setup query to every node; its answers carry the partition ids (nodes are random ids)."""
+        arrays, options = next(iter(contents.values()))
+        pending, replies, reasons = list(self.exchange.nodes), {}, {}
+        for _ in range(self.retries + 1):
+            got, errors = self._push(query, {node: self._content(arrays, options) for node in pending})
+            replies.update(got)
+            for node, why in errors.items():
+                reasons.setdefault(node, []).append(why)
+            pending = list(errors)
+            if not pending:
+                break
+        if pending:
+            node = pending[0]
+            raise InvalidParameterError(f"supernode {node} failed during the setup of the federated solve "
+                                        f"({len(reasons[node])} attempt(s)): {reasons[node][-1]}")
+        seen: dict[int, int] = {}
+        for node, msg in replies.items():
+            i = int(msg.content.metric_records[METRICS]["partition-id"])
+            if i in seen:
+                raise InvalidParameterError(f"supernodes {seen[i]} and {node} both hold partition-id {i}: give "
+                                            f"each of the {self.n_clients} supernodes its own partition-id")
+            seen[i] = node
+        self.node_of = dict(sorted(seen.items()))
+        return {i: self._answer(replies[node]) for i, node in self.node_of.items()}
+
+    def _send(self, query: str, contents: dict):
+        if not self.node_of:
+            return self._identify(query, contents), {}
+        by_node = {self.node_of[i]: self._content(*contents[i]) for i in contents}
+        got, errors = self._push(query, by_node)
+        part = {node: i for i, node in self.node_of.items()}
+        return ({part[node]: self._answer(msg) for node, msg in got.items()},
+                {part[node]: why for node, why in errors.items()})
+
+
+def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
+                  run: str = "oracle", timeout: float = 60.0, retries: int = 2, poll_interval: float = 0.005,
+                  connect_timeout: float = 60.0, **options):
+    """The federated certified solve of ``problem`` over ``grid`` (call it in a ``ServerApp``'s
+    ``main``): ``problem`` is a drflmodel problem (only its family and parameters are used: the
+    server rebuilds it on the clients' declarations) or a factory ``federation -> problem``
+    (then ``n_clients`` is required). ``method``, ``gap_tol`` and ``options`` as in
+    :func:`drflmodel.client_oracle.federated_solve`; ``timeout``, ``retries`` as in
+    :class:`FlowerChannel`. Returns the :class:`~drflmodel.solution.Solution`."""
+    if n_clients is None:
+        if not hasattr(problem, "n_clients"):
+            raise InvalidParameterError("n_clients is required when problem is a problem factory")
+        n_clients = problem.n_clients
+    channel = FlowerChannel(grid, check_int(n_clients, "n_clients", low=1), run=run, timeout=timeout,
+                            retries=retries, poll_interval=poll_interval, connect_timeout=connect_timeout)
+    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, **options)
+    sol.info["federated"]["transport"] = "flower"
+    return sol
+
+
+def oracle_server_app(problem, n_clients: int | None = None, on_solution: Callable | None = None,
+                      from_context: bool = False, **options) -> ServerApp:
+    """A ``ServerApp`` running :func:`solve_on_grid` and handing the solution to
+    ``on_solution(solution)``. With ``from_context=True``, ``problem`` is ``f(context)`` returning
+    the problem (or factory) in the server's process, e.g. from its run config."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context) -> None:
+        sol = solve_on_grid(grid, problem(context) if from_context else problem, n_clients, **options)
+        if on_solution is not None:
+            on_solution(sol)
+
+    return app
+
+
+ENGINES = ("inprocess", "ray")
+
+
+def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | None = None,
+                    backend_config: dict | None = None, **options):
+    """The federated certified solve of a problem whose rows this process holds, on the in-process
+    grid (``engine="inprocess"``: Flower's messages and serialization, milliseconds each) or on
+    Flower's simulation engine (``"ray"``): the clients answer from their own partitions of
+    ``problem``, the server sees only their answers. ``options`` go to :func:`solve_on_grid`."""
+    from .engine import simulate
+    from .grid import LocalGrid
+
+    engine = check_choice(engine, "engine", ENGINES)
+    n = problem.n_clients if num_supernodes is None else check_int(num_supernodes, "num_supernodes", low=1)
+    run = options.setdefault("run", "oracle")
+    capp = oracle_client_app({run: problem})
+    if engine == "inprocess":
+        with LocalGrid(capp, n) as grid:
+            return solve_on_grid(grid, problem, **options)
+    out: dict = {}
+    simulate(oracle_server_app(problem, on_solution=lambda s: out.setdefault("solution", s), **options),
+             capp, n, backend_config)
+    if "solution" not in out:
+        raise RuntimeError("Flower's simulation ended without the federated solve's answer")
+    return out["solution"]

@@ -1,0 +1,1 @@
+"""sklearnexample: a Flower / scikit-learn app (federated logistic regression on iris)."""

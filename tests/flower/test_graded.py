@@ -1,0 +1,205 @@
+"""dmf.graded / dmf.answering: a Flower app (examples/flower_sklearn, the shape of Flower's
+scikit-learn quickstart) graded without editing it, live, against the federated oracle computed on
+the same supernodes. Independent references: the centralized oracle of dm.from_sklearn on the pooled
+training rows, and FedAvg's first round recomputed with scikit-learn directly."""
+
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, Context, MetricRecord, RecordDict
+from flwr.serverapp import ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+import drflmodel as dm
+from drflmodel import flower as dmf
+from drflmodel.flower.client import strategy_client_app
+from drflmodel.flower.grid import LocalGrid
+
+pytest.importorskip("sklearn")
+APP = Path(__file__).resolve().parents[2] / "examples" / "flower_sklearn"
+CONFIG = {"num-server-rounds": 6, "penalty": "l2", "local-epochs": 1, "min-nodes": 3, "trace-out": "fedavg.npz"}
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    yield
+    logger.setLevel(level)
+
+
+@pytest.fixture()
+def quickstart(monkeypatch, tmp_path):
+    """The example app's modules, imported fresh (graded.py registers handlers on the app objects)."""
+    monkeypatch.syspath_prepend(str(APP))
+    monkeypatch.chdir(tmp_path)
+    for name in [m for m in sys.modules if m == "graded" or m.startswith("sklearnexample")]:
+        del sys.modules[name]
+    yield importlib.import_module("graded"), importlib.import_module("sklearnexample.task")
+    for name in [m for m in sys.modules if m == "graded" or m.startswith("sklearnexample")]:
+        del sys.modules[name]
+
+
+def _serve(server, client, n, config):
+    with LocalGrid(client, n, run_config=config) as grid:
+        server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                             run_config=config))
+
+
+def _pooled(task, n):
+    parts = [task.load_data(i, n) for i in range(n)]
+    X = np.vstack([p[0] for p in parts])
+    y = np.concatenate([p[2] for p in parts])
+    clients = np.concatenate([np.full(len(p[2]), i) for i, p in enumerate(parts)])
+    return parts, X, y, clients
+
+
+def test_the_sklearn_quickstart_is_graded_live_against_the_federated_oracle(quickstart):
+    graded, task = quickstart
+    _serve(graded.server, graded.client, 3, CONFIG)
+    app = graded.server
+    sol, rep, trace = app.solution, app.report, app.trace
+    # the federated oracle is the centralized one of the pooled training rows
+    parts, X, y, clients = _pooled(task, 3)
+    central = dm.from_sklearn(task.get_model("l2", 1), X, y, clients=clients).problem.solve(method="sqp")
+    assert sol.status == central.status == "optimal"
+    assert abs(sol.upper_bound - central.upper_bound) <= 1e-8 * abs(central.upper_bound)
+    assert abs(sol.lower_bound - central.lower_bound) <= 1e-8 * abs(central.upper_bound)
+    # every round recorded (0..R), its objective measured from the clients' values
+    assert len(rep.rows) == CONFIG["num-server-rounds"] + 1 and trace.theta.shape == (7, 15)
+    assert np.allclose(trace.theta[0], 0.0)
+    prob, pmap = dm.from_sklearn(task.get_model("l2", 1), X, y, clients=clients)
+    for row, theta in zip(rep.rows, trace.theta):
+        assert np.isclose(row["objective"], prob.objective(theta), rtol=1e-12)
+    # round 1 = FedAvg of the three one-step fits from zero, recomputed with scikit-learn itself
+    fits = []
+    for Xtr, _, ytr, _ in parts:
+        model = task.get_model("l2", 1)
+        task.set_initial_params(model)
+        with pytest.warns(Warning):
+            model.fit(Xtr, ytr)
+        fits.append((len(ytr), pmap.to_theta(task.get_model_params(model))))
+    first = sum(n * t for n, t in fits) / sum(n for n, _ in fits)
+    np.testing.assert_allclose(trace.theta[1], first, atol=1e-12)
+    # participation: every client every round; the per-round value queries are in the ledger
+    assert trace.info["partial_participation"] == []
+    assert trace.info["federated_ledger"]["queries"]["values"]["exchanges"] >= CONFIG["num-server-rounds"] + 1
+    # the saved trace grades offline (clients gone) to the same rows
+    offline = dmf.grade("fedavg.npz")
+    assert [r["objective"] for r in offline.rows] == [r["objective"] for r in rep.rows]
+    assert [r["dist_theta"] for r in offline.rows] == pytest.approx([r["dist_theta"] for r in rep.rows], abs=1e-12)
+    assert offline.passed is False and "exceeds tol" in offline.reasons[0]      # 6 rounds of one-step fits
+
+
+def test_grading_at_the_end_asks_every_rounds_values_in_one_exchange(quickstart):
+    graded, task = quickstart
+    server = dmf.graded(graded.server_app.app, estimator=task.get_model("l2", 1), live=False, progress=False)
+    _serve(server, graded.client, 3, CONFIG)
+    live_values = server.trace.info["federated_ledger"]["queries"]["values"]["exchanges"]
+    oracle_values = server.solution.info["federated"]["queries"].get("values", {"exchanges": 0})["exchanges"]
+    assert live_values == oracle_values + 1
+    parts, X, y, clients = _pooled(task, 3)
+    prob, _ = dm.from_sklearn(task.get_model("l2", 1), X, y, clients=clients)
+    for row, theta in zip(server.report.rows, server.trace.theta):
+        assert np.isclose(row["objective"], prob.objective(theta), rtol=1e-12)
+
+
+def test_the_apps_own_evaluate_fn_is_composed(erm):
+    """A main() that passes its own evaluate_fn: Flower's result holds both metric records."""
+    results = []
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        strategy = FedAvg(min_available_nodes=4, min_train_nodes=4, min_evaluate_nodes=4)
+        results.append(strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(erm.dim)]), num_rounds=3,
+                                      evaluate_fn=lambda r, arrays: MetricRecord({"mine": float(r)})))
+
+    client = dmf.answering(strategy_client_app(erm, step_size=0.05), erm)
+    server = dmf.graded(app, oracle=lambda fed: dm.FederatedDRO(fed, erm.loss, erm.weights, l2=erm.l2), progress=False)
+    _serve(server, client, 4, {})
+    metrics = results[0].evaluate_metrics_serverapp
+    assert set(metrics) == {0, 1, 2, 3}
+    assert metrics[3]["mine"] == 3.0 and "rel_gap" in metrics[3] and "dist_theta" in metrics[3]
+    assert server.solution.info["federated"]["transport"] == "flower"
+
+
+def test_grading_against_a_centralized_solution(erm, erm_solution):
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        FedAvg(min_available_nodes=4, min_train_nodes=4).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(erm.dim)]), num_rounds=4)
+
+    server = dmf.graded(app, oracle=erm, solution=erm_solution, progress=False)
+    _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+    assert server.solution is erm_solution and len(server.report.rows) == 5
+    assert "federated" not in server.solution.info
+
+
+def test_what_graded_refuses(erm):
+    from flwr.server import ServerAppComponents, ServerConfig
+
+    legacy = ServerApp(server_fn=lambda ctx: ServerAppComponents(config=ServerConfig(num_rounds=1)))
+    with pytest.raises(dm.InvalidParameterError, match="server_fn"):
+        dmf.graded(legacy, oracle=erm)
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        pass                                                   # starts no strategy
+
+    with pytest.raises(dm.InvalidParameterError, match="exactly one of oracle"):
+        dmf.graded(app)
+    server = dmf.graded(app, oracle=erm, solution=erm.solve(), progress=False)
+    with pytest.raises(dm.InvalidParameterError, match="started no Message-API strategy"):
+        _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+
+
+def test_a_supernode_joining_after_the_oracle_is_refused(erm):
+    """The oracle covered the supernodes connected when the app started; one more joined before the
+    strategy trained: the run is not graded against an oracle of part of the federation."""
+    from flwr.app import Context as FlowerContext
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        grid.contexts[99] = FlowerContext(run_id=grid.run.run_id, node_id=99, node_config={"partition-id": 2},
+                                          state=RecordDict(), run_config={})
+        FedAvg(min_available_nodes=4, min_train_nodes=4).start(
+            grid=grid, initial_arrays=ArrayRecord([np.zeros(erm.dim)]), num_rounds=1)
+
+    three = dm.FederatedDRO(erm.federation.subset([0, 1, 2]), erm.loss, dm.sets.Simplex(3), l2=erm.l2)
+    client = dmf.answering(strategy_client_app(three, step_size=0.05), three)
+    server = dmf.graded(app, oracle=lambda fed: dm.FederatedDRO(fed, erm.loss, dm.sets.Simplex(fed.n_clients),
+                                                                l2=erm.l2), progress=False)
+    with LocalGrid(client, 3) as grid:
+        with pytest.raises(dm.InvalidParameterError, match="oracle covers 3 supernodes but 4 are connected"):
+            server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                                 run_config={}))
+
+
+def test_the_recorder_refuses_layouts_it_would_have_to_guess(erm, erm_solution):
+    rec = dmf.Recorder(erm, erm_solution)
+    d = erm.dim
+    with pytest.raises(dm.InvalidDataError, match="exactly one 1-D array of P = 5"):
+        rec(0, ArrayRecord([np.zeros(d - 1), np.zeros(1)]))           # [coef_, intercept_] concatenated
+    with pytest.raises(dm.InvalidDataError, match="one model per client or one 4-class model"):
+        rec(0, ArrayRecord([np.zeros((4, d))]))
+    iris = dm.datasets.iris(n_clients=3)
+    X, y, site = iris.pooled()
+    from sklearn.linear_model import LogisticRegression
+
+    prob, pmap = dm.from_sklearn(LogisticRegression(), X[:, 1:], y.astype(int), clients=site)
+    rec = dmf.Recorder(prob, None, parameters=pmap)
+    with pytest.raises(dm.InvalidDataError, match=r"round 2: coef_ has shape \(4, 3\)"):
+        rec(2, ArrayRecord([np.zeros((4, 3)), np.zeros(3)]))
+    rec(0, ArrayRecord([np.ones((3, 4)), np.zeros(3)]))                # three classes x four features
+    assert rec.thetas[0].shape == (15,)
