@@ -123,6 +123,7 @@ API_MODULES = [
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
     ("objectives", "drflmodel.objectives", "Client objectives"),
     ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),
+    ("client_oracle", "drflmodel.client_oracle", "The client-oracle interface (in process and federated)"),
     ("plots", "drflmodel.plots", "Figures"),
     ("errors", "drflmodel.errors", "Errors and warnings"),
     ("flower", "drflmodel.flower", "Flower integration (extra ``flower``)"),
