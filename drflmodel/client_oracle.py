@@ -25,25 +25,43 @@ The **same route code** runs on both (``problem.objectives`` is the only thing t
 the federated certificate is the centralized one by construction, and what a client reveals is
 exactly the return values of the queries it answers (:class:`Site`, the client side):
 
-==========================  ==========================  =====================================
-quantity (client *i*)       floats per answer           asked
-==========================  ==========================  =====================================
-``rows``  :math:`N_i`        1                           once (setup)
-``features`` :math:`d`       1 (public: the model's)     once (setup)
-``ones_columns``             the indices of its all-one  once (setup; finds the intercept)
-                             columns
-``classes_present``          :math:`K` booleans          once (setup; multi-class only)
-``max_row_norm``             1: :math:`\max_j\|x_{ij}\|`  once, when the self-concordance bound
-                                                         needs it (logistic, softmax)
-``value`` :math:`h_i(\theta)`  1 per point               per value query (line searches); grading
-                                                         a run asks all its rounds' models at once
-``gradient``                 :math:`P` (:math:`P=Kd`)    per gradient query
-``hessian``                  :math:`P(P+1)/2` (upper     per Hessian query, only while
-                             triangle)                   :math:`\lambda_i>0`
-``hvp``                      :math:`P`                   per Hessian-vector product
-``gram``, ``moment``, ``yy``  :math:`d(d+1)/2`, d, 1      once (squared loss: then no more
-                                                         queries)
-==========================  ==========================  =====================================
+.. list-table::
+   :header-rows: 1
+   :widths: 28 28 44
+
+   * - quantity (client *i*)
+     - floats per answer
+     - asked
+   * - ``rows`` :math:`N_i`
+     - 1
+     - once (setup)
+   * - ``features`` :math:`d`
+     - 1 (public: the model's)
+     - once (setup)
+   * - ``ones_columns``
+     - the indices of its all-one columns
+     - once (setup; finds the intercept)
+   * - ``classes_present``
+     - :math:`K` booleans
+     - once (setup; multi-class only)
+   * - ``max_row_norm``
+     - 1: :math:`\max_j\|x_{ij}\|`
+     - once, when the self-concordance bound needs it (logistic, softmax)
+   * - ``value`` :math:`h_i(\theta)`
+     - 1 per point
+     - per value query (line searches); grading a run asks all its rounds' models at once
+   * - ``gradient``
+     - :math:`P` (:math:`P=Kd`)
+     - per gradient query
+   * - ``hessian``
+     - :math:`P(P+1)/2` (upper triangle)
+     - per Hessian query, only while :math:`\lambda_i>0`
+   * - ``hvp``
+     - :math:`P`
+     - per Hessian-vector product
+   * - ``gram``, ``moment``, ``yy``
+     - :math:`d(d+1)/2`, :math:`d`, 1
+     - once (squared loss: then no more queries)
 
 A solve records its own table (quantity, floats per answer, exchanges, answers per client) in
 ``solution.info["federated"]["reveals"]``, with the number of exchanges (rounds of messages).
