@@ -20,6 +20,7 @@ _LAZY = {
     "ScaffPDIA": ("drflmodel.solvers.scaffpd_ia", "ScaffPDIA"),
     "FedAvg": ("drflmodel.solvers.baselines", "FedAvg"),
     "Scaffold": ("drflmodel.solvers.baselines", "Scaffold"),
+    "FedProx": ("drflmodel.solvers.baselines", "FedProx"),
     "StochasticAFL": ("drflmodel.solvers.baselines", "StochasticAFL"),
     "DRFA": ("drflmodel.solvers.baselines", "DRFA"),
     "QFedAvg": ("drflmodel.solvers.baselines", "QFedAvg"),
