@@ -1,4 +1,4 @@
-"""Distributed solvers: simulated federations, vectorized across clients.
+r"""Distributed solvers: simulated federations, vectorized across clients.
 
 Every solver is ``Solver(**hyperparameters).run(problem, seed=0, callback=None) -> Trace``; the
 common machinery (``Solver``, ``Trace``, ``ClientRuntime``, callbacks, communication accounting)
@@ -18,7 +18,8 @@ algorithms need from the objective:
   strongly convex only near its optimum on the identifiable parameters, so linear convergence is
   local, not the theorems' global rate; Scaff-PD-IA's schedules need Proposition 10 as well;
 * rFedFair's ``step_size="theory"`` needs a global Lipschitz constant of each :math:`f_i`, which
-  exists for ``l2 = 0`` (softmax: :math:`\sqrt2\max\|x\|`); otherwise pass ``lipschitz=`` or a step.
+  exists for ``l2 = 0`` (softmax: :math:`\sqrt2` times a client's mean row norm); otherwise pass
+  ``lipschitz=`` or a step.
 
 Measured in ``tests/solvers/test_multiclass_solvers.py`` (simulator) and
 ``tests/flower/test_multiclass_equivalence.py`` (Flower, equal to the simulator to 1e-10).
