@@ -58,13 +58,6 @@ MC_CASES = {
     "RFedFair": ("fafl", lambda b: RFedFair(mu=0.5, rounds=R, local_steps=3, step_size=0.1, batch_size=b)),
     "StochasticAFL": ("chi2", lambda b: StochasticAFL(rounds=R, batch_size=b)),
 }
-#: Stochastic-AFL's Flower port comes with issue 22's sampled participation (another branch)
-_PORT_PENDING = {"StochasticAFL"} - set(dmf.PORTED)
-
-
-def _mc_case(name):
-    marks = pytest.mark.skipif(name in _PORT_PENDING, reason=f"{name} has no Flower port in this tree")
-    return pytest.param(name, marks=marks)
 
 #: the ports added with this file, on the scalar-score problems of conftest.py
 SCALAR_CASES = {
@@ -95,7 +88,7 @@ def _run(problem, make, batch):
 
 
 @pytest.mark.parametrize("batch", [None, 5], ids=["exact", "minibatch"])
-@pytest.mark.parametrize("case", [_mc_case(c) for c in sorted(MC_CASES)])
+@pytest.mark.parametrize("case", sorted(MC_CASES))
 def test_multiclass_run_reproduces_the_simulator(mc_problems, case, batch):
     key, make = MC_CASES[case]
     problem = mc_problems[key]
