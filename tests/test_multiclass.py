@@ -300,8 +300,8 @@ def test_bad_multiclass_input_is_refused_by_name():
         dm.FederatedDRO(fed, L.Logistic(), dm.sets.Simplex(2))
     with pytest.raises(InvalidParameterError, match="Multinomial"):
         dm.WassersteinDRFL(fed, L.Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(2))
-    with pytest.raises(InvalidParameterError, match="does not support the multi-class loss"):
-        dm.RelativeFairness(fed, L.Multinomial(), A=dm.sets.Simplex(2), B=dm.sets.Simplex(2), phi=0.1)
+    # RelativeFairness accepts the softmax loss (tests/problems/test_relative_multiclass.py)
+    assert dm.RelativeFairness(fed, L.Multinomial(), A=dm.sets.Simplex(2), B=dm.sets.Simplex(2), phi=0.1).dim == 6
 
 
 def test_client_accuracies_match_a_direct_count():

@@ -4,7 +4,8 @@ Optional: ``pip install "drflmodel[flower]"``.
 Two jobs:
 
 **Our algorithms as Flower apps.** :class:`FlowerRun` turns a problem and a simulator solver
-(``ScaffPD``, ``ScaffPDIA``, ``RFedFair``, ``DRFA``, ``FedAvg``) into a Flower ``ServerApp`` and
+(``ScaffPD``, ``ScaffPDIA``, ``RFedFair``, ``DRFA``, ``StochasticAFL``, ``FedAvg``, ``FedProx``,
+``Scaffold``, ``QFedAvg``; scalar-score or multi-class problems) into a Flower ``ServerApp`` and
 ``ClientApp`` that run the same algorithm over Flower's Message API and return the same
 :class:`~drflmodel.solvers.Trace` as the simulator -- the same iterates to round-off from the same
 seed, and the same message and float counts. The vertical ``FairVFL`` and ``FedBCD`` run with one

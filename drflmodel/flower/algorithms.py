@@ -19,6 +19,9 @@ DRFA           ``model`` ↓, ``models+snapshots`` ↑, ``snapshot`` ↓, ``loss
 StochasticAFL  ``model`` ↓, ``losses+gradients`` ↑ (sampled: ``model`` ↓ to :math:`D\cup U`,
                ``gradients`` ↑ from :math:`D`, ``losses`` ↑ from :math:`U`)
 FedAvg         ``model`` ↓, ``update`` ↑
+FedProx        ``model`` ↓, ``update`` ↑ (FedAvg's, with the proximal weight in the config)
+Scaffold       ``model`` ↓, ``controls`` ↑, ``control`` ↓, ``update`` ↑ (option I)
+QFedAvg        ``model`` ↓, ``delta+h`` ↑
 RFedFair       (round 0 with ``eta0="quantile"``: ``model0`` ↓, ``loss0`` ↑), ``model+eta`` ↓, ``update`` ↑
 FairVFL        ``scores+lambda`` ↓ (active), ``nu`` ↓ (passive), ``partial_scores`` ↑ (:mod:`.vertical`)
 =============  =========================================================================
@@ -244,6 +247,69 @@ class FedAvgPort(Port):
         return state
 
 
+class FedProxPort(Port):
+    r""":class:`~drflmodel.solvers.FedProx` (Li et al. 2020, Algorithm 2, full participation):
+    FedAvg's exchange with :math:`\mu` in the config; :math:`\theta^{r+1}=\theta^r-\sum_ip_i(\theta^r-u_{i,J})`."""
+
+    solver = "FedProx"
+    handled = frozenset({"rounds", "mu", "local_steps", "step_size", "batch_size"})
+
+    def round(self, r, state, ex, solver, rng):
+        x = state["theta"]
+        up = ex.send("train.local_sgd", {"model": x},
+                     {"eta": state["eta"], "steps": solver.local_steps, "mu": solver.mu,
+                      "batch-size": batch_size(solver)})
+        state["theta"] = x - combine(state["weights"], up, "update", range(ex.n))
+        return state
+
+
+class ScaffoldPort(Port):
+    r""":class:`~drflmodel.solvers.Scaffold` with control variates option I (Karimireddy et al.
+    2020, Algorithm 1): :math:`c_i=g_i(\theta^r)` up, :math:`c=\sum_ip_ic_i` down, corrected
+    local steps, :math:`\theta^{r+1}=\theta^r+\eta_g\sum_ip_i(u_{i,J}-\theta^r)`. The client
+    replies :math:`\Delta u_i=(\theta^r-u_{i,J})/(\eta_\ell J)` (Scaff-PD's operation), so the
+    server uses :math:`u_{i,J}-\theta^r=-\eta_\ell J\Delta u_i`."""
+
+    solver = "Scaffold"
+    handled = frozenset({"rounds", "local_steps", "step_size", "global_step", "control", "batch_size"})
+
+    def check(self, solver):
+        super().check(solver)
+        if solver.control != "gradient":
+            raise InvalidParameterError(
+                "Scaffold(control='local') (option II: each client keeps its control variate between "
+                "rounds) is not ported to Flower; run it on the simulator or use control='gradient'")
+
+    def round(self, r, state, ex, solver, rng):
+        x, p, eta, J = state["theta"], state["weights"], state["eta"], solver.local_steps
+        up = ex.send("train.controls", {"model": x}, {"batch-size": batch_size(solver)})
+        c = combine(p, up, "controls", range(ex.n))
+        du = ex.send("train.corrected_steps", {"control": c},
+                     {"eta": eta, "steps": J, "batch-size": batch_size(solver)}, to=up)
+        state["theta"] = x - solver.global_step * (eta * J) * combine(p, du, "update", range(ex.n))
+        return state
+
+
+class QFedAvgPort(Port):
+    r""":class:`~drflmodel.solvers.QFedAvg` (Li, Sanjabi, Beirami, Smith 2020, Algorithm 2): each
+    client weights its own update by its own loss; :math:`w^{r+1}=w^r-\sum_i\Delta_i/\sum_ih_i`.
+    The recorded weights :math:`F_i^q` come back as record-only diagnostics (not counted)."""
+
+    solver = "QFedAvg"
+    handled = frozenset({"rounds", "local_steps", "lipschitz", "batch_size"})
+
+    def round(self, r, state, ex, solver, rng):
+        x = state["theta"]
+        up = ex.send("train.q_weighted_steps", {"model": x},
+                     {"lipschitz": state["L"], "q": state["q"], "steps": solver.local_steps,
+                      "batch-size": batch_size(solver)})
+        ones = np.ones(ex.n)
+        h = float(combine(ones, up, "h", range(ex.n))[0])
+        state["theta"] = x - combine(ones, up, "delta", range(ex.n)) / h
+        state["weights"] = losses_or_stale(up, "weight", state["weights"], ex.n)
+        return state
+
+
 class RFedFairPort(Port):
     r""":class:`~drflmodel.solvers.RFedFair` (FAFL paper, Algorithm 1): clients step
     on :math:`\hat f^{\mu,i}` (exact loss in the sigmoid weight; the gradient exact, or a minibatch
@@ -285,7 +351,8 @@ class RFedFairPort(Port):
 
 #: simulator solver name -> its Flower port
 PORTED: dict[str, Port] = {p.solver: p for p in (ScaffPDPort(), ScaffPDIAPort(), DRFAPort(),
-                                                   StochasticAFLPort(), FedAvgPort(), RFedFairPort(),
+                                                   StochasticAFLPort(), FedAvgPort(), FedProxPort(),
+                                                   ScaffoldPort(), QFedAvgPort(), RFedFairPort(),
                                                    FairVFLPort(), FedBCDPort())}
 
 

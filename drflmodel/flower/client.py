@@ -23,10 +23,18 @@ fresh minibatch gradient (``config["batch-size"] > 0``):
 ``train.corrected_steps`` (Alg. 2)
     :math:`c\mapsto\Delta u_i=(x-u_J)/(\eta J)` after
     :math:`u_j=u_{j-1}-\eta(g_i(u_{j-1})-c_i+c)`, :math:`u_0=x`.
-``train.local_sgd`` (FedAvg, DRFA)
-    :math:`J` steps :math:`u_j=u_{j-1}-\eta g_i(u_{j-1})` from the model; reply ``update``
-    :math:`x-u_J`, or with ``config["snapshot"] = t`` the pair ``models`` :math:`u_J`,
+``train.local_sgd`` (FedAvg, FedProx, DRFA)
+    :math:`J` steps :math:`u_j=u_{j-1}-\eta g_i(u_{j-1})` from the model -- with FedProx's
+    ``config["mu"]`` :math:`\mu>0`, :math:`u_j=u_{j-1}-\eta(g_i(u_{j-1})+\mu(u_{j-1}-x))`; reply
+    ``update`` :math:`x-u_J`, or with ``config["snapshot"] = t`` the pair ``models`` :math:`u_J`,
     ``snapshots`` :math:`u_t` (DRFA).
+``train.controls`` (SCAFFOLD, option I)
+    :math:`x\mapsto c_i=g_i(x)` (kept with :math:`x` for ``train.corrected_steps``).
+``train.q_weighted_steps`` (q-FedAvg, Li et al. 2020 Algorithm 2)
+    :math:`F_i=f_i(x)`, :math:`J` steps of size :math:`1/L` to :math:`\bar u`,
+    :math:`\Delta w=L(x-\bar u)`; reply ``delta`` :math:`F_i^q\Delta w` and ``h``
+    :math:`qF_i^{q-1}\|\Delta w\|^2+LF_i^q` (and :math:`F_i^q` as a record-only diagnostic: the
+    weight the trace records).
 ``query.loss``
     :math:`x\mapsto f_i(x)` (DRFA's snapshot losses, rFedFair's :math:`\eta_0` setup).
 ``train.loss_gradient`` (Stochastic-AFL)
@@ -216,12 +224,33 @@ def _corrected_steps(c: _Client, down: dict) -> dict:
 def _local_sgd(c: _Client, down: dict) -> dict:
     x = down["model"]
     eta, J, t = float(c.config["eta"]), int(c.config["steps"]), int(c.config.get("snapshot", -1))
+    mu = float(c.config.get("mu", 0.0))              # FedProx's proximal weight (0: plain steps)
     u, snap = x.copy(), None
     for j in range(1, J + 1):
-        u = u - eta * c.gradient(u)
+        u = u - eta * (c.gradient(u) if mu == 0 else c.gradient(u) + mu * (u - x))
         if j == t:
             snap = u.copy()
     return {"update": x - u} if t < 0 else {"models": u, "snapshots": snap}
+
+
+def _controls(c: _Client, down: dict) -> dict:
+    x = down["model"]
+    ci = c.gradient(x)
+    c.keep(model=x, control=ci)
+    return {"controls": ci}
+
+
+def _q_weighted_steps(c: _Client, down: dict) -> dict:
+    x, L, q = down["model"], float(c.config["lipschitz"]), float(c.config["q"])
+    F = max(c.view.value(x), 0.0)                    # the client's own loss
+    u = x.copy()
+    for _ in range(int(c.config["steps"])):
+        u = u - (1.0 / L) * c.gradient(u)
+    dW = L * (x - u)
+    Fq = F ** q
+    Fq1 = (F ** (q - 1.0) if F > 0 else 0.0) if q != 1.0 else 1.0
+    c.diagnostics = {"weight": [Fq]}
+    return {"delta": Fq * dW, "h": [q * Fq1 * float(dW @ dW) + L * Fq]}
 
 
 def _loss(c: _Client, down: dict) -> dict:
@@ -284,6 +313,8 @@ OPERATIONS: dict[str, Callable] = {
     "train.losses_controls": _losses_controls,
     "train.corrected_steps": _corrected_steps,
     "train.local_sgd": _local_sgd,
+    "train.controls": _controls,
+    "train.q_weighted_steps": _q_weighted_steps,
     "query.loss": _loss,
     "train.loss_gradient": _loss_gradient,
     "train.smoothed_steps": _smoothed_steps,

@@ -262,7 +262,7 @@ class Problem(ProblemBase):
         if getattr(loss, "task", None) == "multiclass" and not self.supports_multiclass:
             raise InvalidParameterError(
                 f"{type(self).__name__} does not support the multi-class loss {loss!r}: "
-                f"{self.multiclass_refusal}; FederatedDRO and FairnessAwareFL do")
+                f"{self.multiclass_refusal}; FederatedDRO, FairnessAwareFL and RelativeFairness do")
         self.objectives = ClientObjectives(federation, loss, self.l2, penalize_intercept)
         self.penalize_intercept = self.objectives.penalize_intercept
 

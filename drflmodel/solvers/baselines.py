@@ -9,6 +9,9 @@ listed per class:
   ERM :math:`\\min_\\theta\\sum_ip_if_i(\\theta)` with **fixed** weights :math:`p`: they run on a
   :class:`~drflmodel.problems.dro.FederatedDRO` whose weight set is a single point, e.g.
   ``CVaR(n, 1)`` (uniform :math:`p`) or ``HCVaR(p, 1)`` (:math:`p`-weighted).
+* :class:`FedProx` (Li et al. 2020) runs FedAvg's round on each client's proximal objective
+  :math:`f_i(u)+\\frac\\mu2\\|u-\\theta^r\\|^2`, on the same fixed weights. Its fixed point is in
+  general **not** ERM's optimum under heterogeneity (its class docstring; measured in the tests).
 * :class:`StochasticAFL` (Mohri et al. 2019) and :class:`DRFA` (Deng et al. 2020) solve the
   min–max problem over the problem's weight set (the simplex in the papers; any set with a
   ``prox`` works, which for a penalized set is DRFA-Prox). Both run with full participation
@@ -38,7 +41,7 @@ from ._base import Solver, check_batch_size, check_rounds, check_step
 from ._sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from .scaffpd import _initial_weights
 
-__all__ = ["FedAvg", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
+__all__ = ["FedAvg", "FedProx", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
 
 _DRO = ("drflmodel.problems.dro:FederatedDRO",)
 #: recorded per round by the min-max baselines when they sample clients
@@ -221,6 +224,90 @@ class Scaffold(Solver):
             state["c"] = state["c"] + runtime.aggregate(p, dC)
         state["theta"] = x + self.global_step * runtime.aggregate(p, D)
         return state
+
+
+class FedProx(Solver):
+    r"""FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar, Smith 2020, "Federated Optimization in
+    Heterogeneous Networks", MLSys, Algorithm 2), full participation, on fixed weights :math:`p`.
+
+    Round :math:`r`: the server broadcasts :math:`\theta^r`; client *i* approximately minimizes its
+    proximal objective :math:`h_i(u;\theta^r)=f_i(u)+\frac\mu2\|u-\theta^r\|^2` by :math:`J` local
+    (stochastic) gradient steps from :math:`u_{i,0}=\theta^r`,
+
+    .. math:: u_{i,j}=u_{i,j-1}-\eta\big(g_i(u_{i,j-1})+\mu(u_{i,j-1}-\theta^r)\big),
+
+    and uploads :math:`\theta^r-u_{i,J}`; the server sets
+    :math:`\theta^{r+1}=\theta^r-\sum_ip_i(\theta^r-u_{i,J})=\sum_ip_iu_{i,J}` (the paper's average
+    of the returned models, here with every client and its weight :math:`p_i` instead of :math:`K`
+    clients sampled by :math:`p`). The paper's :math:`\gamma`-inexact local solver is these
+    :math:`J` steps; ``mu=0`` is :class:`FedAvg` with ``global_step=1`` (the same iterates, bit for bit).
+
+    Parameters: ``mu`` :math:`\mu\ge0` (the proximal weight); ``local_steps`` :math:`J`;
+    ``step_size`` :math:`\eta` (default :math:`1/((L_{xx}+\mu)J)`, :math:`L_{xx}+\mu` being the
+    smoothness of :math:`h_i`); ``batch_size``. Communication per round: FedAvg's (model down,
+    :math:`n` messages of :math:`P` floats; update up, the same).
+
+    **What it converges to** (not ERM's optimum, in general). A fixed point satisfies
+    :math:`\sum_ip_i(\theta-u_{i,J}(\theta))=0`. With *exact* local minimization
+    (:math:`u_i=\operatorname{prox}_{f_i/\mu}(\theta)`, the limit :math:`J\to\infty`, :math:`\eta`
+    small) this reads :math:`\sum_ip_i\nabla f_i(u_i)=0` at the clients' *local* points
+    :math:`u_i\ne\theta`: :math:`\theta` is the stationary point of
+    :math:`\sum_ip_iM_i(\theta)`, :math:`M_i(\theta)=\min_uf_i(u)+\frac\mu2\|u-\theta\|^2` (the
+    Moreau envelopes, :math:`\nabla M_i(\theta)=\nabla f_i(u_i)`), which equals ERM's
+    :math:`\sum_ip_i\nabla f_i(\theta)=0` only when the clients agree (e.g. identical curvature or a
+    common minimizer). For quadratics :math:`f_i=\frac{a_i}2(\theta-b_i)^2` the fixed point is the
+    mean of the :math:`b_i` weighted by :math:`p_ia_i/(a_i+\mu)`, ERM's by :math:`p_ia_i`: the bias
+    is :math:`O(1/\mu)` and vanishes only as :math:`\mu\to\infty` (where the round becomes one
+    gradient step of size :math:`1/\mu`); :math:`\mu\to0` gives the average of the local minimizers.
+    With :math:`J` finite steps the fixed point is that of the map :math:`u_{i,J}(\theta)` (also
+    biased, like FedAvg's client drift). Li et al. analyse progress on ERM's objective under a
+    bounded-dissimilarity assumption on the clients' gradients, which fails near ERM's optimum
+    when the clients are heterogeneous; the bias above is measured in
+    ``tests/solvers/test_fedprox.py`` against the fixed point computed in closed form.
+    """
+
+    problem_types = _DRO
+    #: linear convergence to its own fixed point (exact gradients, strongly convex f_i), which is
+    #: not the oracle's optimum in general: verify against ERM then reports the bias
+    expected_rate = "linear"
+
+    def __init__(self, rounds: int = 100, mu: float = 0.01, local_steps: int = 10,
+                 step_size: float | None = None, batch_size: int | None = None):
+        super().__init__(rounds=rounds, mu=mu, local_steps=local_steps, step_size=step_size,
+                         batch_size=batch_size)
+
+    def _validate(self):
+        p = self.params
+        self.mu = check_real(p["mu"], "mu", low=0.0)
+        self.local_steps = check_rounds(p["local_steps"], "local_steps")
+        if p["step_size"] is not None:
+            check_step(p["step_size"], "step_size")
+        self.batch_size = check_batch_size(p["batch_size"])
+
+    def _initialize(self, problem, runtime, theta0):
+        p = fixed_weights(problem.weights, problem.n_clients)
+        eta = self.params["step_size"]
+        if eta is None:
+            eta = 1.0 / ((_smoothness(problem) + self.mu) * self.local_steps)
+        return {"theta": theta0, "weights": p, "eta": eta, "info": {"step_size_used": eta},
+                "expected_rate": None if self.batch_size else self.expected_rate}
+
+    def _round(self, r, state, runtime):
+        x = runtime.broadcast("model", state["theta"])
+        U = proximal_local_steps(runtime, x, self.local_steps, state["eta"], self.mu)
+        D = runtime.upload(update=x[None, :] - U)
+        state["theta"] = x - runtime.aggregate(state["weights"], D)
+        return state
+
+
+def proximal_local_steps(runtime, x, steps: int, eta: float, mu: float) -> np.ndarray:
+    r"""FedProx's local solver on every client at once: :math:`J` steps
+    :math:`u\leftarrow u-\eta(g_i(u)+\mu(u-x))` from :math:`u=x`; returns :math:`u_J`, shape ``(n, P)``.
+    With :math:`\mu=0` these are :meth:`ClientRuntime.local_sgd`'s steps (the same arithmetic)."""
+    U = np.array(np.broadcast_to(x, (runtime.n, x.size)))
+    for _ in range(steps):
+        U = U - eta * (runtime.gradients(U) + mu * (U - x[None, :]))
+    return U
 
 
 # ---------------------------------------------------------------------------------- min-max

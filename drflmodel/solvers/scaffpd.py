@@ -80,6 +80,16 @@ def ball_lipschitz(grad_norms, smoothness_rows, radius: float) -> float:
     return float(np.sqrt(np.sum((np.asarray(grad_norms) + np.asarray(smoothness_rows) * radius) ** 2)))
 
 
+def no_strong_convexity_reason(problem) -> str:
+    """Why :math:`\\mu_x=0`, as a clause for an error message: an unpenalized intercept
+    (``penalize_intercept=False``, scikit-learn's convention) leaves every :math:`f_i` without
+    strong convexity in it even when :math:`\\ell_2>0`; otherwise ``l2 = 0``."""
+    if getattr(problem, "l2", 0) > 0 and getattr(problem, "penalize_intercept", True) is False:
+        return (": the intercept is unpenalized (penalize_intercept=False), so no client objective is "
+                "strongly convex in it")
+    return ": l2 = 0" if getattr(problem, "l2", 0) == 0 else ""
+
+
 def scaffpd_constants(problem, theta0, mu_x=None, smoothness=None, lipschitz=None,
                       mu_lambda=None, radius=None) -> dict:
     """The constants of the Scaff-PD schedules (see the module docstring).
@@ -103,8 +113,9 @@ def scaffpd_constants(problem, theta0, mu_x=None, smoothness=None, lipschitz=Non
         if rb is None:
             if mu <= 0:
                 raise InvalidParameterError(
-                    "cannot bound the iterate region without strong convexity (mu_x = 0); "
-                    "pass lipschitz= (L_lambda_x) or radius=, or use l2 > 0")
+                    "cannot bound the iterate region without strong convexity (mu_x = 0"
+                    f"{no_strong_convexity_reason(problem)}); pass lipschitz= (L_lambda_x) or radius=, "
+                    "or use l2 > 0 on every coefficient")
             rb = 2.0 * float(g.max()) / mu
         lip = ball_lipschitz(g, Li if smoothness is None else np.full_like(Li, L), rb)
     else:
@@ -319,8 +330,9 @@ class ScaffPD(Solver):
             kind = "sc-sc" if const["mu_lambda"] > 0 else "sc-c"
         if const["mu_x"] <= 0:
             raise InvalidParameterError(
-                f"schedule {kind!r} needs strongly convex client losses (mu_x > 0); "
-                "use l2 > 0 or schedule='constant'")
+                f"schedule {kind!r} needs strongly convex client losses (mu_x > 0; here mu_x = 0"
+                f"{no_strong_convexity_reason(problem)}); use l2 > 0 on every coefficient or "
+                "schedule='constant'")
         if kind == "sc-sc":
             sch = sc_sc_schedule(const["mu_x"], const["mu_lambda"], const["L_xx"], const["L_lx"],
                                  p["conservative"])

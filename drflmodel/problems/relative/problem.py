@@ -68,9 +68,30 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
     ``solve(method="auto")`` chooses the route (:meth:`routes`, :mod:`.routes`) and records it in
     ``solution.info["method"]``; ``solution.info["indices"]`` holds :math:`\mathfrak R_{A,B}`,
     20:20, Palma, Atkinson and Gini of the client losses at the solution.
+
+    **Multi-class (softmax) models** (:class:`~drflmodel.losses.Multinomial`, :math:`\theta` of
+    length :math:`Kd` in the layout of :mod:`drflmodel.layout`). The formulation needs only the
+    client objectives :math:`f_i`, which stay convex, so it extends as written; what changes is
+    what can be certified. The exact routes R1/R2/R3 are for quadratic losses and do not apply.
+    :math:`\varphi=0` is federated DRO over :math:`A` (certified by
+    :class:`~drflmodel.problems.dro.FederatedDRO`). For :math:`\varphi>0` the objective mixes
+    negative weights, and its convexity is tested by Nakakita et al.'s Proposition 10,
+    :math:`\|\Lambda_\varphi\|_1<1+2m_f/(M_f-m_f)`, with :math:`m_f=\ell_2` (the softmax
+    cross-entropy itself is not strongly convex: its Hessian vanishes as the probabilities
+    saturate) and :math:`M_f=\frac12\lambda_{\max}(X_i^\top X_i/N_i)+\ell_2` (Böhning's bound on
+    the softmax Hessian). Where it holds, the local route's answer is certified by the
+    strong-convexity (Lemma 8) lower bound and can be ``"optimal"``; where it fails -- any
+    realistic :math:`\ell_2` on real data -- the problem is not known to be convex, the route
+    returns ``"local"`` with the weak-duality lower bound over the nonnegative part of
+    :math:`\Lambda_\varphi` (valid for any convex losses), and the gap says how far from certified
+    it is. No intercept option: every coefficient is penalized.
     """
 
     family = "relative"
+    #: the softmax loss enters only through the client objectives f_i (convex in theta for every
+    #: K): the local route (CCP + weak-duality bound) and the phi = 0 reduction hold as written;
+    #: the exact quadratic routes do not apply (see the class docstring)
+    supports_multiclass = True
 
     def __init__(self, federation, loss, A, B, phi, l2: float = 0.0, box=None):
         super().__init__(federation, loss, l2)
