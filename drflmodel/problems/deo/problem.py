@@ -444,6 +444,22 @@ class DEOConstrained(Lagrangian, VerticalProblem):
                 hi = mid
         return lo * t, lo
 
+    def project_to_slab(self, theta) -> np.ndarray:
+        r"""Linear fairness loss: the nearest point of :math:`\{|D(\theta)|\le\varepsilon\}`,
+        :math:`\theta-\frac{D(\theta)-\mathrm{sign}(D)\,\varepsilon}{\|\nabla D\|^2}\nabla D` when
+        :math:`|D(\theta)|>\varepsilon` (exactly feasible up to rounding, unlike the tolerance of
+        :meth:`shrink_to_feasible`, and not pulled towards 0 when :math:`\varepsilon = 0`)."""
+        t = self._theta(theta)
+        if not self.is_affine:
+            raise InvalidParameterError("project_to_slab needs the linear fairness loss (affine D)")
+        g = self.fairness_gap_gradient(t)
+        for _ in range(3):                 # a second pass removes the rounding of the first
+            D = self.fairness_gap(t)
+            if abs(D) <= self.eps_deo:
+                break
+            t = t - (D - np.sign(D) * self.eps_deo) / float(g @ g) * g
+        return t.copy()
+
     # ------------------------------------------------------------------ solve
     def routes(self) -> list:
         """``convex``, ``sdp``, ``dc``, ``penalty_local``: exactly one applies, the one of
