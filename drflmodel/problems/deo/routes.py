@@ -4,7 +4,9 @@ r"""The solve routes of the DEO-constrained problem, one per problem class.
 route                  problem class                               certificate
 =====================  ==========================================  ====================================
 ``"convex"``           ``affine_fair``, ``penalty_c_affine``       Lagrangian bound at the solver's
-                                                                   duals / the penalty multipliers
+                                                                   duals / the penalty multipliers;
+                                                                   piecewise-linear losses: the exact
+                                                                   dual function (:mod:`.dual`)
 ``"sdp"``              ``squared_fair_qcqp`` (:mod:`.sdp`)         S-lemma dual function
 ``"dc"``               ``dc_deo`` (:mod:`.local`)                  (c1)--(c3) bounds; ``"local"`` if
                                                                    no certificate closes the gap
@@ -78,8 +80,9 @@ class DEORoute(Route):
 class ConvexRoute(DEORoute):
     r"""Affine :math:`D` (linear fairness loss): problem (4) or :math:`P_c` is
     convex. Lower bound: the Lagrangian bound at the solver's multipliers (problem (4), after
-    pulling :math:`\theta` back to feasibility) or at :math:`\lambda_c` (:math:`P_c`); the solver's
-    value only when ``l2 = 0`` leaves no strong convexity."""
+    projecting :math:`\theta` onto the feasible slab) or at :math:`\lambda_c` (:math:`P_c`); for a
+    piecewise-linear loss the exact dual function of :mod:`.dual` (whose primal point is kept when
+    better); the solver's value only when ``l2 = 0`` leaves no strong convexity."""
 
     name = "convex"
     classes = ("affine_fair", "penalty_c_affine")
