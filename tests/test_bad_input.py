@@ -8,6 +8,7 @@ line, and asserts a :class:`~drflmodel.errors.DrflmodelError` whose message name
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -150,6 +151,8 @@ def test_cli_reports_an_unknown_loss_before_reading_the_data(tmp_path, capsys):
 # =============================================================================================
 # property test: random wrong inputs everywhere, always a drflmodel error naming the argument
 # =============================================================================================
+#: examples per property (DRFLMODEL_BAD_INPUT_EXAMPLES raises it for a longer search)
+MAX_EXAMPLES = int(os.environ.get("DRFLMODEL_BAD_INPUT_EXAMPLES", "150"))
 OBJ = object()
 #: values of the wrong type for any numeric, boolean or choice parameter
 JUNK = st.one_of(st.text(min_size=1, max_size=4), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
@@ -305,7 +308,7 @@ def constructor_case(draw):
     return name, call, valid, arg, draw(values), names
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=MAX_EXAMPLES * 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=constructor_case())
 def test_every_constructor_refuses_wrong_arguments_by_name(case):
     name, call, valid, arg, value, names = case
@@ -339,7 +342,7 @@ SOLVE_ARGS = {
 }
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arg=st.sampled_from(sorted(SOLVE_ARGS)), data=st.data())
 def test_solve_refuses_wrong_arguments_by_name(monkeypatch, arg, data):
     values, names = SOLVE_ARGS[arg]
@@ -371,7 +374,7 @@ ESTIMATOR_ARGS = {
 }
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(_estimators())), arg=st.sampled_from(sorted(ESTIMATOR_ARGS)), data=st.data())
 def test_fit_refuses_wrong_parameters_by_name(monkeypatch, name, arg, data):
     values, names = ESTIMATOR_ARGS[arg]
@@ -401,7 +404,7 @@ CLI_WRONG = {
 }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=MAX_EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(sorted(CLI_WRONG)), data=st.data())
 def test_cli_refuses_wrong_config_values_by_name(tmp_path, key, data):
     table, name = key

@@ -29,9 +29,15 @@ constraints are the candidate weights :math:`\lambda`; the Solution comes from
 :meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`: :math:`U=\Phi(\theta)` in numpy and
 :math:`L=\min_\theta\sum_i\lambda_if_i(\theta)-\psi(\lambda)` with :math:`\lambda` made feasible, by
 Newton's method and the strong-convexity bound (:mod:`._newton`). The route stops when
-:math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`; if the gap is not within ``gap_tol`` after
-``max_steps`` steps (or a step fails), ``method="auto"`` falls back to the conic route and records
-the attempt in ``info["route_attempts"]``.
+:math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`, or when the point no longer moves; if the gap is
+not within ``gap_tol`` then (or after ``max_steps`` steps), ``method="auto"`` falls back to the next
+route and records the attempt in ``info["route_attempts"]``.
+
+**Recovery.** A step problem a solver cannot solve (Clarabel's ``NumericalError`` was seen on
+badly scaled clients) is retried with the next installed solver (:data:`STEP_SOLVERS`), then
+inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`RECOVERY_RADII`, a second
+compiled model); only when none answers does the route give up, listing every failure
+(:func:`recovered_step`, shared with the Wasserstein route).
 """
 
 from __future__ import annotations
@@ -249,6 +255,9 @@ class NewtonSQPRoute(Route):
                 best = sol
             if gap <= opts["tol"] or (gap <= request.gap_tol and stalled):
                 break                 # closed, or certified and the model sees no decrease left
+            if stalled:               # theta no longer moves: every further step would repeat this one
+                record["stalled"] = True
+                break
         if best is None:
             return problem._failed_solution([{"method": self.name, "history": history}])
         best.duals = problem._sqp_duals(model, best.duals["epigraph"], best.theta)

@@ -43,7 +43,16 @@ piecewise-linear losses the model is exact on the whole region: the steps are tr
 steps and end on the solution's pieces).
 
 **Start.** L-BFGS-B (scipy) on :math:`F` with a subgradient from the active branches -- good to
-a few digits, which is all the trust region needs.
+a few digits, which is all the trust region needs -- from 0, and also from the nominal
+(radius-0) minimizer when it does not leave 0: at :math:`w=0` every norm is at its kink and, with
+a finite label cost, every sample's own and flipped losses tie, so the subgradient it sees need
+not point downhill.
+
+**Degenerate points and recovery.** Samples tied at the point itself (all of them at :math:`w=0`)
+cannot be untied by any region, so they are kept tied (with ``cap`` others) rather than shrinking
+the region to nothing; while the cap is what keeps good steps short it doubles, up to 16x. A step
+problem no solver answers is retried with the next solver, then in a smaller region
+(:func:`._sqp.recovered_step`).
 
 **Certificate (the conic route's, independent of the steps).** :math:`U=F(w)` in numpy;
 :math:`L` = the rigorous Lagrangian bound of :mod:`._wasserstein_bound` at :math:`w` with client
