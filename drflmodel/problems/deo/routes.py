@@ -109,6 +109,8 @@ class ConvexRoute(DEORoute):
             if problem.loss.piecewise_linear:
                 theta, lb, lb_method, certificate = self._piecewise_dual(problem, request, theta, lam, lb,
                                                                          lb_method, certificate, info)
+                if problem.penalty_c is not None:      # lambda_c belongs to the point that is kept
+                    lam = problem.penalty_multipliers(theta)
             if not np.isfinite(lb):  # l2 = 0: no strong convexity, fall back on the solver's value
                 lb, lb_method = float(prob.value), "solver_value (l2 = 0: no strong-convexity bound)"
                 certificate = "solver"
