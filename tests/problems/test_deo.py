@@ -512,7 +512,7 @@ def test_dc_route_with_hinge_and_feasible_unconstrained_minimum_is_optimal():
     """Hinge with fairness_loss="same" (a DC problem) whose unconstrained minimum is feasible: the
     exact dual bound of the unconstrained problem certifies it (before: "optimal_within_gap" from
     the subgradient bound). Checked against an independent SLSQP solve of the hinge QP."""
-    vf, X, y = mirrored_data(seed=1)
+    vf, X, y = mirrored_data(n=25, seed=1)
     l2 = 1e-2
     sol = DEOConstrained(vf, Hinge(), 1e-3, fairness_loss="same", l2=l2).solve()
     assert sol.info["problem_class"] == "dc_deo"
