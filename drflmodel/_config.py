@@ -172,6 +172,7 @@ def load_config(path, need_solver: bool = False) -> dict:
         raise ConfigError(f"'data.source' must be one of {', '.join(DATA_SOURCES)}; got {out['data']['source']!r}")
     if out["problem"]["family"] not in FAMILIES:
         raise ConfigError(f"'problem.family' must be one of {', '.join(FAMILIES)}; got {out['problem']['family']!r}")
+    _check_loss_name(out["loss"]["name"])     # before any data is read: the task comes from the loss
     if out["solver"].get("engine", "simulator") not in ENGINES:
         raise ConfigError(f"'solver.engine' must be one of {', '.join(ENGINES)}; got {out['solver']['engine']!r}")
     _check_table_keys(out["data"], out["problem"]["family"])
@@ -186,6 +187,13 @@ def load_config(path, need_solver: bool = False) -> dict:
             raise ConfigError(f"'data.path': file not found: {data_path}")
         out["data"]["path"] = str(data_path)
     return out
+
+
+def _check_loss_name(name: str) -> None:
+    from .losses import ALL_LOSSES
+
+    if name not in ALL_LOSSES:
+        raise ConfigError(f"'loss.name' must be one of {', '.join(ALL_LOSSES)}; got {name!r}")
 
 
 def _check_table_keys(data: dict, family: str) -> None:

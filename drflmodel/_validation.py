@@ -9,12 +9,39 @@ import numpy as np
 from .errors import InvalidDataError, InvalidParameterError
 
 
-def as_finite_array(value, name: str, ndim: int | None = None, dtype=float) -> np.ndarray:
-    """Return ``value`` as a float array, raising :class:`InvalidDataError` on NaN/inf or bad ndim."""
+def as_real_array(value, name: str, error=InvalidParameterError, dtype=float,
+                  allow_bool: bool = False) -> np.ndarray:
+    """``value`` as a real float array, or ``error`` naming ``name``: text or bytes (numpy would
+    parse ``"1"`` as 1.0), complex entries (numpy would drop the imaginary part with only a
+    warning), ragged nesting, objects that are not numbers, and booleans (a boolean *array* only
+    with ``allow_bool``, e.g. 0/1 features; never a lone ``True``) are refused, not converted."""
     try:
-        arr = np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise InvalidDataError(f"{name} must be numeric array-like; got {type(value).__name__}") from exc
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise error(f"{name} must be a numeric array; got a ragged or non-numeric "
+                    f"{type(value).__name__}") from None
+    if raw.dtype.kind in "USV":
+        raise error(f"{name} must be numeric; got {'text' if raw.dtype.kind == 'U' else 'bytes'} "
+                    f"({type(value).__name__} {_short(value)})")
+    if raw.dtype.kind == "b" and (raw.ndim == 0 or not allow_bool):
+        raise error(f"{name} must be numeric; got a boolean {_short(value)}")
+    if raw.dtype.kind == "c" or (raw.dtype.kind == "O" and any(isinstance(v, complex) for v in raw.flat)):
+        raise error(f"{name} must be real; got complex values")
+    try:
+        return raw.astype(dtype)
+    except (TypeError, ValueError):
+        raise error(f"{name} must be numeric; got {type(value).__name__} {_short(value)}") from None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def as_finite_array(value, name: str, ndim: int | None = None, dtype=float) -> np.ndarray:
+    """Return ``value`` as a real float array (:func:`as_real_array`), raising
+    :class:`InvalidDataError` on text, complex entries, NaN/inf or a bad ndim."""
+    arr = as_real_array(value, name, InvalidDataError, dtype, allow_bool=True)
     if ndim is not None and arr.ndim != ndim:
         raise InvalidDataError(f"{name} must be {ndim}-dimensional; got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -72,7 +99,7 @@ def check_choice(value, name: str, choices) -> object:
 
 def check_probability_vector(value, name: str, n: int | None = None, atol: float = 1e-9) -> np.ndarray:
     """Check ``value`` is a probability vector (nonnegative, sums to one within ``atol``)."""
-    arr = np.asarray(value, dtype=float)
+    arr = as_real_array(value, name)
     if arr.ndim != 1:
         raise InvalidParameterError(f"{name} must be a 1-D vector; got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:

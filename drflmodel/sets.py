@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 import cvxpy as cp
 
-from ._validation import as_finite_array, check_int, check_probability_vector, check_real
+from ._validation import as_finite_array, as_real_array, check_int, check_probability_vector, check_real
 from .errors import InvalidDataError, InvalidParameterError, NotConvexError, SolverError
 
 __all__ = [
@@ -534,7 +534,7 @@ class HCVaR(_BoxSimplexSet):
 
     def set_alpha(self, alpha) -> None:
         """Change :math:`\\alpha` (numpy side and the DPP parameter ``cap_param``)."""
-        a = np.asarray(alpha, float)
+        a = as_real_array(alpha, "alpha")
         if a.ndim == 0:
             a = np.full(self.n, float(a))
         if a.shape != (self.n,):

@@ -258,6 +258,10 @@ class Problem(ProblemBase):
     multiclass_refusal = "its reformulation is written for one score per sample"
 
     def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
+        from ..data import Federation
+
+        if not isinstance(federation, Federation):
+            raise InvalidDataError(f"federation must be a drflmodel.Federation; got {type(federation).__name__}")
         super().__init__(federation, loss, l2)
         if getattr(loss, "task", None) == "multiclass" and not self.supports_multiclass:
             raise InvalidParameterError(

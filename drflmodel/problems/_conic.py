@@ -2,10 +2,11 @@ r"""Conic solvers: their names and documented settings, the solver sequence ever
 and the conic route.
 
 * :func:`check_solver` / :func:`check_solver_options` -- ``solve(solver=..., **options)`` is
-  validated before anything runs: an unknown or uninstalled solver, or a setting the solver does
-  not document, raises :class:`~drflmodel.errors.InvalidParameterError` naming the valid ones.
-  Settings are read from the solver itself where it exposes them (the attributes of
-  ``clarabel.DefaultSettings()``) and otherwise from its documentation (SCS 3 "Settings", the
+  validated before anything runs: an unknown or uninstalled solver, a setting the solver does
+  not document, or a value of the wrong type (``max_iters="ten"``) raises
+  :class:`~drflmodel.errors.InvalidParameterError` naming the setting and what it takes.
+  Settings and their types are read from the solver itself where it exposes them (the attributes
+  of ``clarabel.DefaultSettings()``) and otherwise from its documentation (SCS 3 "Settings", the
   ECOS Python interface); other solvers take no options from drflmodel.
 * :class:`SolverSequence` -- the one loop over solvers: the user's solver first, then the
   documented order; the documented tolerances of :data:`SOLVER_OPTIONS` for each, the user's
@@ -28,18 +29,20 @@ and feasibility tolerances of 1e-9; SCS (first-order, the last resort and for co
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 import time
 import warnings
 
 import cvxpy as cp
+import numpy as np
 
 from ..errors import InvalidParameterError, SolverFallbackWarning
 from ..solution import relative_gap
 from ._routes import Route
 
-__all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings",
+__all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings", "solver_setting_types",
            "check_solver_options", "default_solver", "quiet_solve", "SolverSequence", "ConicRoute"]
 
 #: the documented tolerances per solver
@@ -51,16 +54,20 @@ SOLVER_OPTIONS = {
     "HIGHS": {},
 }
 
-#: settings documented by solvers that do not expose them programmatically (``verbose`` is
-#: ``solve``'s own argument; ``warm_start`` is CVXPY's): SCS 3 "Settings"; ECOS's Python interface
+#: settings documented by solvers that do not expose them programmatically, with their types
+#: (``verbose`` is ``solve``'s own argument; ``warm_start`` is CVXPY's): SCS 3 "Settings"; ECOS's
+#: Python interface. ``None``: a value drflmodel does not check (SCS's ``linear_solver`` enum).
 _DOCUMENTED_SETTINGS = {
-    "SCS": frozenset({"max_iters", "eps_abs", "eps_rel", "eps_infeas", "alpha", "rho_x", "scale",
-                      "normalize", "adaptive_scale", "acceleration_lookback", "acceleration_interval",
-                      "time_limit_secs", "write_data_filename", "log_csv_filename", "use_indirect",
-                      "linear_solver"}),
-    "ECOS": frozenset({"max_iters", "abstol", "reltol", "feastol", "abstol_inacc", "reltol_inacc",
-                       "feastol_inacc", "nitref"}),
+    "SCS": {"max_iters": int, "eps_abs": float, "eps_rel": float, "eps_infeas": float, "alpha": float,
+            "rho_x": float, "scale": float, "normalize": bool, "adaptive_scale": bool,
+            "acceleration_lookback": int, "acceleration_interval": int, "time_limit_secs": float,
+            "write_data_filename": str, "log_csv_filename": str, "use_indirect": bool,
+            "linear_solver": None},
+    "ECOS": {"max_iters": int, "abstol": float, "reltol": float, "feastol": float, "abstol_inacc": float,
+             "reltol_inacc": float, "feastol_inacc": float, "nitref": int},
 }
+_TYPE_WORDS = {int: "an integer", float: "a real number", bool: "True or False", str: "a string",
+               list: "a list"}
 
 _OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 _INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
@@ -105,36 +112,64 @@ def check_solver(solver) -> str | None:
     return name
 
 
-def solver_settings(solver: str | None) -> frozenset | None:
-    """The settings ``solver`` documents (``None`` if drflmodel cannot check them)."""
+def solver_setting_types(solver: str | None) -> dict | None:
+    """``{setting: type}`` for the settings ``solver`` documents (``None`` if drflmodel cannot
+    check them; a type ``None``: any value). Clarabel's types are those of its defaults."""
     if solver == "CLARABEL":
         import clarabel
 
         s = clarabel.DefaultSettings()
-        return frozenset(a for a in dir(s) if not a.startswith("_") and not callable(getattr(s, a))
-                         and a != "verbose")
+        return {a: type(getattr(s, a)) for a in dir(s)
+                if not a.startswith("_") and not callable(getattr(s, a)) and a != "verbose"}
     return _DOCUMENTED_SETTINGS.get(solver)
 
 
+def solver_settings(solver: str | None) -> frozenset | None:
+    """The settings ``solver`` documents (``None`` if drflmodel cannot check them)."""
+    types = solver_setting_types(solver)
+    return None if types is None else frozenset(types)
+
+
+def _typed_setting(solver: str, name: str, value, kind):
+    """``value`` as the setting's type (numpy scalars become Python ones), or
+    :class:`InvalidParameterError` naming the setting and the type it needs."""
+    if kind is None:
+        return value
+    ok = {bool: isinstance(value, (bool, np.bool_)),
+          int: isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)),
+          float: isinstance(value, (numbers.Real, np.floating, np.integer))
+          and not isinstance(value, (bool, np.bool_)),
+          str: isinstance(value, str),
+          list: isinstance(value, (list, tuple))}.get(kind, isinstance(value, kind))
+    if not ok:
+        raise InvalidParameterError(
+            f"solver option {name!r} of {solver} must be {_TYPE_WORDS.get(kind, kind.__name__)}; "
+            f"got {value!r} ({type(value).__name__})")
+    if kind is float and not np.isfinite(float(value)) and name not in ("time_limit", "time_limit_secs"):
+        raise InvalidParameterError(f"solver option {name!r} of {solver} must be finite; got {value!r}")
+    return list(value) if kind is list else kind(value)
+
+
 def check_solver_options(solver: str | None, options, route_options=()) -> dict:
-    """``options`` if every key is a documented setting of ``solver``, else
-    :class:`InvalidParameterError` listing the valid settings (and ``route_options``)."""
+    """``options`` if every key is a documented setting of ``solver`` and every value has that
+    setting's type (checked here, before any solver runs), else :class:`InvalidParameterError`
+    naming the setting and listing the valid ones (and ``route_options``)."""
     options = dict(options)
     if not options:
         return options
-    valid = solver_settings(solver)
+    types = solver_setting_types(solver)
     own = f"; the method's own options: {', '.join(sorted(route_options))}" if route_options else ""
-    if valid is None:
+    if types is None:
         checked = ", ".join(["CLARABEL", *_DOCUMENTED_SETTINGS])
         raise InvalidParameterError(
             f"option(s) {', '.join(map(repr, sorted(options)))}: drflmodel checks solver settings for "
             f"{checked} only, and passes none to {solver!r}{own}")
-    unknown = sorted(set(options) - valid)
+    unknown = sorted(set(options) - set(types))
     if unknown:
         raise InvalidParameterError(
             f"unknown option(s) {', '.join(map(repr, unknown))} for solver {solver!r}; its settings: "
-            f"{', '.join(sorted(valid))}{own}")
-    return options
+            f"{', '.join(sorted(types))}{own}")
+    return {name: _typed_setting(solver, name, value, types[name]) for name, value in options.items()}
 
 
 class SolverSequence:

@@ -69,11 +69,8 @@ def check_norm(norm) -> float:
     if isinstance(norm, str):
         if norm.lower() in aliases:
             return aliases[norm.lower()]
-    elif not isinstance(norm, bool):
-        try:
-            v = float(norm)
-        except (TypeError, ValueError):
-            v = None
+    elif isinstance(norm, (int, float, np.integer, np.floating)) and not isinstance(norm, bool):
+        v = float(norm)                  # numbers only: float(b"1") would also give 1.0
         if v in (1.0, 2.0, np.inf):
             return v
     raise InvalidParameterError(f"norm must be one of 1, 2, inf (the feature norm of the transport "

@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_bool, check_int, check_real
 from ..errors import InvalidParameterError
 
 __all__ = ["Route", "SolveRequest", "dispatch"]
@@ -178,12 +178,6 @@ def _check_seed(seed):
     return check_int(seed, "seed", low=0)
 
 
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name} must be True or False; got {value!r}")
-    return bool(value)
-
-
 def _describe(routes) -> str:
     return ", ".join(repr(r.name) for r in routes)
 
@@ -260,7 +254,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     solver = check_solver(solver)
     choices = dict(solver=solver, gap_tol=check_real(gap_tol, "gap_tol", low=0.0),
                    seed=_check_seed(getattr(problem, "seed", 0) if seed is None else seed),
-                   verbose=_check_bool(verbose, "verbose"), fallback=_check_bool(fallback, "fallback"))
+                   verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     if method == "auto":
         chosen = _candidates(problem, routes, solver, options)
     else:

@@ -29,9 +29,15 @@ constraints are the candidate weights :math:`\lambda`; the Solution comes from
 :meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`: :math:`U=\Phi(\theta)` in numpy and
 :math:`L=\min_\theta\sum_i\lambda_if_i(\theta)-\psi(\lambda)` with :math:`\lambda` made feasible, by
 Newton's method and the strong-convexity bound (:mod:`._newton`). The route stops when
-:math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`; if the gap is not within ``gap_tol`` after
-``max_steps`` steps (or a step fails), ``method="auto"`` falls back to the conic route and records
-the attempt in ``info["route_attempts"]``.
+:math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`, or when the point no longer moves; if the gap is
+not within ``gap_tol`` then (or after ``max_steps`` steps), ``method="auto"`` falls back to the next
+route and records the attempt in ``info["route_attempts"]``.
+
+**Recovery.** A step problem a solver cannot solve (Clarabel's ``NumericalError`` was seen on
+badly scaled clients) is retried with the next installed solver (:data:`STEP_SOLVERS`), then
+inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`RECOVERY_RADII`, a second
+compiled model); only when none answers does the route give up, listing every failure
+(:func:`recovered_step`, shared with the Wasserstein route).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ AUTO_MIN_SIZE = 50_000
 class SQPModel:
     """The step problem of the module docstring, compiled once per (problem structure)."""
 
-    def __init__(self, problem, solver: str):
+    def __init__(self, problem, solver: str, trust_region: bool = False):
         n, d = problem.n_clients, problem.dim
         self.delta = cp.Variable(d, name="delta")
         self.t = cp.Variable(n, name="t_model")
@@ -65,19 +71,35 @@ class SQPModel:
         quad = cp.hstack([cp.sum_squares(R @ self.delta) for R in self.R])
         support, cons = problem._model_support(self.t)
         self.epigraph = self.t >= self.c + self.G @ self.delta + 0.5 * quad
+        self.radius = cp.Parameter(nonneg=True, name="radius") if trust_region else None
+        if trust_region:       # the recovery model: the step confined to ||delta||_inf <= radius
+            cons = [*cons, cp.norm(self.delta, "inf") <= self.radius]
         self.problem = cp.Problem(cp.Minimize(support), [self.epigraph, *cons])
         self.problem.get_problem_data(solver)        # compile now (DPP: once), not in the first step
 
-    def step(self, values, grads, chol_factors, solver: str):
-        """``(delta, model value, multipliers)`` at the given client values/gradients/factors."""
+    def step(self, values, grads, chol_factors, solver: str, radius: float | None = None):
+        """``(delta, model value, multipliers)`` at the given client values/gradients/factors
+        (and trust-region ``radius``, for the recovery model)."""
         self.c.value, self.G.value = values, grads
         for R, Ri in zip(self.R, chol_factors):
             R.value = Ri
+        if self.radius is not None:
+            self.radius.value = radius
         quiet_solve(self.problem, solver=solver, **SOLVER_OPTIONS.get(solver, {}))
         if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise ArithmeticError(f"step problem: {self.problem.status}")
         return (np.asarray(self.delta.value, float), float(self.problem.value),
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
+
+
+def _region_model(problem, solver: str) -> SQPModel:
+    """The step problem with a trust region (the recovery of a failed step), compiled once per
+    weight set and kept on the problem."""
+    key = (problem._sqp_key(), solver)
+    cached = getattr(problem, "_sqp_region", None)
+    if cached is None or cached[0] != key:
+        problem._sqp_region = (key, SQPModel(problem, solver, trust_region=True))
+    return problem._sqp_region[1]
 
 
 def client_hessian_factors(objectives, theta) -> np.ndarray:
@@ -87,6 +109,39 @@ def client_hessian_factors(objectives, theta) -> np.ndarray:
     w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
     H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None]) + objectives.l2 * np.eye(X.shape[-1])
     return np.swapaxes(np.linalg.cholesky(H), 1, 2)
+
+
+#: step solvers in the order a failed step is retried with (the installed ones)
+STEP_SOLVERS = ("CLARABEL", "ECOS", "SCS")
+#: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
+#: step solver before the route declares the step failed
+RECOVERY_RADII = (1.0, 1e-1, 1e-2, 1e-3)
+
+
+def step_solvers(first: str) -> list[str]:
+    """``first`` and then the other installed step solvers."""
+    installed = set(installed_solvers())
+    return [first] + [s for s in STEP_SOLVERS if s != first and s in installed]
+
+
+def recovered_step(step, first: str, scale: float, record: dict):
+    """Solve a step problem, recovering from a failed solve (Clarabel's NumericalError was seen on
+    badly scaled clients): ``step(solver, radius)`` with ``first``, then every other installed
+    solver, then each of them inside a shrinking trust region (:data:`RECOVERY_RADII` times
+    ``scale``). Returns the first answer; ``record`` gets the failures and what answered. Raises
+    :class:`ArithmeticError` listing every failure when none answers."""
+    errors = []
+    for radius in (None, *(r * scale for r in RECOVERY_RADII)):
+        for solver in step_solvers(first):
+            try:
+                out = step(solver, radius)
+            except (ArithmeticError, cp.error.SolverError, ValueError) as exc:
+                errors.append(f"{solver}{'' if radius is None else f' (radius {radius:.2g})'}: {str(exc)[:80]}")
+                continue
+            if errors:
+                record["recovered"] = {"solver": solver, "radius": radius, "failures": errors}
+            return out
+    raise ArithmeticError("every step solve failed: " + "; ".join(errors))
 
 
 def too_small_for_sqp(problem) -> str | None:
@@ -162,10 +217,18 @@ class NewtonSQPRoute(Route):
             factors = client_hessian_factors(obj, theta)
             timing["numpy"] += time.perf_counter() - t0
             t0 = time.perf_counter()
+            record = {"iteration": k}
+
+            def solve_step(step_solver, radius):
+                if radius is None:
+                    return model.step(values, grads, factors, step_solver)
+                return _region_model(problem, solver).step(values, grads, factors, step_solver, radius)
+
             try:
-                delta, m_value, lam_raw = model.step(values, grads, factors, solver)
-            except (ArithmeticError, cp.error.SolverError) as exc:
-                history.append({"iteration": k, "error": str(exc)[:200]})
+                delta, m_value, lam_raw = recovered_step(solve_step, solver, max(1.0, float(np.abs(theta).max())),
+                                                         record)
+            except ArithmeticError as exc:
+                history.append({**record, "error": str(exc)[:400]})
                 break
             timing["step_solve"] += time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -178,7 +241,7 @@ class NewtonSQPRoute(Route):
             if cand_value <= value:
                 theta, value = theta + step * delta, cand_value
             timing["numpy"] += time.perf_counter() - t0
-            record = {"iteration": k, "value": value, "model_value": m_value, "step": step}
+            record.update(value=value, model_value=m_value, step=step)
             history.append(record)
             stalled = predicted <= 1e-12 * max(1.0, abs(value)) or step < 1e-10
             if predicted > 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(value)) and not stalled \
@@ -192,6 +255,9 @@ class NewtonSQPRoute(Route):
                 best = sol
             if gap <= opts["tol"] or (gap <= request.gap_tol and stalled):
                 break                 # closed, or certified and the model sees no decrease left
+            if stalled:               # theta no longer moves: every further step would repeat this one
+                record["stalled"] = True
+                break
         if best is None:
             return problem._failed_solution([{"method": self.name, "history": history}])
         best.duals = problem._sqp_duals(model, best.duals["epigraph"], best.theta)

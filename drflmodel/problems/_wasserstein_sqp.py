@@ -43,7 +43,16 @@ piecewise-linear losses the model is exact on the whole region: the steps are tr
 steps and end on the solution's pieces).
 
 **Start.** L-BFGS-B (scipy) on :math:`F` with a subgradient from the active branches -- good to
-a few digits, which is all the trust region needs.
+a few digits, which is all the trust region needs -- from 0, and also from the nominal
+(radius-0) minimizer when it does not leave 0: at :math:`w=0` every norm is at its kink and, with
+a finite label cost, every sample's own and flipped losses tie, so the subgradient it sees need
+not point downhill.
+
+**Degenerate points and recovery.** Samples tied at the point itself (all of them at :math:`w=0`)
+cannot be untied by any region, so they are kept tied (with ``cap`` others) rather than shrinking
+the region to nothing; while the cap is what keeps good steps short it doubles, up to 16x. A step
+problem no solver answers is retried with the next solver, then in a smaller region
+(:func:`._sqp.recovered_step`).
 
 **Certificate (the conic route's, independent of the steps).** :math:`U=F(w)` in numpy;
 :math:`L` = the rigorous Lagrangian bound of :mod:`._wasserstein_bound` at :math:`w` with client
@@ -65,7 +74,7 @@ from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
 from ._omega import lambda_min
 from ._routes import Route
 from ._wasserstein_bound import sample_rows
-from ._sqp import check_sqp_options, too_small_for_sqp
+from ._sqp import check_sqp_options, recovered_step, too_small_for_sqp
 
 __all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
 
@@ -192,12 +201,19 @@ class _Linearization:
             gap = shifted[top, cols] - shifted[order[1], cols]          # >= 0; inf if one row only
             reach = 2.0 * model.lip * np.abs(X).sum(axis=1) + (model.kappa * model.lip * box if model.flips else 0.0)
             ratio = np.where(np.isfinite(gap), gap / reach, np.inf)      # tied iff ratio <= r
-            if np.sum(ratio <= r) > cap:
-                r = float(np.partition(ratio, cap - 1)[cap - 1]) * (1 - 1e-9)
+            # samples tied at the point itself (e.g. every sample at w = 0, where the own and the
+            # flipped label's losses are equal) stay tied however small the region: shrinking it
+            # to untie them would stall the route there, so they are all kept, plus cap others
+            exact = int(np.sum(ratio <= _EXACT_TIE * (1.0 + float(np.abs(w).max()))))
+            keep = cap + exact if exact >= cap else cap
+            self.capped = bool(np.sum(ratio <= r) > keep)
+            if self.capped:
+                r = float(np.partition(ratio, keep - 1)[keep - 1]) * (1 - 1e-9)
                 self.lam_width = model.lip * r * box
             tied = ratio <= r
         else:
             tied = np.zeros(len(y), bool)
+            self.capped = False
         self.r, self.tied = r, tied
         sizes = self.sizes = fed.sizes.astype(float)
         keep = (~tied).astype(float)
@@ -217,6 +233,13 @@ class _Linearization:
             if model.flips else problem.radius.astype(float)
 
 
+#: the cap on tied samples grows (doubling) up to this factor when it is what limits the steps
+_CAP_GROWTH = 16
+#: a sample whose gap (over its reach) is below this, relative to max(1, |w|_inf), is tied at the
+#: point itself: no trust region small enough to untie it is worth taking
+_EXACT_TIE = 1e-10
+
+
 def _box_dual_norm(d: int, p: float) -> float:
     """:math:`\\max\\{\\|\\Delta\\|_p:\\|\\Delta\\|_\\infty\\le1\\}` in dimension d."""
     return float(d) ** (1.0 / p) if np.isfinite(p) else 1.0
@@ -224,7 +247,8 @@ def _box_dual_norm(d: int, p: float) -> float:
 
 class WassersteinSQPRoute(Route):
     """Trust-region SQP with the rigorous numpy certificate (module docstring). Options:
-    ``max_steps`` (default 60), ``cap`` (most samples kept tied in a step model, default 1000),
+    ``max_steps`` (default 60), ``cap`` (samples kept tied in a step model, default 1000; doubled,
+    up to 16x, while good steps are cut short by the region it forces),
     ``tol`` (relative certificate gap at which it stops, default 1e-9)."""
 
     name = "newton"
@@ -264,24 +288,37 @@ class WassersteinSQPRoute(Route):
         r = max(1e-3, 0.1 * float(np.abs(w).max()))
         best, history, q_raw = None, [], None
         robust = problem.radius > 0
+        cap = opts["cap"]
         for k in range(1, opts["max_steps"] + 1):
             t0 = time.perf_counter()
             _, lam = problem.worst_case_losses(w)
             lam = np.where(robust, np.nan_to_num(lam), 0.0)
-            lin = _Linearization(problem, w, lam, r, opts["cap"])
-            lam_lo = np.where(robust, np.maximum(lam - lin.lam_width, 0.0), 0.0)
-            lam_hi = np.where(robust, lam + lin.lam_width, 0.0)
-            timing["numpy"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            step_model = WassersteinStepModel(problem, lin, w, lam_lo, lam_hi, solver)
-            timing["model"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
+            record = {"iteration": k}
+            built = {}
+
+            def solve_step(step_solver, radius):
+                """The step at region ``r`` (or, recovering, a smaller ``radius``) with ``step_solver``."""
+                t1 = time.perf_counter()
+                key = r if radius is None else min(radius, r)
+                if key not in built:
+                    lin_k = _Linearization(problem, w, lam, key, cap)
+                    lam_lo = np.where(robust, np.maximum(lam - lin_k.lam_width, 0.0), 0.0)
+                    lam_hi = np.where(robust, lam + lin_k.lam_width, 0.0)
+                    built[key] = (lin_k, WassersteinStepModel(problem, lin_k, w, lam_lo, lam_hi, step_solver))
+                timing["model"] += time.perf_counter() - t1
+                lin_k, model_k = built[key]
+                model_k.solver = step_solver
+                built["last"] = lin_k
+                return model_k.solve()
+
+            t0, building = time.perf_counter(), timing["model"]
             try:
-                delta, m_value, q_step = step_model.solve()
-            except (ArithmeticError, cp.error.SolverError) as exc:
-                history.append({"iteration": k, "error": str(exc)[:200]})
+                delta, m_value, q_step = recovered_step(solve_step, solver, r, record)
+            except ArithmeticError as exc:
+                history.append({**record, "error": str(exc)[:400]})
                 break
-            timing["step_solve"] += time.perf_counter() - t0
+            lin = built["last"]
+            timing["step_solve"] += time.perf_counter() - t0 - (timing["model"] - building)
             t0 = time.perf_counter()
             predicted = value - m_value
             # the model equals F at delta = 0, so a minimum above F(w) beyond tolerance is the step
@@ -298,11 +335,15 @@ class WassersteinSQPRoute(Route):
                 r = max(0.25 * size, 1e-14)
             elif ratio > 0.75:            # the region also bounds lambda: widen it even for short steps
                 r = 2.0 * lin.r
+                if lin.capped:
+                    # a good model on a region the cap on tied samples made small: the cap,
+                    # not the model, limits progress -- admit more tied samples (up to 16x cap)
+                    cap = min(2 * cap, _CAP_GROWTH * opts["cap"])
             else:
                 r = max(lin.r, size)
             timing["numpy"] += time.perf_counter() - t0
-            record = {"iteration": k, "value": value, "model_value": m_value, "ratio": ratio,
-                      "radius": lin.r, "tied": int(lin.tied.sum())}
+            record.update(value=value, model_value=m_value, ratio=ratio, radius=lin.r, tied=int(lin.tied.sum()),
+                          cap=cap)
             history.append(record)
             record["inaccurate_model"] = bool(inaccurate)
             stalled = (predicted <= 1e-13 * max(1.0, abs(value)) and not inaccurate) or r <= 1e-14
@@ -327,9 +368,40 @@ class WassersteinSQPRoute(Route):
 
 
 def _start(problem) -> np.ndarray:
-    """L-BFGS-B on the exact objective from the previous answer of a sweep, else from 0."""
+    """L-BFGS-B on the exact objective from the previous answer of a sweep if any, else from 0 --
+    and, if it does not leave 0, also from the nominal (radius-0) minimizer, keeping the better.
+    At w = 0 every norm is at its kink and, with a finite label cost, every sample's own and
+    flipped losses tie, so the subgradient L-BFGS-B sees there need not point downhill (seen: it
+    stayed at 0 with F(0) = log 2 where the optimum was 0.6447)."""
     previous = getattr(problem, "_sqp_previous", None)
-    w0 = previous.copy() if previous is not None and previous.shape == (problem.dim,) else np.zeros(problem.dim)
+    if previous is not None and previous.shape == (problem.dim,):
+        return _lbfgs(problem, previous.copy())
+    w = _lbfgs(problem, np.zeros(problem.dim))
+    if float(np.abs(w).max()) > 1e-8:
+        return w
+    return min([w, _lbfgs(problem, _nominal_minimizer(problem))], key=problem.objective)
+
+
+def _lbfgs(problem, w0) -> np.ndarray:
     res = minimize(lambda w: value_and_subgradient(problem, w), w0, jac=True, method="L-BFGS-B",
                    options={"maxiter": 500, "ftol": 1e-13, "gtol": 1e-10})
+    return np.asarray(res.x, float)
+
+
+def _nominal_minimizer(problem) -> np.ndarray:
+    r"""A few digits of :math:`\arg\min_w\sum_sq_s\frac1{N_s}\sum_iL(x_i^\top w,y_i)+\frac{\ell_2}2\|w\|^2`
+    (no transport; ``q`` the center of Q): a start away from the kinks at 0."""
+    X, y, cid = problem.federation.pooled()
+    q = getattr(problem, "_center", None)
+    if q is None:
+        q = problem.federation.proportions
+    weights = np.asarray(q, float)[cid] / problem.federation.sizes[cid]
+    loss, l2 = problem.loss, max(problem.l2, 1e-8)
+
+    def fun(w):
+        u = X @ w
+        return (float(weights @ loss.value(u, y)) + 0.5 * l2 * float(w @ w),
+                X.T @ (weights * loss.derivative(u, y)) + l2 * w)
+
+    res = minimize(fun, np.zeros(problem.dim), jac=True, method="L-BFGS-B", options={"maxiter": 200})
     return np.asarray(res.x, float)

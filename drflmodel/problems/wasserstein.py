@@ -47,7 +47,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_finite_array, check_probability_vector, check_real
+from .._validation import as_finite_array, as_real_array, check_probability_vector, check_real
 from ..errors import InvalidParameterError, SolverError
 from ..sets import Simplex, WeightSet, project_simplex
 from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap
@@ -195,7 +195,7 @@ class WassersteinDRFL(Problem):
             raise InvalidParameterError("weights must be LpBall(center, radius, p), Simplex(n), a "
                                         "probability vector q̂ or a WeightSet; got None")
         else:
-            q = np.asarray(weights, dtype=float)
+            q = as_real_array(weights, "weights")
             if q.ndim != 1:
                 raise InvalidParameterError(
                     f"weights must be a WeightSet or a 1-D probability vector; got shape {q.shape}")

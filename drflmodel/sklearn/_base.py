@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -142,6 +143,9 @@ class OracleEstimator(BaseEstimator):
         raise InvalidParameterError(f"loss must be a loss name or a drflmodel.losses.Loss; got {loss!r}")
 
     def _solve_kwargs(self) -> dict:
+        if self.solve_options is not None and not isinstance(self.solve_options, Mapping):
+            raise InvalidParameterError(f"solve_options must be a dict of solve() keywords or None; "
+                                        f"got {self.solve_options!r}")
         options = {} if self.solve_options is None else dict(self.solve_options)
         bad = [k for k in ("solver", "gap_tol") if k in options]
         if bad:

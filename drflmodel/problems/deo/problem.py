@@ -56,7 +56,10 @@ for :math:`P_c`) is :math:`\mu`-strongly convex, and any :math:`\hat\theta`,
 .. math:: \min_{\text{feasible}} L \ \ge\ \min_\theta f(\theta,\lambda)\ \ge\
           f(\hat\theta,\lambda) - \frac{\|\nabla_\theta f(\hat\theta,\lambda)\|^2}{2\mu}
 
-(any subgradient works for non-smooth losses). Convexity of :math:`f(\cdot,\lambda)` is checked
+(any subgradient works for non-smooth losses, but at a kink the bound is loose: for the
+piecewise-linear losses -- hinge, pinball, :math:`\epsilon`-insensitive -- with the linear fairness
+loss the certificate is instead the exact dual function at a feasible dual point, :mod:`.dual`).
+Convexity of :math:`f(\cdot,\lambda)` is checked
 exactly: always for the linear :math:`l_f`; :math:`-|\mathcal N^a|/n \le \rho \le |\mathcal N^b|/n`
 (all weights of the paper's (12) non-negative) for :math:`l_f = l`; :math:`\lambda_{\min}` of the
 Hessian's quadratic part for the squared :math:`l_f`. The upper bound is :math:`L` at a point that
@@ -70,9 +73,10 @@ fairness loss, problem (4) or :math:`P_c`), ``"sdp"`` (squared losses, :mod:`.sd
 **Infeasible points.** :meth:`DEOConstrained.objective` returns :math:`L(\theta)` when
 :meth:`~DEOConstrained.constraint_violation` :math:`= (|D_f(\theta)| - \varepsilon)_+` is at most
 ``feasibility_tol`` (default ``1e-8``) and ``+inf`` otherwise (for :math:`P_c` it is the always-finite
-penalized objective). Solver answers that violate the constraint by more are pulled back to
-feasibility along the segment to :math:`\theta = 0` (:math:`D_f(0) = 0`) before the
-upper bound is computed.
+penalized objective). Solver answers are made feasible before the upper bound is computed: with
+the linear fairness loss by the exact projection onto :math:`\{|D|\le\varepsilon\}`
+(:meth:`~DEOConstrained.project_to_slab`), otherwise along the segment to :math:`\theta = 0`
+(:math:`D_f(0) = 0`).
 """
 
 from __future__ import annotations
@@ -443,6 +447,22 @@ class DEOConstrained(Lagrangian, VerticalProblem):
             else:
                 hi = mid
         return lo * t, lo
+
+    def project_to_slab(self, theta) -> np.ndarray:
+        r"""Linear fairness loss: the nearest point of :math:`\{|D(\theta)|\le\varepsilon\}`,
+        :math:`\theta-\frac{D(\theta)-\mathrm{sign}(D)\,\varepsilon}{\|\nabla D\|^2}\nabla D` when
+        :math:`|D(\theta)|>\varepsilon` (exactly feasible up to rounding, unlike the tolerance of
+        :meth:`shrink_to_feasible`, and not pulled towards 0 when :math:`\varepsilon = 0`)."""
+        t = self._theta(theta)
+        if not self.is_affine:
+            raise InvalidParameterError("project_to_slab needs the linear fairness loss (affine D)")
+        g = self.fairness_gap_gradient(t)
+        for _ in range(3):                 # a second pass removes the rounding of the first
+            D = self.fairness_gap(t)
+            if abs(D) <= self.eps_deo:
+                break
+            t = t - (D - np.sign(D) * self.eps_deo) / float(g @ g) * g
+        return t.copy()
 
     # ------------------------------------------------------------------ solve
     def routes(self) -> list:

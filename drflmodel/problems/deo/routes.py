@@ -4,7 +4,9 @@ r"""The solve routes of the DEO-constrained problem, one per problem class.
 route                  problem class                               certificate
 =====================  ==========================================  ====================================
 ``"convex"``           ``affine_fair``, ``penalty_c_affine``       Lagrangian bound at the solver's
-                                                                   duals / the penalty multipliers
+                                                                   duals / the penalty multipliers;
+                                                                   piecewise-linear losses: the exact
+                                                                   dual function (:mod:`.dual`)
 ``"sdp"``              ``squared_fair_qcqp`` (:mod:`.sdp`)         S-lemma dual function
 ``"dc"``               ``dc_deo`` (:mod:`.local`)                  (c1)--(c3) bounds; ``"local"`` if
                                                                    no certificate closes the gap
@@ -28,6 +30,7 @@ import cvxpy as cp
 from ...solution import relative_gap, status_from_gap
 from .._conic import SolverSequence
 from .._routes import Route
+from .dual import piecewise_dual_bound
 
 __all__ = ["DEORoute", "ConvexRoute", "solve_subproblem", "smaller_gap"]
 
@@ -77,8 +80,9 @@ class DEORoute(Route):
 class ConvexRoute(DEORoute):
     r"""Affine :math:`D` (linear fairness loss): problem (4) or :math:`P_c` is
     convex. Lower bound: the Lagrangian bound at the solver's multipliers (problem (4), after
-    pulling :math:`\theta` back to feasibility) or at :math:`\lambda_c` (:math:`P_c`); the solver's
-    value only when ``l2 = 0`` leaves no strong convexity."""
+    projecting :math:`\theta` onto the feasible slab) or at :math:`\lambda_c` (:math:`P_c`); for a
+    piecewise-linear loss the exact dual function of :mod:`.dual` (whose primal point is kept when
+    better); the solver's value only when ``l2 = 0`` leaves no strong convexity."""
 
     name = "convex"
     classes = ("affine_fair", "penalty_c_affine")
@@ -93,22 +97,44 @@ class ConvexRoute(DEORoute):
             theta = np.asarray(problem._theta_var.value, float)
             if problem.penalty_c is None:
                 lam = np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel()
-                theta, _ = problem.shrink_to_feasible(theta)
+                theta = problem.project_to_slab(theta)     # the nearest feasible point (exact)
                 lam = np.maximum(lam, 0.0)
                 lb_method = "lagrangian_at_solver_duals"
             else:
                 lam = problem.penalty_multipliers(theta)
                 lb_method = "lagrangian_at_penalty_multipliers"
             lb = problem._polished_bound(theta, lam)
+            certificate = "lagrangian_dual_bound"
+            info = {"solver": name, "attempts": seq.attempts}
+            if problem.loss.piecewise_linear:
+                theta, lb, lb_method, certificate = self._piecewise_dual(problem, request, theta, lam, lb,
+                                                                         lb_method, certificate, info)
+                if problem.penalty_c is not None:      # lambda_c belongs to the point that is kept
+                    lam = problem.penalty_multipliers(theta)
             if not np.isfinite(lb):  # l2 = 0: no strong convexity, fall back on the solver's value
                 lb, lb_method = float(prob.value), "solver_value (l2 = 0: no strong-convexity bound)"
+                certificate = "solver"
             ub = problem.objective(theta)
             status = status_from_gap(lb, ub, request.gap_tol)
-            sol = problem._make_solution(theta, lam, lb, lb_method, status,
-                                         "lagrangian_dual_bound" if "lagrangian" in lb_method else "solver",
-                                         {"solver": name, "attempts": seq.attempts})
+            sol = problem._make_solution(theta, lam, lb, lb_method, status, certificate, info)
             if best is None or smaller_gap(sol, best):
                 best = sol
             if status == "optimal":
                 break
         return best if best is not None else problem._failed_solution(seq.attempts)
+
+    @staticmethod
+    def _piecewise_dual(problem, request, theta, lam, lb, lb_method, certificate, info):
+        """A piecewise-linear loss: the exact dual bound of :mod:`.dual` (the subgradient Lagrangian
+        bound is loose at the kinks), and the dual's primal point where it is feasible and better."""
+        dual = piecewise_dual_bound(problem, theta, lam, problem.objective(theta),
+                                    lambda qp: solve_subproblem(problem, qp, request), c=problem._c())
+        info["piecewise_dual"] = {"bound": dual.bound, "free_samples": dual.n_free, "qp_rounds": dual.rounds}
+        if dual.bound > lb:
+            lb, lb_method, certificate = dual.bound, "piecewise_linear_dual", "piecewise_linear_dual"
+        if dual.theta is not None:
+            candidate = dual.theta if problem.penalty_c is not None else problem.project_to_slab(dual.theta)
+            if problem.objective(candidate) < problem.objective(theta):
+                theta = candidate
+                info["theta_from"] = "piecewise_linear_dual"
+        return theta, lb, lb_method, certificate

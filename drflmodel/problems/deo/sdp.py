@@ -51,7 +51,8 @@ from .routes import DEORoute, smaller_gap, solver_sequence
 
 _OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 
-__all__ = ["QuadraticDEO", "build_shor_sdp", "extract_theta", "dual_function", "polish_active", "SDPRoute"]
+__all__ = ["QuadraticDEO", "build_shor_sdp", "extract_theta", "dual_function", "polish_active", "definite_interval",
+           "SDPRoute"]
 
 
 class QuadraticDEO:
@@ -151,20 +152,33 @@ def extract_theta(q: QuadraticDEO, Y: np.ndarray, lam, eps: float, rank_tol: flo
     return theta, info
 
 
-def polish_active(q: QuadraticDEO, rho: float, eps: float, rel: float = 1e-3):
-    """Refine an active multiplier by the secular equation of the trust-region method.
+def definite_interval(q: QuadraticDEO) -> tuple[float, float]:
+    r"""The open interval of :math:`\rho` where :math:`M(\rho) = A_0 + \rho A \succ 0`: with the
+    generalized eigenvalues :math:`\mu_i` of :math:`(A, A_0)` (:math:`A_0 \succ 0`),
+    :math:`M(\rho)\succ0 \iff 1 + \rho\mu_i > 0` for every *i*."""
+    mu = sla.eigh(q.A, q.A0, eigvals_only=True)
+    lo = -1.0 / mu.max() if mu.max() > 0 else -np.inf
+    hi = -1.0 / mu.min() if mu.min() < 0 else np.inf
+    return float(lo), float(hi)
 
-    With :math:`\\theta(\\rho) = M(\\rho)^{-1}b(\\rho)` (stationary for every :math:`\\rho` with
-    :math:`M(\\rho)\\succ0`), solve :math:`D(\\theta(\\rho)) = \\operatorname{sign}(\\rho)\\varepsilon` for
-    :math:`\\rho` near the SDP's value by Brent's method. The result satisfies stationarity,
-    complementarity and the active constraint to round-off. Returns ``(theta, rho)`` or ``None``
-    when no sign change is found in :math:`[\\rho(1-r), \\rho(1+r)]` within the PD region.
+
+def polish_active(q: QuadraticDEO, rho: float, eps: float, rel: float = 1e-3):
+    r"""Refine an active multiplier by the secular equation of the trust-region method.
+
+    With :math:`\theta(\rho) = M(\rho)^{-1}b(\rho)` (stationary for every :math:`\rho` with
+    :math:`M(\rho)\succ0`), solve :math:`D(\theta(\rho)) = \operatorname{sign}(\rho)\varepsilon` for
+    :math:`\rho` near the SDP's value by Brent's method, on brackets kept inside the interval
+    where :math:`M(\rho)\succ0` (:func:`definite_interval`; near the hard case the root lies within
+    1e-4 of its end), widening to the whole side of that interval. The result satisfies
+    stationarity, complementarity and the active constraint to round-off. Returns
+    ``(theta, rho)`` or ``None`` when no sign change is found.
     """
     from scipy.optimize import brentq
 
     if rho == 0.0:
         return None
     target = np.sign(rho) * eps
+    pd_lo, pd_hi = definite_interval(q)
 
     def theta_of(r):
         M, b = q.lagrangian_matrix(r)
@@ -174,16 +188,46 @@ def polish_active(q: QuadraticDEO, rho: float, eps: float, rel: float = 1e-3):
     def phi(r):
         return q.D(theta_of(r)) - target
 
-    for r in (rel, 10 * rel, 100 * rel):
-        lo, hi = sorted((rho * (1 - r), rho * (1 + r)))
+    def inside(r):
+        margin = 1e-13 * max(1.0, abs(r))
+        return min(max(r, pd_lo + margin), pd_hi - margin)
+
+    brackets = [(rho * (1 - r), rho * (1 + r)) for r in (rel, 10 * rel, 100 * rel)]
+    side = pd_hi if rho > 0 else pd_lo
+    if np.isfinite(side):
+        brackets.append((rho, side))            # the whole way to the end of the definite interval
+    for a, b in brackets:
+        lo, hi = sorted((inside(a), inside(b)))
+        if not lo < hi:
+            continue
         try:
             flo, fhi = phi(lo), phi(hi)
         except np.linalg.LinAlgError:
             continue
         if flo * fhi <= 0:
             root = brentq(phi, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=200)
-            return theta_of(root), float(root)
+            return theta_of(_feasible_side(phi, root, lo, hi, rho)), float(root)
     return None
+
+
+def _feasible_side(phi, root, lo, hi, rho) -> float:
+    r"""A multiplier within round-off of ``root`` whose point satisfies the constraint
+    (:math:`\operatorname{sign}(\rho)\,\phi \le 0`): Brent's answer may sit a hair on the
+    infeasible side, where the upper bound would undercut the optimum by :math:`\rho\times` the
+    violation; bisect towards the bracket end that is feasible."""
+    def feasible(r):
+        return np.sign(rho) * phi(r) <= 0
+
+    if feasible(root):
+        return root
+    good = lo if feasible(lo) else hi
+    bad = root
+    for _ in range(200):
+        mid = 0.5 * (good + bad)
+        if mid in (good, bad):
+            break
+        good, bad = (mid, bad) if feasible(mid) else (good, mid)
+    return good
 
 
 def dual_function(q: QuadraticDEO, lam, eps: float, shrink=(0.0, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2)):
@@ -236,7 +280,14 @@ class SDPRoute(DEORoute):
                     ext["polished"] = "unconstrained"
             elif ext["method"] != "hard_case":
                 pol = polish_active(q, rho_sdp, eps)
-                if pol is not None and q.q0(pol[0]) <= q.q0(theta) + 1e-7 * max(1.0, abs(q.q0(theta))):
+                # compare the two as feasible points, an exactly feasible one first: the extracted
+                # point may violate the constraint within feasibility_tol and look better than the
+                # optimum (the polished one satisfies it to round-off)
+                def rank(t):
+                    t = problem.shrink_to_feasible(t)[0]
+                    return problem.constraint_violation(t) > 1e-12, problem.objective(t)   # round-off
+
+                if pol is not None and rank(pol[0]) <= rank(theta):
                     theta, rho = pol
                     lam = np.array([max(rho, 0.0), max(-rho, 0.0)])
                     ext["polished"] = True
