@@ -77,15 +77,24 @@ class WeightStepModel:
         self.problem.get_problem_data(solver)         # compile now (DPP: once)
 
     def solve(self, f: np.ndarray, S: np.ndarray):
-        """``(lambda, model value)`` for values ``f`` and curvature ``S`` (PSD, ``n x n``)."""
+        """``(lambda, model value)`` for values ``f`` and curvature ``S`` (PSD, ``n x n``): the
+        compiled solver first, then the other installed ones (a failed step is retried, not fatal)."""
         ev, V = np.linalg.eigh(0.5 * (S + S.T))
         self.f.value = f
         self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
-        quiet_solve(self.problem, solver=self.solver,
-                    **_STEP_TOLERANCES.get(self.solver, SOLVER_OPTIONS.get(self.solver, {})))
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"weight step problem: {self.problem.status}")
-        return np.asarray(self.lam.value, float), float(self.problem.value)
+        errors = []
+        for solver in [self.solver] + [s for s in ("CLARABEL", "ECOS", "SCS")
+                                       if s != self.solver and s in installed_solvers()]:
+            try:
+                quiet_solve(self.problem, solver=solver,
+                            **_STEP_TOLERANCES.get(solver, SOLVER_OPTIONS.get(solver, {})))
+            except cp.error.SolverError as exc:
+                errors.append(f"{solver}: {str(exc)[:80]}")
+                continue
+            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.lam.value is not None:
+                return np.asarray(self.lam.value, float), float(self.problem.value)
+            errors.append(f"{solver}: {self.problem.status}")
+        raise ArithmeticError("weight step problem: " + "; ".join(errors))
 
 
 class LagrangianSQPRoute(Route):
@@ -141,16 +150,16 @@ class LagrangianSQPRoute(Route):
         t0 = time.perf_counter()
         point = _Point(obj, W, theta, lam)                            # the one data pass of the step
         timing["numpy"] += time.perf_counter() - t0
-        best, history, predicted, step = None, [], np.inf, 1.0
+        best, history, predicted, step, ridge = None, [], np.inf, 1.0, 0.0
         for k in range(1, opts["max_steps"] + 1):
             record = {"iteration": k, "value": point.value}
             history.append(record)
-            if point.D.chol is None:
+            if point.D.chol is None:              # no certificate here; a damped step may still move
                 record["error"] = "Hessian not positive definite"
-                break
+                ridge = max(10.0 * ridge, 1e-6 * point.scale)
             # certificate at (theta, lam) from this same pass, once the steps are small
             stalled = predicted <= 1e-12 * max(1.0, abs(point.value)) or step < 1e-10
-            if (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
+            if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
                     or stalled or k == opts["max_steps"]):
                 t0 = time.perf_counter()
                 sol = self._certify(problem, point)
@@ -164,15 +173,22 @@ class LagrangianSQPRoute(Route):
                     break             # closed, or certified and no longer improving
             t0 = time.perf_counter()
             try:
-                lam_new, delta, m_value = point.step(model)
+                lam_new, delta, m_value = point.step(model, ridge)
             except (ArithmeticError, cp.error.SolverError) as exc:
                 record["error"] = str(exc)[:200]
-                break
+                if ridge >= point.scale:
+                    break
+                ridge = max(100.0 * ridge, 1e-6 * point.scale)    # damp the model and try again
+                continue
             timing["step_solve"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             predicted = max(point.value - m_value, 0.0)
             point, step = point.advance(delta, lam_new, predicted)
-            record.update(model_value=m_value, step=step)
+            # Levenberg-Marquardt damping of the step model: raised after short steps (the quadratic
+            # model was poor, e.g. a curvature that vanishes on most samples), lowered after full ones
+            ridge = (max(10.0 * ridge, 1e-6 * point.scale) if step < 0.25
+                     else (0.0 if ridge < 1e-12 * point.scale else ridge / 10.0) if step == 1.0 else ridge)
+            record.update(model_value=m_value, step=step, ridge=ridge)
             timing["numpy"] += time.perf_counter() - t0
         if best is None:
             return problem._failed_solution([{"method": self.name, "history": history}])
@@ -207,7 +223,10 @@ class LagrangianSQPRoute(Route):
             for _ in range(30):
                 if point.D.chol is None:
                     break
-                lam_new, delta, m_value = point.step(model)
+                try:
+                    lam_new, delta, m_value = point.step(model)
+                except ArithmeticError:
+                    break                             # a warm start only: the full problem goes on
                 predicted = max(point.value - m_value, 0.0)
                 point, step = point.advance(delta, lam_new, predicted)
                 if predicted <= 1e-8 * max(1.0, abs(point.value)) or step < 1e-10:
@@ -236,16 +255,22 @@ class _Point:
 
     def __init__(self, obj, W, theta, lam, evaluated=None):
         self.obj, self.W, self.theta, self.lam = obj, W, theta, lam
-        self.values, self.grads, H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
+        self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
         self.value = float(W.worst_case(self.values)[0])
-        self.D = _Deflated(H, obj.layout.invariant_basis())
+        self.D = _Deflated(self.H, obj.layout.invariant_basis())
+        self.scale = max(float(np.abs(self.H).max()), 1e-300)
 
-    def step(self, model):
-        """The weight step: ``(lambda_new, delta, model value)``."""
-        G = np.array([self.D.project(g) for g in self.grads])           # (n, P)
-        M = self.D.solve(G.T)                                          # H^{-1} G^T, (P, n)
+    def step(self, model, ridge: float = 0.0):
+        """The weight step ``(lambda_new, delta, model value)``, with the Hessian damped by
+        ``ridge * I`` in the step model only (the certificate always uses the exact Hessian)."""
+        D = self.D if ridge == 0.0 else _Deflated(self.H + ridge * np.eye(self.H.shape[0]),
+                                                   self.obj.layout.invariant_basis())
+        if D.chol is None:
+            raise ArithmeticError("Hessian not positive definite")
+        G = np.array([D.project(g) for g in self.grads])                # (n, P)
+        M = D.solve(G.T)                                               # H^{-1} G^T, (P, n)
         lam_new, m_value = model.solve(self.values, G @ M)
-        return _feasible_weights(self.W, lam_new)[0], -self.D.project(M @ lam_new), m_value
+        return _feasible_weights(self.W, lam_new)[0], -D.project(M @ lam_new), m_value
 
     def advance(self, delta, lam_new, predicted):
         """Armijo on the exact :math:`\\Phi` along ``delta``: the full step is evaluated in one fused

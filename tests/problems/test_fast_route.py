@@ -172,3 +172,37 @@ def test_sweep_reuses_the_step_problem_and_warm_starts():
         ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, alpha), l2=L2).solve(method="conic")
         _agree(prob, sol, ref)
     assert first.status == "optimal"
+
+
+def test_sqp_route_recovers_from_a_failing_step_solver_and_vanishing_curvature(monkeypatch):
+    """Smooth hinge at theta = 0 has zero curvature on every sample (H = l2 I = 1e-4 I): the first
+    model step is huge and the next weight problem made Clarabel fail (found by
+    benchmarks/sweep_fast_route_fallback.py). The route now damps the model after short steps
+    (Levenberg-Marquardt) and retries a failed weight step with the other solvers."""
+    rng = np.random.default_rng(5)
+    scale = 10 ** rng.uniform(-1, 1, 12)
+    Xs, ys = [], []
+    for m in (2500, 1800, 900):
+        X = (rng.standard_normal((m, 12)) + rng.normal(0, 0.5, 12)) * scale
+        Xs.append(X)
+        ys.append(np.where(X @ (rng.standard_normal(12) / scale) + rng.standard_normal(m) > 0, 1.0, -1.0))
+    fed = dm.Federation.from_arrays(Xs, ys, task="classification")
+    prob = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4)
+    sol = prob.solve(method="sqp")
+    ref = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4).solve(method="conic")
+    assert sol.status == "optimal" and ref.status == "optimal"
+    assert sol.value == pytest.approx(ref.value, rel=1e-7)
+
+    calls = {"n": 0}
+    original = _lagrangian_sqp.quiet_solve
+
+    def clarabel_fails_once(problem, solver, **kwargs):
+        if solver == "CLARABEL" and calls["n"] == 0:
+            calls["n"] += 1
+            raise __import__("cvxpy").error.SolverError("injected")
+        return original(problem, solver=solver, **kwargs)
+
+    monkeypatch.setattr(_lagrangian_sqp, "quiet_solve", clarabel_fails_once)
+    again = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4).solve(method="sqp")
+    assert calls["n"] == 1 and again.status == "optimal"
+    assert again.value == pytest.approx(ref.value, rel=1e-7)
