@@ -314,3 +314,24 @@ def test_client_accuracies_match_a_direct_count():
     assert dm.metrics.class_accuracy([0, 1, 2], [0, 2, 2]) == pytest.approx(2 / 3)
     with pytest.raises(InvalidDataError, match="class indices"):
         dm.metrics.class_accuracy([0, 1.5], [0, 1])
+
+
+def test_unpenalized_intercept_in_relative_fairness_and_refusals_elsewhere():
+    """RelativeFairness takes penalize_intercept (phi = 0 is the FederatedDRO problem with the same
+    penalty); Wasserstein and DEO refuse it with the reason."""
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=[20, 30, 25], seed=3)
+    fed = dm.Federation.from_arrays([dm.datasets.add_intercept(c.X) for c in fed.clients],
+                                    [c.y for c in fed.clients])
+    rel = dm.RelativeFairness(fed, L.Squared(), A=dm.sets.CVaR(3, 0.5), B=dm.sets.CVaR(3, 0.5), phi=0.0, l2=0.5,
+                              penalize_intercept=False).solve()
+    dro = dm.FederatedDRO(fed, L.Squared(), dm.sets.CVaR(3, 0.5), l2=0.5, penalize_intercept=False).solve()
+    penalized = dm.FederatedDRO(fed, L.Squared(), dm.sets.CVaR(3, 0.5), l2=0.5).solve()
+    assert rel.status == dro.status == "optimal"
+    assert rel.value == pytest.approx(dro.value, rel=1e-7)
+    assert dro.value < penalized.value - 1e-6           # the free intercept lowers the optimum
+    with pytest.raises(InvalidParameterError, match="WassersteinDRFL does not support penalize_intercept=False"):
+        dm.WassersteinDRFL(fed, L.Huber(1.0), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3),
+                           penalize_intercept=False)
+    vfed = dm.datasets.synthetic_vertical(n_samples=60, dim=4, n_parties=2, seed=0)
+    with pytest.raises(InvalidParameterError, match="DEOConstrained does not support penalize_intercept=False"):
+        dm.DEOConstrained(vfed, L.Logistic(), eps=0.1, penalize_intercept=False)

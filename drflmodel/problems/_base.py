@@ -93,6 +93,16 @@ class ClientView:
         return self._objective.minibatch_gradients(theta, batch_size, [rng])[0]
 
 
+def refuse_unpenalized_intercept(value, family: str, reason: str) -> None:
+    """Refuse ``penalize_intercept=value`` in a family that cannot leave the intercept unpenalized
+    (a non-boolean is refused as such)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"penalize_intercept must be True or False; got {value!r}")
+    if not value:
+        raise InvalidParameterError(f"{family} does not support penalize_intercept=False: {reason}; "
+                                    "FederatedDRO, FairnessAwareFL and RelativeFairness do")
+
+
 class ProblemBase:
     """Base class of the exact oracles, whatever the shape of the federation.
 

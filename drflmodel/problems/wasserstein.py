@@ -51,7 +51,7 @@ from .._validation import as_finite_array, as_real_array, check_probability_vect
 from ..errors import InvalidParameterError, SolverError
 from ..sets import Simplex, WeightSet, project_simplex
 from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap
-from ._base import ClientView, Problem, SOLVER_OPTIONS
+from ._base import ClientView, Problem, SOLVER_OPTIONS, refuse_unpenalized_intercept
 from ._omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
                      worst_case_unbounded)
 
@@ -131,6 +131,8 @@ class WassersteinDRFL(Problem):
         (polyhedral :math:`\\{C\\xi\\le d\\}`, Slater-checked); bounded supports only for the
         piecewise-linear losses. Training samples must lie in the support (the reformulation assumes it).
     l2 : optional ridge term :math:`\\frac{\\ell_2}2\\|w\\|^2` (0 in the paper).
+    penalize_intercept : only ``True`` (every coordinate, the intercept column included, is
+        transported and penalized); ``False`` is refused with the reason.
 
     Sweepable parameters (DPP, no recompilation): ``"radius"`` (while the zero pattern of
     :math:`\\rho` is unchanged) and ``"theta"`` (the LpBall radius).
@@ -139,7 +141,14 @@ class WassersteinDRFL(Problem):
     family = "wasserstein"
     shared_multiplier = False
 
-    def __init__(self, federation, loss, radius, kappa, norm, weights, support=None, l2: float = 0.0):
+    def __init__(self, federation, loss, radius, kappa, norm, weights, support=None, l2: float = 0.0,
+                 penalize_intercept: bool = True):
+        if penalize_intercept is not True:
+            refuse_unpenalized_intercept(penalize_intercept, "WassersteinDRFL",
+                                         "its reformulation (the DRFL paper's Proposition 4.2) transports every "
+                                         "feature column, the intercept column included, and its dual norm "
+                                         "term covers every coordinate; an untransported, unpenalized intercept "
+                                         "is a different reformulation that drflmodel does not implement")
         kappa = check_real(kappa, "kappa", low=0.0, low_open=True, allow_inf=True)
         model = TransportModel.validate(loss, norm, kappa, support, federation.dim)
         super().__init__(federation, loss, l2)          # checks the loss's task against the data

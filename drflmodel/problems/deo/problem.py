@@ -143,6 +143,8 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     l2 : ridge :math:`\ell_2 \ge 0` (:math:`h_k = \frac{\ell_2}2\|\theta_k\|^2`; the paper uses
         :math:`\ell_2 = 2/n`). Certificates need :math:`\ell_2 > 0` (strong convexity); with
         ``l2 = 0`` the lower bounds fall back to solver values and say so.
+    penalize_intercept : only ``True``; ``False`` (an unpenalized intercept) is refused with the
+        reason: the certificates use the ridge's strong convexity in every coordinate.
     penalty_c : ``None`` (problem (4)) or :math:`c > 0` (problem :math:`P_c`, the quadratic penalty above).
     tolerance_convention : ``"deo"`` (default) or ``"donini"`` (linear fairness loss only).
     feasibility_tol : constraint violation accepted by :meth:`objective` (default 1e-8).
@@ -161,7 +163,15 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     def __init__(self, vertical_federation, loss, eps, fairness_loss: str = "linear", l2: float = 0.0,
                  penalty_c=None, tolerance_convention: str = "deo", feasibility_tol: float = 1e-8,
                  n_starts: int = 3, max_ccp_iter: int = 100, ccp_tol: float = 1e-10,
-                 rank_tol: float = 1e-6, local_solver: str = "slsqp+ccp", seed=0):
+                 rank_tol: float = 1e-6, local_solver: str = "slsqp+ccp", seed=0,
+                 penalize_intercept: bool = True):
+        if penalize_intercept is not True:
+            from .._base import refuse_unpenalized_intercept
+
+            refuse_unpenalized_intercept(penalize_intercept, "DEOConstrained",
+                                         "its lower bounds use the ridge's strong convexity in every coordinate "
+                                         "(h_k = l2/2 ||theta_k||^2 per party, as in the fair vertical FL paper); "
+                                         "with a free intercept they would rest on the solver's value")
         super().__init__(vertical_federation, loss, l2)
         self.fairness_loss = check_choice(fairness_loss, "fairness_loss", FAIRNESS_LOSSES)
         self.tolerance_convention = check_choice(tolerance_convention, "tolerance_convention",

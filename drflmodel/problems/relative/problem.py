@@ -56,7 +56,9 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
 
     Parameters
     ----------
-    federation, loss, l2 : as for every :class:`~drflmodel.problems._base.Problem`
+    federation, loss, l2, penalize_intercept : as for every :class:`~drflmodel.problems._base.Problem`
+        (``penalize_intercept=False`` leaves the intercept column out of the ridge term; the quadratic
+        forms of the R1/R3 routes and the convexity test's moduli read the same penalty weights)
         (:math:`f_i` = mean loss + :math:`\frac{\ell_2}2\|\theta\|^2`).
     A, B : weight sets of size ``federation.n_clients``, polytopes inside the simplex without
         penalty (``Simplex``, ``CVaR``, ``HCVaR``, ``LpBall`` with p in {1, inf}).
@@ -93,8 +95,8 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
     #: the exact quadratic routes do not apply (see the class docstring)
     supports_multiclass = True
 
-    def __init__(self, federation, loss, A, B, phi, l2: float = 0.0, box=None):
-        super().__init__(federation, loss, l2)
+    def __init__(self, federation, loss, A, B, phi, l2: float = 0.0, box=None, penalize_intercept: bool = True):
+        super().__init__(federation, loss, l2, penalize_intercept)
         n = self.n_clients
         for nm, S in (("A", A), ("B", B)):
             if not isinstance(S, WeightSet):

@@ -117,7 +117,8 @@ class FederatedDRORoute(_ExactRoute):
     def solve(self, problem, request):
         from ..dro import FederatedDRO
 
-        dro = FederatedDRO(problem.federation, problem.loss, weights=problem.A, l2=problem.l2)
+        dro = FederatedDRO(problem.federation, problem.loss, weights=problem.A, l2=problem.l2,
+                           penalize_intercept=problem.penalize_intercept)
         sol = dro.solve(solver=request.solver, gap_tol=request.gap_tol, verbose=request.verbose,
                         fallback=request.fallback, **request.solver_options)
         sol.info["delegated_to"] = "FederatedDRO (phi = 0 reduction: Lambda_0(A, B) = A)"
