@@ -14,7 +14,7 @@ classification and :math:`(1,-y)` in regression. Hence, for per-sample weights
 
 with equality when :math:`\mu_{j\cdot}` sits on pieces active at :math:`z_j`.
 
-**The Lagrangian bound** (:func:`piecewise_dual_bound`). With client objectives
+**The Lagrangian bound.** With client objectives
 :math:`f_i=\frac1{N_i}\sum_jL(z_{ij})+\frac12\sum_pd_p\theta_p^2` (:math:`d` the penalty diagonal
 :math:`\ell_2\omega`), weights :math:`\lambda\in\Lambda` and any such :math:`\mu`, weak min-max
 duality gives
@@ -26,14 +26,16 @@ duality gives
     \ =\ C-\sum_p\frac{G_p^2}{2Sd_p}-\psi(\lambda),
 
 :math:`C=\sum_i\frac{\lambda_i}{N_i}\sum_j(\bar a_jr_j+\bar b_j)`, :math:`G=\sum_i\frac{\lambda_i}{N_i}
-\sum_j\bar a_js_jx_j`, :math:`S=\sum_i\lambda_i`, valid when every :math:`d_p>0`. It is evaluated in
-numpy for any multipliers (whatever produced them), lowered by a floating-point allowance; it equals
-the optimal value at optimal multipliers (it is the Lagrangian dual of the epigraph form).
+\sum_j\bar a_js_jx_j`, :math:`S=\sum_i\lambda_i`, valid when every :math:`d_p>0`.
+:func:`piecewise_dual_bound` evaluates the minimum over :math:`\theta` (the fixed-weight bound, before
+:math:`\psi`) in numpy for any multipliers, whatever produced them, lowered by a floating-point
+allowance; at optimal multipliers the bound is the optimal value (it is the Lagrangian dual of the
+epigraph form).
 
 **The Moreau envelope** :math:`L_\mu(z)=\min_vL(v)+\frac{(z-v)^2}{2\mu}` (:class:`MoreauEnvelope`) is
 a smooth minorant, :math:`L-\frac\mu2\max_ka_k^2\le L_\mu\le L`, quadratic with curvature
-:math:`1/\mu` on a band of width :math:`\mu(a_{k+1}-a_k)` right of each kink :math:`c_k`
-(:math:`z\in[c_k+\mu a_k,\ c_k+\mu a_{k+1}]`) and affine (slope :math:`a_k`) elsewhere.
+:math:`1/\mu` on the band :math:`z\in[c_k+\mu a_k,\ c_k+\mu a_{k+1}]` of each kink :math:`c_k` and
+affine (slope :math:`a_k`, value :math:`a_kz+b_k-\frac\mu2a_k^2`) between the bands.
 """
 
 from __future__ import annotations
