@@ -58,6 +58,12 @@ def multiclass(N: int, d: int, seed: int = 0):
 
 
 # ------------------------------------------------------------------------------------ plain models
+#: the losses of the cases (pinball at tau = 0.3, epsilon-insensitive at eps = 0.1)
+LOSSES = {"logistic": dm.losses.Logistic, "squared": dm.losses.Squared, "hinge": dm.losses.Hinge,
+          "multinomial": dm.losses.Multinomial, "pinball": lambda: dm.losses.Pinball(0.3),
+          "epsilon_insensitive": lambda: dm.losses.EpsilonInsensitive(0.1)}
+
+
 def _loss_expr(name: str, X, y, W):
     if name == "logistic":
         return cp.sum(cp.logistic(-cp.multiply(y, X @ W)))
@@ -65,6 +71,11 @@ def _loss_expr(name: str, X, y, W):
         return cp.sum_squares(X @ W - y)
     if name == "hinge":
         return cp.sum(cp.pos(1 - cp.multiply(y, X @ W)))
+    if name == "pinball":
+        r = X @ W - y
+        return cp.sum(cp.maximum(-0.3 * r, 0.7 * r))
+    if name == "epsilon_insensitive":
+        return cp.sum(cp.pos(cp.abs(X @ W - y) - 0.1))
     if name == "multinomial":
         K = W.shape[1]
         S = X @ W
@@ -103,14 +114,16 @@ class Case:
 
 
 def _dro(loss_name, set_name):
-    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
-            "multinomial": dm.losses.Multinomial()}[loss_name]
+    loss = LOSSES[loss_name]()
 
     def build(fed):
         W = dm.sets.ChiSquare(fed.n_clients, RHO) if set_name == "chi2" else dm.sets.CVaR(fed.n_clients, ALPHA)
         return dm.FederatedDRO(fed, loss, W, l2=L2)
     return build
 
+
+#: the non-smooth cases: rows x features (the active-set route's target is 100k x 10)
+NONSMOOTH_SIZES = [(1_000, 10), (10_000, 10), (100_000, 10), (1_000_000, 10), (10_000, 50)]
 
 CASES = {
     "dro/logistic/chi2": Case(classification, _dro("logistic", "chi2"),
@@ -122,7 +135,16 @@ CASES = {
     "dro/squared/cvar": Case(regression, _dro("squared", "cvar"), lambda f: plain_minmax(f, "squared", "cvar"),
                              "squared"),
     "dro/hinge/cvar": Case(classification, _dro("hinge", "cvar"), lambda f: plain_minmax(f, "hinge", "cvar"),
-                           "hinge", sizes=[(1_000, 10), (10_000, 10), (100_000, 10)]),
+                           "hinge", sizes=NONSMOOTH_SIZES),
+    "dro/hinge/chi2": Case(classification, _dro("hinge", "chi2"), lambda f: plain_minmax(f, "hinge", "chi2"),
+                           "hinge", sizes=NONSMOOTH_SIZES),
+    "dro/pinball/cvar": Case(regression, _dro("pinball", "cvar"), lambda f: plain_minmax(f, "pinball", "cvar"),
+                             "pinball", sizes=NONSMOOTH_SIZES),
+    "dro/epsilon_insensitive/chi2": Case(regression, _dro("epsilon_insensitive", "chi2"),
+                                         lambda f: plain_minmax(f, "epsilon_insensitive", "chi2"),
+                                         "epsilon_insensitive", sizes=NONSMOOTH_SIZES),
+    "fafl/hinge": Case(classification, lambda fed: dm.FairnessAwareFL(fed, dm.losses.Hinge(), alpha=0.5, l2=L2),
+                       lambda f: plain_minmax(f, "hinge", "fafl"), "hinge", sizes=NONSMOOTH_SIZES),
     "fafl/logistic": Case(classification,
                           lambda fed: dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.5, l2=L2),
                           lambda f: plain_minmax(f, "logistic", "fafl"), "logistic"),
@@ -135,8 +157,7 @@ CASES = {
 # ------------------------------------------------------------------------------------ measuring
 def pass_seconds(fed, loss_name: str, repeats: int = 3) -> float:
     """One fused pass: every client's value and gradient (and Hessian for smooth losses)."""
-    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
-            "multinomial": dm.losses.Multinomial()}[loss_name]
+    loss = LOSSES[loss_name]()
     obj = ClientObjectives(fed, loss, l2=L2)
     theta, lam = np.zeros(obj.dim), np.full(obj.n, 1.0 / obj.n)
     smooth = np.isfinite(loss.smoothness)

@@ -163,7 +163,11 @@ class ActiveSetRoute(Route):
         pieces = Pieces.of(problem.loss)
         table = SampleTable(problem.objectives)
         t0 = time.perf_counter()
-        theta, smoothing = _smoothed_minimizer(problem, pieces, table, request)
+        if table.rows <= _band_target(problem.dim, problem.n_clients, table.rows):
+            # few rows: every row is a kink row and the reduced problem is the problem itself
+            theta, smoothing = np.zeros(problem.dim), {"band": np.inf, "skipped": "every row is a kink row"}
+        else:
+            theta, smoothing = _smoothed_minimizer(problem, pieces, table, request)
         timing["smoothing"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
