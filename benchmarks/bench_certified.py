@@ -99,6 +99,31 @@ def plain_minmax(fed, loss: str, weights: str) -> cp.Problem:
     return cp.Problem(cp.Minimize(objective))
 
 
+def plain_vertex_socp(fed, phi: float = 0.1) -> cp.Problem:
+    """Relative fairness with A = B = the simplex: min t s.t. t >= lambda_v^T f(theta) at every vertex
+    point lambda_v = (e_i - phi e_j) / (1 - phi) (the vertex SOCP), each a quad_form of the aggregated
+    matrix (PSD here; psd_wrap skips CVXPY's own eigenvalue check)."""
+    n, d = fed.n_clients, fed.dim
+    Q = np.array([c.X.T @ c.X / c.size + 0.5 * L2 * np.eye(d) for c in fed.clients])
+    r = np.array([c.X.T @ c.y / c.size for c in fed.clients])
+    c0 = np.array([c.y @ c.y / c.size for c in fed.clients])
+    theta, t = cp.Variable(d), cp.Variable()
+    cons = []
+    for i in range(n):
+        for j in range(n):
+            lam = -phi * np.eye(n)[j]
+            lam[i] += 1.0
+            lam /= 1.0 - phi
+            P = np.einsum("i,ijk->jk", lam, Q)
+            cons.append(cp.quad_form(theta, cp.psd_wrap(0.5 * (P + P.T))) - 2 * (lam @ r) @ theta + lam @ c0 <= t)
+    return cp.Problem(cp.Minimize(t), cons)
+
+
+def _relative(fed):
+    n = fed.n_clients
+    return dm.RelativeFairness(fed, dm.losses.Squared(), A=dm.sets.Simplex(n), B=dm.sets.Simplex(n), phi=0.1, l2=L2)
+
+
 # ------------------------------------------------------------------------------------ cases
 @dataclass
 class Case:
@@ -148,6 +173,8 @@ CASES = {
     "fafl/logistic": Case(classification,
                           lambda fed: dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.5, l2=L2),
                           lambda f: plain_minmax(f, "logistic", "fafl"), "logistic"),
+    "relative/squared/R1": Case(regression, _relative, plain_vertex_socp, "squared",
+                                sizes=[(1_000, 10), (10_000, 10), (100_000, 10), (10_000, 50)]),
     "dro/multinomial/chi2": Case(multiclass, _dro("multinomial", "chi2"),
                                  lambda f: plain_minmax(f, "multinomial", "chi2"), "multinomial",
                                  sizes=[(1_000, 10), (10_000, 10), (100_000, 50)]),
