@@ -66,3 +66,24 @@ def test_a_vertex_matrix_that_is_not_psd_is_refused():
     assert not prob.vertex_psd_test()["holds"]
     with pytest.raises(NotConvexError, match="not convex"):
         prob.solve(method="R1")
+
+
+def test_the_vertex_active_set_finds_the_full_vertex_optimum():
+    """144 vertex pairs, d = 2: the native solve starts from 8 vertices and adds violated ones; its
+    value is the CVXPY model's over all 144, and no vertex lies above it at the answer."""
+    from drflmodel.problems import _quadratic as qd
+    from drflmodel.problems.relative.vertex_socp import solve_vertex_socp
+
+    fed = dm.datasets.synthetic_regression(n_clients=12, dim=2, samples=15, noise=0.5, heterogeneity=1.0, seed=4)
+    prob = dm.RelativeFairness(fed, dm.losses.Squared(), A=dm.sets.Simplex(12), B=dm.sets.Simplex(12),
+                               phi=0.05, l2=1e-2)
+    V = prob.vertex_weights()
+    Q, r, c = prob.objectives.quadratic_forms()
+    theta, mu, value, status, _ = solve_vertex_socp(Q, r, c, V)
+    full, th, t, _ = qd.build_r1(Q, r, c, V)
+    full.solve(solver="CLARABEL")
+    assert value == pytest.approx(full.value, rel=1e-8)
+    f = prob.client_losses(theta)
+    assert np.max(V @ f) <= value + 1e-9 * max(1.0, abs(value))
+    # mu is exactly zero off the active set: it grew past the 8 starting vertices, not to all 144
+    assert 8 < np.count_nonzero(mu) < 144 and mu.sum() == pytest.approx(1.0, abs=1e-7)
