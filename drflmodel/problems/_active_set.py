@@ -139,6 +139,9 @@ class ActiveSetRoute(Route):
     may_fall_back = True
 
     def applies(self, problem) -> str | None:
+        if not getattr(problem.objectives, "holds_rows", True):
+            return ("the rows are remote (a federated server's objectives): the route reads every row's "
+                    "score; a federated non-smooth solve takes method='bundle'")
         if not getattr(problem.loss, "piecewise_linear", False):
             return (f"the loss {problem.loss.name!r} is not piecewise linear (the route keeps each row's affine "
                     f"pieces); smooth losses take method='sqp'")
@@ -243,8 +246,8 @@ def _certify(problem, table, pieces, theta, lam_raw, nu, fixed, kink_rows, z, mo
                        np.eye(pieces.count)[active])
         slope[kink_rows] = mix @ pieces.slopes
         intercept[kink_rows] = mix @ pieces.intercepts
-    bound = piecewise_dual_bound(table, lam, slope, intercept)
-    fixed_min = {"value": bound["value"], "solver_value": bound["minorant_value"], "numpy_bound": bound["value"],
+    bound = piecewise_dual_bound(table, W, lam, slope, intercept)
+    fixed_min = {"value": bound["value"], "solver_value": bound["value"], "numpy_bound": bound["value"],
                  "theta": bound["theta"], "solver": "numpy-dual", "status": "optimal", "iterations": 0,
                  "bound_kind": "piecewise Lagrangian"}
     values, grads, _ = problem.objectives.evaluate(theta, hessian=False)

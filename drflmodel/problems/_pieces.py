@@ -27,10 +27,9 @@ duality gives
 
 :math:`C=\sum_i\frac{\lambda_i}{N_i}\sum_j(\bar a_jr_j+\bar b_j)`, :math:`G=\sum_i\frac{\lambda_i}{N_i}
 \sum_j\bar a_js_jx_j`, :math:`S=\sum_i\lambda_i`, valid when every :math:`d_p>0`.
-:func:`piecewise_dual_bound` evaluates the minimum over :math:`\theta` (the fixed-weight bound, before
-:math:`\psi`) in numpy for any multipliers, whatever produced them, lowered by a floating-point
-allowance; at optimal multipliers the bound is the optimal value (it is the Lagrangian dual of the
-epigraph form).
+:func:`piecewise_dual_bound` evaluates it in numpy for any multipliers, whatever produced them,
+lowered by a floating-point allowance; at optimal multipliers it is the optimal value (it is the
+Lagrangian dual of the epigraph form).
 
 **The Moreau envelope** :math:`L_\mu(z)=\min_vL(v)+\frac{(z-v)^2}{2\mu}` (:class:`MoreauEnvelope`) is
 a smooth minorant, :math:`L-\frac\mu2\max_ka_k^2\le L_\mu\le L`, quadratic with curvature
@@ -178,43 +177,50 @@ class SampleTable:
         """:math:`\\sum_{j\\in i}v_j` per client (``per_row`` zero on padding), shape ``(n,)``."""
         return per_row.reshape(self.shape).sum(axis=1)
 
-    def client_gradients(self, per_row: np.ndarray) -> np.ndarray:
-        """:math:`\\sum_{j\\in i}v_jx_j` per client, shape ``(n, d)`` (one batched product)."""
+    def client_gradients(self, per_row: np.ndarray, absolute: bool = False) -> np.ndarray:
+        """:math:`\\sum_{j\\in i}v_jx_j` per client, shape ``(n, d)`` (one batched product);
+        ``absolute``: :math:`\\sum_{j\\in i}v_j|x_j|` instead (for error bounds)."""
         n, m = self.shape
-        Xs = self.objectives._X
+        Xs = np.abs(self.objectives._X) if absolute else self.objectives._X
         return np.matmul(per_row.reshape(n, 1, m), Xs).reshape(n, Xs.shape[2])
 
 
-def piecewise_dual_bound(table: SampleTable, lam: np.ndarray, slope: np.ndarray,
+def piecewise_dual_bound(table: SampleTable, weight_set, lam: np.ndarray, slope: np.ndarray,
                          intercept: np.ndarray) -> dict:
-    r"""A certified lower bound on :math:`\min_\theta\sum_i\lambda_if_i(\theta)` (the fixed-weight
-    minimum of the module docstring) from per-row mixed pieces :math:`(\bar a_j,\bar b_j)` =
-    (``slope``, ``intercept``), each a convex combination of the loss's pieces (the caller's
-    responsibility) -- the module docstring's bound before :math:`\psi`.
+    r"""The module docstring's Lagrangian bound for weights ``lam`` (a point of the weight set) and
+    per-row mixed pieces :math:`(\bar a_j,\bar b_j)` = (``slope``, ``intercept``), each a convex
+    combination of the loss's pieces (the caller's responsibility).
 
-    Returns ``{"value", "minorant_value", "theta", "allowance"}``: the certified value
-    :math:`C-\sum_pG_p^2/(2Sd_p)` minus the allowance, the same before it, the minimizer
-    :math:`\theta=-G/(Sd)` of the minorant, and the floating-point allowance:
-    :math:`\gamma_N=N\varepsilon/(1-N\varepsilon)` times the magnitudes of the sums (the textbook
-    error bound of a sum of :math:`N` terms in any order). Every :math:`d_p` must be positive
-    (along an unpenalized coordinate the minorant is unbounded below: ``-inf``)."""
+    The rows are summed into one affine minorant per client, :math:`a_i+g_i^\top\theta\le` the data
+    term of :math:`f_i`, and the bound over :math:`\theta` is the cutting-plane bound of
+    :func:`drflmodel.problems._bundle.lagrangian_bound` with one cut per client (the same formula:
+    one source for it). The row sums add a floating-point allowance: :math:`\gamma_N=N\varepsilon/
+    (1-N\varepsilon)` times the magnitudes of the sums (the textbook error bound of a sum of
+    :math:`N` terms in any order), carried through the quadratic term.
+
+    Returns ``{"bound", "value", "theta", "allowance"}``: the certified bound on the min-max value
+    (after :math:`\psi(\lambda)` and the allowance), the certified fixed-weight minimum (the bound
+    plus :math:`\psi`), the minimizer :math:`\theta=-G/(Sd)` of the minorant and the row sums'
+    allowance. Every :math:`d_p` must be positive (along an unpenalized coordinate the minorant is
+    unbounded below: ``-inf``)."""
+    from ._bundle import lagrangian_bound
+
     d_pen = table.objectives.penalty_diagonal
     lam = np.asarray(lam, float)
-    row_lam = lam[table.client] * table.weight                       # lambda_i / N_i per row
-    coef = row_lam * slope * table.sign                              # on x_j
-    const = row_lam * (slope * table.offset + intercept)
-    G = table.X.T @ coef
-    C = float(np.sum(const))
-    S = float(lam.sum())
-    if S <= 0:                                                       # every weight zero: g = 0
-        return {"value": 0.0, "minorant_value": 0.0, "theta": np.zeros_like(G), "allowance": 0.0}
+    psi = float(weight_set.psi(lam))
     if np.any(d_pen <= 0):
-        return {"value": float("-inf"), "minorant_value": float("-inf"), "theta": None, "allowance": 0.0}
-    N = max(table.rows, 2)
-    gamma = N * _EPS / (1.0 - N * _EPS)
-    G_err = gamma * (np.abs(table.X).T @ np.abs(coef))               # |G - fl(G)| <= G_err
-    quad = float(np.sum(G * G / (2.0 * S * d_pen)))
+        return {"bound": float("-inf"), "value": float("-inf"), "theta": None, "allowance": 0.0}
+    coef = table.weight * slope * table.sign                         # on x_j
+    const = table.weight * (slope * table.offset + intercept)
+    a, g = table.client_sums(const), table.client_gradients(coef)    # one cut per client
+    bound, lam = lagrangian_bound(weight_set, a[:, None], g[:, None, :], lam[:, None], d_pen)
+    S = float(lam.sum())
+    if S <= 0:
+        return {"bound": bound, "value": bound + psi, "theta": np.zeros(g.shape[1]), "allowance": 0.0}
+    gamma = max(table.rows, 2) * _EPS / (1.0 - max(table.rows, 2) * _EPS)
+    G = lam @ g
+    G_err = gamma * (lam @ table.client_gradients(np.abs(coef), absolute=True))    # |fl(G) - G|
     quad_err = float(np.sum(((np.abs(G) + G_err) ** 2 - G * G) / (2.0 * S * d_pen)))
-    allowance = gamma * float(np.sum(np.abs(const))) + quad_err + 16.0 * _EPS * (abs(C) + quad)
-    return {"value": C - quad - allowance, "minorant_value": C - quad, "theta": -G / (S * d_pen),
+    allowance = gamma * float(lam @ table.client_sums(np.abs(const))) + quad_err
+    return {"bound": bound - allowance, "value": bound - allowance + psi, "theta": -G / (S * d_pen),
             "allowance": allowance}

@@ -127,8 +127,9 @@ def test_dual_bound_is_below_the_fixed_weight_minimum_and_tight_at_the_optimum(l
     exact = prob_fixed.solve(solver="CLARABEL")
     for _ in range(5):                           # arbitrary multipliers: a valid (loose) bound
         mix = rng.dirichlet(np.ones(pieces.count), size=table.X.shape[0])
-        b = piecewise_dual_bound(table, lam, mix @ pieces.slopes, mix @ pieces.intercepts)
+        b = piecewise_dual_bound(table, prob.weights, lam, mix @ pieces.slopes, mix @ pieces.intercepts)
         assert b["value"] <= exact + 1e-9
+        assert b["bound"] == pytest.approx(b["value"] - prob.weights.psi(lam), abs=1e-14)
     # multipliers on the active pieces at the minimizer, the kink rows' mixed to make the gradient
     # vanish (the route's way): the bound closes
     sol = prob.solve(method="active_set")
@@ -144,8 +145,9 @@ def test_dual_bound_needs_every_coordinate_penalized():
     obj = dm.FederatedDRO(fed, dm.losses.Hinge(), dm.sets.Simplex(3), l2=0.1, penalize_intercept=False).objectives
     table, pieces = SampleTable(obj), Pieces.of(dm.losses.Hinge())
     active = pieces.active(table.arguments(np.zeros(obj.dim)))
-    b = piecewise_dual_bound(table, np.full(3, 1 / 3), pieces.slopes[active], pieces.intercepts[active])
-    assert b["value"] == -np.inf
+    b = piecewise_dual_bound(table, dm.sets.Simplex(3), np.full(3, 1 / 3), pieces.slopes[active],
+                             pieces.intercepts[active])
+    assert b["value"] == -np.inf and b["bound"] == -np.inf
 
 
 # ------------------------------------------------------------------------------------ the route
@@ -274,6 +276,10 @@ def test_refused_where_it_cannot_apply_and_auto_takes_the_conic_route():
     smooth = dm.FederatedDRO(clf, dm.losses.Logistic(), dm.sets.CVaR(3, 0.5), l2=0.1)
     with pytest.raises(InvalidParameterError, match="not piecewise linear"):
         smooth.solve(method="active_set")
+    remote = dm.FederatedDRO(clf, dm.losses.Hinge(), dm.sets.CVaR(3, 0.5), l2=0.1)
+    remote.objectives.holds_rows = False                     # as a federated server's objectives
+    with pytest.raises(InvalidParameterError, match="rows are remote"):
+        remote.solve(method="active_set")
     huber = dm.FederatedDRO(dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=20, seed=1),
                             dm.losses.Huber(0.5), dm.sets.CVaR(3, 0.5), l2=0.1)
     with pytest.raises(InvalidParameterError, match="not piecewise linear"):
