@@ -313,3 +313,13 @@ def test_auto_falls_back_to_the_conic_route_when_the_reduced_problem_fails(monke
     sol = dm.FederatedDRO(fed, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=0.1).solve()
     assert sol.info["method"] == "conic" and sol.status == "optimal"
     assert sol.info["route_attempts"] == [{"method": "active_set", "status": "failed", "relative_gap": np.inf}]
+
+
+def test_a_sweep_reuses_the_set_parameters():
+    """The weight step and the reduced problem read the set's DPP parameters: each point of an alpha
+    sweep equals a fresh conic solve at that alpha."""
+    fed = dm.datasets.synthetic_classification(n_clients=6, dim=4, samples=400, seed=2)
+    prob = dm.FederatedDRO(fed, dm.losses.Hinge(), dm.sets.CVaR(6, 0.5), l2=1e-2)
+    for alpha, sol in zip([0.3, 0.8], prob.sweep("alpha", [0.3, 0.8], progress=False)):
+        fresh = dm.FederatedDRO(fed, dm.losses.Hinge(), dm.sets.CVaR(6, alpha), l2=1e-2)
+        _agree(fresh, sol, fresh.solve(method="conic"), 1e-2)
