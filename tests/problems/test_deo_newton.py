@@ -117,3 +117,11 @@ def test_refused_where_it_cannot_apply_and_auto_takes_the_conic_route():
         dm.DEOConstrained(vf, dm.losses.Logistic(), eps=0.02, fairness_loss="linear", l2=1e-2).solve(method="dc")
     with pytest.raises(InvalidParameterError, match=r"\(method 'convex'\)"):       # newton does not apply to hinge
         hinge.solve(method="dc")
+
+
+def test_options_are_validated():
+    prob = dm.DEOConstrained(_vertical(n=120), dm.losses.Logistic(), eps=0.02, fairness_loss="linear", l2=1e-2)
+    with pytest.raises(InvalidParameterError, match="max_steps"):
+        prob.solve(method="newton", max_steps=0)
+    with pytest.raises(InvalidParameterError, match="unknown option"):
+        prob.solve(method="newton", tol_gap_abs=1e-9)          # a solver setting: Newton uses no solver

@@ -36,8 +36,8 @@ import time
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from ..._validation import check_int, check_real
 from ...solution import status_from_gap
+from .._sqp import check_sqp_options
 from .routes import DEORoute
 
 __all__ = ["NewtonRoute"]
@@ -70,10 +70,7 @@ class NewtonRoute(DEORoute):
         return None
 
     def complete_options(self, given) -> dict:
-        opts = super().complete_options(given)
-        opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
-        opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
-        return opts
+        return check_sqp_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()
