@@ -37,12 +37,16 @@ import drflmodel as dm
 from drflmodel.objectives import ClientObjectives
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-L2, RHO, ALPHA, N_CLIENTS = 1e-3, 0.1, 0.2, 20
+L2, RHO, ALPHA, N_CLIENTS, DEO_EPS = 1e-3, 0.1, 0.2, 20, 0.02
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 MARKERS = ("<!-- bench_certified:start -->", "<!-- bench_certified:end -->")
 
 
 # ------------------------------------------------------------------------------------ data
+def vertical(N: int, d: int, seed: int = 0):
+    return dm.datasets.synthetic_vertical(n_samples=N, dim=d, n_parties=3, group_shift=1.5, seed=seed)
+
+
 def classification(N: int, d: int, seed: int = 0):
     return dm.datasets.synthetic_classification(n_clients=N_CLIENTS, dim=d, samples=N // N_CLIENTS, seed=seed)
 
@@ -58,6 +62,12 @@ def multiclass(N: int, d: int, seed: int = 0):
 
 
 # ------------------------------------------------------------------------------------ plain models
+#: the losses of the cases (pinball at tau = 0.3, epsilon-insensitive at eps = 0.1)
+LOSSES = {"logistic": dm.losses.Logistic, "squared": dm.losses.Squared, "hinge": dm.losses.Hinge,
+          "multinomial": dm.losses.Multinomial, "pinball": lambda: dm.losses.Pinball(0.3),
+          "epsilon_insensitive": lambda: dm.losses.EpsilonInsensitive(0.1)}
+
+
 def _loss_expr(name: str, X, y, W):
     if name == "logistic":
         return cp.sum(cp.logistic(-cp.multiply(y, X @ W)))
@@ -65,6 +75,11 @@ def _loss_expr(name: str, X, y, W):
         return cp.sum_squares(X @ W - y)
     if name == "hinge":
         return cp.sum(cp.pos(1 - cp.multiply(y, X @ W)))
+    if name == "pinball":
+        r = X @ W - y
+        return cp.sum(cp.maximum(-0.3 * r, 0.7 * r))
+    if name == "epsilon_insensitive":
+        return cp.sum(cp.pos(cp.abs(X @ W - y) - 0.1))
     if name == "multinomial":
         K = W.shape[1]
         S = X @ W
@@ -88,6 +103,45 @@ def plain_minmax(fed, loss: str, weights: str) -> cp.Problem:
     return cp.Problem(cp.Minimize(objective))
 
 
+def plain_vertex_socp(fed, phi: float = 0.1) -> cp.Problem:
+    """Relative fairness with A = B = the simplex: min t s.t. t >= lambda_v^T f(theta) at every vertex
+    point lambda_v = (e_i - phi e_j) / (1 - phi) (the vertex SOCP), each a quad_form of the aggregated
+    matrix (PSD here; psd_wrap skips CVXPY's own eigenvalue check)."""
+    n, d = fed.n_clients, fed.dim
+    Q = np.array([c.X.T @ c.X / c.size + 0.5 * L2 * np.eye(d) for c in fed.clients])
+    r = np.array([c.X.T @ c.y / c.size for c in fed.clients])
+    c0 = np.array([c.y @ c.y / c.size for c in fed.clients])
+    theta, t = cp.Variable(d), cp.Variable()
+    cons = []
+    for i in range(n):
+        for j in range(n):
+            lam = -phi * np.eye(n)[j]
+            lam[i] += 1.0
+            lam /= 1.0 - phi
+            P = np.einsum("i,ijk->jk", lam, Q)
+            cons.append(cp.quad_form(theta, cp.psd_wrap(0.5 * (P + P.T))) - 2 * (lam @ r) @ theta + lam @ c0 <= t)
+    return cp.Problem(cp.Minimize(t), cons)
+
+
+def plain_deo(vf, eps: float = DEO_EPS) -> cp.Problem:
+    """DEO with the linear fairness loss: the mean logistic loss plus the ridge, |D(theta)| <= eps with
+    D = -(u_a - u_b)^T theta / 2 (u_s the mean row of group s's favourable-label rows)."""
+    theta = cp.Variable(vf.dim)
+    X, y = vf.X, vf.y
+    u = X[vf.N_a].mean(axis=0) - X[vf.N_b].mean(axis=0)
+    objective = cp.sum(cp.logistic(-cp.multiply(y, X @ theta))) / X.shape[0] + 0.5 * L2 * cp.sum_squares(theta)
+    return cp.Problem(cp.Minimize(objective), [cp.abs(0.5 * (u @ theta)) <= eps])
+
+
+def _deo(fairness_loss: str):
+    return lambda vf: dm.DEOConstrained(vf, dm.losses.Logistic(), eps=DEO_EPS, fairness_loss=fairness_loss, l2=L2)
+
+
+def _relative(fed):
+    n = fed.n_clients
+    return dm.RelativeFairness(fed, dm.losses.Squared(), A=dm.sets.Simplex(n), B=dm.sets.Simplex(n), phi=0.1, l2=L2)
+
+
 # ------------------------------------------------------------------------------------ cases
 @dataclass
 class Case:
@@ -95,7 +149,7 @@ class Case:
 
     data: Callable
     problem: Callable               # fed -> drflmodel problem
-    plain: Callable                 # fed -> cp.Problem
+    plain: Callable | None          # fed -> cp.Problem (None: no convex model to write by hand)
     loss: str
     sizes: list = field(default_factory=lambda: [(1_000, 10), (10_000, 10), (100_000, 10), (1_000_000, 10),
                                                  (10_000, 50), (10_000, 200), (100_000, 50)])
@@ -103,14 +157,16 @@ class Case:
 
 
 def _dro(loss_name, set_name):
-    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
-            "multinomial": dm.losses.Multinomial()}[loss_name]
+    loss = LOSSES[loss_name]()
 
     def build(fed):
         W = dm.sets.ChiSquare(fed.n_clients, RHO) if set_name == "chi2" else dm.sets.CVaR(fed.n_clients, ALPHA)
         return dm.FederatedDRO(fed, loss, W, l2=L2)
     return build
 
+
+#: the non-smooth cases: rows x features (the active-set route's target is 100k x 10)
+NONSMOOTH_SIZES = [(1_000, 10), (10_000, 10), (100_000, 10), (1_000_000, 10), (10_000, 50)]
 
 CASES = {
     "dro/logistic/chi2": Case(classification, _dro("logistic", "chi2"),
@@ -122,10 +178,25 @@ CASES = {
     "dro/squared/cvar": Case(regression, _dro("squared", "cvar"), lambda f: plain_minmax(f, "squared", "cvar"),
                              "squared"),
     "dro/hinge/cvar": Case(classification, _dro("hinge", "cvar"), lambda f: plain_minmax(f, "hinge", "cvar"),
-                           "hinge", sizes=[(1_000, 10), (10_000, 10), (100_000, 10)]),
+                           "hinge", sizes=NONSMOOTH_SIZES),
+    "dro/hinge/chi2": Case(classification, _dro("hinge", "chi2"), lambda f: plain_minmax(f, "hinge", "chi2"),
+                           "hinge", sizes=NONSMOOTH_SIZES),
+    "dro/pinball/cvar": Case(regression, _dro("pinball", "cvar"), lambda f: plain_minmax(f, "pinball", "cvar"),
+                             "pinball", sizes=NONSMOOTH_SIZES),
+    "dro/epsilon_insensitive/chi2": Case(regression, _dro("epsilon_insensitive", "chi2"),
+                                         lambda f: plain_minmax(f, "epsilon_insensitive", "chi2"),
+                                         "epsilon_insensitive", sizes=NONSMOOTH_SIZES),
+    "fafl/hinge": Case(classification, lambda fed: dm.FairnessAwareFL(fed, dm.losses.Hinge(), alpha=0.5, l2=L2),
+                       lambda f: plain_minmax(f, "hinge", "fafl"), "hinge", sizes=NONSMOOTH_SIZES),
     "fafl/logistic": Case(classification,
                           lambda fed: dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.5, l2=L2),
                           lambda f: plain_minmax(f, "logistic", "fafl"), "logistic"),
+    "relative/squared/R1": Case(regression, _relative, plain_vertex_socp, "squared",
+                                sizes=[(1_000, 10), (10_000, 10), (100_000, 10), (10_000, 50)]),
+    "deo/logistic/linear": Case(vertical, _deo("linear"), plain_deo, "logistic",
+                                sizes=[(1_000, 10), (10_000, 10), (100_000, 10), (1_000_000, 10), (10_000, 50)]),
+    # a difference-of-convex constraint: no hand-written convex model exists; time and gap only
+    "deo/logistic/same": Case(vertical, _deo("same"), None, "logistic", sizes=[(1_000, 10), (10_000, 10)]),
     "dro/multinomial/chi2": Case(multiclass, _dro("multinomial", "chi2"),
                                  lambda f: plain_minmax(f, "multinomial", "chi2"), "multinomial",
                                  sizes=[(1_000, 10), (10_000, 10), (100_000, 50)]),
@@ -134,16 +205,29 @@ CASES = {
 
 # ------------------------------------------------------------------------------------ measuring
 def pass_seconds(fed, loss_name: str, repeats: int = 3) -> float:
-    """One fused pass: every client's value and gradient (and Hessian for smooth losses)."""
-    loss = {"logistic": dm.losses.Logistic(), "squared": dm.losses.Squared(), "hinge": dm.losses.Hinge(),
-            "multinomial": dm.losses.Multinomial()}[loss_name]
-    obj = ClientObjectives(fed, loss, l2=L2)
-    theta, lam = np.zeros(obj.dim), np.full(obj.n, 1.0 / obj.n)
+    """One fused pass: every client's value and gradient (and Hessian for smooth losses); on a
+    vertical federation, the loss, gradient and Hessian of the pooled rows."""
+    loss = LOSSES[loss_name]()
     smooth = np.isfinite(loss.smoothness)
+    if isinstance(fed, dm.VerticalFederation):
+        X, y = fed.X, fed.y
+        theta = np.zeros(X.shape[1])
+
+        def one_pass():
+            z = X @ theta
+            loss.value(z, y), X.T @ loss.derivative(z, y)
+            if smooth:
+                (X * loss.second_derivative(z, y)[:, None]).T @ X
+    else:
+        obj = ClientObjectives(fed, loss, l2=L2)
+        theta, lam = np.zeros(obj.dim), np.full(obj.n, 1.0 / obj.n)
+
+        def one_pass():
+            obj.evaluate(theta, lam, hessian=smooth)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        obj.evaluate(theta, lam, hessian=smooth)
+        one_pass()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
@@ -189,7 +273,9 @@ def run_case(name: str, N: int, d: int, plain_limit: float, plain_max: int) -> d
     t_cert = time.perf_counter() - t0
     row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": sol.info.get("method"), "certified": t_cert,
            "passes": t_cert / t_pass, "status": sol.status, "gap": sol.relative_gap, "U": sol.upper_bound}
-    if N * prob.dim <= plain_max:
+    if case.plain is None:
+        row["plain_note"] = "none (not convex)"
+    elif N * prob.dim <= plain_max:
         v, t_plain, used = plain_timed(name, N, d, plain_limit)
         row.update(plain=t_plain, plain_used=used, ratio=t_cert / t_plain, bound=used == "not finished",
                    plain_minus_U=v - sol.upper_bound)
@@ -204,7 +290,7 @@ def markdown(rows) -> str:
             plain = f"{'> ' if r['bound'] else ''}{r['plain']:.1f}"
             ratio = f"{'< ' if r['bound'] else ''}{r['ratio']:.3f}"
         else:
-            plain, ratio = "not run", ""
+            plain, ratio = r.get("plain_note", "not run"), ""
         dp = f"{r['d']}" + (f" ({r['P']})" if r["P"] != r["d"] else "")
         out.append(f"| {r['case']} | {r['N']:,} | {dp} | {r['route']} | {r['certified']:.2f} | {r['passes']:.1f} | "
                    f"{r['status']} | {max(r['gap'], 0.0):.0e} | {plain} | {ratio} |")

@@ -260,10 +260,12 @@ class ClientObjectives:
         n, m, d = self._X.shape
         K = self.n_outputs
         w = (self._mask * (lam / self._sizes)[:, None]).reshape(-1)
-        rows = np.flatnonzero(w)                              # padding and zero weights skipped
-        X2 = self._X.reshape(n * m, d)
         a = a.reshape(n * m, K)
         b = None if b is None else b.reshape(n * m, K)
+        # padding, zero weights and (K = 1) rows without curvature -- the affine parts of a
+        # piecewise-quadratic loss -- contribute nothing: skipped
+        rows = np.flatnonzero(w if b is not None else w * (a[:, 0] != 0))
+        X2 = self._X.reshape(n * m, d)
         H = np.zeros((self.dim, self.dim))
         for start in range(0, rows.size, chunk):
             r = rows[start:start + chunk]

@@ -67,7 +67,7 @@ FAMILIES = {
                                             box=(-3 * np.ones(2), 3 * np.ones(2))),
     "deo": lambda: dm.DEOConstrained(_vertical(), Logistic(), 0.02, fairness_loss="linear", l2=0.05),
 }
-DEFAULT_METHOD = {"dro": "conic", "fafl": "conic", "wasserstein": "conic", "relative": "R1", "deo": "convex"}
+DEFAULT_METHOD = {"dro": "conic", "fafl": "conic", "wasserstein": "conic", "relative": "R1", "deo": "newton"}
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_auto_takes_the_route_that_accepts_the_options(problems):
 @pytest.mark.parametrize("family,method,error,match", [
     ("relative", "R3", InvalidParameterError, "box"),
     ("relative", "FederatedDRO", InvalidParameterError, "FederatedDRO"),
-    ("deo", "sdp", InvalidParameterError, "method 'convex'"),
+    ("deo", "sdp", InvalidParameterError, "method 'newton' or 'convex'"),
     ("deo", "dc", InvalidParameterError, "affine_fair"),
 ])
 def test_forced_route_that_does_not_apply_gives_its_reason(problems, family, method, error, match):

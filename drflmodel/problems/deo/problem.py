@@ -476,9 +476,13 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
     # ------------------------------------------------------------------ solve
     def routes(self) -> list:
-        """``convex``, ``sdp``, ``dc``, ``penalty_local``: exactly one applies, the one of
-        :attr:`problem_class` (module docstring)."""
-        return [ConvexRoute(), SDPRoute(), DCRoute(), PenaltyLocalRoute()]
+        """``newton``, ``convex``, ``sdp``, ``dc``, ``penalty_local``: the route of
+        :attr:`problem_class` (module docstring), and for the convex classes with a
+        twice-differentiable loss and ``l2 > 0`` first the Newton route (:mod:`.newton`), which
+        falls back to ``convex`` if it does not certify."""
+        from .newton import NewtonRoute
+
+        return [NewtonRoute(), ConvexRoute(), SDPRoute(), DCRoute(), PenaltyLocalRoute()]
 
     def _annotate(self, sol: Solution, request, started: float) -> None:
         """``info``: ``problem_class``, the tolerance, ``kkt`` residuals and ``metrics`` (training

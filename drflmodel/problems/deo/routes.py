@@ -1,8 +1,12 @@
-r"""The solve routes of the DEO-constrained problem, one per problem class.
+r"""The solve routes of the DEO-constrained problem, one per problem class (and a fast one for the
+convex classes).
 
 =====================  ==========================================  ====================================
 route                  problem class                               certificate
 =====================  ==========================================  ====================================
+``"newton"``           ``affine_fair``, ``penalty_c_affine``,      Lagrangian bound at the Newton
+                       twice-differentiable loss, ``l2 > 0``       multipliers / the penalty
+                       (:mod:`.newton`; numpy, no conic model)     multipliers
 ``"convex"``           ``affine_fair``, ``penalty_c_affine``       Lagrangian bound at the solver's
                                                                    duals / the penalty multipliers;
                                                                    piecewise-linear losses: the exact
@@ -14,10 +18,11 @@ route                  problem class                               certificate
                                                                    ``"local"``
 =====================  ==========================================  ====================================
 
-Exactly one route applies to a problem (its :attr:`~.problem.DEOConstrained.problem_class`);
-forcing another raises naming the right one. Every route takes solver options (the first conic
-solver's settings) and runs its convex subproblems through the shared
-:class:`~drflmodel.problems._conic.SolverSequence`.
+One conic route applies to a problem (its :attr:`~.problem.DEOConstrained.problem_class`);
+forcing another raises naming the right one. For the convex classes ``method="auto"`` tries the
+Newton route first where it applies and falls back to ``"convex"`` when it does not certify. Every
+conic route takes solver options (the first conic solver's settings) and runs its convex
+subproblems through the shared :class:`~drflmodel.problems._conic.SolverSequence`.
 """
 
 from __future__ import annotations
@@ -68,9 +73,10 @@ class DEORoute(Route):
     def applies(self, problem) -> str | None:
         if problem.problem_class in self.classes:
             return None
-        right = next((r.name for r in problem.routes() if problem.problem_class in r.classes), None)
+        right = [repr(r.name) for r in problem.routes()
+                 if problem.problem_class in r.classes and r.applies(problem) is None]
         return (f"it solves the problem class(es) {', '.join(self.classes)}; this problem is "
-                f"{problem.problem_class!r} (method {right!r})")
+                f"{problem.problem_class!r} (method {' or '.join(right) or None})")
 
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()

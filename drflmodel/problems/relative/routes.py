@@ -44,6 +44,7 @@ from .. import _quadratic as qd
 from .._conic import SOLVER_OPTIONS, SolverSequence, installed_solvers, quiet_solve
 from .._routes import Route
 from .convexity import MAX_VERTEX_PAIRS
+from .vertex_socp import solve_vertex_socp
 
 __all__ = ["FederatedDRORoute", "R1Route", "R3Route", "R2Route", "LocalRoute", "branch_and_bound",
            "RANK_TOL"]
@@ -149,23 +150,45 @@ class R1Route(_ExactRoute):
         return NotConvexError(reason) if problem.is_quadratic else InvalidParameterError(reason)
 
     def solve(self, problem, request):
+        """Clarabel's native interface first (:mod:`.vertex_socp`: no CVXPY compilation) when the
+        solver is Clarabel or unnamed; if it gives no certified answer, the CVXPY model with the
+        solver sequence. Either way the same weak-duality certificate."""
         V = problem.vertex_weights()
         Q, r, c = problem.objectives.quadratic_forms()
-        prob, theta, t, vcons = qd.build_r1(Q, r, c, V, box=problem.box)   # NotConvexError if not PSD
 
-        def certify(name):
-            mu = np.array([float(np.asarray(cn.dual_value).reshape(-1)[0]) for cn in vcons])
-            mu = np.maximum(mu, 0.0)
+        def certified(theta, mu, value, name):
             lam_bar = (mu / mu.sum()) @ V if mu.sum() > 0 else V[0]
             L, _ = qd.min_quadratic(*qd.aggregate(Q, r, c, lam_bar), box=problem.box)
-            info = {"solver": name, "r1_value": float(prob.value), "n_vertices": int(V.shape[0]),
+            info = {"solver": name, "r1_value": value, "n_vertices": int(V.shape[0]),
                     "lower_bound_kind": "weak duality: min over Theta of lam_bar^T f, lam_bar = vertex "
                                         "multipliers' convex combination (in Lambda_phi)"}
-            return problem._solution(theta.value, L, None, "R1 vertex SOCP + weak duality at the multipliers",
+            return problem._solution(theta, L, None, "R1 vertex SOCP + weak duality at the multipliers",
                                      request.gap_tol, duals={"lambda_bar": lam_bar, "vertex_multipliers": mu},
                                      info=info)
 
-        return _run_solvers(problem, prob, request, certify)
+        native_attempt = None
+        if request.solver in (None, "CLARABEL") and "CLARABEL" in installed_solvers():
+            t0 = time.perf_counter()
+            theta, mu, value, status, iters = solve_vertex_socp(Q, r, c, V, box=problem.box,
+                                                                settings=request.solver_options)
+            native_attempt = {"solver": "CLARABEL", "interface": "native", "solver_status": status,
+                              "iterations": iters, "time": time.perf_counter() - t0}
+            if theta is not None:
+                sol = certified(theta, mu, value, "CLARABEL (native)")
+                native_attempt.update(status=sol.status, relative_gap=sol.relative_gap)
+                if sol.status == "optimal":
+                    sol.info["attempts"] = [native_attempt]
+                    return sol
+        prob, theta_v, t, vcons = qd.build_r1(Q, r, c, V, box=problem.box)   # NotConvexError if not PSD
+
+        def certify(name):
+            mu = np.maximum(np.array([float(np.asarray(cn.dual_value).reshape(-1)[0]) for cn in vcons]), 0.0)
+            return certified(theta_v.value, mu, float(prob.value), name)
+
+        sol = _run_solvers(problem, prob, request, certify)
+        if native_attempt is not None:
+            sol.info["attempts"] = [native_attempt, *sol.info["attempts"]]
+        return sol
 
 
 # ---- R3 ---------------------------------------------------------------------------------------
