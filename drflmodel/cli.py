@@ -116,7 +116,8 @@ def _run_solver(cfg, problem, solver):
 def _cmd_tour(args) -> int:
     from ._tour import run_tour
 
-    return run_tour(out_dir=args.out, quick=args.quick, plots=not args.no_plots, wide=args.wide,
+    plots = args.plots or not (args.no_plots or args.quick)
+    return run_tour(out_dir=args.out, quick=args.quick, plots=plots, wide=args.wide,
                     progress=False if args.no_progress else None)
 
 
@@ -164,8 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "table (100 columns; --wide for all); figures and a JSON "
                                       "report with every field go to the output directory.")
     tour.add_argument("--out", default="drflmodel-tour", help="output directory (default: %(default)s)")
-    tour.add_argument("--quick", action="store_true", help="smaller instances and fewer rounds")
+    tour.add_argument("--quick", action="store_true",
+                      help="smaller instances, one solver variant per oracle, no figures: under 20 s")
     tour.add_argument("--no-plots", action="store_true", help="do not draw figures")
+    tour.add_argument("--plots", action="store_true", help="draw the figures also with --quick")
     tour.add_argument("--wide", action="store_true",
                       help="print every column (data, oracle value, tolerance; wider than 100 columns)")
     tour.add_argument("--no-progress", action="store_true",
