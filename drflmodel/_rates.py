@@ -350,9 +350,16 @@ _PREDICTORS = {"ScaffPD": _scaffpd, "ScaffPDIA": _scaffpd_ia, "FedAvg": _fedavg,
 
 
 def predict(trace, problem) -> Prediction:
-    """The theory's rate for the run recorded in ``trace`` on ``problem`` (module docstring)."""
+    """The theory's rate for the run recorded in ``trace`` on ``problem`` (module docstring).
+
+    A run recorded from someone else's algorithm (e.g. a Flower strategy graded by
+    :class:`drflmodel.flower.Recorder`, whose steps drflmodel does not know) gets no prediction."""
+    info = getattr(trace, "info", None)
+    if isinstance(info, dict) and info.get("recorded_by"):
+        return Prediction(None, f"not predicted: a run of {getattr(trace, 'solver', '') or 'an external algorithm'} "
+                          f"recorded by {info['recorded_by']} (its steps are not known here)", "")
     fn = _PREDICTORS.get(getattr(trace, "solver", ""))
-    if fn is None or not isinstance(getattr(trace, "info", None), dict):
+    if fn is None or not isinstance(info, dict) or not getattr(trace, "params", None):
         return _fallback(trace)
     try:
         return fn(trace, problem)

@@ -161,7 +161,7 @@ class Report:
                              f"paper: {rt.get('expected') or 'n/a'}")
         theory = d.get("theory")
         if theory:
-            lines.append(f"  theory: {theory['statement']} -- {theory['source']}")
+            lines.append(f"  theory: {theory['statement']}" + (f" -- {theory['source']}" if theory["source"] else ""))
         if d.get("comparison", {}).get("text") and theory and theory.get("kind"):
             lines.append(f"  rate check: {d['comparison']['text']}")
         if self.rounds_to_tol is not None:
