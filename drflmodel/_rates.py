@@ -108,45 +108,69 @@ class PowerEnvelope(Envelope):
 class AcceleratedEnvelope(Envelope):
     """:math:`\\gamma_0/\\gamma_r` of the accelerated (SC-C) schedule: :math:`\\gamma_{r+1}=
     \\gamma_r(1+\\kappa\\tau_r)`, :math:`\\tau_{r+1}=\\tau_r\\sqrt{\\gamma_r/\\gamma_{r+1}}`, from
-    :math:`\\tau_0` (computed by the recursion up to :data:`ROUND_CAP` rounds when needed)."""
+    :math:`\\tau_0`.
+
+    The first :data:`EXACT` rounds follow the recursion exactly; beyond them, where
+    :math:`\\kappa\\tau_r` is small, the recursion is the ODE :math:`\\tau'=-\\kappa\\tau^2/2`, so
+    :math:`\\log(\\gamma_{r_1}/\\gamma_r)=-2\\log(1+\\kappa\\tau_{r_1}(r-r_1)/2)` (relative error
+    :math:`O(\\kappa\\tau_{r_1})`), which is the :math:`1/r^2` of Theorem 3.1 in the limit."""
+
+    EXACT = 1 << 17
 
     def __init__(self, tau0: float, kappa: float):
         self.tau0, self.kappa = float(tau0), float(kappa)
-        self._log = np.zeros(1)          # log(gamma_0 / gamma_r), r = 0, 1, ...
+        self._log = np.zeros(1)          # log(gamma_0 / gamma_r), r = 0, 1, ..., exactly
 
     def _extend(self, n: int) -> None:
         have = self._log.size
-        if have > n:
+        n = min(n + 1, self.EXACT)
+        if have >= n:
             return
-        n = min(max(n + 1, 2 * have), ROUND_CAP + 1)
+        n = min(max(n, 2 * have), self.EXACT)
         out = np.empty(n)
         out[:have] = self._log
-        # tau_r from the log-gamma values: tau_r = tau_0 sqrt(gamma_0 / gamma_r)
         value = float(self._log[-1])
         for k in range(have, n):
-            tau = self.tau0 * math.exp(0.5 * value)
+            tau = self.tau0 * math.exp(0.5 * value)     # tau_r = tau_0 sqrt(gamma_0 / gamma_r)
             value -= math.log1p(self.kappa * tau)
             out[k] = value
         self._log = out
 
+    def _tail(self):
+        """``(r1, log_env(r1), kappa * tau_{r1})`` at the last exactly computed round."""
+        self._extend(self.EXACT)
+        r1 = self._log.size - 1
+        value = float(self._log[-1])
+        return r1, value, self.kappa * self.tau0 * math.exp(0.5 * value)
+
     def log(self, r):
-        r = np.asarray(r, dtype=int)
-        self._extend(int(r.max()) if r.size else 0)
-        return self._log[np.minimum(r, self._log.size - 1)]
+        r = np.asarray(r, dtype=float)
+        top = float(r.max()) if r.size else 0.0
+        self._extend(int(min(top, self.EXACT)))
+        exact = np.minimum(r, self._log.size - 1).astype(int)
+        out = self._log[exact]
+        if top >= self._log.size:
+            r1, value, s1 = self._tail()
+            far = r > r1
+            out = np.where(far, value - 2.0 * np.log1p(s1 * np.maximum(r - r1, 0.0) / 2.0), self._log[
+                np.minimum(r, r1).astype(int)])
+        return out
 
     def rounds_to_drop(self, start, drop):
         if drop <= 0:
             return int(start)
-        n = max(4 * start, 1024)
+        target = float(self.log([start])[0]) - drop
+        self._extend(max(4 * start, 1024))
         while True:
-            self._extend(n)
-            target = float(self.log([start])[0]) - drop
-            hit = np.nonzero(self._log[start:] <= target)[0]
+            hit = np.nonzero(self._log[start:] <= target)[0] if start < self._log.size else np.array([])
             if hit.size:
                 return int(start + hit[0])
-            if self._log.size > ROUND_CAP:
-                return None
-            n = 4 * n
+            if self._log.size >= self.EXACT:
+                break
+            self._extend(4 * self._log.size)
+        r1, value, s1 = self._tail()          # target < log(max(start, r1)) <= value: beyond r1
+        r = r1 + 2.0 * (math.exp((value - target) / 2.0) - 1.0) / s1
+        return int(math.ceil(r)) if r <= ROUND_CAP else None
 
 
 # --------------------------------------------------------------------------- prediction
