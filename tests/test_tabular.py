@@ -342,6 +342,9 @@ def test_readme_csv_example_verifies(tmp_path, monkeypatch, capsys):
     assert main(["verify", str(_readme_csv(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "PASSED: ScaffPD vs dro (2000 rounds, on the rate" in out, out
+    # the README shows this very output
+    (shown,) = re.findall(r"```text\n(optimal: .*?)```", README.read_text(), flags=re.S)
+    assert out == shown
     for line in ("  theory: O(1/R^2)", "  rate check: over rounds 1000-2000", ": matches",
                  "  rounds to tolerance: not reached; predicted at the theory's rate",
                  "  cause: CVaR is not strongly concave in lambda"):
