@@ -61,9 +61,10 @@ def behaviour(errors, tol: float, metric: str) -> dict:
         return {"behaviour": "converged", "text": f"converged: {metric} met the tolerance at round "
                 f"{int(met[0])}", "window": list(window(e, tol))}
     a, b = R // 2, R
-    if b - a < 2:
-        return {"behaviour": "converging" if e[-1] < e[0] else "growing",
-                "text": f"{metric} went from {e[0]:.3g} to {e[-1]:.3g} in {R} round(s)", "window": [0, R]}
+    if b - a < 2:                                   # too few rounds for a trend: the endpoints
+        course = "converging" if e[-1] < e[0] else ("growing" if e[-1] > e[0] else "stalling")
+        return {"behaviour": course, "text": f"{course}: {metric} went from {e[0]:.3g} to {e[-1]:.3g} in "
+                f"{R} round(s)", "window": [0, R]}
     logs = np.log(np.maximum(e[a:b + 1], 1e-300))
     trend = _log_slope(e, a, b) * (b - a)             # fitted log change over the window
     swing = float(logs.max() - logs.min())

@@ -322,3 +322,10 @@ def test_badly_scaled_features_are_named_as_the_cause():
     assert "cause: feature scales differ by" in text and "column 1" in text
     assert "cause: the step is limited by the smoothness L_xx" in text
     assert "predicted at the theory's rate more than 10,000,000 rounds" in text
+
+
+def test_short_runs_are_described_by_their_endpoints():
+    assert _report(np.array([4.0]), tol=1e-6).diagnosis["behaviour"] == "stalling"
+    assert _report(np.array([4.0, 3.0]), tol=1e-6).diagnosis["text"] == \
+        "converging: dist_theta_sq went from 4 to 3 in 1 round(s)"
+    assert _report(np.array([4.0, 3.0, 5.0]), tol=1e-6).diagnosis["behaviour"] == "growing"
