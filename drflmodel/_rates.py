@@ -110,12 +110,12 @@ class AcceleratedEnvelope(Envelope):
     \\gamma_r(1+\\kappa\\tau_r)`, :math:`\\tau_{r+1}=\\tau_r\\sqrt{\\gamma_r/\\gamma_{r+1}}`, from
     :math:`\\tau_0`.
 
-    The first :data:`EXACT` rounds follow the recursion exactly; beyond them, where
+    The first ``EXACT`` (16,384) rounds follow the recursion exactly; beyond them, where
     :math:`\\kappa\\tau_r` is small, the recursion is the ODE :math:`\\tau'=-\\kappa\\tau^2/2`, so
     :math:`\\log(\\gamma_{r_1}/\\gamma_r)=-2\\log(1+\\kappa\\tau_{r_1}(r-r_1)/2)` (relative error
     :math:`O(\\kappa\\tau_{r_1})`), which is the :math:`1/r^2` of Theorem 3.1 in the limit."""
 
-    EXACT = 1 << 17
+    EXACT = 1 << 14
 
     def __init__(self, tau0: float, kappa: float):
         self.tau0, self.kappa = float(tau0), float(kappa)
