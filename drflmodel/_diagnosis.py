@@ -1,7 +1,8 @@
 """What an error sequence does, compared with what the theory predicts (used by ``verify``).
 
 * :func:`behaviour` names the error's course in words: ``"converged"`` (met the tolerance),
-  ``"converging"``, ``"stalling"`` (it fell by less than 10% over the second half of the run),
+  ``"converging"``, ``"stalling"`` (it fell by less than 10% over the second half of the run, or
+  over the last quarter by less than 10% and less than a tenth of the second half's fall: a floor),
   ``"growing"`` (it rose by more than 10%, or ends 10% above its minimum while still rising),
   ``"oscillating"`` (it changes direction in more than a third of the rounds and swings more than
   it trends) or ``"diverged"`` (NaN or inf). Only a converging or converged error is fitted as a rate.
@@ -10,7 +11,8 @@
   from above, so the run *matches* when it falls at least ``1 - margin`` times as much.
 * :func:`rounds_to_tol` extrapolates the round at which the tolerance would be met, at the
   theory's rate (its bound's shape anchored at the last error) and at the observed rate.
-* :func:`feature_scale_note` names badly scaled features, the usual cause of a tiny step.
+* :func:`feature_scale_note` names badly scaled features, the usual cause of a tiny step;
+  :func:`oracle_precision_note` an error that stalls at the certified optimum's own precision.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 
 from ._rates import ROUND_CAP, Prediction
 
-__all__ = ["behaviour", "window", "compare", "rounds_to_tol", "feature_scale_note", "BEHAVIOURS"]
+__all__ = ["behaviour", "window", "compare", "rounds_to_tol", "feature_scale_note", "oracle_precision_note",
+           "BEHAVIOURS"]
 
 BEHAVIOURS = ("converged", "converging", "stalling", "growing", "oscillating", "diverged")
 #: a change smaller than this (log units, ~10%) over the window is no trend
@@ -88,6 +91,13 @@ def behaviour(errors, tol: float, metric: str) -> dict:
         return {"behaviour": "stalling",
                 "text": f"stalling: {metric} changed by {pct:+.2g}% over rounds {a}-{b} ({change}); "
                         "no rate fitted", "window": [a, b]}
+    c = (a + b) // 2                  # the last quarter: a fall that stopped (a floor) is a stall
+    recent = _log_slope(e, c, b) * (b - c)
+    if b - c >= 3 and recent > -TREND and -recent < 0.1 * -trend:
+        pct = 100.0 * (math.exp(recent) - 1.0)
+        return {"behaviour": "stalling",
+                "text": f"stalling: {metric} fell from {e[a]:.3g} (round {a}) to {e[c]:.3g} (round {c}), then "
+                        f"changed by {pct:+.2g}% over rounds {c}-{b}; no rate fitted", "window": [c, b]}
     return {"behaviour": "converging", "text": f"converging: {metric} fell {change}", "window": [a, b]}
 
 
@@ -191,3 +201,31 @@ def feature_scale_note(problem, ratio: float = 10.0) -> str | None:
             f"sd {col.std():.3g}; '{names[small]}': root mean square {rms[small]:.3g}): the smoothness "
             "constant, hence the step, follows the largest column -- standardize the features "
             "([data] standardize = true, or Federation.from_dataframe(..., standardize=True))")
+
+
+def oracle_precision_note(errors, metric: str, problem, solution) -> str | None:
+    """A note when a distance stalls where the oracle's own :math:`\\theta^\\star` is uncertain:
+    for a :math:`\\mu`-strongly convex objective the certificate bounds
+    :math:`\\|\\theta_{\\text{oracle}}-\\theta^\\star\\|^2\\le2(U-L)/\\mu`, so errors at that level
+    (the median of the second half of the run within 100 times the bound) are the reference's
+    precision, not the solver's."""
+    if metric not in ("dist_theta_sq", "dist_theta"):
+        return None
+    try:
+        mu = float(np.min(problem.objectives.strong_convexity()))
+        gap = abs(float(solution.upper_bound) - float(solution.lower_bound))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    gap = max(gap, 4 * np.finfo(float).eps * max(1.0, abs(float(solution.upper_bound))))
+    if not (mu > 0 and np.isfinite(gap)):
+        return None
+    bound = 2.0 * gap / mu
+    e = np.abs(np.asarray(errors, float))
+    level = float(np.median(e[e.size // 2:]))
+    if metric == "dist_theta":
+        level = level**2
+    if level > 100.0 * bound:
+        return None
+    return (f"the error stalls at the oracle's own precision: its certificate (U - L = {gap:.2g}) bounds "
+            f"||theta_oracle - theta*||^2 by 2 (U - L)/mu_x = {bound:.2g}, and the run sits at {level:.2g} "
+            "(a tolerance below that cannot be verified; tighten the oracle's gap_tol)")

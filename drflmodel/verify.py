@@ -244,7 +244,7 @@ def _rows(problem, solution, T, L, times) -> list[dict]:
     return rows
 
 
-def _diagnose(abs_err, tol, error_metric, kind, expected_rate, prediction, problem, margin):
+def _diagnose(abs_err, tol, error_metric, kind, expected_rate, prediction, problem, solution, margin):
     """``(rate, diagnosis)``: the error's course, the fitted rate (converging errors only), the
     comparison with the theory, the predicted rounds to ``tol`` and the causes."""
     course = diag.behaviour(abs_err, tol, error_metric)
@@ -264,6 +264,10 @@ def _diagnose(abs_err, tol, error_metric, kind, expected_rate, prediction, probl
         scale = diag.feature_scale_note(problem)
         if scale:
             causes.insert(0, scale)
+        if course["behaviour"] in ("stalling", "oscillating"):
+            floor = diag.oracle_precision_note(abs_err, error_metric, problem, solution)
+            if floor:
+                causes.insert(0, floor)
     diagnosis = {"behaviour": course["behaviour"], "text": course["text"], "margin": margin,
                  "theory": None if prediction is None else prediction.to_dict(), "comparison": comparison,
                  "predicted_rounds": (diag.rounds_to_tol(abs_err, tol, prediction, error_metric, rate)
@@ -329,7 +333,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     met = np.nonzero(abs_err <= tol)[0]
     rounds_to_tol = int(met[0]) if met.size else None
     rate, diagnosis = _diagnose(abs_err, tol, error_metric, expected_rate or "sublinear", expected_rate,
-                                prediction, problem, rate_margin)
+                                prediction, problem, solution, rate_margin)
 
     reasons = []
     if not np.all(np.isfinite(T)):

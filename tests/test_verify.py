@@ -329,3 +329,29 @@ def test_short_runs_are_described_by_their_endpoints():
     assert _report(np.array([4.0, 3.0]), tol=1e-6).diagnosis["text"] == \
         "converging: dist_theta_sq went from 4 to 3 in 1 round(s)"
     assert _report(np.array([4.0, 3.0, 5.0]), tol=1e-6).diagnosis["behaviour"] == "growing"
+
+
+def test_a_stall_at_the_oracles_precision_is_named():
+    """Scaff-PD on chi^2 for 5000 rounds with an unreachable tolerance: the error stalls near
+    1e-12, inside the ball 2 (U - L)/mu_x in which the certificate places theta*."""
+    import drflmodel as dm
+    prob, sol, tr = _scaffpd(dm.sets.ChiSquare(5, 0.1), rounds=5000, local_steps=5)
+    rep = verify(tr, sol, tol=1e-20)
+    mu = float(np.min(prob.objectives.strong_convexity()))
+    bound = 2 * max(abs(sol.upper_bound - sol.lower_bound), 4 * np.finfo(float).eps * abs(sol.upper_bound)) / mu
+    level = np.median([row["dist_theta_sq"] for row in rep.rows[2500:]])
+    assert rep.diagnosis["behaviour"] in ("stalling", "oscillating") and level <= 100 * bound
+    assert rep.diagnosis["causes"][0].startswith("the error stalls at the oracle's own precision")
+    # a stall far above the oracle's precision is not blamed on it
+    far = _report(np.full(50, 3.0), tol=1e-6)
+    assert not any("oracle's own precision" in c for c in far.diagnosis["causes"])
+
+
+def test_a_fall_that_stops_is_a_stall_but_a_slow_power_law_is_not():
+    r = np.arange(4001)
+    floor = np.maximum(0.995 ** r, 1e-6)                     # falls, then sits at 1e-6 from round ~2760
+    rep = _report(floor, tol=1e-9)
+    assert rep.diagnosis["behaviour"] == "stalling", rep.diagnosis
+    assert "then changed by" in rep.diagnosis["text"] and np.isnan(rep.rate["slope"])
+    slow = _report(np.concatenate([[1.0], 1.0 / r[1:] ** 0.44]), tol=1e-9)      # like the README's CVaR run
+    assert slow.diagnosis["behaviour"] == "converging"
