@@ -199,6 +199,14 @@ def load_config(path, need_solver: bool = False) -> dict:
         raise ConfigError(f"'solver.engine' must be one of {', '.join(ENGINES)}; got {out['solver']['engine']!r}")
     if out["solver"].get("verdict", "tol") not in VERDICTS:
         raise ConfigError(f"'solver.verdict' must be one of {', '.join(VERDICTS)}; got {out['solver']['verdict']!r}")
+    if out["solver"].get("expected_rate", "auto") not in ("auto", "linear", "sublinear"):
+        raise ConfigError("'solver.expected_rate' must be one of auto, linear, sublinear; got "
+                          f"{out['solver']['expected_rate']!r}")
+    margin = out["solver"].get("rate_margin", 0.25)
+    if not 0.0 <= margin < 1.0:
+        raise ConfigError(f"'solver.rate_margin' must lie in [0, 1); got {margin!r}")
+    if "tol" in out["solver"] and not out["solver"]["tol"] > 0:
+        raise ConfigError(f"'solver.tol' must be positive; got {out['solver']['tol']!r}")
     _check_table_keys(out["data"], out["problem"]["family"])
     if out["data"]["source"] in ("npz", "csv", "parquet"):
         if "path" not in out["data"]:

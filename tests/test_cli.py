@@ -137,6 +137,9 @@ def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monke
     (lambda t: t.replace("rounds = 800", 'rounds = "x"'), "'solver.options.rounds': rounds must be an integer"),
     (lambda t: t.replace("n_clients = 3", "n_clients = 0"), "'data.options.n_clients': n_clients must"),
     (lambda t: t.replace("tol = 1e-8", 'tol = 1e-8\nverdict = "fast"'), "'solver.verdict' must be one of tol, rate"),
+    (lambda t: t.replace("tol = 1e-8", "tol = 1e-8\nrate_margin = 1.5"), "'solver.rate_margin' must lie in [0, 1)"),
+    (lambda t: t.replace("tol = 1e-8", 'tol = 1e-8\nexpected_rate = "fast"'), "'solver.expected_rate' must be one of"),
+    (lambda t: t.replace("tol = 1e-8", "tol = -1e-8"), "'solver.tol' must be positive"),
 ])
 def test_argument_errors_name_the_toml_key(tmp_path, capsys, edit, message):
     cfg = _write(tmp_path, edit(VERIFY))
