@@ -242,8 +242,9 @@ def test_summary_line_names_the_rows_that_are_only_bounded():
 
 
 def test_quick_tour_is_smaller_than_the_full_one():
-    """--quick drops the solver variants (minibatch, sampling, passive steps) and shrinks the two
-    slowest instances; every family keeps its oracle and its distributed solver."""
+    """--quick drops the solver variants (minibatch, sampling, passive steps) and the vertical
+    baseline, and shrinks the slowest instances; every family keeps its oracle and its distributed
+    solver."""
     import drflmodel as dm
     from drflmodel import _tour
 
@@ -265,6 +266,6 @@ def test_quick_tour_is_smaller_than_the_full_one():
     finally:
         _tour._run_leg = real
     assert [c[1] for c in calls] == ["ScaffPD", "DRFA", "RFedFair", "FedAvg", "ADLPMM", "DRFA", "ScaffPDIA",
-                                     "ScaffPD", "FairVFL", "FedBCD"]
+                                     "ScaffPD", "FairVFL"]
     assert not any(c[2] for c in calls)
     assert "3 clients x 20" in calls[4][3] and "600 rows" in calls[8][3]
