@@ -253,7 +253,7 @@ def stop_multiclass(dm, quick: bool) -> list[Leg]:
     sol = prob.solve()
     data = "Palmer penguins: species (3 classes) by island, 342x5"
     return [_run_leg(dm, "multi-class DRO (softmax, chi2)", data, prob, sol,
-                     dm.solvers.ScaffPD(rounds=1500, local_steps=10), 1e-8, "dist_theta_sq",
+                     dm.solvers.ScaffPD(rounds=1500, local_steps=2 if quick else 10), 1e-8, "dist_theta_sq",
                      note="theta is the 3 x 5 weight matrix, class by class; distances between class-centred "
                           "representatives")]
 
