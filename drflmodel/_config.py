@@ -20,6 +20,9 @@ the key and the expected type (one line each)::
     parties = [["age"], ["bmi", "smoker"]]   # family = "deo": the columns of each party
     active = [0]                # family = "deo": active parties (default [0])
     add_intercept = true        # prepend the constant column (default false)
+    standardize = true          # divide numeric features by their sd (and centre them when
+                                # add_intercept): well-conditioned steps; the scaling and the
+                                # coefficients in the file's units go to the solution's info["data"]
     pos_label = "yes"           # optional: the class mapped to +1 (default the larger class)
 
     [loss]
@@ -35,9 +38,14 @@ the key and the expected type (one line each)::
     name = "ScaffPD"
     options = { rounds = 300 }
     seed = 0
-    tol = 1e-6
+    tol = 1e-6                  # on the report's error metric (the squared distance ||theta - theta*||^2
+                                # when the optimum is unique, else the relative objective gap)
+    verdict = "tol"             # tol: the final error meets tol | rate: the error falls at least
+    rate_margin = 0.25          #   (1 - rate_margin) times as fast as the theory's bound
     engine = "simulator"        # simulator | flower (Flower's simulation engine, Ray)
                                 # | flower-inprocess (the same Flower apps on an in-process Grid)
+
+Every error names the key it is about (``'problem.weights.alpha'``, ``'data.features'``, ...).
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ class ConfigError(InvalidParameterError):
 DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", "breast_cancer",
                 "diabetes", "adult", "synthetic_vertical", "npz", "csv", "parquet")
 #: [data] keys of the table sources (csv, parquet) only
-TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "pos_label")
+TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "standardize",
+              "pos_label")
 #: problem families and the class each one builds
 FAMILY_CLASSES = {"dro": "FederatedDRO", "fafl": "FairnessAwareFL", "wasserstein": "WassersteinDRFL",
                   "relative": "RelativeFairness", "deo": "DEOConstrained"}
@@ -76,16 +85,22 @@ WEIGHT_SETS = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", 
                "hcvar": "HCVaR", "lp_ball": "LpBall"}
 #: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
 ENGINES = ("simulator", "flower", "flower-inprocess")
+#: what ``drflmodel verify`` judges (:func:`drflmodel.verify`'s ``verdict``)
+VERDICTS = ("tol", "rate")
+#: the [data] key each column role of a table error concerns
+_ROLE_KEYS = {"target": "data.target", "client": "data.client", "feature": "data.features",
+              "group": "data.group"}
 
 #: allowed keys and their types per table
 SCHEMA: dict[str, dict[str, tuple]] = {
     "data": {"source": (str,), "options": (dict,), "path": (str,), "task": (str,),
              "target": (str,), "client": (str,), "features": (list,), "group": (str,), "parties": (list,),
-             "active": (int, list), "add_intercept": (bool,), "pos_label": (str, int, float)},
+             "active": (int, list), "add_intercept": (bool,), "standardize": (bool,),
+             "pos_label": (str, int, float)},
     "loss": {"name": (str,), "options": (dict,)},
     "problem": {"family": (str,), "options": (dict,), "weights": (dict,), "A": (dict,), "B": (dict,)},
     "solver": {"name": (str,), "options": (dict,), "seed": (int,), "tol": (float, int),
-               "expected_rate": (str,), "engine": (str,)},
+               "expected_rate": (str,), "engine": (str,), "verdict": (str,), "rate_margin": (float, int)},
 }
 _REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
 #: what each key means and its default; the configuration reference of the documentation is generated
@@ -107,6 +122,9 @@ KEY_HELP: dict[str, dict[str, str]] = {
         "parties": "csv/parquet, family \"deo\": the columns of each party, e.g. [[\"age\"], [\"bmi\"]]",
         "active": "csv/parquet, family \"deo\": the active parties (default [0])",
         "add_intercept": "csv/parquet: prepend the constant column (default false)",
+        "standardize": "csv/parquet, horizontal families: divide the numeric feature columns by their standard "
+                       "deviation, centring them when add_intercept (default false); the scaling and theta in "
+                       "the file's units go to the solution's info[\"data\"]",
         "pos_label": "csv/parquet, classification: the class mapped to +1 (default the larger class)",
     },
     "loss": {
@@ -125,8 +143,13 @@ KEY_HELP: dict[str, dict[str, str]] = {
         "name": "the distributed solver (drflmodel.solvers); required by drflmodel verify",
         "options": "keyword arguments of the solver class, e.g. { rounds = 300 }",
         "seed": "seed of the solver's random choices (default 0)",
-        "tol": "verification tolerance on the squared distance to the certified optimum (default 1e-6)",
-        "expected_rate": "the convergence rate the verification expects (one of drflmodel.verify.RATE_KINDS)",
+        "tol": "verification tolerance on the report's error metric: the squared distance to the certified "
+               "optimum when it is unique, else the relative objective gap (default 1e-6)",
+        "expected_rate": "the rate kind the fit expects: \"auto\" (the solver's paper, default), \"linear\" "
+                         "or \"sublinear\"",
+        "verdict": "\"tol\" (default): the final error meets tol; \"rate\": the error falls at least "
+                   "(1 - rate_margin) times as fast as the theory's bound for the run",
+        "rate_margin": "the margin of verdict = \"rate\", in [0, 1) (default 0.25)",
         "engine": "where drflmodel verify runs the solver (default \"simulator\")",
     },
 }
@@ -175,6 +198,16 @@ def load_config(path, need_solver: bool = False) -> dict:
     _check_loss_name(out["loss"]["name"])     # before any data is read: the task comes from the loss
     if out["solver"].get("engine", "simulator") not in ENGINES:
         raise ConfigError(f"'solver.engine' must be one of {', '.join(ENGINES)}; got {out['solver']['engine']!r}")
+    if out["solver"].get("verdict", "tol") not in VERDICTS:
+        raise ConfigError(f"'solver.verdict' must be one of {', '.join(VERDICTS)}; got {out['solver']['verdict']!r}")
+    if out["solver"].get("expected_rate", "auto") not in ("auto", "linear", "sublinear"):
+        raise ConfigError("'solver.expected_rate' must be one of auto, linear, sublinear; got "
+                          f"{out['solver']['expected_rate']!r}")
+    margin = out["solver"].get("rate_margin", 0.25)
+    if not 0.0 <= margin < 1.0:
+        raise ConfigError(f"'solver.rate_margin' must lie in [0, 1); got {margin!r}")
+    if "tol" in out["solver"] and not out["solver"]["tol"] > 0:
+        raise ConfigError(f"'solver.tol' must be positive; got {out['solver']['tol']!r}")
     _check_table_keys(out["data"], out["problem"]["family"])
     if out["data"]["source"] in ("npz", "csv", "parquet"):
         if "path" not in out["data"]:
@@ -235,20 +268,50 @@ def _table_federation(data: dict, family: str, loss_task: str):
     from .data import Federation, VerticalFederation
     from .errors import InvalidDataError
 
-    df = read_table(data["path"], data["source"])
+    try:
+        df = read_table(data["path"], data["source"])
+    except (InvalidDataError, InvalidParameterError) as exc:
+        raise ConfigError(f"'data.path': {exc}") from None
     common = {"target": data["target"], "pos_label": data.get("pos_label"),
               "add_intercept": data.get("add_intercept", False)}
     try:
         if family == "deo":
+            if data.get("standardize"):
+                raise ConfigError("'data.standardize' is not used with family = \"deo\" (the parties "
+                                  "hold the columns)")
             fed = VerticalFederation.from_dataframe(df, group=data["group"], parties=data["parties"],
                                                     active=data.get("active", [0]), **common)
         else:
             fed = Federation.from_dataframe(df, client=data["client"], features=data.get("features"),
-                                            task=data.get("task", loss_task), **common)
+                                            task=data.get("task", loss_task),
+                                            standardize=data.get("standardize", False), **common)
     except (InvalidDataError, InvalidParameterError) as exc:
-        raise ConfigError(f"'data.path' {Path(data['path']).name}: {exc}") from None
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{_table_key(exc)}: {exc}") from None
     fed.table_info = {"source": data["source"], "path": data["path"], **fed.table_info}
     return fed
+
+
+def _table_key(exc) -> str:
+    """The [data] key a table error concerns (its column role; the file otherwise)."""
+    role = getattr(exc, "role", "table")
+    if role.startswith("party"):
+        return "'data.parties'"
+    key = _ROLE_KEYS.get(role)
+    if key is None and str(exc).startswith("pos_label"):
+        key = "data.pos_label"
+    return f"'{key or 'data.path'}'"
+
+
+def _keyed(exc, table_key: str, options: dict) -> ConfigError:
+    """A ConfigError naming the TOML key of an argument error: ``'problem.weights.alpha': ...``
+    when the message is about one of the table's ``options`` (it starts with the argument's
+    name), else ``'problem.weights': ...``."""
+    text = str(exc)
+    name = text.split(" ", 1)[0].split("[", 1)[0].rstrip(":")
+    key = f"{table_key}.{name}" if name in options else table_key
+    return ConfigError(f"'{key}': {text}")
 
 
 def _loss_task(name: str) -> str:
@@ -265,10 +328,19 @@ def data_info(problem) -> dict | None:
     return None if info is None else {**info, "feature_names": fed.feature_names}
 
 
+def file_units(problem, theta) -> list | None:
+    """``theta`` in the data file's units when ``[data] standardize = true`` (else ``None``)."""
+    fed = problem.federation
+    if not (getattr(fed, "table_info", None) or {}).get("standardized") or theta is None:
+        return None
+    return fed.theta_in_file_units(theta).tolist()
+
+
 # --------------------------------------------------------------------------- builders
 def _federation(data: dict, family: str = "dro", loss_task: str = "regression"):
     from . import datasets
     from .data import Federation
+    from .errors import InvalidDataError
 
     source, options = data["source"], dict(data.get("options", {}))
     if source in ("csv", "parquet"):
@@ -285,16 +357,22 @@ def _federation(data: dict, family: str = "dro", loss_task: str = "regression"):
             k += 1
         if not Xs:
             raise ConfigError("'data.path': the npz file must contain arrays X0, y0, X1, y1, ...")
-        return Federation.from_arrays(Xs, ys, task=data.get("task", "regression"))
+        try:
+            return Federation.from_arrays(Xs, ys, task=data.get("task", "regression"))
+        except (InvalidParameterError, InvalidDataError) as exc:
+            raise ConfigError(f"'{'data.task' if str(exc).startswith('task') else 'data.path'}': {exc}") from None
     fn = getattr(datasets, source)
     try:
         return fn(**options)
     except TypeError as exc:
         raise ConfigError(f"'data.options' does not fit {source}(): {exc}") from None
+    except (InvalidParameterError, InvalidDataError) as exc:
+        raise _keyed(exc, "data.options", options) from None
 
 
 def _weight_set(spec: dict, n: int, fed, key: str):
     from . import sets
+    from .errors import InvalidDataError
 
     spec = dict(spec)
     name = spec.pop("name", None)
@@ -310,10 +388,13 @@ def _weight_set(spec: dict, n: int, fed, key: str):
     }
     if name not in WEIGHT_SETS:
         raise ConfigError(f"'{key}.name' must be one of {', '.join(WEIGHT_SETS)}; got {name!r}")
+    options = dict(spec)
     try:
         return builders[name]()
     except TypeError as exc:
         raise ConfigError(f"'{key}' options do not fit {name}: {exc}") from None
+    except (InvalidParameterError, InvalidDataError) as exc:
+        raise _keyed(exc, key, options) from None
 
 
 def _lp_ball(spec: dict, n: int, fed):
@@ -330,13 +411,19 @@ def _lp_ball(spec: dict, n: int, fed):
 def build_problem(cfg: dict):
     """The drflmodel Problem described by a validated configuration."""
     from . import losses
+    from .errors import InvalidDataError
     import drflmodel as dm
 
     fed = _federation(cfg["data"], cfg["problem"]["family"], _loss_task(cfg["loss"]["name"]))
+    loss_options = cfg["loss"].get("options", {})
     try:
-        loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
+        loss = losses.get(cfg["loss"]["name"], **loss_options)
     except TypeError as exc:
         raise ConfigError(f"'loss.options' do not fit {cfg['loss']['name']}: {exc}") from None
+    except (InvalidParameterError, InvalidDataError) as exc:
+        if str(exc).startswith(("loss", "unknown")):
+            raise ConfigError(f"'loss.name': {exc}") from None
+        raise _keyed(exc, "loss.options", loss_options) from None
     prob = cfg["problem"]
     family, options = prob["family"], dict(prob.get("options", {}))
     n = getattr(fed, "n_clients", None)
@@ -356,6 +443,10 @@ def build_problem(cfg: dict):
         return dm.DEOConstrained(fed, loss, **options)
     except TypeError as exc:
         raise ConfigError(f"'problem.options' do not fit {family}: {exc}") from None
+    except ConfigError:
+        raise
+    except (InvalidParameterError, InvalidDataError) as exc:
+        raise _keyed(exc, "problem.options", options) from None
 
 
 def build_solver(cfg: dict):
@@ -367,10 +458,13 @@ def build_solver(cfg: dict):
     available = [s for s in getattr(solvers, "__all__", []) if s[0].isupper()]
     if not hasattr(solvers, name) or name not in available:
         raise ConfigError(f"'solver.name' must be one of {', '.join(sorted(available))}; got {name!r}")
+    options = spec.get("options", {})
     try:
-        return getattr(solvers, name)(**spec.get("options", {}))
+        return getattr(solvers, name)(**options)
     except TypeError as exc:
         raise ConfigError(f"'solver.options' do not fit {name}: {exc}") from None
+    except InvalidParameterError as exc:
+        raise _keyed(exc, "solver.options", options) from None
 
 
 def describe(cfg: dict) -> dict[str, Any]:

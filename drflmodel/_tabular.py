@@ -11,6 +11,16 @@ optional for callers that already hold arrays). Every complaint is one line nami
   are not (a numeric column with placeholders such as ``"?"``): it cannot be encoded;
 * a classification target without exactly two classes.
 
+Where a complaint points at a row, it says where to look: for a CSV file read by
+:func:`read_table`, the line of the file (header = line 1, blank lines skipped as pandas does);
+for a DataFrame, the row's index label; for a mapping of arrays, the 0-based position.
+Every error is a :class:`TableError` whose ``role`` says which argument it concerns
+(``"target"``, ``"client"``, ``"feature"``, ``"group"``, ``"party k feature"``, or ``"table"``), so
+that the command line can name the configuration key.
+
+:func:`standardize` rescales the numeric feature columns (centring them when the design has an
+intercept) and :func:`to_file_units` maps coefficients back to the file's units.
+
 Encoding: numeric and boolean columns become floats; a column of strings (or a pandas
 ``category`` / ``string`` column) is **one-hot encoded** with one 0/1 column per category, named
 ``"column=value"``, categories in sorted order. All categories are kept (no reference level is
@@ -21,6 +31,7 @@ returned, so that callers can report it.
 
 from __future__ import annotations
 
+import csv
 import numbers
 from pathlib import Path
 
@@ -28,11 +39,24 @@ import numpy as np
 
 from .errors import InvalidDataError, InvalidParameterError
 
-__all__ = ["TableColumns", "read_table", "encode_features", "binary_target", "numeric_target",
-           "labels_column", "client_labels", "sorted_unique", "feature_list", "label_key", "TABLE_SOURCES"]
+__all__ = ["TableColumns", "TableError", "read_table", "encode_features", "binary_target", "numeric_target",
+           "labels_column", "client_labels", "sorted_unique", "feature_list", "label_key", "infer_task",
+           "standardize", "to_file_units", "TABLE_SOURCES"]
 
 #: file formats the command line reads (pandas needed; pyarrow for parquet)
 TABLE_SOURCES = ("csv", "parquet")
+
+
+#: the key under which :func:`read_table` records where a table came from (``DataFrame.attrs``)
+SOURCE_ATTR = "drflmodel_source"
+
+
+class TableError(InvalidDataError):
+    """An error about a table's columns; ``role`` names the argument concerned."""
+
+    def __init__(self, message: str, role: str = "table"):
+        super().__init__(message)
+        self.role = role
 
 
 def _is_missing(value) -> bool:
@@ -53,10 +77,20 @@ class TableColumns:
 
     def __init__(self, table, what: str = "df"):
         self.what = what
+        self._lines = None
+        self._index = None
         if hasattr(table, "columns") and hasattr(table, "__getitem__") and hasattr(table, "shape"):
             self._frame = table
             self.names = [c for c in table.columns]
             self.n_rows = int(table.shape[0])
+            source = getattr(table, "attrs", {}).get(SOURCE_ATTR)
+            if source:
+                self.what = source["name"]
+                lines = source.get("lines")
+                if lines is not None and len(lines) == self.n_rows:
+                    self._lines = np.asarray(lines)
+            else:
+                self._index = getattr(table, "index", None)
         elif isinstance(table, dict) or (hasattr(table, "keys") and hasattr(table, "__getitem__")):
             self._frame = None
             self._arrays = {k: np.asarray(table[k]) for k in table.keys()}
@@ -73,13 +107,22 @@ class TableColumns:
                 f"{what} must be a pandas DataFrame or a mapping {{column: 1-D array}}; "
                 f"got {type(table).__name__}")
         if self.n_rows < 1:
-            raise InvalidDataError(f"{what} has no rows")
+            raise TableError(f"{self.what} has no rows")
+
+    def where(self, k: int) -> str:
+        """Where data row ``k`` (0-based position) is, for a message (module docstring)."""
+        if self._lines is not None:
+            return f"line {int(self._lines[k])} of {self.what}"
+        if self._index is not None:
+            label = self._index[k]
+            return f"index {label.item() if hasattr(label, 'item') else label!r}"
+        return f"row {k}"
 
     def check_present(self, columns, role: str) -> None:
         for c in columns:
             if c not in self.names:
                 shown = ", ".join(map(repr, self.names[:12])) + (", ..." if len(self.names) > 12 else "")
-                raise InvalidDataError(f"{role} column {c!r} is not in {self.what} (columns: {shown})")
+                raise TableError(f"{role} column {c!r} is not in {self.what} (columns: {shown})", role)
 
     def categories(self, name):
         """The declared categories of a pandas ``category`` column (``None`` otherwise); a
@@ -141,13 +184,13 @@ def _missing_mask(values: np.ndarray, kind: str) -> np.ndarray:
     return np.array([_is_missing(v) for v in values], dtype=bool)
 
 
-def _check_complete(values, kind, column: str, role: str) -> None:
+def _check_complete(cols: TableColumns, values, kind, column: str, role: str) -> None:
     bad = _missing_mask(values, kind)
     if bad.any():
         what = "missing or infinite" if kind == "numeric" else "missing"
-        raise InvalidDataError(
-            f"{role} column {column!r} has {int(bad.sum())} {what} value(s) (first at row "
-            f"{int(np.flatnonzero(bad)[0])}); drop or impute them first")
+        raise TableError(
+            f"{role} column {column!r} has {int(bad.sum())} {what} value(s) (first at "
+            f"{cols.where(int(np.flatnonzero(bad)[0]))}); drop or impute them first", role)
 
 
 def _is_number(text: str) -> bool:
@@ -158,15 +201,15 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _check_not_mixed(values, column, role: str) -> None:
+def _check_not_mixed(cols: TableColumns, values, column, role: str) -> None:
     """A text column in which some entries are numbers and others are not (``"12"``, ``"?"``) is
     a numeric column with placeholders or typos, not a set of categories: refuse to encode it."""
     numeric = np.array([_is_number(v) for v in values], dtype=bool)
     if numeric.any() and not numeric.all():
         k = int(np.flatnonzero(~numeric)[0])
-        raise InvalidDataError(
+        raise TableError(
             f"{role} column {column!r} cannot be encoded: it mixes numbers and text (e.g. {values[k]!r} "
-            f"at row {k}); clean it, or make every entry a category name")
+            f"at {cols.where(k)}); clean it, or make every entry a category name", role)
 
 
 def encode_features(cols: TableColumns, columns, role: str = "feature"):
@@ -180,12 +223,12 @@ def encode_features(cols: TableColumns, columns, role: str = "feature"):
             present = [v for v in values if not _is_missing(v)]
             types = sorted({type(v).__name__ for v in present})
             shown = next((v for v in present if not isinstance(v, str)), None)
-            raise InvalidDataError(
+            raise TableError(
                 f"{role} column {c!r} cannot be encoded: it must be numeric, boolean or string "
-                f"categories; it holds {', '.join(types)} values such as {shown!r}")
-        _check_complete(values, kind, c, role)
+                f"categories; it holds {', '.join(types)} values such as {shown!r}", role)
+        _check_complete(cols, values, kind, c, role)
         if kind == "categorical":
-            _check_not_mixed(values, c, role)
+            _check_not_mixed(cols, values, c, role)
         if kind == "numeric":
             blocks.append(values[:, None])
             names.append(str(c))
@@ -196,7 +239,7 @@ def encode_features(cols: TableColumns, columns, role: str = "feature"):
             names.extend(dummies)
             one_hot[str(c)] = dummies
     if not blocks:
-        raise InvalidDataError(f"no {role} columns selected")
+        raise TableError(f"no {role} columns selected", role)
     return np.hstack(blocks), names, one_hot
 
 
@@ -204,8 +247,8 @@ def _raw_labels(cols: TableColumns, column: str, role: str):
     cols.check_present([column], role)
     values, kind = cols.column(column)
     if kind == "other":
-        raise InvalidDataError(f"{role} column {column!r} holds values that are neither numbers nor strings")
-    _check_complete(values, kind, column, role)
+        raise TableError(f"{role} column {column!r} holds values that are neither numbers nor strings", role)
+    _check_complete(cols, values, kind, column, role)
     return values, kind
 
 
@@ -213,8 +256,8 @@ def numeric_target(cols: TableColumns, column: str) -> np.ndarray:
     """The regression target: a numeric column without missing values."""
     values, kind = _raw_labels(cols, column, "target")
     if kind != "numeric":
-        raise InvalidDataError(f"target column {column!r} is not numeric; regression needs numbers "
-                               "(use task='classification' for two classes)")
+        raise TableError(f"target column {column!r} is not numeric; regression needs numbers "
+                         "(use task='classification' for two classes)", "target")
     return values
 
 
@@ -227,8 +270,9 @@ def binary_target(cols: TableColumns, column: str, pos_label=None):
     classes = sorted(set(values.tolist()))
     if len(classes) != 2:
         shown = classes[:6] + (["..."] if len(classes) > 6 else [])
-        raise InvalidDataError(
-            f"target column {column!r} has {len(classes)} class(es) {shown}; a classifier needs exactly two")
+        raise TableError(
+            f"target column {column!r} has {len(classes)} class(es) {shown}; a classifier needs exactly two",
+            "target")
     if pos_label is None:
         pos = classes[1]
     elif pos_label in classes:
@@ -320,7 +364,73 @@ def read_table(path, source: str):
                 "reading a parquet file needs pyarrow: pip install 'drflmodel[parquet]'") from None
         return pd.read_parquet(path)
     try:
-        return pd.read_csv(path)
+        df = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidDataError(f"{path}: cannot read it as CSV: {first}") from None
+    df.attrs[SOURCE_ATTR] = {"name": path.name, "lines": _record_lines(path)}
+    return df
+
+
+def _record_lines(path: Path) -> list[int] | None:
+    """The file line on which each data record of a CSV file starts (header = line 1; blank lines
+    skipped, as ``pandas.read_csv`` does), or ``None`` if the file cannot be scanned."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            lines, start = [], 1
+            for record in reader:
+                if any(field.strip() for field in record):
+                    lines.append(start)
+                start = reader.line_num + 1
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return lines[1:]            # the first record is the header
+
+
+# --------------------------------------------------------------------------- task and scaling
+def infer_task(cols: TableColumns, column: str) -> str:
+    """``"classification"`` when the target column has exactly two distinct values (numbers or
+    strings), else ``"regression"`` (which then needs numbers)."""
+    values, _ = _raw_labels(cols, column, "target")
+    return "classification" if len(set(values.tolist())) == 2 else "regression"
+
+
+def standardize(X: np.ndarray, names: list, one_hot: dict, intercept: bool):
+    """``(X, scaling)``: every numeric feature column with a positive standard deviation divided by
+    it -- and centred by its mean when the design has an intercept column (``intercept``), which
+    absorbs the shift; without one, centring would change the model. One-hot columns and the
+    intercept are left as they are. ``scaling = {"columns": {name: {"mean", "scale"}}, "centred"}``
+    with the statistics of the whole table (every client's rows: the per-client counts, sums and
+    sums of squares a federation would aggregate once)."""
+    dummies = {d for block in one_hot.values() for d in block}
+    X = np.array(X, dtype=float, copy=True)
+    columns = {}
+    for j, name in enumerate(names):
+        if name in dummies or name == "intercept":
+            continue
+        mean, scale = float(X[:, j].mean()), float(X[:, j].std())
+        if scale <= 0:
+            continue
+        X[:, j] = (X[:, j] - (mean if intercept else 0.0)) / scale
+        columns[name] = {"mean": mean if intercept else 0.0, "scale": scale}
+    return X, {"columns": columns, "centred": bool(intercept)}
+
+
+def to_file_units(theta, feature_names: list, scaling: dict) -> np.ndarray:
+    """Coefficients on standardized columns (:func:`standardize`) as coefficients on the file's
+    columns, for the same predictions: :math:`\\theta_j/s_j` on a scaled column and, with centring,
+    the intercept :math:`\\theta_0-\\sum_j\\theta_jm_j/s_j`."""
+    theta = np.asarray(theta, dtype=float)
+    if theta.shape != (len(feature_names),):
+        raise InvalidParameterError(f"theta must have one entry per design column ({len(feature_names)}); "
+                                    f"got shape {theta.shape}")
+    out = theta.copy()
+    shift = 0.0
+    for name, st in scaling["columns"].items():
+        j = feature_names.index(name)
+        out[j] = theta[j] / st["scale"]
+        shift += out[j] * st["mean"]
+    if scaling.get("centred") and shift:
+        out[feature_names.index("intercept")] -= shift
+    return out

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._progress import ErrorProbe, progress_enabled
 
-__all__ = ["run_tour", "STOPS", "Leg", "format_table", "format_compact"]
+__all__ = ["run_tour", "STOPS", "Leg", "format_table", "format_compact", "gap_cell", "summary_line"]
 
 
 @dataclass
@@ -96,14 +96,16 @@ def stop_dro(dm, quick: bool) -> list[Leg]:
     sol = prob.solve()
     data = "synthetic regression (Scaff-PD recipe), 5x100x10"
     legs = [_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
-                     dm.solvers.ScaffPD(rounds=2500, local_steps=10),
+                     dm.solvers.ScaffPD(rounds=2000 if quick else 2500, local_steps=10),
                      1e-8, "dist_theta_sq")]
     legs.append(_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
                          dm.solvers.DRFA(rounds=400, local_steps=10), 1e-3, "rel_gap",
                          note="baseline with the same J=10 local steps: stalls at its client-drift floor"))
-    legs.append(_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
-                         dm.solvers.StochasticAFL(rounds=2000, clients_per_round=3), 1e-2, "rel_gap", variant="m=3",
-                         note="client sampling, 3 of 5 clients per round (Mohri et al.); O(1/sqrt(R))"))
+    if not quick:
+        legs.append(_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
+                             dm.solvers.StochasticAFL(rounds=2000, clients_per_round=3), 1e-2, "rel_gap",
+                             variant="m=3",
+                             note="client sampling, 3 of 5 clients per round (Mohri et al.); O(1/sqrt(R))"))
     return legs
 
 
@@ -138,11 +140,12 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
     bound = mu * np.log(2.0) * prob.tau_alpha
     leg.note += f"; exact FAFL excess {excess:.2e} <= mu log2 tau_alpha = {bound:.2e}: {excess <= bound + 1e-4}"
     legs.append(leg)
-    legs.append(_run_leg(dm, f"FAFL smoothed (mu={mu})", data, prob, smooth,
-                         dm.solvers.RFedFair(mu=mu, rounds=1000, local_steps=10, step_size=1.0 / L,
-                                             batch_size=16), 1e-3, "rel_gap", variant="b=16",
-                         note="minibatch local steps (batch 16; the FAFL paper's theorems assume exact local "
-                              "gradients): a noise floor O(step/batch)"))
+    if not quick:
+        legs.append(_run_leg(dm, f"FAFL smoothed (mu={mu})", data, prob, smooth,
+                             dm.solvers.RFedFair(mu=mu, rounds=1000, local_steps=10, step_size=1.0 / L,
+                                                 batch_size=16), 1e-3, "rel_gap", variant="b=16",
+                             note="minibatch local steps (batch 16; the FAFL paper's theorems assume exact local "
+                                  "gradients): a noise floor O(step/batch)"))
     erm = dm.FederatedDRO(fed, loss, weights=dm.sets.HCVaR(p, np.ones(fed.n_clients)), l2=l2)
     erm_sol = erm.solve()
     legs.append(_run_leg(dm, "ERM (p-weighted)", data, erm, erm_sol,
@@ -154,13 +157,14 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
 def stop_wasserstein(dm, quick: bool) -> list[Leg]:
     """Wasserstein DRFL (smooth hinge, ℓ1 transport, ℓ2 weight ball) — AD-LPMM; DRFA on the
     ρ = 0, Q = Δ special case (the DRFL paper's App. C)."""
-    fed = dm.datasets.synthetic_classification(n_clients=3, dim=5, samples=40, seed=0)
+    m = 20 if quick else 40
+    fed = dm.datasets.synthetic_classification(n_clients=3, dim=5, samples=m, seed=0)
     S = fed.n_clients
     loss = dm.losses.SmoothHinge()
     weights = dm.sets.LpBall(np.full(S, 1.0 / S), 0.2, 2)
     prob = dm.WassersteinDRFL(fed, loss, radius=0.05, kappa=1.0, norm=1, weights=weights)
     sol = prob.solve()
-    data = f"synthetic classification, {S} clients x 40"
+    data = f"synthetic classification, {S} clients x {m}"
     legs = [_run_leg(dm, "Wasserstein DRFL (rho=0.05, kappa=1, l1)", data, prob, sol,
                      dm.solvers.ADLPMM(rounds=600, proximal="tight"), 1e-6, "rel_gap",
                      note="stops when the primal residual and the change of the iterates are below 1e-6 "
@@ -188,7 +192,7 @@ def stop_relative(dm, quick: bool) -> list[Leg]:
     csol = conv.solve()
     syn_data = "synthetic regression 5x40x4"
     legs.append(_run_leg(dm, "relative fairness (phi=0.1, CVaR 0.4, convex)", syn_data, conv, csol,
-                         dm.solvers.ScaffPDIA(rounds=800, local_steps=5, schedule="constant",
+                         dm.solvers.ScaffPDIA(rounds=500 if quick else 800, local_steps=5, schedule="constant",
                                               step_size=0.05, dual_step=0.05),
                          1e-8, "dist_theta_sq", note="constant steps tau = sigma = 0.05, J = 5 local steps"))
     dro = dm.FederatedDRO(syn, loss, weights=A)
@@ -211,7 +215,7 @@ def stop_deo(dm, quick: bool) -> list[Leg]:
     """
     from .solvers.fairvfl import vfl_constants
 
-    n = 1500 if quick else 3000
+    n = 600 if quick else 3000
     vfed = dm.datasets.adult(n_parties=6, active=(0,), n_samples=n, seed=0)
     loss = dm.losses.Logistic()
     prob = dm.DEOConstrained(vfed, loss, eps=0.05, fairness_loss="linear", l2=1e-2)
@@ -226,15 +230,18 @@ def stop_deo(dm, quick: bool) -> list[Leg]:
     if lam is not None and len(lam):
         lam_star = np.array([sol.duals["lambda1"], sol.duals["lambda2"]])
         legs[0].note += f"; |lambda - lambda*| = {np.abs(np.asarray(lam[-1]) - lam_star).max():.1e}"
-    legs.append(_run_leg(dm, "DEO-constrained (linear, eps=0.05)", data, prob, sol,
-                         dm.solvers.FairVFL(rounds=3000, preset="lagrangian", eta_inv=eta_inv,
-                                            passive_steps=3),
-                         1e-8, "dist_theta_sq", variant="P=3", note="passive parties take 3 local steps per round (allowed by the fair-VFL paper's "
-                              "analysis; its algorithms take 1)"))
-    free = dm.DEOConstrained(vfed, loss, eps=10.0, fairness_loss="linear", l2=1e-2)
-    legs.append(_run_leg(dm, "vertical ERM (eps=10: inactive)", data, free, free.solve(),
-                         dm.solvers.FedBCD(rounds=3000, eta_inv=eta_inv), 1e-8, "dist_theta_sq",
-                         note="baseline"))
+    if not quick:
+        legs.append(_run_leg(dm, "DEO-constrained (linear, eps=0.05)", data, prob, sol,
+                             dm.solvers.FairVFL(rounds=3000, preset="lagrangian", eta_inv=eta_inv,
+                                                passive_steps=3),
+                             1e-8, "dist_theta_sq", variant="P=3",
+                             note="passive parties take 3 local steps per round (allowed by the fair-VFL "
+                                  "paper's analysis; its algorithms take 1)"))
+    if not quick:
+        free = dm.DEOConstrained(vfed, loss, eps=10.0, fairness_loss="linear", l2=1e-2)
+        legs.append(_run_leg(dm, "vertical ERM (eps=10: inactive)", data, free, free.solve(),
+                             dm.solvers.FedBCD(rounds=3000, eta_inv=eta_inv), 1e-8, "dist_theta_sq",
+                             note="baseline"))
     return legs
 
 
@@ -246,7 +253,7 @@ def stop_multiclass(dm, quick: bool) -> list[Leg]:
     sol = prob.solve()
     data = "Palmer penguins: species (3 classes) by island, 342x5"
     return [_run_leg(dm, "multi-class DRO (softmax, chi2)", data, prob, sol,
-                     dm.solvers.ScaffPD(rounds=1500, local_steps=10), 1e-8, "dist_theta_sq",
+                     dm.solvers.ScaffPD(rounds=1500, local_steps=2 if quick else 10), 1e-8, "dist_theta_sq",
                      note="theta is the 3 x 5 weight matrix, class by class; distances between class-centred "
                           "representatives")]
 
@@ -260,8 +267,22 @@ STOPS = [("federated DRO", stop_dro), ("FAFL", stop_fafl), ("Wasserstein DRFL", 
 #: the printed table fits in this many columns (``--wide`` prints :func:`format_table`)
 WIDTH = 100
 COMPACT_COLUMNS = ("family", "solver", "status", "gap", "rounds", "verdict")
-TABLE_KEY = ("gap: the oracle's certificate gap (U - L)/max(1, |U|); rounds: rounds to tol / rounds run\n"
-             "data, oracle value and tol of each row: drflmodel tour --wide, or tour.json")
+TABLE_KEY = ("gap: the oracle's certificate gap (U - L)/max(1, |U|); a negative gap within the 1e-6\n"
+             "tolerance (rounding: L above U by that much) is shown as 0, its raw value in tour.json\n"
+             "rounds: rounds to tol / rounds run; data, oracle value and tol of each row: drflmodel tour\n"
+             "--wide, or tour.json")
+#: a certificate gap in [-GAP_ROUNDING, 0) is rounding: shown as 0 (the raw value stays in tour.json)
+GAP_ROUNDING = 1e-6
+
+
+def gap_cell(gap, digits: int = 1) -> str:
+    """A certificate gap for the table: ``"-"`` (none), ``"0"`` for a negative gap within
+    :data:`GAP_ROUNDING`, else the value."""
+    if gap is None:
+        return "-"
+    if -GAP_ROUNDING <= gap < 0:
+        return "0"
+    return f"{gap:.{digits}e}"
 
 
 def format_table(rows: list[dict]) -> str:
@@ -270,10 +291,12 @@ def format_table(rows: list[dict]) -> str:
             "tol", "verdict"]
 
     def fmt(k, v):
+        if k == "certificate gap":
+            return gap_cell(v, digits=3)
         if v is None:
             return "-"
         if isinstance(v, float):
-            return f"{v:.3e}" if k == "certificate gap" else f"{v:.6g}"
+            return f"{v:.6g}"
         return str(v)
 
     cells = [[fmt(k, r[k]) for k in cols] for r in rows]
@@ -288,8 +311,7 @@ def _compact_cells(row: dict) -> list[str]:
     gap = row["certificate gap"]
     rounds = "-" if row["rounds"] is None else \
         f"{'-' if row['rounds to tol'] is None else row['rounds to tol']}/{row['rounds']}"
-    return [row["family"], row["solver"], row["status"],
-            "-" if gap is None else f"{gap:.1e}", rounds, row["verdict"]]
+    return [row["family"], row["solver"], row["status"], gap_cell(gap), rounds, row["verdict"]]
 
 
 def format_compact(rows: list[dict], width: int = WIDTH) -> str:
@@ -389,10 +411,7 @@ def run_tour(out_dir="drflmodel-tour", quick: bool = False, plots: bool = True, 
         if leg.report is not None and not leg.report.passed:
             say(f"  {leg.solver} on {leg.family}: " + "; ".join(leg.report.reasons))
     total = time.perf_counter() - t_start
-    summary = (f"\n{len(rows)} rows, {len(rows) - len(bad_oracles)} oracles certified or honestly bounded, "
-               f"{sum(r['verdict'] == 'passed' for r in rows)}/{sum(r['verdict'] != '-' for r in rows)} "
-               f"distributed runs verified, {len(errors)} errors, {total:.0f}s")
-    say(summary)
+    say("\n" + summary_line(rows, len(errors), total))
 
     report = {"rows": rows, "errors": errors, "seconds": total, "quick": quick,
               "legs": [{"family": leg.family, "data": leg.data, "note": leg.note, "solver": leg.solver,
@@ -403,6 +422,25 @@ def run_tour(out_dir="drflmodel-tour", quick: bool = False, plots: bool = True, 
         _figures(dm, by_stop, out)
     say(f"report: {out / 'tour.json'}" + (f"; figures in {out}/" if plots else ""))
     return 0 if not (bad_oracles or bad_runs or errors) else 1
+
+
+def summary_line(rows: list[dict], n_errors: int, seconds: float) -> str:
+    """The tour's last line: how many oracles are certified optimal, which rows are only bounded
+    (a valid gap above tolerance, or a local solution with a lower bound) or failed, and the
+    distributed runs verified."""
+    bounded = [r for r in rows if r["status"] in ("optimal_within_gap", "local")]
+    failed = [r for r in rows if r["status"] not in ("optimal", "optimal_within_gap", "local")]
+    certified = len(rows) - len(bounded) - len(failed)
+    parts = [f"{len(rows)} rows: {certified} oracles certified optimal"]
+    parts.append(f"{len(bounded)} only bounded" + (" (" + "; ".join(
+        f"{r['family']}: {r['status']}" for r in bounded) + ")" if bounded else ""))
+    if failed:
+        parts.append(f"{len(failed)} without a certificate (" + "; ".join(
+            f"{r['family']}: {r['status']}" for r in failed) + ")")
+    runs = sum(r["verdict"] != "-" for r in rows)
+    parts.append(f"{sum(r['verdict'] == 'passed' for r in rows)}/{runs} distributed runs verified")
+    parts.append(f"{n_errors} errors, {seconds:.0f}s")
+    return ", ".join(parts)
 
 
 def _slug(name: str) -> str:

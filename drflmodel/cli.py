@@ -4,10 +4,14 @@
   with a certificate, its distributed solver and one baseline run and verified; one summary
   table, figures and a JSON report in an output directory.
 * ``drflmodel solve CONFIG`` -- solve the problem described in a TOML file; JSON result.
-* ``drflmodel verify CONFIG`` -- solve, run the configured distributed solver, verify; JSON report.
+* ``drflmodel verify CONFIG`` -- solve, run the configured distributed solver, verify: the
+  readable verdict (with the theory's rate, the predicted rounds and the causes) on standard
+  output, the full JSON report in a file (``--out``, default ``CONFIG-NAME.verify.json`` in the
+  working directory; ``--json`` prints it on standard output instead).
   ``[solver] engine`` chooses where the solver runs: ``"simulator"`` (default), ``"flower"``
   (Flower's simulation engine) or ``"flower-inprocess"`` (the same Flower apps in process); the
   report names the engine.
+* ``drflmodel --version``.
 
 Bad configurations give one-line errors naming the key and the expected type (exit code 2).
 """
@@ -22,6 +26,15 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("drflmodel")
+    except PackageNotFoundError:       # pragma: no cover - running from a source tree
+        return "unknown (not installed)"
+
+
 def _write_json(obj: dict, out: str | None) -> None:
     text = json.dumps(obj, indent=2)
     if out is None:
@@ -33,37 +46,54 @@ def _write_json(obj: dict, out: str | None) -> None:
 
 
 def _cmd_solve(args) -> int:
-    from ._config import build_problem, data_info, describe, load_config
+    from ._config import build_problem, describe, load_config
 
     cfg = load_config(args.config)
     problem = build_problem(cfg)
     sol = problem.solve()
-    if data_info(problem) is not None:
-        sol.info["data"] = data_info(problem)
+    _record_data(problem, sol)
     print(sol.summary(), file=sys.stderr)
     _write_json({"config": describe(cfg), "solution": sol.to_dict()}, args.out)
     return 0 if sol.status in ("optimal", "optimal_within_gap", "local") else 1
 
 
+def _record_data(problem, sol) -> None:
+    """The table source's encodings (and, when standardized, theta in the file's units) in
+    ``sol.info["data"]``."""
+    from ._config import data_info, file_units
+
+    info = data_info(problem)
+    if info is not None:
+        sol.info["data"] = info
+        units = file_units(problem, sol.theta)
+        if units is not None:
+            sol.info["data"]["theta_file_units"] = units
+
+
 def _cmd_verify(args) -> int:
-    from ._config import build_problem, build_solver, data_info, describe, load_config
+    from ._config import build_problem, build_solver, describe, load_config
     from .verify import verify
 
     cfg = load_config(args.config, need_solver=True)
     problem = build_problem(cfg)
     solver = build_solver(cfg)
     sol = problem.solve()
-    if data_info(problem) is not None:
-        sol.info["data"] = data_info(problem)
-    print(sol.summary(), file=sys.stderr)
+    _record_data(problem, sol)
+    summary = sys.stderr if args.json else sys.stdout
+    print(sol.summary(), file=summary, flush=True)
     trace, engine = _run_solver(cfg, problem, solver)
-    kwargs = {"tol": float(cfg["solver"].get("tol", 1e-6))}
+    kwargs = {"tol": float(cfg["solver"].get("tol", 1e-6)), "verdict": cfg["solver"].get("verdict", "tol"),
+              "rate_margin": float(cfg["solver"].get("rate_margin", 0.25))}
     if "expected_rate" in cfg["solver"]:
         kwargs["expected_rate"] = cfg["solver"]["expected_rate"]
     report = verify(trace, sol, **kwargs)
-    print(report.summary(), file=sys.stderr)
-    _write_json({"config": describe(cfg), "engine": engine, "solution": sol.to_dict(),
-                 "report": report.to_dict()}, args.out)
+    print(report.summary(), file=summary, flush=True)
+    result = {"config": describe(cfg), "engine": engine, "solution": sol.to_dict(), "report": report.to_dict()}
+    if args.json:
+        _write_json(result, None)
+    else:
+        out = args.out if args.out is not None else f"{Path(args.config).stem}.verify.json"
+        _write_json(result, out)
     return 0 if report.passed else 1
 
 
@@ -86,7 +116,8 @@ def _run_solver(cfg, problem, solver):
 def _cmd_tour(args) -> int:
     from ._tour import run_tour
 
-    return run_tour(out_dir=args.out, quick=args.quick, plots=not args.no_plots, wide=args.wide,
+    plots = args.plots or not (args.no_plots or args.quick)
+    return run_tour(out_dir=args.out, quick=args.quick, plots=plots, wide=args.wide,
                     progress=False if args.no_progress else None)
 
 
@@ -123,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="drflmodel",
         description="Exact, certified oracles and verified distributed solvers for fair and "
                     "distributionally robust federated learning.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     tour = sub.add_parser("tour", help="solve every formulation family exactly, run and verify its "
@@ -133,8 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "table (100 columns; --wide for all); figures and a JSON "
                                       "report with every field go to the output directory.")
     tour.add_argument("--out", default="drflmodel-tour", help="output directory (default: %(default)s)")
-    tour.add_argument("--quick", action="store_true", help="smaller instances and fewer rounds")
+    tour.add_argument("--quick", action="store_true",
+                      help="smaller instances, one solver variant per oracle, no figures: under 20 s")
     tour.add_argument("--no-plots", action="store_true", help="do not draw figures")
+    tour.add_argument("--plots", action="store_true", help="draw the figures also with --quick")
     tour.add_argument("--wide", action="store_true",
                       help="print every column (data, oracle value, tolerance; wider than 100 columns)")
     tour.add_argument("--no-progress", action="store_true",
@@ -150,13 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--out", default=None, help="write the JSON here instead of stdout")
     solve.set_defaults(func=_cmd_solve)
 
-    ver = sub.add_parser("verify", help="solve, run the configured distributed solver, verify; JSON report",
+    ver = sub.add_parser("verify", help="solve, run the configured distributed solver, verify; print the "
+                                        "verdict, write the JSON report",
                          description="Solve the configured problem exactly, run the distributed solver of "
                                      "the [solver] table, and verify its iterates against the certified "
-                                     "solution; print the JSON report.",
+                                     "solution. The verdict, the theory's rate for the run and, when the "
+                                     "tolerance is not met, the predicted rounds and the causes go to "
+                                     "standard output; the JSON report (every round) to a file.",
                          epilog=_config_epilog(), formatter_class=_EpilogAsWritten)
     ver.add_argument("config", help="path to the TOML configuration (with a [solver] table)")
-    ver.add_argument("--out", default=None, help="write the JSON here instead of stdout")
+    ver.add_argument("--out", default=None,
+                     help="write the JSON report here (default: CONFIG-NAME.verify.json in the working directory)")
+    ver.add_argument("--json", action="store_true",
+                     help="print the JSON report on standard output (the verdict then goes to standard error)")
     ver.set_defaults(func=_cmd_verify)
     return parser
 

@@ -17,6 +17,7 @@ client) and raises :class:`~drflmodel.errors.InvalidDataError` naming the offend
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
@@ -304,8 +305,9 @@ class Federation:
         return fed
 
     @classmethod
-    def from_dataframe(cls, df, target: str, client: str, features=None, task: str = "regression",
-                       pos_label=None, add_intercept: bool = False) -> "Federation":
+    def from_dataframe(cls, df, target: str, client: str, features=None, task: str | None = None,
+                       pos_label=None, add_intercept: bool = False,
+                       standardize: bool = False) -> "Federation":
         """Build a federation from one table with a column naming each row's client.
 
         Parameters
@@ -318,21 +320,39 @@ class Federation:
         features : the feature columns, in order (default: every other column). Numeric and
             boolean columns are used as they are; string columns are one-hot encoded
             (:mod:`drflmodel._tabular`).
+        task : ``"classification"`` or ``"regression"``; default: inferred from the target --
+            exactly two distinct values (0/1, yes/no, ...) make a classification task, anything
+            else a regression (pass ``task="regression"`` for a numeric target with two values).
         add_intercept : prepend the explicit constant column ``"intercept"``.
+        standardize : divide every numeric feature column by its standard deviation, and centre
+            it when ``add_intercept`` (one-hot columns and the intercept stay as they are). The
+            model is then fitted on standardized columns -- a ridge term penalizes the
+            standardized coefficients, as in a scikit-learn pipeline with ``StandardScaler`` --
+            and the solvers' steps are no longer limited by one large column.
+            ``table_info["standardized"]`` records the means and scales, and
+            :meth:`theta_in_file_units` gives the same predictor in the table's units.
 
         The federation carries ``feature_names`` (one per design column) and ``table_info``
-        (target, client column, features, one-hot encodings, label map), which the command line
-        copies into the solution's ``info``. Errors name the column (missing column, missing
-        values, a feature that cannot be encoded, a target without two classes, an empty client).
+        (target, task and whether it was inferred, client column, features, one-hot encodings,
+        label map, scaling), which the command line copies into the solution's ``info``. Errors
+        name the column (missing column, missing values, a feature that cannot be encoded, a
+        target without two classes, an empty client). A client with fewer rows than design
+        columns gets a ``UserWarning``: its own loss does not determine a model.
         """
         from . import _tabular as tab
 
-        check_choice(task, "task", TASKS)
+        if task is not None:
+            check_choice(task, "task", TASKS)
+        if not isinstance(standardize, bool):
+            raise InvalidParameterError(f"standardize must be True or False; got {standardize!r}")
         cols = tab.TableColumns(df)
         cols.check_present([target], "target")
         cols.check_present([client], "client")
         features = feature_list(cols, features, exclude=(target, client))
         X, feature_names, one_hot = tab.encode_features(cols, features)
+        inferred = task is None
+        if inferred:
+            task = tab.infer_task(cols, target)
         if task == "classification":
             y, label_map = tab.binary_target(cols, target, pos_label)
         else:
@@ -345,14 +365,24 @@ class Federation:
         if add_intercept:
             X = np.hstack([np.ones((X.shape[0], 1)), X])
             feature_names = ["intercept"] + feature_names
+        scaling = None
+        if standardize:
+            X, scaling = tab.standardize(X, feature_names, one_hot, intercept=add_intercept)
         try:
             fed = cls.from_groups(X, y, labels, task=task, names=names)
         except InvalidDataError as exc:
-            raise InvalidDataError(str(exc).replace("clients:", f"client column {client!r}:", 1)) from None
+            raise tab.TableError(str(exc).replace("clients:", f"client column {client!r}:", 1), "client") from None
+        small = [(c.name, c.size) for c in fed.clients if c.size < X.shape[1]]
+        if small:
+            shown = ", ".join(f"{name!r} ({n} row{'s' if n != 1 else ''})" for name, n in small[:5])
+            warnings.warn(f"client column {client!r}: {len(small)} client(s) have fewer rows than the "
+                          f"{X.shape[1]} design columns: {shown}{', ...' if len(small) > 5 else ''}; such a "
+                          "client's own loss does not determine a model (it is strongly convex only "
+                          "through l2 > 0) -- check the client column", UserWarning, stacklevel=2)
         fed.feature_names = feature_names
-        fed.table_info = {"target": target, "client": client, "features": list(map(str, features)),
-                          "one_hot": one_hot, "label_map": label_map, "add_intercept": bool(add_intercept),
-                          "clients": fed.names}
+        fed.table_info = {"target": target, "task": task, "task_inferred": inferred, "client": client,
+                          "features": list(map(str, features)), "one_hot": one_hot, "label_map": label_map,
+                          "add_intercept": bool(add_intercept), "standardized": scaling, "clients": fed.names}
         return fed
 
     def _with_classes(self, classes) -> "Federation":
@@ -361,6 +391,17 @@ class Federation:
             raise InvalidParameterError(f"classes must list n_classes = {self.n_classes} labels")
         self.classes = list(classes)
         return self
+
+    def theta_in_file_units(self, theta) -> np.ndarray:
+        """``theta`` (one coefficient per design column) for the table's own units: the identity
+        unless the federation was built with ``from_dataframe(..., standardize=True)``, whose
+        scaling it undoes (the same predictions :math:`x^\\top\\theta`; :func:`drflmodel._tabular.to_file_units`)."""
+        from ._tabular import to_file_units
+
+        scaling = (getattr(self, "table_info", None) or {}).get("standardized")
+        if not scaling:
+            return np.asarray(theta, dtype=float).copy()
+        return to_file_units(theta, self.feature_names, scaling)
 
     # ----------------------------------------------------------------- sizes
     @property

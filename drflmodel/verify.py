@@ -13,12 +13,26 @@ per round :math:`r`:
 * ``constraint_violation`` for constrained families (DEO) when the problem defines it;
 * ``time`` when the trace has wall times.
 
-An empirical **rate** is fitted to the error sequence (``dist_theta_sq`` where available, else
-``rel_gap``) on its tail: *linear* -- least-squares slope of :math:`\\log e_r` against :math:`r`
-(contraction factor :math:`e^{\\text{slope}}` per round); *sublinear* -- slope of :math:`\\log e_r`
-against :math:`\\log r` (order :math:`O(r^{\\text{slope}})`), each with :math:`R^2`. The verdict
-``passed`` requires the final error below the tolerance, no divergence, and, when the paper proves
-a linear rate, a negative linear slope with a good fit. Every failed check adds a reason.
+The error sequence (``dist_theta_sq`` where available, else ``rel_gap``) is first described in
+words (:mod:`drflmodel._diagnosis`): *converged*, *converging*, *stalling*, *growing*,
+*oscillating* or *diverged*. Only a converging (or converged) error is fitted as an empirical
+**rate**, on the second half of the rounds up to the first that met the tolerance: *linear* --
+least-squares slope of :math:`\\log e_r` against :math:`r` (contraction factor
+:math:`e^{\\text{slope}}` per round); *sublinear* -- slope of :math:`\\log e_r` against
+:math:`\\log r` (order :math:`O(r^{\\text{slope}})`), each with :math:`R^2`.
+
+Next to it the report states what the theory predicts for this run (:mod:`drflmodel._rates`:
+the solver's paper, the problem's constants -- smoothness, strong convexity, the weight set's
+strong concavity -- and the schedule the solver used), whether the observed fall of the error
+matches the theory's bound, and, when the tolerance was not met, the round at which it would be at
+the theory's and at the observed rate, and the causes (a step limited by the smoothness, badly
+scaled features, no strong concavity in :math:`\\lambda`, a minibatch noise floor, client drift).
+
+Verdicts: ``verdict="tol"`` (default) passes when the final error meets the tolerance, without
+divergence and, when the paper proves a linear rate and the tolerance was not met, with a
+negative linear slope of good fit; ``verdict="rate"`` passes when the error converges and its
+observed fall is at least ``1 - rate_margin`` times the theory's bound's over the measured rounds
+(the tolerance is then reported, not required). Every failed check adds a reason.
 """
 
 from __future__ import annotations
@@ -29,14 +43,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import _diagnosis as diag
 from ._frames import table, to_frame
-from ._validation import check_real
+from ._rates import Prediction, predict
+from ._validation import check_choice, check_real
 from .errors import InvalidDataError, InvalidParameterError
 from .solution import Solution, jsonable
 
-__all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS"]
+__all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS", "VERDICTS"]
 
 RATE_KINDS = ("linear", "sublinear", None)
+#: what a verdict judges: the final error against the tolerance, or the rate against the theory's
+VERDICTS = ("tol", "rate")
 
 
 # --------------------------------------------------------------------------- rate fitting
@@ -83,9 +101,13 @@ class Report:
     rows : per-round dicts (see the module docstring); ``table`` is the same as a pandas
         DataFrame when pandas is installed, else the list itself; ``to_frame()`` always a
         DataFrame (``ImportError`` naming the extra without pandas).
-    rate : the fitted rate (see :func:`fit_rate`) plus ``expected`` (the paper's rate kind).
-    passed : the verdict; ``reasons`` lists every failed check.
+    rate : the fitted rate (see :func:`fit_rate`) plus ``expected`` (the paper's rate kind) and
+        ``behaviour``; slope and factor are NaN when the error does not converge (it is then
+        described in words, never fitted).
+    passed : the verdict (``verdict`` says on what); ``reasons`` lists every failed check.
     final : the last row; ``rounds_to_tol``: first round at which the error met the tolerance.
+    diagnosis : the error's course in words, the theory's prediction, the comparison, the
+        predicted rounds to the tolerance and the causes (module docstring).
     """
 
     rows: list
@@ -98,6 +120,8 @@ class Report:
     solver: str = ""
     family: str = ""
     extra: dict = field(default_factory=dict)
+    verdict: str = "tol"
+    diagnosis: dict = field(default_factory=dict)
 
     @property
     def table(self):
@@ -113,13 +137,20 @@ class Report:
     def summary(self) -> str:
         f = self.final
         verdict = "PASSED" if self.passed else "FAILED"
+        on = (f"on the rate (margin {self.diagnosis.get('margin', 0.25):g}); tolerance {self.tol:g} on "
+              f"{self.error_metric} reported" if self.verdict == "rate"
+              else f"tolerance {self.tol:g} on {self.error_metric}")
         lines = [f"{verdict}: {self.solver or 'iterates'} vs {self.family or 'oracle'} "
-                 f"({len(self.rows) - 1} rounds, tolerance {self.tol:g} on {self.error_metric})"]
+                 f"({len(self.rows) - 1} rounds, {on})"]
         if f:
-            parts = [f"{k}={f[k]:.3e}" for k in ("dist_theta", "rel_gap", "dist_lambda", "constraint_violation")
+            shown = [self.error_metric] + [k for k in ("rel_gap", "dist_lambda", "constraint_violation")
+                                           if k != self.error_metric]
+            parts = [f"{k}={f[k]:.3e}" for k in shown
                      if k in f and f[k] is not None and np.isfinite(f[k])]
             lines.append("  final: " + ", ".join(parts))
-        lines.append(f"  rounds to tolerance: {self.rounds_to_tol if self.rounds_to_tol is not None else 'not reached'}")
+        d = self.diagnosis
+        if d.get("text"):
+            lines.append(f"  error: {d['text']}")
         rt = self.rate
         if rt and np.isfinite(rt.get("slope", np.nan)):
             if rt["kind"] == "linear":
@@ -128,6 +159,23 @@ class Report:
             else:
                 lines.append(f"  empirical rate: O(r^{rt['slope']:.2f}) (R^2={rt['r2']:.3f}); "
                              f"paper: {rt.get('expected') or 'n/a'}")
+        theory = d.get("theory")
+        if theory:
+            lines.append(f"  theory: {theory['statement']}" + (f" -- {theory['source']}" if theory["source"] else ""))
+        if d.get("comparison", {}).get("text") and theory and theory.get("kind"):
+            lines.append(f"  rate check: {d['comparison']['text']}")
+        if self.rounds_to_tol is not None:
+            lines.append(f"  rounds to tolerance: {self.rounds_to_tol}")
+        else:
+            pred = d.get("predicted_rounds") or {}
+            more = []
+            if pred.get("theory") is not None:
+                more.append(f"at the theory's rate {diag.describe_rounds(pred['theory'])}")
+            if pred.get("observed") is not None:
+                more.append(f"at the observed rate {diag.describe_rounds(pred['observed'])}")
+            lines.append("  rounds to tolerance: not reached" + ("; predicted " + ", ".join(more) if more else ""))
+            for cause in d.get("causes", []):
+                lines.append(f"  cause: {cause}")
         partial = self.extra.get("partial_participation")
         if partial:
             shown = ", ".join(map(str, partial[:10])) + (", ..." if len(partial) > 10 else "")
@@ -138,10 +186,10 @@ class Report:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return jsonable({"passed": self.passed, "reasons": self.reasons, "tol": self.tol,
-                         "error_metric": self.error_metric, "rounds_to_tol": self.rounds_to_tol,
-                         "rate": self.rate, "solver": self.solver, "family": self.family,
-                         "rows": self.rows, "extra": self.extra})
+        return jsonable({"passed": self.passed, "verdict": self.verdict, "reasons": self.reasons,
+                         "tol": self.tol, "error_metric": self.error_metric,
+                         "rounds_to_tol": self.rounds_to_tol, "rate": self.rate, "diagnosis": self.diagnosis,
+                         "solver": self.solver, "family": self.family, "rows": self.rows, "extra": self.extra})
 
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), **kw)
@@ -161,50 +209,13 @@ def _problem_weight_set(problem):
     return None
 
 
-def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: float = 1e-6,
-                    expected_rate: str | None = None, error_metric: str | None = None,
-                    times=None, solver: str = "", require_rate: bool = True) -> Report:
-    """Verify iterates produced anywhere (a user's own implementation included).
-
-    Parameters
-    ----------
-    problem : the drflmodel ``Problem`` the iterates claim to solve.
-    solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``).
-    thetas : array ``(R+1, P)`` of model iterates (round 0 first), in the layout of
-        :mod:`drflmodel.layout` (``P = K d``; distances are measured between the identifiable
-        representatives ``problem.identifiable(theta)``: for a softmax model, the class-centred
-        coefficients of every unpenalized feature).
-    lambdas : optional array ``(R+1, n)`` of dual iterates (client weights).
-    tol : tolerance on the error metric for the verdict and ``rounds_to_tol``.
-    expected_rate : ``"linear"``, ``"sublinear"`` or ``None`` -- the rate the paper proves.
-    error_metric : ``"dist_theta_sq"`` (default when :math:`\\theta^\\star` is unique),
-        ``"dist_theta"`` or ``"rel_gap"`` (default when the certificate does not pin
-        :math:`\\theta^\\star`, e.g. status ``"local"``).
-    """
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
-    if expected_rate not in RATE_KINDS:
-        raise InvalidParameterError(f"expected_rate must be one of {RATE_KINDS}; got {expected_rate!r}")
-    if solution is None or solution.theta is None:
-        raise InvalidParameterError("solution must be a solved Solution with theta (status "
-                                    f"{getattr(solution, 'status', None)!r} has none)")
-    T = np.asarray(thetas, dtype=float)
+def _rows(problem, solution, T, L, times) -> list[dict]:
+    """The per-round table (module docstring); distances between the identifiable
+    representatives ``problem.identifiable(theta)`` when the problem defines them."""
     theta_star = np.asarray(solution.theta, dtype=float)
-    if T.ndim != 2 or T.shape[1] != theta_star.size:
-        raise InvalidDataError(f"thetas must have shape (rounds, {theta_star.size}); got {T.shape}")
-    L = None
-    if lambdas is not None:
-        L = np.asarray(lambdas, dtype=float)
-        if L.ndim != 2 or L.shape[0] != T.shape[0]:
-            raise InvalidDataError(f"lambdas must have shape ({T.shape[0]}, n); got {L.shape}")
-    if error_metric is None:
-        error_metric = "dist_theta_sq" if solution.status == "optimal" else "rel_gap"
-    if error_metric not in ("dist_theta_sq", "dist_theta", "rel_gap"):
-        raise InvalidParameterError(
-            f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
     identify = getattr(problem, "identifiable", None)
     T_id = identify(T) if callable(identify) and np.all(np.isfinite(T)) else T
     theta_star = identify(theta_star) if callable(identify) else theta_star
-
     g_star = float(solution.value)
     lam_star = None if solution.weights is None else np.asarray(solution.weights, float)
     objective = problem.objective_for(solution) if hasattr(problem, "objective_for") else problem.objective
@@ -230,31 +241,123 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
         if times is not None:
             row["time"] = float(np.asarray(times)[r])
         rows.append(row)
+    return rows
 
+
+def _diagnose(abs_err, tol, error_metric, kind, expected_rate, prediction, problem, solution, margin):
+    """``(rate, diagnosis)``: the error's course, the fitted rate (converging errors only), the
+    comparison with the theory, the predicted rounds to ``tol`` and the causes."""
+    course = diag.behaviour(abs_err, tol, error_metric)
+    a, b = diag.window(abs_err, tol)
+    if course["behaviour"] in ("converged", "converging"):
+        rate = fit_rate(abs_err[:b + 1], kind=kind)
+        if expected_rate is None:
+            rate["alternative"] = fit_rate(abs_err[:b + 1], kind="linear")
+    else:
+        rate = {"kind": kind, "slope": float("nan"), "intercept": float("nan"), "r2": float("nan"),
+                "factor": float("nan"), "rounds_used": 0}
+    rate["expected"] = expected_rate
+    rate["behaviour"] = course["behaviour"]
+    comparison = diag.compare(abs_err, prediction, error_metric, a, b, margin)
+    causes = list(prediction.notes) if prediction is not None else []
+    if abs_err[-1] > tol:
+        scale = diag.feature_scale_note(problem)
+        if scale:
+            causes.insert(0, scale)
+        if course["behaviour"] in ("stalling", "oscillating"):
+            floor = diag.oracle_precision_note(abs_err, error_metric, problem, solution)
+            if floor:
+                causes.insert(0, floor)
+    diagnosis = {"behaviour": course["behaviour"], "text": course["text"], "margin": margin,
+                 "theory": None if prediction is None else prediction.to_dict(), "comparison": comparison,
+                 "predicted_rounds": (diag.rounds_to_tol(abs_err, tol, prediction, error_metric, rate)
+                                      if abs_err[-1] > tol and course["behaviour"] in ("converging", "stalling")
+                                      else {"theory": None, "observed": None}),
+                 "causes": causes}
+    return rate, diagnosis
+
+
+def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: float = 1e-6,
+                    expected_rate: str | None = None, error_metric: str | None = None,
+                    times=None, solver: str = "", require_rate: bool = True,
+                    prediction: Prediction | None = None, verdict: str = "tol",
+                    rate_margin: float = 0.25) -> Report:
+    """Verify iterates produced anywhere (a user's own implementation included).
+
+    Parameters
+    ----------
+    problem : the drflmodel ``Problem`` the iterates claim to solve.
+    solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``).
+    thetas : array ``(R+1, P)`` of model iterates (round 0 first), in the layout of
+        :mod:`drflmodel.layout` (``P = K d``; distances are measured between the identifiable
+        representatives ``problem.identifiable(theta)``: for a softmax model, the class-centred
+        coefficients of every unpenalized feature).
+    lambdas : optional array ``(R+1, n)`` of dual iterates (client weights).
+    tol : tolerance on the error metric for the verdict and ``rounds_to_tol``.
+    expected_rate : ``"linear"``, ``"sublinear"`` or ``None`` -- the rate the paper proves.
+    error_metric : ``"dist_theta_sq"`` (default when :math:`\\theta^\\star` is unique),
+        ``"dist_theta"`` or ``"rel_gap"`` (default when the certificate does not pin
+        :math:`\\theta^\\star`, e.g. status ``"local"``).
+    prediction : what the theory predicts (:func:`drflmodel._rates.predict`; ``verify`` computes
+        it from the trace). Without one nothing is compared.
+    verdict : ``"tol"`` (the final error meets ``tol``) or ``"rate"`` (the error converges at
+        least ``1 - rate_margin`` times as fast as the theory's bound; module docstring).
+    rate_margin : in ``[0, 1)``, the margin of ``verdict="rate"`` (default 0.25).
+    """
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    verdict = check_choice(verdict, "verdict", VERDICTS)
+    rate_margin = check_real(rate_margin, "rate_margin", low=0.0, high=1.0, high_open=True)
+    if expected_rate not in RATE_KINDS:
+        raise InvalidParameterError(f"expected_rate must be one of {RATE_KINDS}; got {expected_rate!r}")
+    if solution is None or solution.theta is None:
+        raise InvalidParameterError("solution must be a solved Solution with theta (status "
+                                    f"{getattr(solution, 'status', None)!r} has none)")
+    T = np.asarray(thetas, dtype=float)
+    theta_star = np.asarray(solution.theta, dtype=float)
+    if T.ndim != 2 or T.shape[1] != theta_star.size:
+        raise InvalidDataError(f"thetas must have shape (rounds, {theta_star.size}); got {T.shape}")
+    L = None
+    if lambdas is not None:
+        L = np.asarray(lambdas, dtype=float)
+        if L.ndim != 2 or L.shape[0] != T.shape[0]:
+            raise InvalidDataError(f"lambdas must have shape ({T.shape[0]}, n); got {L.shape}")
+    if error_metric is None:
+        error_metric = "dist_theta_sq" if solution.status == "optimal" else "rel_gap"
+    if error_metric not in ("dist_theta_sq", "dist_theta", "rel_gap"):
+        raise InvalidParameterError(
+            f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
+
+    rows = _rows(problem, solution, T, L, times)
     err = np.array([row[error_metric] for row in rows], dtype=float)
     abs_err = np.abs(err)
     met = np.nonzero(abs_err <= tol)[0]
     rounds_to_tol = int(met[0]) if met.size else None
-    kind = expected_rate or "sublinear"
-    rate = fit_rate(abs_err, kind=kind)
-    rate["expected"] = expected_rate
-    if expected_rate is None:
-        rate["alternative"] = fit_rate(abs_err, kind="linear")
+    rate, diagnosis = _diagnose(abs_err, tol, error_metric, expected_rate or "sublinear", expected_rate,
+                                prediction, problem, solution, rate_margin)
 
     reasons = []
     if not np.all(np.isfinite(T)):
         reasons.append("iterates contain NaN or inf (diverged)")
-    if abs_err[-1] > tol:
+    if verdict == "tol" and abs_err[-1] > tol:
         reasons.append(f"final {error_metric} = {abs_err[-1]:.3e} exceeds tol = {tol:g}")
     if abs_err.size > 1 and np.isfinite(abs_err[-1]) and abs_err[-1] > 10 * max(abs_err[0], tol):
         reasons.append(f"error grew from {abs_err[0]:.3e} to {abs_err[-1]:.3e} (divergence)")
     if err[-1] < -max(tol, 1e-6) and error_metric == "rel_gap":
         reasons.append(f"iterate objective below the certified optimum by {-err[-1]:.3e}: "
                        "the certificate or the iterate's objective is wrong")
-    if (expected_rate == "linear" and require_rate and rounds_to_tol is None
-            and not (rate["slope"] < 0 and rate["r2"] > 0.8)):
-        reasons.append(f"paper proves a linear rate but the fitted slope is {rate['slope']:.3g} "
-                       f"(R^2={rate['r2']:.2f})")
+    if verdict == "tol":
+        if (expected_rate == "linear" and require_rate and rounds_to_tol is None
+                and diagnosis["behaviour"] == "converging" and not (rate["slope"] < 0 and rate["r2"] > 0.8)):
+            reasons.append(f"paper proves a linear rate but the fitted slope is {rate['slope']:.3g} "
+                           f"(R^2={rate['r2']:.2f})")
+    else:
+        comparison = diagnosis["comparison"]
+        if diagnosis["behaviour"] not in ("converged", "converging"):
+            reasons.append(f"no rate to compare: the error is {diagnosis['behaviour']}")
+        elif comparison["matches"] is None:
+            reasons.append(f"no rate verdict possible: {comparison['text']}")
+        elif not comparison["matches"]:
+            reasons.append(f"the rate does not match the theory's: {comparison['text']}")
     if L is not None and any(row.get("lambda_feasible") is False for row in rows):
         bad = sum(row.get("lambda_feasible") is False for row in rows)
         reasons.append(f"dual iterate infeasible for the weight set in {bad} rounds")
@@ -262,7 +365,8 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
         reasons.append(f"final constraint violation {rows[-1]['constraint_violation']:.3e}")
     return Report(rows=rows, rate=rate, passed=not reasons, reasons=reasons, tol=tol,
                   error_metric=error_metric, rounds_to_tol=rounds_to_tol, solver=solver,
-                  family=getattr(problem, "family", type(problem).__name__))
+                  family=getattr(problem, "family", type(problem).__name__), verdict=verdict,
+                  diagnosis=diagnosis)
 
 
 def _trace_arrays(trace):
@@ -281,11 +385,15 @@ def _trace_arrays(trace):
 
 
 def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | None = "auto",
-           error_metric: str | None = None, problem=None) -> Report:
+           error_metric: str | None = None, problem=None, verdict: str = "tol",
+           rate_margin: float = 0.25) -> Report:
     """Verify a drflmodel :class:`~drflmodel.solvers.Trace` against a certified solution.
 
     ``expected_rate="auto"`` takes the rate the solver's paper proves from
     ``trace.expected_rate`` (set by each solver); pass ``None`` to fit without expectation.
+    The theory's prediction for the run (:func:`drflmodel._rates.predict`) is computed from the
+    trace's recorded schedule constants and the problem; ``verdict`` and ``rate_margin`` as in
+    :func:`verify_iterates`.
     """
     problem = problem if problem is not None else getattr(solution, "problem", None)
     if problem is None:
@@ -299,7 +407,8 @@ def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | No
         times = None
     report = verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
                              error_metric=error_metric, times=times,
-                             solver=getattr(trace, "solver", "") or "")
+                             solver=getattr(trace, "solver", "") or "",
+                             prediction=predict(trace, problem), verdict=verdict, rate_margin=rate_margin)
     partial = (getattr(trace, "info", None) or {}).get("partial_participation")
     if partial:       # e.g. a Flower run in which some clients failed or were not sampled
         report.extra["partial_participation"] = list(partial)

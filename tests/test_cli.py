@@ -92,3 +92,57 @@ def test_console_script_module_runs():
     out = subprocess.run([sys.executable, "-m", "drflmodel.cli", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "tour" in out.stdout
+
+
+# ------------------------------------------------------------------ newcomer frictions (issue 25)
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"drflmodel {version('drflmodel')}"
+
+
+VERIFY = GOOD.replace('weights = { name = "simplex" }', 'weights = { name = "chi_square", rho = 0.5 }') + """
+[solver]
+name = "ScaffPD"
+options = { rounds = 800, local_steps = 5 }
+tol = 1e-8
+"""
+
+
+def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monkeypatch, capsys):
+    cfg = _write(tmp_path, VERIFY, "dro.toml")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["verify", str(cfg)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("optimal:") and "PASSED: ScaffPD vs dro" in out
+    assert "theory: linear, factor" in out and out.rstrip().endswith("wrote dro.verify.json")
+    assert len(out) < 5000 and err == ""
+    report = json.loads((work / "dro.verify.json").read_text())["report"]
+    assert report["passed"] and report["diagnosis"]["theory"]["kind"] == "linear"
+    # --json: the JSON alone on standard output, the verdict on standard error
+    assert main(["verify", str(cfg), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["report"]["passed"] and "PASSED" in err
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('rho = 0.5', 'rho = "0.5"'), "'problem.weights.rho': rho must be a real number"),
+    (lambda t: t.replace('rho = 0.5', 'rho = -1.0'), "'problem.weights.rho': rho must lie in"),
+    (lambda t: t.replace("l2 = 0.1", "l2 = -1"), "'problem.options.l2': l2 must lie in"),
+    (lambda t: t.replace("rounds = 800", 'rounds = "x"'), "'solver.options.rounds': rounds must be an integer"),
+    (lambda t: t.replace("n_clients = 3", "n_clients = 0"), "'data.options.n_clients': n_clients must"),
+    (lambda t: t.replace("tol = 1e-8", 'tol = 1e-8\nverdict = "fast"'), "'solver.verdict' must be one of tol, rate"),
+    (lambda t: t.replace("tol = 1e-8", "tol = 1e-8\nrate_margin = 1.5"), "'solver.rate_margin' must lie in [0, 1)"),
+    (lambda t: t.replace("tol = 1e-8", 'tol = 1e-8\nexpected_rate = "fast"'), "'solver.expected_rate' must be one of"),
+    (lambda t: t.replace("tol = 1e-8", "tol = -1e-8"), "'solver.tol' must be positive"),
+])
+def test_argument_errors_name_the_toml_key(tmp_path, capsys, edit, message):
+    cfg = _write(tmp_path, edit(VERIFY))
+    assert main(["verify", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("drflmodel: error: ") and message in err and err.count("\n") == 1, err

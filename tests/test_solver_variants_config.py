@@ -79,7 +79,7 @@ def test_bad_variant_values_are_one_line_errors(tmp_path, capsys):
         build_solver(load_config(path, need_solver=True))
     assert main(["verify", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("drflmodel: error: clients_per_round") and err.count("\n") == 1
+    assert err.startswith("drflmodel: error: 'solver.options.clients_per_round': clients_per_round") and err.count("\n") == 1
     path = _config(tmp_path, DRO, "FedAvg", "{ rounds = 5, clients_per_round = 2 }")
     with pytest.raises(ConfigError, match="'solver.options' do not fit FedAvg"):
         build_solver(load_config(path, need_solver=True))

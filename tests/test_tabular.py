@@ -94,8 +94,8 @@ def test_from_dataframe_without_pandas_objects_gives_the_same_federation():
     (None, dict(target="income"), "target column 'income' is not in df"),
     (None, dict(client="hospital"), "client column 'hospital' is not in df"),
     (None, dict(features=["age", "weight"]), "feature column 'weight' is not in df"),
-    (lambda d: d.assign(age=d.age.where(d.index != 7)), {}, "feature column 'age' has 1 missing or infinite value(s) (first at row 7)"),
-    (lambda d: d.assign(smoker=d.smoker.where(d.index != 2)), {}, "feature column 'smoker' has 1 missing value(s) (first at row 2)"),
+    (lambda d: d.assign(age=d.age.where(d.index != 7)), {}, "feature column 'age' has 1 missing or infinite value(s) (first at index 7)"),
+    (lambda d: d.assign(smoker=d.smoker.where(d.index != 2)), {}, "feature column 'smoker' has 1 missing value(s) (first at index 2)"),
     (lambda d: d.assign(outcome=d.outcome.where(d.index != 4)), {}, "target column 'outcome' has 1 missing"),
     (lambda d: d.assign(site=d.site.where(d.index != 5)), {}, "client column 'site' has 1 missing"),
     (lambda d: d.assign(age=pd.Timestamp("2024-01-01")), {}, "feature column 'age' cannot be encoded"),
@@ -118,7 +118,7 @@ def test_from_dataframe_errors_name_the_column(change, kwargs, message):
 def test_regression_target_must_be_numeric_and_features_exclude_target():
     df = _table()
     with pytest.raises(InvalidDataError, match="target column 'outcome' is not numeric"):
-        dm.Federation.from_dataframe(df, target="outcome", client="site", features=["age"])
+        dm.Federation.from_dataframe(df, target="outcome", client="site", features=["age"], task="regression")
     with pytest.raises(InvalidParameterError, match="column 'site' is the target, client or group"):
         dm.Federation.from_dataframe(df, target="cost", client="site", features=["age", "site"])
 
@@ -224,7 +224,7 @@ options = {{ eps = 0.01, l2 = 0.1 }}
     (lambda t: t.replace('target = "outcome"\n', ""), "missing key 'data.target'"),
     (lambda t: t.replace('client = "site"', 'client = "hospital"'), "client column 'hospital' is not in"),
     (lambda t: t.replace('"smoker"]', '"smoker", "dose"]'),
-     "feature column 'dose' cannot be encoded: it mixes numbers and text (e.g. '?' at row 2)"),
+     "feature column 'dose' cannot be encoded: it mixes numbers and text (e.g. '?' at line 4 of clinics.csv)"),
     (lambda t: t.replace('target = "outcome"', 'target = "site"'), "target column 'site' has 3 class(es)"),
     (lambda t: t.replace('client = "site"', 'client = "site"\ngroup = "sex"'), "'data.group' is used only with family = \"deo\""),
     (lambda t: t.replace('add_intercept = true', 'add_intercept = "yes"'), "'data.add_intercept' must be a boolean"),
@@ -249,7 +249,7 @@ def test_csv_nan_is_reported_through_the_command(tmp_path, capsys):
     assert main(["solve", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "feature column 'age' has 1 missing or infinite value(s) (first at row 11)" in err
+    assert "feature column 'age' has 1 missing or infinite value(s) (first at line 13 of clinics.csv)" in err
 
 
 def test_readme_csv_config_solves(tmp_path):
@@ -259,3 +259,134 @@ def test_readme_csv_config_solves(tmp_path):
     prob = build_problem(load_config(tmp_path / "readme.toml"))
     assert prob.solve().status == "optimal"
     assert prob.federation.feature_names == ["intercept", "age", "bmi", "smoker=no", "smoker=yes"]
+
+
+# ------------------------------------------------------------------------------ issue 25
+def _clinics(n=200, seed=0):
+    """The README's CSV example as a newcomer would have it: 3 clinics, raw columns (age 25-85)."""
+    rng = np.random.default_rng(seed)
+    site = rng.choice(["north", "south", "east"], n)
+    age = rng.uniform(25, 85, n).round(0)
+    bmi = rng.normal(27, 4.5, n).round(1)
+    smoker = rng.choice(["no", "yes"], n, p=[0.7, 0.3])
+    shift = {"north": -0.3, "south": 0.2, "east": 0.5}
+    z = -6 + 0.06 * age + 0.1 * bmi + 0.8 * (smoker == "yes") + np.array([shift[s] for s in site])
+    outcome = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
+    return pd.DataFrame({"site": site, "age": age, "bmi": bmi, "smoker": smoker, "outcome": outcome})
+
+
+def test_from_dataframe_infers_the_task_from_the_target():
+    df = _table().assign(outcome01=lambda d: (d.outcome == "sick").astype(int))
+    fed = dm.Federation.from_dataframe(df, target="outcome01", client="site", features=["age"])
+    assert fed.task == "classification" and fed.table_info["task_inferred"] is True
+    assert fed.table_info["label_map"] == {"-1": 0, "+1": 1}
+    np.testing.assert_array_equal(np.concatenate([c.y for c in fed.clients]),
+                                  np.concatenate([np.where(df.outcome01[df.site == s] == 1, 1.0, -1.0)
+                                                  for s in ["east", "north", "south"]]))
+    # the next step of the issue's newcomer now works: a logistic loss on the inferred task
+    assert dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(3, 0.5), l2=0.1).solve().status == "optimal"
+    assert dm.Federation.from_dataframe(df, target="cost", client="site", features=["age"]).task == "regression"
+    explicit = dm.Federation.from_dataframe(df, target="outcome01", client="site", features=["age"], task="regression")
+    assert explicit.task == "regression" and explicit.table_info["task_inferred"] is False
+
+
+def test_clients_with_fewer_rows_than_features_are_warned_about():
+    df = _table().copy()
+    df.loc[0, "site"] = "west"                              # one row for client 'west'
+    with pytest.warns(UserWarning, match=r"1 client\(s\) have fewer rows than the 4 design columns: 'west' \(1 row\)"):
+        fed = dm.Federation.from_dataframe(df, target="outcome", client="site", features=["age", "smoker"],
+                                           add_intercept=True)
+    assert fed.sizes.tolist()[-1] == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dm.Federation.from_dataframe(_table(), target="outcome", client="site", features=["age", "smoker"])
+
+
+def test_standardize_records_the_scaling_and_maps_theta_back():
+    df = _clinics()
+    raw = dm.Federation.from_dataframe(df, target="outcome", client="site", features=["age", "bmi", "smoker"],
+                                       add_intercept=True)
+    std = dm.Federation.from_dataframe(df, target="outcome", client="site", features=["age", "bmi", "smoker"],
+                                       add_intercept=True, standardize=True)
+    scaling = std.table_info["standardized"]
+    assert set(scaling["columns"]) == {"age", "bmi"} and scaling["centred"] is True
+    assert scaling["columns"]["age"]["mean"] == pytest.approx(df.age.mean())
+    assert scaling["columns"]["age"]["scale"] == pytest.approx(df.age.std(ddof=0))
+    X = np.vstack([c.X for c in std.clients])
+    assert np.allclose(X[:, 1:3].mean(0), 0, atol=1e-12) and np.allclose(X[:, 1:3].std(0), 1)
+    np.testing.assert_array_equal(X[:, [0, 3, 4]], np.vstack([c.X for c in raw.clients])[:, [0, 3, 4]])
+    # the same predictions from the file's columns: x_raw . theta_file == x_std . theta
+    theta = np.array([0.3, -1.2, 0.7, 0.25, -0.4])
+    back = std.theta_in_file_units(theta)
+    for cr, cs in zip(raw.clients, std.clients):
+        np.testing.assert_allclose(cr.X @ back, cs.X @ theta, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(raw.theta_in_file_units(theta), theta)
+    with pytest.raises(InvalidParameterError, match="standardize must be True or False"):
+        dm.Federation.from_dataframe(df, target="outcome", client="site", standardize="yes")
+
+
+def _readme_csv(tmp_path, edit=lambda t: t):
+    (toml,) = re.findall(r"```toml csv\n(.*?)```", README.read_text(), flags=re.S)
+    _clinics().to_csv(tmp_path / "clinics.csv", index=False)
+    cfg = tmp_path / "clinics.toml"
+    cfg.write_text(edit(toml))
+    return cfg
+
+
+def test_readme_csv_example_verifies(tmp_path, monkeypatch, capsys):
+    """The README's CSV block, [solver] table included, on a 200-row clinics table: PASSED on the
+    rate, with the theory's rate, the predicted rounds and the cause printed; the coefficients in
+    the file's units give the oracle's predictions on the raw columns."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", str(_readme_csv(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "PASSED: ScaffPD vs dro (2000 rounds, on the rate" in out, out
+    # the README shows this very output
+    (shown,) = re.findall(r"```text\n(optimal: .*?)```", README.read_text(), flags=re.S)
+    assert out == shown
+    for line in ("  theory: O(1/R^2)", "  rate check: over rounds 1000-2000", ": matches",
+                 "  rounds to tolerance: not reached; predicted at the theory's rate",
+                 "  cause: CVaR is not strongly concave in lambda"):
+        assert line in out, (line, out)
+    result = json.loads((tmp_path / "clinics.verify.json").read_text())
+    info, theta = result["solution"]["info"]["data"], np.array(result["solution"]["theta"])
+    assert info["standardized"]["centred"] and info["task"] == "classification"
+    df = _clinics()
+    Xraw = np.column_stack([np.ones(len(df)), df.age, df.bmi, df.smoker == "no", df.smoker == "yes"]).astype(float)
+    Xstd = Xraw.copy()
+    for j, c in ((1, "age"), (2, "bmi")):
+        Xstd[:, j] = (df[c] - df[c].mean()) / df[c].std(ddof=0)
+    np.testing.assert_allclose(Xraw @ np.array(info["theta_file_units"]), Xstd @ theta, atol=1e-9)
+
+
+def test_readme_csv_example_without_standardize_explains_its_failure(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    cfg = _readme_csv(tmp_path, lambda t: re.sub(r"standardize = true.*\n", "", t).replace(
+        'verdict = "rate"', "tol = 1e-6"))
+    assert main(["verify", str(cfg)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "error: stalling" in out, out
+    assert "cause: feature scales differ by" in out and "'age'" in out
+    assert "cause: the step is limited by the smoothness L_xx" in out
+    assert "predicted at the theory's rate more than 10,000,000 rounds" in out
+    assert "empirical rate" not in out
+
+
+def test_csv_errors_name_the_toml_key_and_the_file_line(tmp_path, capsys):
+    df = _clinics()
+    df.loc[5, "bmi"] = np.nan
+    df.to_csv(tmp_path / "clinics.csv", index=False)
+    (toml,) = re.findall(r"```toml csv\n(.*?)```", README.read_text(), flags=re.S)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(toml)
+    assert main(["solve", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "'data.features': feature column 'bmi' has 1 missing or infinite value(s) (first at line 7 of " \
+           "clinics.csv)" in err, err
+    assert (tmp_path / "clinics.csv").read_text().splitlines()[6].split(",")[2] == ""     # line 7 indeed
+    cfg.write_text(toml.replace('"smoker"]', '"smoker", "weight"]'))
+    assert main(["solve", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("drflmodel: error: 'data.features': feature column 'weight' is not in clinics.csv")
+    assert "'data.path'" not in err and " df " not in err

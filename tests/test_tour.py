@@ -33,7 +33,7 @@ tol = 1e-8
 
 def test_tour_dro_stop_certifies_and_verifies(tmp_path):
     out = io.StringIO()
-    code = run_tour(out_dir=tmp_path, quick=True, plots=False, stops=["federated DRO"], stream=out)
+    code = run_tour(out_dir=tmp_path, quick=False, plots=False, stops=["federated DRO"], stream=out)
     text = out.getvalue()
     report = json.loads((tmp_path / "tour.json").read_text())
     assert code == 0, text
@@ -174,7 +174,7 @@ def test_compact_table_wraps_a_long_family_and_keeps_100_columns():
     text = format_compact(rows)
     lines = text.splitlines()
     assert max(map(len, lines)) <= 100
-    assert "optimal_within_gap" in lines[2] and "-1.5e-09" in lines[2] and "-/3000" in lines[2]
+    assert "optimal_within_gap" in lines[2] and " 0 " in lines[2] and "-/3000" in lines[2]   # -1.5e-9: rounding
     col = lines[0].index("solver")                 # the family column, wrapped within its width
     assert " ".join(ln[:col] for ln in lines[2:-1]).split() == rows[0]["family"].split()
     assert all(not ln[col:].strip() for ln in lines[3:-1])   # continuation lines: family only
@@ -207,3 +207,65 @@ def test_cli_tour_wide_prints_every_column(tmp_path, capsys, monkeypatch):
     other = json.loads((tmp_path / "narrow" / "tour.json").read_text())["rows"]
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in other] == \
         [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+# ------------------------------------------------------------------------ gaps and bounded rows (issue 25)
+def test_negative_gaps_within_tolerance_are_shown_as_zero_and_kept_raw_in_json(fafl_relative_tour):
+    from drflmodel._tour import gap_cell
+
+    assert [gap_cell(g) for g in (-2.2e-16, -7.0e-10, -1e-6, 0.0, 3.1e-8, -2e-6, None)] == \
+        ["0", "0", "0", "0.0e+00", "3.1e-08", "-2.0e-06", "-"]
+    _, text, out_dir, _ = fafl_relative_tour
+    rows = json.loads((out_dir / "tour.json").read_text())["rows"]
+    negative = [r for r in rows if r["certificate gap"] is not None and r["certificate gap"] < 0]
+    assert negative, "the FAFL/relative stops have rounding-negative gaps (-2.2e-16, -7e-10)"
+    table = text[text.index("family"):]
+    for r in negative:
+        line = next(ln for ln in table.splitlines() if ln.startswith(r["family"]) and r["solver"] in ln)
+        assert line.split()[-3] == "0", line
+        assert f"{r['certificate gap']:.1e}" not in line
+    assert "is shown as 0, its raw value in tour.json" in text
+
+
+def test_summary_line_names_the_rows_that_are_only_bounded():
+    from drflmodel._tour import summary_line
+
+    rows = [{"family": "A", "status": "optimal", "verdict": "passed"},
+            {"family": "relative (phi=0.3)", "status": "local", "verdict": "-"},
+            {"family": "DEO (squared)", "status": "optimal_within_gap", "verdict": "FAILED"},
+            {"family": "B", "status": "failed", "verdict": "-"}]
+    line = summary_line(rows, 0, 12.4)
+    assert line == ("4 rows: 1 oracles certified optimal, 2 only bounded (relative (phi=0.3): local; "
+                    "DEO (squared): optimal_within_gap), 1 without a certificate (B: failed), 1/2 distributed "
+                    "runs verified, 0 errors, 12s")
+    assert summary_line(rows[:1], 0, 1.0).startswith("1 rows: 1 oracles certified optimal, 0 only bounded, 1/1")
+
+
+def test_quick_tour_is_smaller_than_the_full_one():
+    """--quick drops the solver variants (minibatch, sampling, passive steps) and the vertical
+    baseline, and shrinks the slowest instances; every family keeps its oracle and its distributed
+    solver."""
+    import drflmodel as dm
+    from drflmodel import _tour
+
+    calls = []
+    real = _tour._run_leg
+
+    class Trace:                       # what the stops read from a run: its last model, its iterates
+        def __init__(self, sol):
+            self.final_theta, self.iterates = sol.theta, {}
+
+    def record(dm_, family, data, problem, sol, solver, *a, **k):
+        calls.append((family, type(solver).__name__, k.get("variant", ""), data, solver.params["rounds"]))
+        return _tour.Leg(family, data, problem, sol, solver=type(solver).__name__, extra={"trace": Trace(sol)})
+
+    try:
+        _tour._run_leg = record
+        for _, stop in _tour.STOPS:
+            stop(dm, True)
+    finally:
+        _tour._run_leg = real
+    assert [c[1] for c in calls] == ["ScaffPD", "DRFA", "RFedFair", "FedAvg", "ADLPMM", "DRFA", "ScaffPDIA",
+                                     "ScaffPD", "FairVFL", "ScaffPD"]
+    assert not any(c[2] for c in calls)
+    assert "3 clients x 20" in calls[4][3] and "600 rows" in calls[8][3]

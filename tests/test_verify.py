@@ -187,3 +187,171 @@ def test_verifier_writes_its_error_on_the_round_result_for_the_progress_display(
     plain = {"theta": C + 1.0, "round": 2}          # a user's dict is left as it was
     ver(plain)
     assert set(plain) == {"theta", "round"}
+
+
+# ------------------------------------------------------------------ verdicts that explain themselves
+def _report(errors_sq, **kw):
+    """verify_iterates on iterates whose squared distance to the optimum is ``errors_sq``."""
+    prob = QuadraticProblem(C)
+    return verify_iterates(prob, _solution(prob), _iterates(C, np.sqrt(errors_sq)), **kw)
+
+
+def test_growing_error_is_called_growing_not_fitted_as_a_rate():
+    """The issue's FedAvg case: the distance fell to 1.45 (round 4), then grew to 2.19 (round 25)."""
+    d = np.concatenate([np.linspace(3.0, 1.45, 5), np.linspace(1.45, 2.19, 22)[1:]])
+    rep = _report(d**2, tol=1e-6, expected_rate="linear")
+    assert rep.diagnosis["behaviour"] == "growing"
+    assert np.isnan(rep.rate["slope"]) and np.isnan(rep.rate["factor"])
+    text = rep.summary()
+    assert "growing: dist_theta_sq rose from 2.1 (round 4) to 4.8 (round 25)" in text, text
+    assert "empirical rate" not in text and not rep.passed
+
+
+def test_stalling_and_oscillating_errors_are_named():
+    r = np.arange(2001)
+    stall = _report(3.52 - 1e-5 * r, tol=1e-6)
+    assert stall.diagnosis["behaviour"] == "stalling" and np.isnan(stall.rate["slope"])
+    assert "stalling: dist_theta_sq changed by" in stall.summary()
+    wobble = 1e-3 * (1.0 + 0.8 * np.where(r % 2 == 0, 1.0, -1.0))
+    osc = _report(wobble, tol=1e-6)
+    assert osc.diagnosis["behaviour"] == "oscillating" and "oscillating" in osc.summary()
+    converging = _report(0.99 ** r, tol=1e-12, expected_rate="linear")
+    assert converging.diagnosis["behaviour"] == "converging"
+    assert converging.rate["factor"] == pytest.approx(0.99, rel=1e-9)
+
+
+def test_summary_shows_the_tolerance_metric_itself():
+    rep = _report(np.full(5, 4.0), tol=1e-6)
+    final = rep.summary().splitlines()[1]
+    assert final.startswith("  final: dist_theta_sq=4.000e+00"), final
+    assert "dist_theta=" not in final
+
+
+def _linear_prediction(factor):
+    from drflmodel._rates import LinearEnvelope, Prediction
+    return Prediction("linear", f"linear, factor {factor}", "test", ("dist_theta_sq", "dist_theta"),
+                      LinearEnvelope(factor))
+
+
+def test_rate_check_against_the_theory_and_the_rate_verdict():
+    r = np.arange(121)
+    errors = 0.81 ** r                                    # the run contracts by 0.81 per round
+    ok = _report(errors, tol=1e-300, prediction=_linear_prediction(0.8), verdict="rate")
+    cmp = ok.diagnosis["comparison"]
+    # over rounds 60..120 the run falls ln(1/0.81) per round, the bound ln(1/0.8) per round
+    assert cmp["ratio"] == pytest.approx(np.log(0.81) / np.log(0.8), rel=1e-9)
+    assert cmp["matches"] and ok.passed, ok.reasons
+    slow = _report(errors, tol=1e-300, prediction=_linear_prediction(0.5), verdict="rate")
+    assert slow.diagnosis["comparison"]["matches"] is False and not slow.passed
+    assert any("does not match" in s for s in slow.reasons)
+    # the same run on the tolerance verdict fails only on the tolerance
+    tol = _report(errors, tol=1e-300, prediction=_linear_prediction(0.5))
+    assert [s for s in tol.reasons] == [f"final dist_theta_sq = {errors[-1]:.3e} exceeds tol = 1e-300"]
+    # a rate verdict without a rate to compare fails, saying why
+    none = _report(errors, tol=1e-300, verdict="rate")
+    assert not none.passed and "no rate verdict possible" in none.reasons[0]
+    with pytest.raises(InvalidParameterError, match="verdict"):
+        _report(errors, verdict="speed")
+    with pytest.raises(InvalidParameterError, match="rate_margin"):
+        _report(errors, verdict="rate", rate_margin=1.0)
+
+
+def test_predicted_rounds_to_tolerance():
+    """Linear bound 0.9/round anchored at the last error: ln(e_R/tol)/ln(1/0.9) more rounds."""
+    r = np.arange(101)
+    errors = 0.95 ** r
+    rep = _report(errors, tol=1e-12, prediction=_linear_prediction(0.9), expected_rate="linear")
+    pred = rep.diagnosis["predicted_rounds"]
+    assert pred["theory"] == 100 + int(np.ceil(np.log(errors[-1] / 1e-12) / -np.log(0.9)))
+    assert pred["observed"] == int(np.ceil(100 + np.log(errors[-1] / 1e-12) / -np.log(0.95)))
+    assert f"at the theory's rate round ~{pred['theory']:,}" in rep.summary()
+
+
+def test_accelerated_envelope_is_the_sc_c_schedule():
+    """log(gamma_0/gamma_r) from the envelope equals the solver's own SC-C recursion."""
+    from drflmodel._rates import AcceleratedEnvelope
+    from drflmodel.solvers.scaffpd import SCCSchedule
+
+    sched = SCCSchedule(tau0=0.05, gamma0=0.3, contraction=0.02)
+    sched(3000)
+    env = AcceleratedEnvelope(0.05, 0.02)
+    expected = np.log(sched.gamma0 / np.array(sched._gamma[:3001]))
+    np.testing.assert_allclose(env.log(np.arange(3001)), expected, rtol=1e-12, atol=1e-12)
+    n = env.rounds_to_drop(100, 2.0)
+    logs = env.log(np.arange(n + 1))
+    assert logs[100] - logs[n] >= 2.0 > logs[100] - logs[n - 1]
+
+
+def _scaffpd(weights, **kw):
+    import drflmodel as dm
+    fed = dm.datasets.synthetic_regression(n_clients=5, dim=10, samples=100, seed=0)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), weights=weights, l2=0.1)
+    sol = prob.solve()
+    return prob, sol, dm.solvers.ScaffPD(**kw).run(prob, seed=0)
+
+
+def test_scaffpd_runs_match_the_theory_they_are_predicted_by():
+    import drflmodel as dm
+    from drflmodel._rates import predict
+    prob, sol, tr = _scaffpd(dm.sets.ChiSquare(5, 0.1), rounds=600, local_steps=5)
+    pred = predict(tr, prob)
+    assert pred.kind == "linear" and pred.envelope.factor == tr.info["theta"]
+    rep = verify(tr, sol, tol=1e-12, verdict="rate")
+    assert rep.passed, rep.reasons
+    assert "Theorem 3.5" in rep.summary() and "rate check: over rounds" in rep.summary()
+    prob, sol, tr = _scaffpd(dm.sets.CVaR(5, 0.5), rounds=300, local_steps=5)
+    pred = predict(tr, prob)
+    assert pred.kind == "sublinear" and "Theorem 3.1" in pred.source
+    assert any("not strongly concave in lambda" in n for n in pred.notes)
+    prob, sol, tr = _scaffpd(dm.sets.ChiSquare(5, 0.1), rounds=5, local_steps=2, batch_size=10)
+    assert predict(tr, prob).kind is None
+    assert any("noise floor" in n for n in predict(tr, prob).notes)
+
+
+def test_badly_scaled_features_are_named_as_the_cause():
+    import drflmodel as dm
+    rng = np.random.default_rng(0)
+    Xs = [np.column_stack([np.ones(40), rng.uniform(25, 85, 40), rng.normal(size=40)]) for _ in range(3)]
+    ys = [np.sign(X[:, 1] - 55 + rng.normal(scale=5, size=40)) for X in Xs]
+    fed = dm.Federation.from_arrays(Xs, ys, task="classification")
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(3, 0.5), l2=0.01)
+    sol = prob.solve()
+    rep = verify(dm.solvers.ScaffPD(rounds=300).run(prob, seed=0), sol, tol=1e-6)
+    text = rep.summary()
+    assert rep.diagnosis["behaviour"] == "stalling", text
+    assert "cause: feature scales differ by" in text and "column 1" in text
+    assert "cause: the step is limited by the smoothness L_xx" in text
+    assert "predicted at the theory's rate more than 10,000,000 rounds" in text
+
+
+def test_short_runs_are_described_by_their_endpoints():
+    assert _report(np.array([4.0]), tol=1e-6).diagnosis["behaviour"] == "stalling"
+    assert _report(np.array([4.0, 3.0]), tol=1e-6).diagnosis["text"] == \
+        "converging: dist_theta_sq went from 4 to 3 in 1 round(s)"
+    assert _report(np.array([4.0, 3.0, 5.0]), tol=1e-6).diagnosis["behaviour"] == "growing"
+
+
+def test_a_stall_at_the_oracles_precision_is_named():
+    """Scaff-PD on chi^2 for 5000 rounds with an unreachable tolerance: the error stalls near
+    1e-12, inside the ball 2 (U - L)/mu_x in which the certificate places theta*."""
+    import drflmodel as dm
+    prob, sol, tr = _scaffpd(dm.sets.ChiSquare(5, 0.1), rounds=5000, local_steps=5)
+    rep = verify(tr, sol, tol=1e-20)
+    mu = float(np.min(prob.objectives.strong_convexity()))
+    bound = 2 * max(abs(sol.upper_bound - sol.lower_bound), 4 * np.finfo(float).eps * abs(sol.upper_bound)) / mu
+    level = np.median([row["dist_theta_sq"] for row in rep.rows[2500:]])
+    assert rep.diagnosis["behaviour"] in ("stalling", "oscillating") and level <= 100 * bound
+    assert rep.diagnosis["causes"][0].startswith("the error stalls at the oracle's own precision")
+    # a stall far above the oracle's precision is not blamed on it
+    far = _report(np.full(50, 3.0), tol=1e-6)
+    assert not any("oracle's own precision" in c for c in far.diagnosis["causes"])
+
+
+def test_a_fall_that_stops_is_a_stall_but_a_slow_power_law_is_not():
+    r = np.arange(4001)
+    floor = np.maximum(0.995 ** r, 1e-6)                     # falls, then sits at 1e-6 from round ~2760
+    rep = _report(floor, tol=1e-9)
+    assert rep.diagnosis["behaviour"] == "stalling", rep.diagnosis
+    assert "then changed by" in rep.diagnosis["text"] and np.isnan(rep.rate["slope"])
+    slow = _report(np.concatenate([[1.0], 1.0 / r[1:] ** 0.44]), tol=1e-9)      # like the README's CVaR run
+    assert slow.diagnosis["behaviour"] == "converging"

@@ -82,7 +82,7 @@ class ScaffPDPort(Port):
     handled = frozenset({"rounds", "local_steps", "schedule", "step_size", "dual_step",
                          "extrapolation", "global_step", "batch_size", "mu_x", "smoothness",
                          "lipschitz", "mu_lambda", "radius", "contraction", "conservative",
-                         "control_variates", "lambda0"})
+                         "control_variates", "lambda0", "local_step_size"})
 
     def check(self, solver):
         super().check(solver)

@@ -45,6 +45,23 @@ Schedules (``schedule=``):
   ``extrapolation`` (:math:`\\theta`, default 1).
 * ``"auto"`` (default): ``"sc-sc"`` if :math:`\\mu_\\lambda>0`, else ``"sc-c"``.
 
+**Fixed local step** (``local_step_size=``:math:`\\eta_\\ell`; the setting of the paper's
+Figure 5b, "increasing the number of local steps results in faster convergence"). Algorithm 2
+takes :math:`(\\eta_\\ell, J)` as inputs and the analysis ties them to the server step by
+:math:`\\tau=J\\eta_\\ell\\eta_g` (Lemma D.2); the paper gives neither the values of :math:`J` nor
+the steps of Figure 5 (its parameters were "selected through grid search"). The schedules above
+fix :math:`\\tau` from the problem's constants, so :math:`\\eta_\\ell=\\tau/(J\\eta_g)` shrinks as
+:math:`J` grows and more local steps only average more gradients along a shorter path (with exact
+gradients the curves for :math:`J=1,10,100` coincide). With ``local_step_size`` the local step is
+fixed instead, :math:`\\tau=J\\eta_\\ell\\eta_g` grows with :math:`J`, and the extrapolation and
+dual step follow from Condition 3.2 taken with equality (as the SC-SC schedule does):
+:math:`\\theta=1/(1+\\mu_x\\tau/4)`, :math:`\\sigma=\\frac1{\\mu_\\lambda}\\frac{1-\\theta}\\theta=\\frac{\\mu_x\\tau}{4\\mu_\\lambda}`.
+Theorem 3.5's linear rate :math:`\\theta^R` is guaranteed only while
+:math:`1/(1-\\theta)` is at least the SC-SC schedule's :math:`\\omega` (Condition 3.2's third
+requirement, i.e. :math:`\\tau` at most the SC-SC schedule's); beyond it the run is outside the
+theorem, which ``info["condition_3_2_holds"]`` records. Needs :math:`\\mu_\\lambda>0` (schedule
+``"auto"`` or ``"sc-sc"``).
+
 Constants (computed once before the first round, as a setup step not counted as communication;
 each may be overridden): :math:`\\mu_x=\\min_i` strong-convexity modulus of :math:`f_i`
 (``problem.objectives.strong_convexity()``), :math:`L_{xx}=\\max_i` smoothness,
@@ -66,7 +83,8 @@ from .._validation import check_choice, check_real
 from ..errors import InvalidParameterError
 from ._base import ClientRuntime, Solver, check_batch_size, check_rounds, check_step
 
-__all__ = ["ScaffPD", "scaffpd_constants", "ball_lipschitz", "sc_sc_schedule", "SCCSchedule", "ConstantSchedule"]
+__all__ = ["ScaffPD", "scaffpd_constants", "ball_lipschitz", "sc_sc_schedule", "fixed_local_step_schedule",
+           "SCCSchedule", "ConstantSchedule"]
 
 _DRO = ("drflmodel.problems.dro:FederatedDRO",)
 
@@ -142,6 +160,30 @@ def sc_sc_schedule(mu_x: float, mu_lambda: float, L_xx: float, L_lx: float,
     ratio = (1.0 - theta) / theta
     return {"omega": float(omega), "theta": float(theta), "tau": float(4.0 / mu_x * ratio),
             "sigma": float(ratio / mu_lambda)}
+
+
+def fixed_local_step_schedule(theory: dict, local_step: float, J: int, global_step: float,
+                              mu_x: float, mu_lambda: float) -> dict:
+    """The fixed-local-step schedule (module docstring; the paper's Figure 5b setting):
+    :math:`\\tau=J\\eta_\\ell\\eta_g`, then Condition 3.2 with equality,
+    :math:`\\theta=1/(1+\\mu_x\\tau/4)` and :math:`\\sigma=(1-\\theta)/(\\theta\\mu_\\lambda)`.
+
+    ``theory`` is the SC-SC schedule (:func:`sc_sc_schedule`) of the same problem: Theorem 3.5
+    covers the run iff :math:`1/(1-\\theta)\\ge\\omega` (``condition_3_2_holds``). Returns
+    ``{"tau", "theta", "sigma", "omega", "local_step_size", "theory_tau", "theory_omega",
+    "condition_3_2_holds"}``.
+    """
+    if mu_x <= 0 or mu_lambda <= 0:
+        raise InvalidParameterError(
+            f"local_step_size needs mu_x > 0 and mu_lambda > 0 (a strongly concave penalty, e.g. "
+            f"ChiSquare with rho > 0); got mu_x={mu_x}, mu_lambda={mu_lambda}")
+    tau = J * local_step * global_step
+    theta = 1.0 / (1.0 + mu_x * tau / 4.0)
+    omega = 1.0 / (1.0 - theta)
+    return {"tau": float(tau), "theta": float(theta), "sigma": float((1.0 - theta) / (theta * mu_lambda)),
+            "omega": float(omega), "local_step_size": float(local_step),
+            "theory_tau": theory["tau"], "theory_omega": theory["omega"],
+            "condition_3_2_holds": bool(omega >= theory["omega"] * (1.0 - 1e-12))}
 
 
 class ConstantSchedule:
@@ -260,6 +302,9 @@ class ScaffPD(Solver):
     step_size, dual_step, extrapolation : :math:`\\tau`, :math:`\\sigma`, :math:`\\theta` of the
         ``"constant"`` schedule (extrapolation defaults to 1).
     global_step : :math:`\\eta_g\\ge1`; local step :math:`\\eta_\\ell=\\tau_r/(J\\eta_g)`.
+    local_step_size : :math:`\\eta_\\ell>0` fixed independently of :math:`J` (the paper's
+        Figure 5b setting; module docstring): :math:`\\tau=J\\eta_\\ell\\eta_g`, :math:`\\theta` and
+        :math:`\\sigma` from Condition 3.2 with equality. Needs a strongly concave penalty.
     batch_size : ``None`` for exact gradients, else the minibatch size of every stochastic
         gradient (control variates and local steps draw independent samples).
     mu_x, smoothness, lipschitz, mu_lambda, radius : override the schedule constants.
@@ -280,10 +325,11 @@ class ScaffPD(Solver):
                  smoothness: float | None = None, lipschitz: float | None = None,
                  mu_lambda: float | None = None, radius: float | None = None,
                  contraction: str = "quarter", conservative: bool = False,
-                 control_variates: bool = True, lambda0=None):
+                 control_variates: bool = True, lambda0=None, local_step_size: float | None = None):
         super().__init__(rounds=rounds, local_steps=local_steps, schedule=schedule,
                          step_size=step_size, dual_step=dual_step, extrapolation=extrapolation,
-                         global_step=global_step, batch_size=batch_size, mu_x=mu_x,
+                         global_step=global_step, local_step_size=local_step_size,
+                         batch_size=batch_size, mu_x=mu_x,
                          smoothness=smoothness, lipschitz=lipschitz, mu_lambda=mu_lambda,
                          radius=radius, contraction=contraction, conservative=conservative,
                          control_variates=control_variates,
@@ -300,6 +346,12 @@ class ScaffPD(Solver):
         for k in ("step_size", "dual_step"):
             if p[k] is not None:
                 check_step(p[k], k)
+        if p["local_step_size"] is not None:
+            check_step(p["local_step_size"], "local_step_size")
+            if self.schedule not in ("auto", "sc-sc"):
+                raise InvalidParameterError(
+                    f"local_step_size fixes the local step (tau = J * local_step_size * global_step, the "
+                    f"paper's Figure 5b setting) and needs schedule 'auto' or 'sc-sc'; got {self.schedule!r}")
         if p["extrapolation"] is not None:
             check_real(p["extrapolation"], "extrapolation", low=0.0)
         self.global_step = check_real(p["global_step"], "global_step", low=1.0)
@@ -336,10 +388,19 @@ class ScaffPD(Solver):
         if kind == "sc-sc":
             sch = sc_sc_schedule(const["mu_x"], const["mu_lambda"], const["L_xx"], const["L_lx"],
                                  p["conservative"])
+            if p["local_step_size"] is not None:
+                sch = fixed_local_step_schedule(sch, p["local_step_size"], self.local_steps,
+                                                self.global_step, const["mu_x"], const["mu_lambda"])
+                kind = "local-step"
             info.update(sch)
             schedule = ConstantSchedule(sch["tau"], sch["sigma"], sch["theta"])
-            rate = "linear"
+            rate = "linear" if sch.get("condition_3_2_holds", True) else None
         else:
+            if p["local_step_size"] is not None:
+                raise InvalidParameterError(
+                    f"local_step_size needs a strongly concave penalty (mu_lambda > 0, e.g. ChiSquare with "
+                    f"rho > 0): the fixed-local-step schedule is Condition 3.2's; {problem.weights!r} has "
+                    f"mu_lambda = {const['mu_lambda']:g}")
             kappa = const["mu_x"] / 4.0 if p["contraction"] == "quarter" else const["mu_x"]
             schedule = SCCSchedule.from_constants(const["L_xx"], const["L_lx"], kappa)
             info.update(tau0=schedule.tau0, gamma0=schedule.gamma0, contraction=kappa)

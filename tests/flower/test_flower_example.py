@@ -60,3 +60,17 @@ def test_qfedavg_verdicts_against_qffl_stationarity(example):
     one, ten = rows[("QFedAvg", 1)], rows[("QFedAvg", 10)]
     assert one["passed"] and stationarity(one["theta"]) <= 1e-5
     assert not ten["passed"] and stationarity(ten["theta"]) > 1e-2
+
+
+def test_the_printed_reading_follows_the_rows(example):
+    """Each statement of the printed reading is decided from the table's own numbers."""
+    mod, rows, out = example
+    fedavg10 = rows[("FedAvg", 10)]["dist_theta"]
+    prox = [rows[(f"FedProx mu={mu}", 10)] for mu in (1, 10)]
+    assert all(rows[(s, 1)]["passed"] for s in ("FedAvg", "QFedAvg"))
+    assert "iteration: both reach their objective's optimum" in out
+    assert not any(rows[(s, 10)]["passed"] for s in ("FedAvg", "QFedAvg"))
+    assert "FedAvg and QFedAvg stop at another point" in out
+    assert all(p["dist_theta"] < fedavg10 for p in prox) and not any(p["passed"] for p in prox)
+    assert f"proximal term shrinks\nFedAvg's distance {fedavg10:.2e}" in out and "without removing it" in out
+    assert mod.reading(list(rows.values())) in out

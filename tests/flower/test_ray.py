@@ -39,7 +39,9 @@ def session(dro, relative, fafl, cvar, erm, vertical):
         "vertical": dmf.FlowerRun(vertical, FairVFL(rounds=ROUNDS, preset="lagrangian", local_steps=2), seed=4),
     }
     for run in runs.values():
-        run.options["timeout"] = 60.0                  # no exchange may hang the test
+        # the session ends when the last round's replies arrive (an event); an exchange that takes
+        # 10 minutes is a hang, not load (Ray's start alone takes ~8 s idle, a minute or more loaded)
+        run.options["timeout"] = 600.0
     try:
         dmf.run_many(list(runs.values()), engine="ray")
     finally:

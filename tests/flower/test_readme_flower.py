@@ -8,7 +8,7 @@ import numpy as np
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_readme_flower_blocks_run(capsys):
+def test_readme_flower_blocks_run(capfd):
     text = README.read_text()
     section = text[text.index("## Flower:"):text.index("## Repository map")]
     blocks = re.findall(r"```py\n(.*?)```", section, flags=re.S)
@@ -16,9 +16,12 @@ def test_readme_flower_blocks_run(capsys):
     ns: dict = {}
     for code in blocks:
         exec(compile(code, "README.md", "exec"), ns)
-    out = capsys.readouterr().out
+    out, err = capfd.readouterr()
     gaps = ns["dmf"].compare_traces(ns["solver"].run(ns["prob"], seed=0), ns["trace"])
     assert gaps["theta"] <= 1e-10 and gaps["weights"] <= 1e-10 and gaps["communication"]
     assert "'communication': True" in out
-    assert out.splitlines()[-4].startswith("PASSED: FedAvg vs dro"), out
+    verdict = out[out.index("PASSED: FedAvg vs dro"):]
+    assert "error: converged" in verdict and "not predicted: a run of FedAvg recorded by" in verdict, out
     assert np.isfinite(ns["trace"].theta).all()
+    # Flower's per-round INFO log is quieted by the snippet's logger level (it was 4,500 lines)
+    assert len(err.splitlines()) < 20, err[:2000]
