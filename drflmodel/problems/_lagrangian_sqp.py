@@ -52,11 +52,11 @@ from .dro import _feasible_weights
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel"]
 
-#: the weight step is a problem in n variables: solve it to near machine precision (the accuracy of
-#: its weights is the accuracy of the certificate's lower bound)
 #: rows from which the route warm-starts on a 5% subsample (below, the subsample saves nothing)
 WARM_START_ROWS = 100_000
 
+#: the weight step is a problem in n variables: solve it to near machine precision (the accuracy of
+#: its weights is the accuracy of the certificate's lower bound)
 _STEP_TOLERANCES = {"CLARABEL": {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13,
                                  "tol_ktratio": 1e-10, "max_iter": 500}}
 
