@@ -304,6 +304,14 @@ def update_readme(table: str, command: str) -> None:
     README.write_text(text[:start] + body + text[end:])
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``"1000000x20,10000x200"`` -> ``[(1000000, 20), (10000, 200)]``."""
+    try:
+        return [(int(n), int(d)) for n, d in (item.split("x") for item in text.split(","))]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes takes rows x features pairs such as 1000000x20,10000x200; got {text!r}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N in {1k, 10k}, d = 10, plain limit 60 s")
@@ -312,11 +320,12 @@ def main():
     ap.add_argument("--plain-max", type=int, default=2_000_000, help="largest N x P at which the plain model runs")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--update-readme", action="store_true", help="replace the README's table between the markers")
+    ap.add_argument("--sizes", type=parse_sizes, help="rows x features to run instead of each case's own, e.g. 1000000x20,10000000x20")
     args = ap.parse_args()
     limit = 60.0 if args.quick else args.plain_limit
     rows = []
     for name in args.cases.split(","):
-        sizes = [(N, d) for N, d in CASES[name].sizes if not args.quick or (N <= 10_000 and d == 10)]
+        sizes = args.sizes or [(N, d) for N, d in CASES[name].sizes if not args.quick or (N <= 10_000 and d == 10)]
         for N, d in sizes:
             row = run_case(name, N, d, limit, args.plain_max)
             rows.append(row)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 GALLERY_EXCLUDED = ("skwdro_compare", "fairlearn_adult")
 #: where the examples that write files put them during the build (one folder per example)
 GALLERY_OUTPUT = Path(tempfile.mkdtemp(prefix="drflmodel-gallery-"))
+atexit.register(shutil.rmtree, GALLERY_OUTPUT, ignore_errors=True)   # the scraper moves the images out
 
 
 #: the gallery's sources: the scripts of ``examples/`` staged at ``config-inited`` (see :func:`stage_gallery`)

@@ -117,6 +117,12 @@ def test_auto_takes_the_fast_route_only_where_valid_and_large():
     big_squared = _fed("regression", 3000, dim=5, seed=9)
     sol = dm.FederatedDRO(big_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2).solve()
     assert sol.info["method"] == "conic" and sol.status == "optimal"      # QR-compressed conic model
+    wide_squared = _fed("regression", 300, dim=_lagrangian_sqp.QUADRATIC_MIN_PARAMETERS, seed=9)
+    wide = dm.FederatedDRO(wide_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2)
+    sol = wide.solve()                                   # wide: the (P+2)-cones cost more than the SQP steps
+    assert sol.info["method"] == "sqp" and sol.status == "optimal"
+    conic = wide.solve(method="conic")                   # two certified intervals of one optimum overlap
+    assert max(sol.lower_bound, conic.lower_bound) <= min(sol.upper_bound, conic.upper_bound) + 1e-12
     hinge = dm.FederatedDRO(big, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=L2)
     assert hinge.solve().info["method"] == "active_set"          # piecewise linear: the active-set route
     with pytest.raises(InvalidParameterError, match="not smooth"):
