@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -29,6 +30,24 @@ def test_quickstart_runs_and_verifies(capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("optimal:")
     assert "PASSED" in out
+
+
+def test_readme_multiclass_block_certifies_in_scikit_learns_layout(capsys):
+    """The multi-class block runs as printed: both problems certified, scikit-learn's shapes, and the
+    unpenalized-intercept optimum is checked here against scipy on the same objective."""
+    pytest.importorskip("palmerpenguins")
+    from scipy.optimize import minimize
+
+    (code,) = _blocks("python multiclass")
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("optimal:") and out[1].startswith("PASSED")
+    coef, intercept = scope["coef"], scope["intercept"]
+    assert coef.shape == (3, 4) and intercept.shape == (3,)
+    prob, sol = scope["prob"], scope["sol"]
+    ref = minimize(lambda t: prob.objective(t), np.zeros(prob.dim), method="BFGS", options={"gtol": 1e-10})
+    assert sol.lower_bound <= ref.fun + 1e-9 and sol.upper_bound <= ref.fun + 1e-9
 
 
 def test_readme_config_example_solves_and_verifies(tmp_path):
