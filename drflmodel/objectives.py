@@ -153,7 +153,7 @@ class ClientObjectives:
         one._X, one._y = client.X[None], client.y[None]
         one._mask, one._sizes = np.ones((1, client.size)), np.array([float(client.size)])
         one.federation = None                 # nothing else of the federation is reachable
-        one._row_norms = None
+        one._forget_data_constants()
         return one
 
     # ------------------------------------------------------------------ helpers
@@ -326,9 +326,11 @@ class ClientObjectives:
         :math:`\\lambda_{\\min}(\\beta_\\ell X_i^\\top X_i/N_i+\\ell_2\\,\\mathrm{diag}\\,\\omega)`, otherwise
         :math:`\\ell_2\\min_j\\omega_j` (0 when the intercept is unpenalized)."""
         if self.loss.is_quadratic:
-            G = np.einsum("imd,ime->ide", self._X, self._X) / self._sizes[:, None, None]
-            M = self.loss.smoothness * G + np.diag(self.l2 * self.penalty_weights)[None]
-            return np.maximum(np.linalg.eigvalsh(M)[:, 0], 0.0)
+            if getattr(self, "_quadratic_moduli", None) is None:
+                ridge = np.diag(self.l2 * self.penalty_weights)
+                lowest = [np.linalg.eigvalsh(self.loss.smoothness * G + ridge)[0] for G in self._client_grams()]
+                self._quadratic_moduli = np.maximum(np.array(lowest, float), 0.0)
+            return self._quadratic_moduli.copy()
         return np.full(self.n, float(self.penalty_diagonal.min()))
 
     def max_row_norms(self) -> np.ndarray:
@@ -356,14 +358,27 @@ class ClientObjectives:
             X[i, :k], y[i, :k], mask[i, :k] = self._X[i, rows], self._y[i, rows], 1.0
         sub = copy.copy(self)
         sub._X, sub._y, sub._mask, sub._sizes = X, y, mask, np.asarray(keep, float)
-        sub._row_norms = None
+        sub._forget_data_constants()
         sub.federation = None
         return sub
 
+    def _client_grams(self):
+        """:math:`X_i^\\top X_i/N_i`, client by client (one BLAS product each, no ``(n, d, d)`` array;
+        padded rows are zero and add nothing)."""
+        for X, size in zip(self._X, self._sizes):
+            yield (X.T @ X) / size
+
     def _gram_extreme_eigs(self) -> np.ndarray:
-        G = np.einsum("imd,ime->ide", self._X, self._X) / self._sizes[:, None, None]
-        ev = np.linalg.eigvalsh(G)
-        return np.stack([np.maximum(ev[:, 0], 0.0), ev[:, -1]], axis=1)
+        """``(n, 2)``: the smallest (clipped at 0) and largest eigenvalue of each client's
+        :math:`X_i^\\top X_i/N_i` (computed once)."""
+        if getattr(self, "_gram_eigs", None) is None:
+            ev = [np.linalg.eigvalsh(G)[[0, -1]] for G in self._client_grams()]
+            self._gram_eigs = np.array([[max(float(lo), 0.0), float(hi)] for lo, hi in ev])
+        return self._gram_eigs.copy()
+
+    def _forget_data_constants(self) -> None:
+        """Drop the constants computed once from the rows (after the rows change in a copy)."""
+        self._row_norms = self._gram_eigs = self._quadratic_moduli = None
 
     def quadratic_forms(self):
         """For the squared loss: ``(Q, r, c)`` with :math:`f_i(\\theta)=\\theta^\\top Q_i\\theta - 2r_i^\\top\\theta + c_i`.
@@ -373,8 +388,7 @@ class ClientObjectives:
         if not self.loss.is_quadratic:
             raise InvalidParameterError(f"quadratic_forms needs a quadratic loss; got {self.loss!r}")
         m = self._sizes
-        Q = (np.einsum("imd,ime->ide", self._X, self._X) / m[:, None, None]
-             + 0.5 * np.diag(self.penalty_diagonal)[None])
+        Q = np.stack(list(self._client_grams())) + 0.5 * np.diag(self.penalty_diagonal)[None]
         r = np.einsum("imd,im->id", self._X, self._y) / m[:, None]
         c = np.einsum("im,im->i", self._y, self._y) / m
         return Q, r, c
