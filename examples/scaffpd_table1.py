@@ -58,7 +58,7 @@ Lambda_phi (in --quick mode the ERM solve's, valid when every p_i <= 0.25, i.e. 
 the best objective value found; the script also looks for a violation of
 convexity along segments between the models it trained.
 
-Run: ``python examples/scaffpd_table1.py`` (about ten minutes on two cores: 5 seeds, 300 rounds) or
+Run: ``python examples/scaffpd_table1.py`` (about five minutes of one core: 5 seeds, 300 rounds) or
 ``--quick`` (one seed, alpha in {0.01, 0.1}, 40 rounds, under a minute; its numbers are only a smoke
 test of the protocol: 40 rounds leave every method far from its optimum).
 """
