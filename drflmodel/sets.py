@@ -1126,3 +1126,19 @@ class Integrated(WeightSet):
 
     def params(self):
         return {"A": self.A, "B": self.B, "phi": self.phi}
+
+
+def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> tuple[np.ndarray, bool]:
+    r"""Solver multipliers as a point of :math:`\Lambda` for a set inside the nonnegative orthant (a
+    certificate's lower bound needs :math:`\lambda\in\Lambda`).
+
+    Tiny negative entries are clipped; if the result lies in :math:`\Lambda` up to ``tol``
+    (round-off) it is kept as is, else it is projected with ``W.project``. The tolerance is at
+    round-off level on purpose: a multiplier vector outside :math:`\Lambda` by a solver
+    tolerance (e.g. :math:`\sum_i\lambda_i=1+10^{-9}`) would make the fixed-weight value exceed
+    the true minimax value by about that tolerance times the losses, i.e. the "lower" bound could
+    exceed the upper bound. Returns ``(lam, projected)``."""
+    lam = np.maximum(lam_raw, 0.0)
+    if W.contains(lam, tol=tol):
+        return lam, False
+    return np.asarray(W.project(lam_raw), float), True

@@ -47,12 +47,12 @@ import scipy.sparse as sp
 
 from .._validation import check_int, check_real
 from ..objectives import ClientObjectives
+from ..sets import feasible_weights
 from ..solution import relative_gap, status_from_gap
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
 from ._lagrangian_sqp import LagrangianSQPRoute, _Point
 from ._pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
 from ._routes import Route
-from .dro import _feasible_weights
 
 __all__ = ["ActiveSetRoute", "CERTIFICATE"]
 
@@ -235,7 +235,7 @@ def _violated(pieces: Pieces, z: np.ndarray, fixed: np.ndarray) -> np.ndarray:
 def _certify(problem, table, pieces, theta, lam_raw, nu, fixed, kink_rows, z, model_value, solver):
     """The certified Solution at the reduced problem's answer (module docstring, step 3)."""
     W = problem._weight_set()
-    lam, _ = _feasible_weights(W, lam_raw)
+    lam, _ = feasible_weights(W, lam_raw)
     slope, intercept = pieces.slopes[fixed].copy(), pieces.intercepts[fixed].copy()
     if kink_rows.size:
         total = nu.sum(axis=1)
@@ -298,7 +298,7 @@ def _sqp(obj, W, model, theta, lam, max_steps: int = 40, rtol: float = 1e-9):
     """Lagrangian-Hessian SQP steps (:mod:`._lagrangian_sqp`) on smooth objectives ``obj`` from
     ``theta`` until the predicted decrease is below ``rtol`` relative; returns ``(theta, lam, steps)``."""
     if lam is None:
-        lam = _feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
+        lam = feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
     point = _Point(obj, W, theta, lam)
     k = 0
     for k in range(1, max_steps + 1):

@@ -48,6 +48,7 @@ import time
 import cvxpy as cp
 import numpy as np
 
+from ..sets import feasible_weights
 from ..solution import Solution, relative_gap, status_from_gap
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
 from ._routes import Route
@@ -109,10 +110,8 @@ class _Model:
 def lagrangian_bound(weight_set, A, G, nu, penalty_diagonal) -> tuple[float, np.ndarray]:
     """The module docstring's bound from cut duals ``nu`` (shape ``(n, m)``); returns
     ``(bound, lambda)`` with :math:`\\lambda\\in\\Lambda`."""
-    from .dro import _feasible_weights
-
     raw = nu.sum(axis=1)
-    lam, _ = _feasible_weights(weight_set, raw)
+    lam, _ = feasible_weights(weight_set, raw)
     mu = np.where(raw[:, None] > 0, nu / np.where(raw > 0, raw, 1.0)[:, None], 0.0)
     mu[raw <= 0, -1] = 1.0                                  # any convex combination is valid
     w = lam[:, None] * mu                                   # (n, m)

@@ -43,12 +43,13 @@ import time
 import cvxpy as cp
 import numpy as np
 
+from ..sets import feasible_weights
 from ..solution import relative_gap, status_from_gap
+from ..sets import feasible_weights
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
 from ._newton import _Deflated, certified_lower_bound
 from ._routes import Route
 from ._sqp import check_sqp_options, too_small_for_sqp
-from .dro import _feasible_weights
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel"]
 
@@ -226,7 +227,7 @@ class LagrangianSQPRoute(Route):
         rows = int(np.sum(getattr(obj, "_sizes", [0])))
         if previous is None and hasattr(obj, "subsample") and rows >= WARM_START_ROWS:
             sub = obj.subsample(0.05, minimum=4 * problem.dim, seed=request.seed if isinstance(request.seed, int) else 0)
-            point = _Point(sub, W, theta, _feasible_weights(W, np.asarray(W.worst_case(sub.values(theta))[1]))[0])
+            point = _Point(sub, W, theta, feasible_weights(W, np.asarray(W.worst_case(sub.values(theta))[1]))[0])
             for _ in range(30):
                 if point.D.chol is None:
                     break
@@ -239,7 +240,7 @@ class LagrangianSQPRoute(Route):
                 if predicted <= 1e-8 * max(1.0, abs(point.value)) or step < 1e-10:
                     break
             return point.theta, point.lam
-        return theta, _feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
+        return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
 
     @staticmethod
     def _certify(problem, point):
@@ -277,7 +278,7 @@ class _Point:
         G = np.array([D.project(g) for g in self.grads])                # (n, P)
         M = D.solve(G.T)                                               # H^{-1} G^T, (P, n)
         lam_new, m_value = model.solve(self.values, G @ M)
-        return _feasible_weights(self.W, lam_new)[0], -D.project(M @ lam_new), m_value
+        return feasible_weights(self.W, lam_new)[0], -D.project(M @ lam_new), m_value
 
     def advance(self, delta, lam_new, predicted):
         """Armijo on the exact :math:`\\Phi` along ``delta``: the full step is evaluated in one fused

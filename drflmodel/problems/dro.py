@@ -48,7 +48,7 @@ import cvxpy as cp
 
 from ..errors import InvalidParameterError, NotConvexError
 from ..solution import Solution
-from ..sets import WeightSet
+from ..sets import WeightSet, feasible_weights
 from ._base import SOLVER_OPTIONS, Problem, installed_solvers
 from ._newton import certified_lower_bound, weighted_newton_bound
 
@@ -266,7 +266,7 @@ class WeightedMinMax(Problem):
         W = self._weight_set()
         losses, grads = evaluated if evaluated is not None else (self.client_losses(theta), None)
         U, lam_wc = W.worst_case(losses)
-        lam, projected = _feasible_weights(W, lam_raw)
+        lam, projected = feasible_weights(W, lam_raw)
         psi = float(W.psi(lam))
         t0 = time.perf_counter()
         if fixed is None or projected:
@@ -309,21 +309,6 @@ def lower_bound_kind(fixed: dict) -> str:
     if fixed["numpy_bound"] is not None:
         return "numpy strong-convexity bound"
     return f"{fixed['solver']} optimal value"
-
-
-def _feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12):
-    r"""The multipliers as a point of :math:`\Lambda` (the lower bound needs :math:`\lambda\in\Lambda`).
-
-    Tiny negative entries are clipped; if the result lies in :math:`\Lambda` up to ``tol``
-    (round-off) it is kept as is, else it is projected with ``W.project``. The tolerance is at
-    round-off level on purpose: a multiplier vector outside :math:`\Lambda` by a solver
-    tolerance (e.g. :math:`\sum_i\lambda_i=1+10^{-9}`) would make the fixed-weight value exceed
-    the true minimax value by about that tolerance times the losses, i.e. the "lower" bound could
-    exceed the upper bound. Returns ``(lam, projected)``."""
-    lam = np.maximum(lam_raw, 0.0)
-    if W.contains(lam, tol=tol):
-        return lam, False
-    return np.asarray(W.project(lam_raw), float), True
 
 
 class FederatedDRO(WeightedMinMax):

@@ -43,9 +43,10 @@ from .._validation import as_finite_array, check_choice, check_real
 from ..errors import InvalidParameterError
 from ..solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from .. import sets as _sets
+from ..sets import feasible_weights
 from ._conic import SolverSequence, installed_solvers
 from ._routes import Route, dispatch
-from .dro import WeightedMinMax, _feasible_weights, lower_bound_kind
+from .dro import WeightedMinMax, lower_bound_kind
 
 __all__ = ["FairnessAwareFL", "SmoothedRoute"]
 
@@ -202,14 +203,14 @@ class FairnessAwareFL(WeightedMinMax):
         return self._eta + self._cap @ cp.pos(t - self._eta), []
 
     def _extra_duals(self) -> dict:
-        lam = _feasible_weights(self.weights, self._raw_dual_weights())[0]
+        lam = feasible_weights(self.weights, self._raw_dual_weights())[0]
         theta = np.asarray(self._theta.value, float)
         eta_greedy = self.weights.worst_case(self.client_losses(theta), return_eta=True)[2]
         return {"eta": float(self._eta.value), "q": lam / self.p, "eta_greedy": float(eta_greedy)}
 
     def _sqp_duals(self, model, lam_raw, theta) -> dict:
         r"""SQP answers: ``eta`` is the greedy minimizer of :math:`F_\alpha(\theta,\cdot)` (exact)."""
-        lam = _feasible_weights(self.weights, lam_raw)[0]
+        lam = feasible_weights(self.weights, lam_raw)[0]
         eta = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
         return {"epigraph": lam_raw, "eta": eta, "q": lam / self.p, "eta_greedy": eta}
 
