@@ -123,7 +123,7 @@ _GALLERY = os.environ.get("DRFLMODEL_DOCS_GALLERY", "1")
 sphinx_gallery_conf = {
     "examples_dirs": GALLERY_SOURCE,                # examples/*.py, staged with a title line
     "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/[a-z_]+\.py$" if _GALLERY in ("0", "1") else rf"/({_GALLERY})\.py$",
+    "filename_pattern": r"/[^/]+\.py$" if _GALLERY in ("0", "1") else rf"/({_GALLERY})\.py$",
     "plot_gallery": "False" if _GALLERY == "0" else "True",
     "reset_argv": gallery_argv,                     # each script runs with --quick
     "image_scrapers": ("matplotlib", OutputImageScraper()),

@@ -354,3 +354,19 @@ def test_api_pages_cover_every_public_name():
             if (modname, name) not in listed and id(obj) not in listed_objects:
                 missing.append(f"{modname}.{name}")
     assert missing == []
+
+
+def test_the_full_gallery_runs_every_example(monkeypatch):
+    """With the default setting every staged example is executed (a name with a digit, such as
+    scaffpd_table1, was shown without its output by an earlier pattern)."""
+    import runpy
+
+    monkeypatch.delenv("DRFLMODEL_DOCS_GALLERY", raising=False)
+    monkeypatch.syspath_prepend(str(DOCS / "_ext"))
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    from drflmodel_docs import GALLERY_EXCLUDED
+
+    pattern = conf["sphinx_gallery_conf"]["filename_pattern"]
+    names = [p.name for p in (ROOT / "examples").glob("*.py") if p.stem not in GALLERY_EXCLUDED]
+    assert any(any(c.isdigit() for c in n) for n in names)
+    assert [n for n in names if not re.search(pattern, f"docs/_gallery_src/{n}")] == []
