@@ -203,6 +203,6 @@ def main(quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two sigmas, J in {1, 10, 100}, 200 rounds")
     main(quick=parser.parse_args().quick)

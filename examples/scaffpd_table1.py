@@ -419,7 +419,7 @@ def main(quick: bool = False, progress: bool | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="one seed, alpha in {0.01, 0.1}, 40 rounds (a smoke test of the protocol)")
     ap.add_argument("--no-progress", action="store_true", help="never show progress")

@@ -370,3 +370,10 @@ def test_the_full_gallery_runs_every_example(monkeypatch):
     names = [p.name for p in (ROOT / "examples").glob("*.py") if p.stem not in GALLERY_EXCLUDED]
     assert any(any(c.isdigit() for c in n) for n in names)
     assert [n for n in names if not re.search(pattern, f"docs/_gallery_src/{n}")] == []
+
+
+def test_examples_survive_the_galleries_empty_docstring():
+    """sphinx-gallery runs each script with ``__doc__ == ""`` (the docstring becomes the page's
+    text): ``"".splitlines()[0]`` raises, ``"".split("\\n")[0]`` does not."""
+    offenders = [p.name for p in (ROOT / "examples").glob("*.py") if "__doc__.splitlines()[" in p.read_text()]
+    assert offenders == []
