@@ -7,6 +7,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+import drflmodel as dm
 from drflmodel import losses as L
 from drflmodel.data import Federation
 from drflmodel.errors import InvalidDataError, InvalidParameterError
@@ -270,3 +271,23 @@ def test_loss_task_mismatch_and_bad_arguments():
             obj.values(bad)
     with pytest.raises(InvalidParameterError, match="batch_size"):
         obj.minibatch_gradients(np.zeros(D), 0, np.random.default_rng(0))
+
+
+def test_gram_constants_match_each_clients_own_matrix_and_follow_a_subsample():
+    """Smoothness and the quadratic moduli against eigendecompositions of X_i^T X_i / N_i computed
+    here client by client; a subsample's constants are its own rows', not the cached full ones."""
+    fed = dm.datasets.synthetic_regression(n_clients=4, dim=6, samples=[7, 30, 12, 50], seed=3)
+    obj = ClientObjectives(fed, dm.losses.Squared(), 0.01)
+    grams = [c.X.T @ c.X / c.size for c in fed.clients]
+    ridge = 0.01 * np.diag(obj.penalty_weights)
+    expected_l = [dm.losses.Squared().smoothness * np.linalg.eigvalsh(G)[-1] + 0.01 * obj.penalty_weights.max()
+                  for G in grams]
+    expected_mu = [max(np.linalg.eigvalsh(dm.losses.Squared().smoothness * G + ridge)[0], 0.0) for G in grams]
+    assert np.allclose(obj.smoothness(), expected_l, rtol=1e-12)
+    assert np.allclose(obj.strong_convexity(), expected_mu, rtol=1e-10, atol=1e-14)
+    assert np.allclose(obj.smoothness(), expected_l, rtol=1e-12)          # the cached values
+    sub = obj.subsample(0.5, minimum=3, seed=1)
+    sub_grams = [sub._X[i].T @ sub._X[i] / sub._sizes[i] for i in range(4)]
+    assert np.allclose(sub.smoothness(), [dm.losses.Squared().smoothness * np.linalg.eigvalsh(G)[-1]
+                                          + 0.01 * obj.penalty_weights.max() for G in sub_grams], rtol=1e-12)
+    assert not np.allclose(sub.smoothness(), obj.smoothness())
