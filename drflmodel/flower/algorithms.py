@@ -203,8 +203,6 @@ class StochasticAFLPort(Port):
                          "clients_per_round"})
 
     def round(self, r, state, ex, solver, rng):
-        scale = 1.0 / np.sqrt(r + 1.0) if solver.decay == "sqrt" else 1.0
-        gx, gl = state["g0"] * scale, state["l0"] * scale
         lam, m, n, x = state["weights"], solver.clients_per_round, ex.n, state["theta"]
         config = {"batch-size": batch_size(solver)}
         if m is None:
@@ -224,13 +222,7 @@ class StochasticAFLPort(Port):
             v = _unbiased_losses({i: up[i] for i in U if i in up}, n, m)
             state["sampled"] = mult
             state["loss_clients"] = np.isin(np.arange(n), U).astype(float)
-        x_next = x - gx * g
-        lam_next = np.asarray(state["set"].prox(lam + gl * v, gl), float)
-        k = r + 1
-        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
-        state["weights_avg"] = state["weights_avg"] + (lam_next - state["weights_avg"]) / k
-        state.update(theta=x_next, weights=lam_next)
-        return state
+        return solver._descent_ascent(r, state, x, g, v)
 
 
 class FedAvgPort(Port):

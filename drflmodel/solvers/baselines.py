@@ -390,12 +390,19 @@ class StochasticAFL(Solver):
         return x, runtime.aggregate(mult[D] / m, G), _sampled_losses(runtime, x, U, state)
 
     def _round(self, r, state, runtime):
+        x, g, v = self._estimates(state, runtime)
+        return self._descent_ascent(r, state, x, g, v)
+
+    def _descent_ascent(self, r, state, x, g, v):
+        """Round *r*'s update from the gradient estimate ``g`` and loss estimate ``v`` (shared with
+        the Flower port): :math:`\theta\leftarrow x-\gamma_x g`,
+        :math:`\lambda\leftarrow\mathrm{prox}_\Lambda(\lambda+\gamma_\lambda v)` with the steps
+        decayed like :math:`1/\sqrt{r+1}` when ``decay="sqrt"``, and the running averages the
+        paper outputs."""
         scale = 1.0 / np.sqrt(r + 1.0) if self.decay == "sqrt" else 1.0
         gx, gl = state["g0"] * scale, state["l0"] * scale
-        lam = state["weights"]
-        x, g, v = self._estimates(state, runtime)
         x_next = x - gx * g
-        lam_next = np.asarray(state["set"].prox(lam + gl * v, gl), float)
+        lam_next = np.asarray(state["set"].prox(state["weights"] + gl * v, gl), float)
         k = r + 1
         state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
         state["weights_avg"] = state["weights_avg"] + (lam_next - state["weights_avg"]) / k
