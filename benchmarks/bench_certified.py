@@ -34,6 +34,7 @@ import cvxpy as cp
 import numpy as np
 
 import drflmodel as dm
+from _plain import solve_as_a_user
 from drflmodel.objectives import ClientObjectives
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
@@ -236,18 +237,8 @@ def _plain_worker(case_name, N, d, queue):
     case = CASES[case_name]
     t0 = time.perf_counter()
     prob = case.plain(case.data(N, d))
-    used = []
-    for solver in ("CLARABEL", "ECOS"):
-        try:
-            prob.solve(solver=solver)
-        except cp.error.SolverError:
-            used.append(f"{solver} failed")
-            continue
-        used.append(f"{solver} {prob.status}")
-        if prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            break
-    value = float(prob.value) if prob.value is not None else float("nan")
-    queue.put((value, time.perf_counter() - t0, "; ".join(used)))
+    value, used = solve_as_a_user(prob)
+    queue.put((value, time.perf_counter() - t0, used))
 
 
 def plain_timed(case_name: str, N: int, d: int, limit: float):

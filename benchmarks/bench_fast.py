@@ -39,6 +39,7 @@ import cvxpy as cp
 import numpy as np
 
 import drflmodel as dm
+from _plain import solve_as_a_user
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 
@@ -77,17 +78,8 @@ def plain_model(fed, loss_name: str, set_name: str):
     else:
         objective = s + cp.sum(cp.pos(f - s)) / (ALPHA * n)
     prob = cp.Problem(cp.Minimize(objective))
-    used = []
-    for solver in ("CLARABEL", "ECOS", "SCS"):     # what a user would try next, time included
-        try:
-            prob.solve(solver=solver)
-        except cp.error.SolverError:
-            used.append(f"{solver} failed")
-            continue
-        used.append(f"{solver} {prob.status}")
-        if prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            break
-    return float(prob.value if prob.value is not None else np.nan), time.perf_counter() - t0, "; ".join(used)
+    value, used = solve_as_a_user(prob, ("CLARABEL", "ECOS", "SCS"))     # what a user would try next, time included
+    return value, time.perf_counter() - t0, used
 
 
 def certified(fed, loss_name: str, set_name: str, method: str):

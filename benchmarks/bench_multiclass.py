@@ -31,6 +31,7 @@ import cvxpy as cp
 import numpy as np
 
 import drflmodel as dm
+from _plain import solve_as_a_user
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 L2, RHO, ALPHA = 1e-3, 0.1, 0.2
@@ -69,17 +70,7 @@ def plain_value(fed, set_name: str) -> tuple[float, str]:
     else:
         objective = cp.max(f)
     prob = cp.Problem(cp.Minimize(objective))
-    used = []
-    for solver in ("CLARABEL", "ECOS"):
-        try:
-            prob.solve(solver=solver)
-        except cp.error.SolverError:
-            used.append(f"{solver} failed")
-            continue
-        used.append(f"{solver} {prob.status}")
-        if prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            break
-    return float(prob.value if prob.value is not None else np.nan), "; ".join(used)
+    return solve_as_a_user(prob)
 
 
 def _plain_worker(which, set_name, queue):
