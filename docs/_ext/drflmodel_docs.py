@@ -124,6 +124,7 @@ API_MODULES = [
     ("verify", "drflmodel.verify", "Verification"),
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
     ("objectives", "drflmodel.objectives", "Client objectives"),
+    ("matrix_free", "drflmodel.matrix_free", "Matrix-free client objectives (Hessian-vector products)"),
     ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),
     ("client_oracle", "drflmodel.client_oracle", "The client-oracle interface (in process and federated)"),
     ("plots", "drflmodel.plots", "Figures"),

@@ -290,6 +290,15 @@ class ConicRoute(Route):
     uses_solver = True
     passes_solver_options = True
 
+    def applies(self, problem) -> str | None:
+        """Refused (with the estimate and the route that fits) when the conic model of a min-max
+        problem, or its certificate's dense Hessian, would not fit in memory."""
+        if not hasattr(problem, "fixed_weight_minimum"):
+            return None
+        from .._memory import route_memory_refusal
+
+        return route_memory_refusal(problem, self.name)
+
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()
         return order[0] if order else None

@@ -47,6 +47,7 @@ from ..sets import feasible_weights
 from ..solution import relative_gap, status_from_gap
 from ..sets import feasible_weights
 from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from .._memory import route_memory_refusal
 from ._newton import _Deflated, certified_lower_bound
 from ._routes import Route
 from ._sqp import check_sqp_options, too_small_for_sqp
@@ -123,7 +124,7 @@ class LagrangianSQPRoute(Route):
         if not (np.all(obj.strong_convexity() > 0) or problem.loss.self_concordance is not None):
             return ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
                     "nor self-concordant, so the numpy certificate cannot close; use method='conic'")
-        return None
+        return route_memory_refusal(problem, self.name)
 
     def auto_skip(self, problem) -> str | None:
         if problem.loss.is_quadratic and problem.dim < QUADRATIC_MIN_PARAMETERS:

@@ -186,7 +186,9 @@ class NewtonSQPRoute(Route):
             return ("some client objective is not strongly convex (l2 = 0 and a non-quadratic loss or a "
                     "singular Gram matrix); the route needs positive definite client Hessians: set l2 > 0 "
                     "or use method='conic'")
-        return None
+        from .._memory import route_memory_refusal
+
+        return route_memory_refusal(problem, self.name)
 
     def auto_skip(self, problem) -> str | None:
         if problem.loss.is_quadratic:

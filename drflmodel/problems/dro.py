@@ -119,10 +119,12 @@ class WeightedMinMax(Problem):
         from ._active_set import ActiveSetRoute
         from ._bundle import LevelBundleRoute
         from ._conic import ConicRoute
+        from ._hessian_free import HessianFreeRoute
         from ._lagrangian_sqp import LagrangianSQPRoute
         from ._sqp import NewtonSQPRoute
 
-        return [LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(), LevelBundleRoute()]
+        return [LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(), LevelBundleRoute(),
+                HessianFreeRoute()]
 
     def _sqp_model(self, solver: str = "CLARABEL"):
         """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""

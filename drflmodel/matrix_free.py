@@ -1,0 +1,254 @@
+r"""Matrix-free client objectives: values, gradients and Hessian-vector products without a
+:math:`P\times P` array.
+
+The objectives are those of :mod:`drflmodel.objectives`,
+
+.. math::
+
+    f_i(\theta)=\frac1{N_i}\sum_{j\in\mathcal C_i}\ell(W^\top x_j, y_j)
+               +\frac{\ell_2}2\sum_{c}\omega_c\|W_{c\cdot}\|^2 ,\qquad
+    \nabla^2 f_i(\theta)\,v=\frac1{N_i}\sum_{j\in\mathcal C_i}x_j\otimes
+        \big(\nabla^2_s\ell(s_j)\,V^\top x_j\big)+\ell_2\,\omega\odot v ,
+
+with :math:`W\in\mathbb R^{d\times K}`, :math:`s_j=W^\top x_j` and :math:`v=\mathrm{vec}(V)` in the
+class-major layout of :mod:`drflmodel.layout`. A weighted sum :math:`\sum_i\lambda_if_i` is a sum
+over the rows with row weights :math:`w_j=\lambda_{c(j)}/N_{c(j)}`, so its gradient and its
+Hessian-vector product cost one product with :math:`X` (:math:`N\times d` by :math:`d\times K`) and
+one with :math:`X^\top` -- "two passes" -- whatever :math:`n`.
+
+**Memory** :math:`O(NK+Pn)`: the rows once, compact (no padding), a few :math:`N\times K` blocks of
+scores and their loss derivatives, and :math:`n` gradients. The per-sample curvature
+:math:`\nabla^2_s\ell` is never formed: it acts on a block of score directions
+(:math:`\mathrm{diag}(p)-pp^\top` for the softmax, a scalar :math:`\ell''` otherwise).
+
+:class:`MatrixFreeObjectives` holds the rows; :meth:`MatrixFreeObjectives.at` evaluates everything
+that one forward pass gives at a point (a :class:`RowPoint`: values, and on demand the gradients and
+Hessian-vector products at that point, each one more pass). The smooth losses of
+:mod:`drflmodel.losses` are supported: logistic and softmax (with a fused, numerically stable
+kernel), smooth hinge, Huber, squared (through the loss's own derivatives; the second derivative
+of a piecewise-quadratic loss is its almost-everywhere value).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._memory import check_memory
+from .errors import InvalidDataError, InvalidParameterError
+from .losses import Multinomial
+
+__all__ = ["MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
+
+
+def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int) -> int:
+    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows and labels, five
+    :math:`N\\times K` blocks (scores, loss derivatives, curvature, a direction and its image)
+    and the :math:`n` client gradients (a few copies of :math:`P` floats each)."""
+    P = n_features * n_outputs
+    return 8 * (n_rows * (n_features + 2) + 5 * n_rows * n_outputs + 4 * n_clients * P)
+
+
+class MatrixFreeObjectives:
+    """The client objectives of a :class:`~drflmodel.objectives.ClientObjectives`, matrix-free
+    (module docstring).
+
+    Parameters
+    ----------
+    objectives : :class:`~drflmodel.objectives.ClientObjectives` (its loss must be smooth).
+
+    Raises :class:`~drflmodel.errors.InvalidParameterError` for a non-smooth loss and, before
+    allocating, when the memory estimate (:func:`matrix_free_bytes`) exceeds the memory available.
+    """
+
+    def __init__(self, objectives):
+        loss = objectives.loss
+        if not np.isfinite(loss.smoothness):
+            raise InvalidParameterError(
+                f"the loss {loss.name!r} is not smooth: Hessian-vector products need a smooth loss "
+                f"(logistic, multinomial, smooth_hinge, huber, squared)")
+        self.loss = loss
+        self.layout = objectives.layout
+        self.l2 = objectives.l2
+        self.penalty_diagonal = objectives.penalty_diagonal
+        self.n_outputs = objectives.n_outputs
+        sizes = np.asarray(objectives._sizes, float).astype(int)
+        stacked_X, stacked_y = objectives._X, objectives._y
+        n, _, d = stacked_X.shape
+        N = int(sizes.sum())
+        check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
+                     f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
+                     "use fewer rows or features, or a machine with more memory")
+        self.X = np.concatenate([stacked_X[i, :s] for i, s in enumerate(sizes)]) if n > 1 else \
+            np.ascontiguousarray(stacked_X[0, :sizes[0]])
+        self.y = np.concatenate([stacked_y[i, :s] for i, s in enumerate(sizes)])
+        self.sizes = sizes
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self._labels = self.y.astype(np.intp) if isinstance(loss, Multinomial) else None
+        self._row_norms = None
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def n(self) -> int:
+        """Number of clients."""
+        return self.sizes.size
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def dim(self) -> int:
+        """:math:`P=Kd`."""
+        return self.n_features * self.n_outputs
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    def row_weights(self, lam) -> np.ndarray:
+        """:math:`w_j=\\lambda_{c(j)}/N_{c(j)}` for every row (shape ``(N,)``)."""
+        return np.repeat(np.asarray(lam, float) / self.sizes, self.sizes)
+
+    def client_sums(self, per_row: np.ndarray) -> np.ndarray:
+        """Per-client sums of a per-row array (first axis), shape ``(n, ...)``."""
+        return np.add.reduceat(per_row, self.offsets[:-1], axis=0)
+
+    def row_norms(self) -> np.ndarray:
+        """:math:`\\|x_j\\|_2` of every row (computed once)."""
+        if self._row_norms is None:
+            self._row_norms = np.sqrt(np.einsum("jd,jd->j", self.X, self.X))
+        return self._row_norms
+
+    def _theta(self, theta) -> np.ndarray:
+        theta = np.asarray(theta, float)
+        if theta.shape != (self.dim,):
+            raise InvalidDataError(f"theta must have shape ({self.dim},); got {theta.shape}")
+        return theta
+
+    # ------------------------------------------------------------------ evaluation
+    def scores(self, theta) -> np.ndarray:
+        """:math:`S=XW`, shape ``(N, K)`` (one pass)."""
+        return self.X @ self.layout.matrix(self._theta(theta))
+
+    def at(self, theta, scores=None) -> "RowPoint":
+        """Everything one forward pass gives at ``theta`` (a :class:`RowPoint`); ``scores`` may be
+        passed when already known (e.g. after a shift of the intercepts)."""
+        theta = self._theta(theta)
+        return RowPoint(self, theta, self.scores(theta) if scores is None else scores)
+
+    def values(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
+        return self.at(theta).values
+
+    def gradients(self, theta) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
+        return self.at(theta).gradients()
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
+        return self.at(theta).client_hvps(V)
+
+
+class RowPoint:
+    """The objectives at one point :math:`\\theta`: the scores' pass done once, the rest on demand.
+
+    Attributes ``theta``, ``scores`` (``(N, K)``), ``row_values`` (:math:`\\ell(s_j,y_j)`),
+    ``row_gradients`` (:math:`\\nabla_s\\ell`, ``(N, K)``) and ``values`` (:math:`f_i(\\theta)`,
+    ``(n,)``). The curvature of the loss in the scores is kept in factored form (the softmax
+    probabilities, or :math:`\\ell''`) for :meth:`hvp`.
+    """
+
+    def __init__(self, objectives: MatrixFreeObjectives, theta: np.ndarray, scores: np.ndarray):
+        self.objectives = ob = objectives
+        self.theta = theta
+        self.scores = scores
+        loss = ob.loss
+        if isinstance(loss, Multinomial):
+            self.row_values, self.row_gradients, self._probabilities = _softmax_rows(scores, ob._labels)
+            self._curvature = None
+        else:
+            s = scores[:, 0]
+            self.row_values = loss.value(s, ob.y)
+            self.row_gradients = loss.derivative(s, ob.y)[:, None]
+            self._probabilities = None
+            self._curvature = None          # l''(s), computed at the first Hessian-vector product
+        self.penalty = 0.5 * float(ob.penalty_diagonal @ (theta * theta))
+        self.values = ob.client_sums(self.row_values) / ob.sizes + self.penalty
+        self._gradients = None
+
+    # ------------------------------------------------------------------ gradients
+    def gradients(self) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)` (one pass over the rows, client by client)."""
+        if self._gradients is None:
+            ob = self.objectives
+            G = np.empty((ob.n, ob.dim))
+            for i in range(ob.n):
+                a, b = ob.offsets[i], ob.offsets[i + 1]
+                G[i] = (self.row_gradients[a:b].T @ ob.X[a:b]).reshape(-1) / ob.sizes[i]
+            G += ob.penalty_diagonal * self.theta
+            self._gradients = G
+        return self._gradients
+
+    def weighted_gradient(self, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla f_i(\\theta)` (from the client gradients if computed, else one pass)."""
+        lam = np.asarray(lam, float)
+        if self._gradients is not None:
+            return lam @ self._gradients
+        ob = self.objectives
+        Gw = self.row_gradients * ob.row_weights(lam)[:, None]
+        return (Gw.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
+
+    # ------------------------------------------------------------------ curvature
+    def _second_derivatives(self) -> np.ndarray:
+        """:math:`\\ell''(s_j)`, shape ``(N, 1)`` (scalar-score losses; computed once)."""
+        if self._curvature is None:
+            ob = self.objectives
+            self._curvature = ob.loss.second_derivative(self.scores[:, 0], ob.y)[:, None]
+        return self._curvature
+
+    def _apply_curvature(self, dS: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """:math:`\\nabla^2_s\\ell(s_j)\\,\\delta s_j` for the rows ``rows`` (in place of ``dS``)."""
+        if self._probabilities is not None:
+            P = self._probabilities[rows]
+            dS -= np.einsum("jk,jk->j", P, dS)[:, None]
+            dS *= P
+            return dS
+        dS *= self._second_derivatives()[rows]
+        return dS
+
+    def hvp(self, v, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)\\,v` (two passes)."""
+        ob = self.objectives
+        v = np.asarray(v, float)
+        lam = np.asarray(lam, float)
+        C = self._apply_curvature(ob.X @ ob.layout.matrix(v))
+        C *= ob.row_weights(lam)[:, None]
+        return (C.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
+
+    def client_hvps(self, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for directions ``V`` (``(n, P)`` or one
+        ``(P,)`` for all), each client on its own rows."""
+        ob = self.objectives
+        V = np.broadcast_to(np.asarray(V, float), (ob.n, ob.dim))
+        out = np.empty((ob.n, ob.dim))
+        for i in range(ob.n):
+            rows = slice(ob.offsets[i], ob.offsets[i + 1])
+            C = self._apply_curvature(ob.X[rows] @ ob.layout.matrix(V[i]), rows)
+            out[i] = (C.T @ ob.X[rows]).reshape(-1) / ob.sizes[i]
+        return out + ob.penalty_diagonal * V
+
+
+def _softmax_rows(S: np.ndarray, labels: np.ndarray):
+    r"""``(values, gradients, probabilities)`` of the softmax cross-entropy for every row, in one
+    pass: :math:`\ell=\log\sum_ke^{s_k}-s_y`, :math:`\nabla_s\ell=p-e_y`, :math:`p=\mathrm{softmax}(s)`
+    (shifted by the row maximum: no overflow)."""
+    rows = np.arange(S.shape[0])
+    top = S.max(axis=1)
+    E = S - top[:, None]
+    np.exp(E, out=E)
+    Z = E.sum(axis=1)
+    E /= Z[:, None]                                   # the probabilities
+    values = np.log(Z) + top - S[rows, labels]
+    G = E.copy()
+    G[rows, labels] -= 1.0
+    return values, G, E
