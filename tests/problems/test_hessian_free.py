@@ -14,9 +14,9 @@ from scipy.optimize import minimize
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.matrix_free import MatrixFreeObjectives
-from drflmodel.problems._hessian_free import SmoothedSupport, fixed_weights_of
-from drflmodel.problems._hessian_free_bound import hessian_free_bound
-from drflmodel.problems._newton import weighted_newton_bound
+from drflmodel.problems.minmax.hessian_free import SmoothedSupport, fixed_weights_of
+from drflmodel.problems.minmax.hessian_free_bound import hessian_free_bound
+from drflmodel.problems.minmax.fixed_weight_bound import weighted_newton_bound
 
 N_CLIENTS = 4
 

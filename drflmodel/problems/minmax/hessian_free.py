@@ -27,7 +27,7 @@ backward pass over the rows with row weights :math:`\lambda_{\tau,c(j)}/N_{c(j)}
 :math:`\ell_\infty` balls) take :math:`\tau>0` and a continuation :math:`\tau\to0`:
 :math:`\Phi-\frac\tau2\max_\Lambda\|\lambda-c\|^2\le\Phi_\tau\le\Phi`.
 
-**Steps** (:mod:`._hessian_free_steps`). For a smooth or fixed :math:`\sigma_\Lambda`, L-BFGS on
+**Steps** (:mod:`.hessian_free_steps`). For a smooth or fixed :math:`\sigma_\Lambda`, L-BFGS on
 :math:`\Phi_0=\Phi` (one forward and one backward pass per evaluation, memory :math:`O(Pm)`). For
 the polyhedral sets a quasi-Newton SQP: the :math:`n`-variable weight problem of the SQP step with
 the Lagrangian Hessian replaced by a limited-memory BFGS approximation, so each step costs one pass
@@ -39,7 +39,7 @@ L-BFGS is faster (no weight problem to solve per step). Both are available throu
 **Certificate, at every iterate, independent of the steps.** :math:`U=\Phi(\theta)` exactly
 (``weights.worst_case``, numpy); :math:`\hat\lambda=\lambda_\tau(f(\theta))\in\Lambda`; :math:`L=`
 the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
-:mod:`._hessian_free_bound` (strong convexity of the ridge at fixed weights, and the intercepts'
+:mod:`.hessian_free_bound` (strong convexity of the ridge at fixed weights, and the intercepts'
 exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`. Weak duality:
 :math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
 (:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
@@ -52,12 +52,12 @@ import time
 
 import numpy as np
 
-from ..matrix_free import MatrixFreeObjectives
-from ..sets import ChiSquare, QFFL, WeightSet, _BoxSimplexSet, LpBall, feasible_weights
-from ..solution import relative_gap, status_from_gap
-from ._hessian_free_bound import hessian_free_bound, hessian_free_bound_applies
-from ._hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
-from ._routes import Route
+from ...matrix_free import MatrixFreeObjectives
+from ...sets import ChiSquare, QFFL, WeightSet, _BoxSimplexSet, LpBall, feasible_weights
+from ...solution import relative_gap, status_from_gap
+from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies
+from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
+from ..engine.route import Route
 
 __all__ = ["HessianFreeRoute", "SmoothedSupport", "fixed_weights_of"]
 
@@ -140,7 +140,7 @@ class HessianFreeRoute(Route):
         return None
 
     def complete_options(self, given) -> dict:
-        from .._validation import check_choice, check_int
+        from ..._validation import check_choice, check_int
 
         opts = super().complete_options(given)
         opts["max_iterations"] = check_int(opts["max_iterations"], "max_iterations", low=1)
@@ -201,8 +201,8 @@ def _matrix_free(problem) -> MatrixFreeObjectives:
 
 def _weight_model(problem):
     """The compiled weight problem of the quasi-Newton SQP (once per weight set)."""
-    from ._conic import installed_solvers
-    from ._lagrangian_sqp import WeightStepModel
+    from ..engine.solvers import installed_solvers
+    from .lagrangian_sqp import WeightStepModel
 
     solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
     key = (problem._sqp_key(), solver, "lagrangian")

@@ -1,4 +1,4 @@
-r"""The two step algorithms of the Hessian-free route (:mod:`._hessian_free`), each certifying at
+r"""The two step algorithms of the Hessian-free route (:mod:`.hessian_free`), each certifying at
 every iterate through a :class:`Certifier` and stopping at the first iterate whose certificate
 closes.
 
@@ -16,10 +16,10 @@ closes.
   .. math:: \max_{\lambda\in\Lambda}\ \lambda^\top f-\tfrac12\lambda^\top GB^{-1}G^\top\lambda-\psi(\lambda)
 
   (the dual of :math:`\min_\Delta\sigma_\Lambda(f+G\Delta)+\frac12\Delta^\top B\Delta`, compiled once;
-  :class:`~._lagrangian_sqp.WeightStepModel`), the step :math:`\Delta=-B^{-1}G^\top\lambda_{k+1}`, Armijo
+  :class:`~.lagrangian_sqp.WeightStepModel`), the step :math:`\Delta=-B^{-1}G^\top\lambda_{k+1}`, Armijo
   on the exact :math:`\Phi` with the model's predicted decrease, and the pair
   :math:`(s,y)=(\theta_{k+1}-\theta_k,\ (G_{k+1}-G_k)^\top\lambda_{k+1})` -- the quasi-Newton form of
-  the classical SQP step whose exact-Hessian version is :mod:`._lagrangian_sqp`. Each iteration: one
+  the classical SQP step whose exact-Hessian version is :mod:`.lagrangian_sqp`. Each iteration: one
   forward pass and one client-by-client backward pass, plus the small weight problem.
 """
 
@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from ..sets import feasible_weights
-from ..solution import relative_gap
+from ...sets import feasible_weights
+from ...solution import relative_gap
 
 __all__ = ["Evaluation", "Certifier", "LBFGSRun", "QuasiNewtonSQPRun", "InverseLBFGS"]
 

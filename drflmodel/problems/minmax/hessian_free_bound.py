@@ -33,7 +33,7 @@ pieces are bounded rigorously:
 
 1. :math:`\varphi` is a :math:`K`-dimensional problem that costs no pass over :math:`X` (the scores
    only shift). A few Newton steps give :math:`\bar b`; the generalized self-concordance bound of
-   :mod:`._newton` (F. Bach 2010, "Self-concordant analysis for logistic regression", Electronic
+   :mod:`.fixed_weight_bound` (F. Bach 2010, "Self-concordant analysis for logistic regression", Electronic
    Journal of Statistics 4, Prop. 1; the score direction of a change :math:`\Delta b` is
    :math:`\Delta b` itself, so the constant is the loss's :math:`M`) gives, when
    :math:`r\,\psi(Mr)\,\lambda_{\min}(\nabla^2\varphi(\bar b))>\|\nabla\varphi(\bar b)\|`,
@@ -75,8 +75,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..losses import Multinomial
-from ._newton import concordance_radius
+from ...losses import Multinomial
+from .fixed_weight_bound import concordance_radius
 
 __all__ = ["FixedWeightBound", "hessian_free_bound", "hessian_free_bound_applies"]
 
