@@ -35,7 +35,7 @@ import numpy as np
 
 from ._memory import check_memory
 from .errors import InvalidDataError, InvalidParameterError
-from .losses import Multinomial
+from .losses import Logistic, Multinomial
 
 __all__ = ["MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
 
@@ -83,7 +83,7 @@ class MatrixFreeObjectives:
         self.y = np.concatenate([stacked_y[i, :s] for i, s in enumerate(sizes)])
         self.sizes = sizes
         self.offsets = np.concatenate([[0], np.cumsum(sizes)])
-        self._labels = self.y.astype(np.intp) if isinstance(loss, Multinomial) else None
+        self.labels = self.y.astype(np.intp) if isinstance(loss, Multinomial) else None
         self._row_norms = None
 
     # ------------------------------------------------------------------ shapes
@@ -153,9 +153,10 @@ class RowPoint:
     """The objectives at one point :math:`\\theta`: the scores' pass done once, the rest on demand.
 
     Attributes ``theta``, ``scores`` (``(N, K)``), ``row_values`` (:math:`\\ell(s_j,y_j)`),
-    ``row_gradients`` (:math:`\\nabla_s\\ell`, ``(N, K)``) and ``values`` (:math:`f_i(\\theta)`,
-    ``(n,)``). The curvature of the loss in the scores is kept in factored form (the softmax
-    probabilities, or :math:`\\ell''`) for :meth:`hvp`.
+    ``row_gradients`` (:math:`\\nabla_s\\ell`, ``(N, K)``), ``values`` (:math:`f_i(\\theta)`,
+    ``(n,)``) and ``probabilities`` (the softmax's :math:`p_j`, ``(N, K)``; ``None`` for scalar-score
+    losses, whose curvature is :meth:`second_derivatives`). The curvature of the loss in the scores
+    is kept in this factored form for :meth:`hvp`.
     """
 
     def __init__(self, objectives: MatrixFreeObjectives, theta: np.ndarray, scores: np.ndarray):
@@ -163,15 +164,18 @@ class RowPoint:
         self.theta = theta
         self.scores = scores
         loss = ob.loss
+        self._curvature = None              # l''(s) (scalar losses), computed at the first use
         if isinstance(loss, Multinomial):
-            self.row_values, self.row_gradients, self._probabilities = _softmax_rows(scores, ob._labels)
-            self._curvature = None
+            self.row_values, self.row_gradients, self.probabilities = _softmax_rows(scores, ob.labels)
+        elif type(loss) is Logistic:
+            self.row_values, gradient, self._curvature = _logistic_rows(scores[:, 0], ob.y)
+            self.row_gradients = gradient[:, None]
+            self.probabilities = None
         else:
             s = scores[:, 0]
             self.row_values = loss.value(s, ob.y)
             self.row_gradients = loss.derivative(s, ob.y)[:, None]
-            self._probabilities = None
-            self._curvature = None          # l''(s), computed at the first Hessian-vector product
+            self.probabilities = None
         self.penalty = 0.5 * float(ob.penalty_diagonal @ (theta * theta))
         self.values = ob.client_sums(self.row_values) / ob.sizes + self.penalty
         self._gradients = None
@@ -199,7 +203,7 @@ class RowPoint:
         return (Gw.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
 
     # ------------------------------------------------------------------ curvature
-    def _second_derivatives(self) -> np.ndarray:
+    def second_derivatives(self) -> np.ndarray:
         """:math:`\\ell''(s_j)`, shape ``(N, 1)`` (scalar-score losses; computed once)."""
         if self._curvature is None:
             ob = self.objectives
@@ -208,12 +212,12 @@ class RowPoint:
 
     def _apply_curvature(self, dS: np.ndarray, rows=slice(None)) -> np.ndarray:
         """:math:`\\nabla^2_s\\ell(s_j)\\,\\delta s_j` for the rows ``rows`` (in place of ``dS``)."""
-        if self._probabilities is not None:
-            P = self._probabilities[rows]
+        if self.probabilities is not None:
+            P = self.probabilities[rows]
             dS -= np.einsum("jk,jk->j", P, dS)[:, None]
             dS *= P
             return dS
-        dS *= self._second_derivatives()[rows]
+        dS *= self.second_derivatives()[rows]
         return dS
 
     def hvp(self, v, lam) -> np.ndarray:
@@ -236,6 +240,21 @@ class RowPoint:
             C = self._apply_curvature(ob.X[rows] @ ob.layout.matrix(V[i]), rows)
             out[i] = (C.T @ ob.X[rows]).reshape(-1) / ob.sizes[i]
         return out + ob.penalty_diagonal * V
+
+
+def _logistic_rows(s: np.ndarray, y: np.ndarray):
+    r"""``(values, derivatives, second derivatives)`` of the logistic loss :math:`\log(1+e^{-z})`,
+    :math:`z=ys`, for every row from one exponential: with :math:`e=e^{-|z|}`,
+    :math:`\ell=\log(1+e)+\max(-z,0)`, :math:`\sigma(-z)=e/(1+e)` (:math:`z\ge0`) or
+    :math:`1/(1+e)`, :math:`\partial_s\ell=-y\,\sigma(-z)` and :math:`\ell''=e/(1+e)^2` (no
+    overflow, no cancellation)."""
+    z = y * s
+    e = np.exp(-np.abs(z))
+    values = np.log1p(e) + np.maximum(-z, 0.0)
+    one_e = 1.0 + e
+    sigma = np.where(z >= 0, e, 1.0) / one_e
+    curvature = (e / (one_e * one_e))[:, None]
+    return values, -y * sigma, curvature
 
 
 def _softmax_rows(S: np.ndarray, labels: np.ndarray):

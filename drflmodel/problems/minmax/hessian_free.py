@@ -256,7 +256,8 @@ def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = F
         optimistic = float(lam @ ev.values) - psi - float(gradient[penalized] @ gradient[penalized]) / (2.0 * mu)
         if relative_gap(optimistic, U) > gap_tol:
             return None
-    bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient)
+    target = U - gap_tol * max(1.0, abs(U)) + psi
+    bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
     return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
 
 
@@ -270,5 +271,5 @@ def _solution(problem, mf, cert):
     sol = problem.certify_at(problem.identifiable(ev.theta), lam, "numpy-hessian-free", ev.smoothed,
                              {"epigraph": lam}, fixed=fixed, evaluated=(ev.values, ev.point.gradients()))
     sol.duals = problem._sqp_duals(None, lam, sol.theta)
-    sol.info["hessian_free_bound"] = {k: v for k, v in bound.to_dict().items() if k != "polished_theta"}
+    sol.info["hessian_free_bound"] = bound.to_dict()
     return sol

@@ -123,10 +123,13 @@ def hessian_free_bound_applies(objectives) -> str | None:
     return None
 
 
-def hessian_free_bound(objectives, lam, point, weighted_gradient=None) -> FixedWeightBound:
+def hessian_free_bound(objectives, lam, point, weighted_gradient=None, target=None) -> FixedWeightBound:
     """The certified lower bound of the module docstring at ``point`` (a
     :class:`~drflmodel.matrix_free.RowPoint` of ``objectives``) for the weights ``lam``;
-    ``weighted_gradient`` is :math:`\\nabla g(\\hat\\theta)` when already known."""
+    ``weighted_gradient`` is :math:`\\nabla g(\\hat\\theta)` when already known. With an
+    unpenalized intercept the bound is first taken at the point's own intercepts (no pass over
+    :math:`X`); only when it stays below ``target`` (default: always) are the intercepts polished
+    by Newton's method and the bound taken again (one more backward pass); the larger is returned."""
     lam = np.asarray(lam, float)
     ob = objectives
     g_value = float(lam @ point.values)
@@ -145,7 +148,8 @@ def hessian_free_bound(objectives, lam, point, weighted_gradient=None) -> FixedW
         bound = g_value - val_err - gnorm * gnorm / (2.0 * mu)
         return FixedWeightBound(bound, g_value, gnorm, "strong-convexity (Hessian-free)",
                                 {"modulus": mu, "value_allowance": val_err, "gradient_allowance": grad_err})
-    return _intercept_bound(ob, lam, point, j0, mu, g_value)
+    grad = point.weighted_gradient(lam) if weighted_gradient is None else weighted_gradient
+    return _intercept_bound(ob, lam, point, j0, mu, g_value, grad, target)
 
 
 def _allowances(ob, lam, point) -> tuple[float, float]:
@@ -165,42 +169,62 @@ def _allowances(ob, lam, point) -> tuple[float, float]:
 
 
 class _InterceptProblem:
-    """:math:`\\varphi(b)=\\sum_jw_j\\ell(\\tilde s_j+b,y_j)` (module docstring), with its gradient and
-    Hessian (:math:`K\\times K`, on :math:`\\mathbf 1^\\perp` for the softmax)."""
+    """:math:`\\varphi(b)=\\sum_jw_j\\ell(\\tilde s_j+b,y_j)` (module docstring): values alone for
+    the line search, and the gradient and Hessian (:math:`K\\times K`, deflated along the invariant
+    :math:`\\mathbf 1` for the softmax) at the accepted points. No pass over :math:`X`: the scores
+    only shift."""
 
-    def __init__(self, ob, w, base_scores):
-        self.ob, self.w, self.base = ob, w, base_scores
-        self.K = base_scores.shape[1]
+    def __init__(self, ob, w, point, idx):
+        self.ob, self.w, self.idx = ob, w, idx
+        self.theta = point.theta
+        self.base = point.scores - point.theta[idx]
+        self.K = self.base.shape[1]
         self.softmax = isinstance(ob.loss, Multinomial)
 
     def project(self, v):
         return v - v.mean() if self.softmax else v
 
-    def evaluate(self, b):
-        """``(value, gradient, Hessian, point)`` at ``b``."""
-        point = self.ob.at(self._theta_placeholder, scores=self.base + b)
+    def value(self, b) -> float:
+        S = self.base + b
+        if self.softmax:
+            from scipy.special import logsumexp
+
+            rows = logsumexp(S, axis=1) - S[np.arange(S.shape[0]), self.ob.labels]
+        else:
+            rows = self.ob.loss.value(S[:, 0], self.ob.y)
+        return float(self.w @ rows)
+
+    def point(self, b):
+        """The row pass at the intercepts ``b`` (the scores shifted, no product with :math:`X`)."""
+        theta = self.theta.copy()
+        theta[self.idx] = b
+        return self.ob.at(theta, scores=self.base + b)
+
+    def derivatives(self, point):
+        """``(value, gradient, Hessian)`` of :math:`\\varphi` at a row pass."""
         value = float(self.w @ point.row_values)
         grad = self.project(self.w @ point.row_gradients)
         if self.softmax:
-            P = point._probabilities
+            P = point.probabilities
             H = np.diag(self.w @ P) - P.T @ (P * self.w[:, None])
             H = H + np.full((self.K, self.K), float(np.abs(H).max()) / self.K)   # deflate 1 (invariant)
         else:
-            H = np.array([[float(self.w @ point._second_derivatives()[:, 0])]])
-        return value, grad, H, point
+            H = np.array([[float(self.w @ point.second_derivatives()[:, 0])]])
+        return value, grad, H
 
 
-def _intercept_bound(ob, lam, point, j0, mu, g_value) -> FixedWeightBound:
-    """The unpenalized-intercept case of the module docstring."""
+def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> FixedWeightBound:
+    """The unpenalized-intercept case of the module docstring: at the point's intercepts, then, if
+    that is not enough for ``target``, at Newton-polished ones."""
     K, d = ob.n_outputs, ob.n_features
     w = ob.row_weights(lam)
     idx = j0 + d * np.arange(K)                      # the intercepts in the class-major layout
-    b_hat = point.theta[idx].copy()
-    problem = _InterceptProblem(ob, w, point.scores - b_hat)
-    ridge = float(lam.sum()) * point.penalty           # the penalty has omega = 0 on the intercept
-    problem._theta_placeholder = point.theta
-    b = b_hat
-    value, grad, H, bpoint = problem.evaluate(b)
+    problem = _InterceptProblem(ob, w, point, idx)
+    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, steps=0)
+    if target is not None and first.bound >= target:
+        return first
+    b, bpoint = point.theta[idx].copy(), point
+    value, grad, H = problem.derivatives(bpoint)
     steps = 0
     for steps in range(1, INTERCEPT_NEWTON_STEPS + 1):  # damped Newton, K dimensions
         try:
@@ -210,19 +234,27 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value) -> FixedWeightBound:
         decrement = -float(grad @ step)
         if not decrement > 1e-15 * max(1.0, abs(value)):  # at the round-off of the value: done
             break
-        for _ in range(20):                           # Armijo backtracking
-            cand = problem.evaluate(b + step)
-            if cand[0] <= value - 1e-4 * decrement:
+        for _ in range(20):                           # Armijo backtracking on values alone
+            if problem.value(b + step) <= value - 1e-4 * decrement:
                 break
             step, decrement = 0.5 * step, 0.5 * decrement
         else:
             break
         b = b + step
-        value, grad, H, bpoint = cand
-    theta_bar = point.theta.copy()
-    theta_bar[idx] = b
-    bpoint.theta = theta_bar
-    bpoint.penalty = point.penalty
+        bpoint = problem.point(b)
+        value, grad, H = problem.derivatives(bpoint)
+    if bpoint is point:
+        return first
+    polished = _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, bpoint.weighted_gradient(lam), steps)
+    return polished if polished.bound > first.bound else first
+
+
+def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, steps) -> FixedWeightBound:
+    """The bound of the module docstring with :math:`\\bar b` the intercepts of ``bpoint`` and
+    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)`."""
+    K = ob.n_outputs
+    value, grad, H = problem.derivatives(bpoint)
+    ridge = float(lam.sum()) * bpoint.penalty          # the penalty has omega = 0 on the intercept
     # the self-concordance bound on min phi and the radius around b_bar
     M = ob.loss.self_concordance
     try:
@@ -240,18 +272,15 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value) -> FixedWeightBound:
     radius, psi = found
     q = float(grad @ np.linalg.solve(H, grad)) if gnorm_b > 0 else 0.0
     phi_lower = value - q / (4.0 * psi)
-    # the W-gradient at (W_hat, b_bar): one backward pass; its intercept entries are phi's gradient
-    grad_full = bpoint.weighted_gradient(lam)
-    grad_full[idx] = 0.0
+    grad_w = np.array(gradient, float)
+    grad_w[problem.idx] = 0.0                          # the intercept entries are phi's gradient
     x_tilde = np.sqrt(np.maximum(ob.row_norms() ** 2 - 1.0, 0.0))     # rows without the constant 1
-    shift_error = ob.loss.smoothness * radius * float(w @ x_tilde)
+    shift_error = ob.loss.smoothness * radius * float(problem.w @ x_tilde)
     val_err, grad_err = _allowances(ob, lam, bpoint)
-    gnorm = float(np.linalg.norm(grad_full)) + shift_error + grad_err
-    h_lower = phi_lower + ridge - val_err
-    bound = h_lower - gnorm * gnorm / (2.0 * mu)
+    gnorm = float(np.linalg.norm(grad_w)) + shift_error + grad_err
+    bound = phi_lower + ridge - val_err - gnorm * gnorm / (2.0 * mu)
     return FixedWeightBound(bound, g_value, gnorm,
                             "strong-convexity in W + intercepts' partial minimum (self-concordance)",
                             {"modulus": mu, "intercept_radius": radius, "intercept_newton_steps": steps,
                              "intercept_decrement": q, "value_allowance": val_err, "gradient_allowance": grad_err,
-                             "intercept_shift_error": shift_error, "polished_value": value + ridge,
-                             "polished_theta": theta_bar})
+                             "intercept_shift_error": shift_error, "polished_value": value + ridge})
