@@ -83,17 +83,18 @@ def route_memory_bytes(problem, route: str) -> int | None:
     clients:
 
     * ``"sqp"``: the weighted :math:`P\\times P` Hessian, its deflated copy, its Cholesky factor and
-      a damped copy (4 matrices);
+      a damped copy (4 matrices), the clients' gradients and :math:`H^{-1}G^\\top` (:math:`nP` each)
+      and the weight step's :math:`n\\times n` curvature and its factor;
     * ``"newton"``: one :math:`P\\times P` Cholesky factor per client, held twice (the CVXPY
       parameter and its canonicalized copy), plus the certificate's Newton solve (3 matrices);
     * ``"conic"``: CVXPY's coefficients of the :math:`N` rows' scores (about 24 bytes per entry of
       an :math:`N\\times P` block) plus the certificate's Newton solve (3 matrices).
     """
-    P = int(problem.dim)
+    P, n = int(problem.dim), int(problem.n_clients)
     if route == "sqp":
-        return dense_hessian_bytes(P, 4)
+        return dense_hessian_bytes(P, 4) + 8 * (3 * n * P + 3 * n * n)
     if route == "newton":
-        return dense_hessian_bytes(P, 2 * int(problem.n_clients) + 3)
+        return dense_hessian_bytes(P, 2 * n + 3)
     if route == "conic":
         return 24 * _rows(problem) * P + dense_hessian_bytes(P, 3)
     return None

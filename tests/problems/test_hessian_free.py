@@ -245,3 +245,26 @@ def test_dense_routes_refused_by_memory_and_auto_takes_the_matrix_free_route(mon
     with pytest.raises(InvalidParameterError, match="would need about"):
         dm.FederatedDRO(fed, dm.losses.Multinomial(), dm.sets.ChiSquare(3, 0.5), l2=0.05,
                         penalize_intercept=False).solve()
+
+
+@pytest.mark.parametrize("set_name", ["qffl", "cvar", "chi2"])
+def test_weight_step_for_many_clients_needs_no_parameter_tensor(set_name, monkeypatch):
+    """Above DPP_MAX_CLIENTS the SQP weight step is built from constants (CVXPY's parameter tensors
+    grow like n^3: a q-FFL step on 1,000 clients was killed at 23 GB); its answer is the compiled
+    (parametric) model's."""
+    from drflmodel.problems.minmax import lagrangian_sqp
+
+    n = 70
+    W = {"qffl": dm.sets.QFFL(n, 1.0), "cvar": dm.sets.CVaR(n, 0.2), "chi2": dm.sets.ChiSquare(n, 0.5)}[set_name]
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((n, 8))
+    S, f = A @ A.T / 8, rng.random(n)
+    big = lagrangian_sqp.WeightStepModel(W, "CLARABEL")
+    assert not big.parametric
+    lam_big, value_big = big.solve(f, S)
+    monkeypatch.setattr(lagrangian_sqp, "DPP_MAX_CLIENTS", 1000)
+    small = lagrangian_sqp.WeightStepModel(W, "CLARABEL")
+    assert small.parametric
+    lam_small, value_small = small.solve(f, S)
+    assert value_big == pytest.approx(value_small, rel=1e-7, abs=1e-9)
+    np.testing.assert_allclose(lam_big, lam_small, atol=1e-5)
