@@ -136,6 +136,19 @@ class MatrixFreeObjectives:
         theta = self._theta(theta)
         return RowPoint(self, theta, self.scores(theta) if scores is None else scores)
 
+    def shifted(self, point: "RowPoint", idx: np.ndarray, b: np.ndarray) -> "RowPoint":
+        """The row pass at ``point.theta`` with the intercepts (coordinates ``idx``) set to ``b``:
+        every score shifts by ``b`` (no product with :math:`X`)."""
+        theta = point.theta.copy()
+        theta[idx] = b
+        return self.at(theta, scores=point.scores - point.theta[idx] + b)
+
+    def feature_norm_means(self, intercept_column: int) -> np.ndarray:
+        """Per client, the mean of :math:`\\|\\tilde x_j\\|_2` (the rows without the constant
+        intercept column)."""
+        x2 = self.row_norms() ** 2 - self.X[:, intercept_column] ** 2
+        return self.client_sums(np.sqrt(np.maximum(x2, 0.0))) / self.sizes
+
     def values(self, theta) -> np.ndarray:
         """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
         return self.at(theta).values
@@ -201,6 +214,45 @@ class RowPoint:
         ob = self.objectives
         Gw = self.row_gradients * ob.row_weights(lam)[:, None]
         return (Gw.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
+
+    # ------------------------------------------------------------------ per-client sums for bounds
+    def allowance_terms(self) -> np.ndarray:
+        """Per client (rows), the means over its rows of :math:`|\\ell_j|`,
+        :math:`\\|x_j\\|\\,\\|\\nabla_s\\ell_j\\|`, :math:`\\|x_j\\|^2` and :math:`\\|s_j\\|_1`, shape
+        ``(n, 4)``: the magnitudes a floating-point allowance is made of."""
+        ob = self.objectives
+        x = ob.row_norms()
+        r = np.sqrt(np.einsum("jk,jk->j", self.row_gradients, self.row_gradients))
+        terms = np.stack([np.abs(self.row_values), x * r, x * x, np.abs(self.scores).sum(axis=1)], axis=1)
+        return ob.client_sums(terms) / ob.sizes[:, None]
+
+    def intercept_values(self, idx: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per client, the mean data loss with the intercepts (coordinates ``idx``) set to ``b``
+        (the scores shift; no product with :math:`X`), shape ``(n,)``."""
+        ob = self.objectives
+        S = self.scores - self.theta[idx] + b
+        if self.probabilities is not None:
+            from scipy.special import logsumexp
+
+            rows = logsumexp(S, axis=1) - S[np.arange(S.shape[0]), ob.labels]
+        else:
+            rows = ob.loss.value(S[:, 0], ob.y)
+        return ob.client_sums(rows) / ob.sizes
+
+    def intercept_terms(self, idx: np.ndarray):
+        """Per client, at this point's own intercepts: the mean data loss ``(n,)``, its gradient in
+        the :math:`K` intercepts ``(n, K)`` and its Hessian in them ``(n, K, K)``."""
+        ob = self.objectives
+        values = ob.client_sums(self.row_values) / ob.sizes
+        grads = ob.client_sums(self.row_gradients) / ob.sizes[:, None]
+        if self.probabilities is not None:
+            P = self.probabilities
+            diag = ob.client_sums(P)
+            hess = np.stack([np.diag(diag[i]) - P[a:c].T @ P[a:c]
+                             for i, (a, c) in enumerate(zip(ob.offsets[:-1], ob.offsets[1:]))])
+        else:
+            hess = ob.client_sums(self.second_derivatives())[:, :, None]
+        return values, grads, hess / ob.sizes[:, None, None]
 
     # ------------------------------------------------------------------ curvature
     def second_derivatives(self) -> np.ndarray:

@@ -126,3 +126,28 @@ def test_dense_hessians_refused_before_allocating(monkeypatch):
         dense.weighted_hessian(theta, np.ones(dense.n))
     with pytest.raises(InvalidParameterError, match=r"4 dense 5 x 5 Hessians"):
         dense.hessians(theta)
+
+
+@pytest.mark.parametrize("loss", [L.Logistic(), L.Multinomial()], ids=["logistic", "multinomial"])
+def test_intercept_terms_are_the_intercept_block_of_the_dense_derivatives(loss):
+    """The per-client terms of the intercepts' partial minimization (a bound's only row access)
+    equal the intercept block of the dense gradient and Hessian, and shifting the scores equals
+    evaluating at the shifted intercepts."""
+    fed = _federation(loss, seed=9)
+    dense = ClientObjectives(fed, loss, l2=0.1, penalize_intercept=False)
+    mf = MatrixFreeObjectives(dense)
+    rng = np.random.default_rng(10)
+    theta = rng.standard_normal(mf.dim)
+    idx = 0 + mf.n_features * np.arange(mf.n_outputs)          # the intercept column is 0
+    values, grads, hess = mf.at(theta).intercept_terms(idx)
+    np.testing.assert_allclose(values, dense.values(theta) - dense.penalty(theta), rtol=1e-13)
+    np.testing.assert_allclose(grads, dense.gradients(theta)[:, idx], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(hess, dense.hessians(theta)[:, idx][:, :, idx], rtol=1e-11, atol=1e-13)
+    b = rng.standard_normal(idx.size)
+    shifted = theta.copy()
+    shifted[idx] = b
+    np.testing.assert_allclose(mf.at(theta).intercept_values(idx, b), dense.values(shifted) - dense.penalty(shifted),
+                               rtol=1e-12)
+    np.testing.assert_allclose(mf.shifted(mf.at(theta), idx, b).values, dense.values(shifted), rtol=1e-12)
+    terms = mf.at(theta).allowance_terms()
+    assert terms.shape == (mf.n, 4) and np.all(terms >= 0)

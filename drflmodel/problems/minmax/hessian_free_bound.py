@@ -153,63 +153,45 @@ def hessian_free_bound(objectives, lam, point, weighted_gradient=None, target=No
 
 
 def _allowances(ob, lam, point) -> tuple[float, float]:
-    """``(value allowance, gradient-norm allowance)`` of the module docstring at ``point``."""
-    w = ob.row_weights(lam)
-    gamma = _gamma(ob.n_rows + ob.n_features + 16)
-    x = ob.row_norms()
-    r = np.sqrt(np.einsum("jk,jk->j", point.row_gradients, point.row_gradients))
+    """``(value allowance, gradient-norm allowance)`` of the module docstring at ``point``, from
+    the clients' mean magnitudes (:meth:`~drflmodel.matrix_free.RowPoint.allowance_terms`)."""
+    weights = np.asarray(lam, float)
+    loss_size, xr, x2, score_size = weights @ point.allowance_terms()
+    gamma = _gamma(int(np.sum(ob.sizes)) + ob.n_features + 16)
     wnorm = float(np.linalg.norm(point.theta))
     beta = ob.loss.smoothness
-    score_size = np.abs(point.scores).sum(axis=1)
-    value = gamma * (float(w @ (np.abs(point.row_values) + r * x * wnorm + score_size))
-                     + float(lam.sum()) * point.penalty)
-    ridge = float(lam.sum()) * np.linalg.norm(ob.penalty_diagonal * point.theta)
-    grad = gamma * (float(w @ (x * (r + beta * x * wnorm))) + ridge)
-    return value, grad
+    value = gamma * (loss_size + xr * wnorm + score_size + float(weights.sum()) * point.penalty)
+    ridge = float(weights.sum()) * np.linalg.norm(ob.penalty_diagonal * point.theta)
+    grad = gamma * (xr + beta * wnorm * x2 + ridge)
+    return float(value), float(grad)
 
 
 class _InterceptProblem:
-    """:math:`\\varphi(b)=\\sum_jw_j\\ell(\\tilde s_j+b,y_j)` (module docstring): values alone for
-    the line search, and the gradient and Hessian (:math:`K\\times K`, deflated along the invariant
-    :math:`\\mathbf 1` for the softmax) at the accepted points. No pass over :math:`X`: the scores
-    only shift."""
+    """:math:`\\varphi(b)=\\sum_jw_j\\ell(\\tilde s_j+b,y_j)=\\sum_i\\lambda_i\\varphi_i(b)` (module
+    docstring) from the clients' per-client means: values alone for the line search, and the
+    gradient and Hessian (:math:`K\\times K`, deflated along the invariant :math:`\\mathbf 1` for the
+    softmax) at the accepted points. In process no pass over :math:`X` is needed (the scores only
+    shift)."""
 
-    def __init__(self, ob, w, point, idx):
-        self.ob, self.w, self.idx = ob, w, idx
-        self.theta = point.theta
-        self.base = point.scores - point.theta[idx]
-        self.K = self.base.shape[1]
+    def __init__(self, ob, lam, idx):
+        self.ob, self.lam, self.idx = ob, np.asarray(lam, float), idx
+        self.K = idx.size
         self.softmax = isinstance(ob.loss, Multinomial)
 
     def project(self, v):
         return v - v.mean() if self.softmax else v
 
-    def value(self, b) -> float:
-        S = self.base + b
-        if self.softmax:
-            from scipy.special import logsumexp
-
-            rows = logsumexp(S, axis=1) - S[np.arange(S.shape[0]), self.ob.labels]
-        else:
-            rows = self.ob.loss.value(S[:, 0], self.ob.y)
-        return float(self.w @ rows)
-
-    def point(self, b):
-        """The row pass at the intercepts ``b`` (the scores shifted, no product with :math:`X`)."""
-        theta = self.theta.copy()
-        theta[self.idx] = b
-        return self.ob.at(theta, scores=self.base + b)
+    def value(self, point, b) -> float:
+        return float(self.lam @ point.intercept_values(self.idx, b))
 
     def derivatives(self, point):
-        """``(value, gradient, Hessian)`` of :math:`\\varphi` at a row pass."""
-        value = float(self.w @ point.row_values)
-        grad = self.project(self.w @ point.row_gradients)
+        """``(value, gradient, Hessian)`` of :math:`\\varphi` at a point's own intercepts."""
+        values, grads, hess = point.intercept_terms(self.idx)
+        value = float(self.lam @ values)
+        grad = self.project(self.lam @ grads)
+        H = np.tensordot(self.lam, hess, axes=(0, 0))
         if self.softmax:
-            P = point.probabilities
-            H = np.diag(self.w @ P) - P.T @ (P * self.w[:, None])
             H = H + np.full((self.K, self.K), float(np.abs(H).max()) / self.K)   # deflate 1 (invariant)
-        else:
-            H = np.array([[float(self.w @ point.second_derivatives()[:, 0])]])
         return value, grad, H
 
 
@@ -217,10 +199,10 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
     """The unpenalized-intercept case of the module docstring: at the point's intercepts, then, if
     that is not enough for ``target``, at Newton-polished ones."""
     K, d = ob.n_outputs, ob.n_features
-    w = ob.row_weights(lam)
     idx = j0 + d * np.arange(K)                      # the intercepts in the class-major layout
-    problem = _InterceptProblem(ob, w, point, idx)
-    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, steps=0)
+    problem = _InterceptProblem(ob, lam, idx)
+    feature_norm = float(np.asarray(lam, float) @ ob.feature_norm_means(j0))
+    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, steps=0)
     if target is not None and first.bound >= target:
         return first
     b, bpoint = point.theta[idx].copy(), point
@@ -235,26 +217,28 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
         if not decrement > 1e-15 * max(1.0, abs(value)):  # at the round-off of the value: done
             break
         for _ in range(20):                           # Armijo backtracking on values alone
-            if problem.value(b + step) <= value - 1e-4 * decrement:
+            if problem.value(bpoint, b + step) <= value - 1e-4 * decrement:
                 break
             step, decrement = 0.5 * step, 0.5 * decrement
         else:
             break
         b = b + step
-        bpoint = problem.point(b)
+        bpoint = ob.shifted(bpoint, idx, b)
         value, grad, H = problem.derivatives(bpoint)
     if bpoint is point:
         return first
-    polished = _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, bpoint.weighted_gradient(lam), steps)
+    polished = _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, bpoint.weighted_gradient(lam),
+                                    feature_norm, steps)
     return polished if polished.bound > first.bound else first
 
 
-def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, steps) -> FixedWeightBound:
-    """The bound of the module docstring with :math:`\\bar b` the intercepts of ``bpoint`` and
-    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)`."""
+def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, feature_norm, steps) -> FixedWeightBound:
+    """The bound of the module docstring with :math:`\\bar b` the intercepts of ``bpoint``,
+    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)` and ``feature_norm``
+    :math:`=\\sum_jw_j\\|\\tilde x_j\\|`."""
     K = ob.n_outputs
     value, grad, H = problem.derivatives(bpoint)
-    ridge = float(lam.sum()) * bpoint.penalty          # the penalty has omega = 0 on the intercept
+    ridge = float(np.sum(lam)) * bpoint.penalty        # the penalty has omega = 0 on the intercept
     # the self-concordance bound on min phi and the radius around b_bar
     M = ob.loss.self_concordance
     try:
@@ -274,8 +258,7 @@ def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, steps)
     phi_lower = value - q / (4.0 * psi)
     grad_w = np.array(gradient, float)
     grad_w[problem.idx] = 0.0                          # the intercept entries are phi's gradient
-    x_tilde = np.sqrt(np.maximum(ob.row_norms() ** 2 - 1.0, 0.0))     # rows without the constant 1
-    shift_error = ob.loss.smoothness * radius * float(problem.w @ x_tilde)
+    shift_error = ob.loss.smoothness * radius * feature_norm
     val_err, grad_err = _allowances(ob, lam, bpoint)
     gnorm = float(np.linalg.norm(grad_w)) + shift_error + grad_err
     bound = phi_lower + ridge - val_err - gnorm * gnorm / (2.0 * mu)
