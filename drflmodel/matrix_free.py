@@ -31,6 +31,8 @@ of a piecewise-quadratic loss is its almost-everywhere value).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ._memory import check_memory
@@ -78,9 +80,7 @@ class MatrixFreeObjectives:
         check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
                      f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
                      "use fewer rows or features, or a machine with more memory")
-        self.X = np.concatenate([stacked_X[i, :s] for i, s in enumerate(sizes)]) if n > 1 else \
-            np.ascontiguousarray(stacked_X[0, :sizes[0]])
-        self.y = np.concatenate([stacked_y[i, :s] for i, s in enumerate(sizes)])
+        self.X, self.y = _compact_rows(stacked_X, stacked_y, sizes)
         self.sizes = sizes
         self.offsets = np.concatenate([[0], np.cumsum(sizes)])
         self.labels = self.y.astype(np.intp) if isinstance(loss, Multinomial) else None
@@ -160,6 +160,28 @@ class MatrixFreeObjectives:
     def hessian_vector_products(self, theta, V) -> np.ndarray:
         """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
         return self.at(theta).client_hvps(V)
+
+
+#: id(stacked X) -> (weak reference to it, compact X, compact y): problems built on one federation
+#: share its stacked arrays (a cached property), so they share one compact copy too
+_COMPACT: dict = {}
+
+
+def _compact_rows(stacked_X: np.ndarray, stacked_y: np.ndarray, sizes: np.ndarray):
+    """Every client's rows, contiguous and without padding: a view when nothing is padded, else one
+    copy per stacked array (shared by every problem on the same federation)."""
+    n, m, d = stacked_X.shape
+    if np.all(sizes == m):
+        return stacked_X.reshape(n * m, d), stacked_y.reshape(n * m)
+    key = id(stacked_X)
+    cached = _COMPACT.get(key)
+    if cached is not None and cached[0]() is stacked_X and cached[1]() is stacked_y:
+        return cached[2], cached[3]
+    X = np.concatenate([stacked_X[i, :s] for i, s in enumerate(sizes)])
+    y = np.concatenate([stacked_y[i, :s] for i, s in enumerate(sizes)])
+    _COMPACT[key] = (weakref.ref(stacked_X), weakref.ref(stacked_y), X, y)
+    weakref.finalize(stacked_X, _COMPACT.pop, key, None)   # the copy goes with the federation's arrays
+    return X, y
 
 
 class RowPoint:
