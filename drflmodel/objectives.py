@@ -378,6 +378,12 @@ class ClientObjectives:
     def _client_grams(self):
         """:math:`X_i^\\top X_i/N_i`, client by client (one BLAS product each, no ``(n, d, d)`` array;
         padded rows are zero and add nothing)."""
+        from ._memory import check_memory, dense_hessian_bytes
+
+        d = self.n_features
+        check_memory(dense_hessian_bytes(d, 3), f"a client's {d} x {d} Gram matrix and its eigendecomposition",
+                     "its extreme eigenvalues are needed only by the quadratic loss's moduli and the "
+                     "smoothness constants; penalize every coordinate (the ridge's modulus needs no Gram matrix)")
         for X, size in zip(self._X, self._sizes):
             yield (X.T @ X) / size
 

@@ -268,3 +268,24 @@ def test_weight_step_for_many_clients_needs_no_parameter_tensor(set_name, monkey
     lam_small, value_small = small.solve(f, S)
     assert value_big == pytest.approx(value_small, rel=1e-7, abs=1e-9)
     np.testing.assert_allclose(lam_big, lam_small, atol=1e-5)
+
+
+def test_algorithm_choice(monkeypatch):
+    """auto: L-BFGS for fixed and (small) smooth weight sets, the quasi-Newton SQP for polyhedral sets
+    and for smooth ones from SQP_MIN_SIZE rows x parameters; both certify."""
+    from drflmodel.problems.minmax import hessian_free
+
+    fed = _fed(2, seed=8)
+    n = fed.n_clients
+
+    def algorithm(W):
+        sol = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=0.02).solve(method="hessian_free")
+        assert sol.status == "optimal"
+        return sol.info["algorithm"]
+
+    assert algorithm(dm.sets.ChiSquare(n, 0.5)) == "lbfgs"
+    assert algorithm(dm.sets.HCVaR(fed.proportions, 1.0)) == "lbfgs"
+    assert algorithm(dm.sets.CVaR(n, 0.5)) == "sqp"
+    monkeypatch.setattr(hessian_free, "SQP_MIN_SIZE", 1)
+    assert algorithm(dm.sets.ChiSquare(n, 0.5)) == "sqp"
+    assert algorithm(dm.sets.HCVaR(fed.proportions, 1.0)) == "lbfgs"
