@@ -289,3 +289,15 @@ def test_algorithm_choice(monkeypatch):
     monkeypatch.setattr(hessian_free, "SQP_MIN_SIZE", 1)
     assert algorithm(dm.sets.ChiSquare(n, 0.5)) == "sqp"
     assert algorithm(dm.sets.HCVaR(fed.proportions, 1.0)) == "lbfgs"
+
+
+def test_tol_goes_on_past_the_first_certificate_and_stops_at_the_floor():
+    fed = _fed(3, seed=9)
+    W = dm.sets.ChiSquare(N_CLIENTS, 0.3)
+    first = dm.FederatedDRO(fed, dm.losses.Multinomial(), W, l2=0.02).solve(method="hessian_free")
+    tight = dm.FederatedDRO(fed, dm.losses.Multinomial(), W, l2=0.02).solve(method="hessian_free", tol=1e-11)
+    floor = dm.FederatedDRO(fed, dm.losses.Multinomial(), W, l2=0.02).solve(method="hessian_free", tol=1e-30)
+    assert first.status == tight.status == floor.status == "optimal"
+    assert tight.relative_gap <= 1e-11 < 1e-6 and first.info["iterations"] < tight.info["iterations"]
+    assert floor.relative_gap <= 1e-11                        # it stalls at the allowance's floor, certified
+    assert floor.info["iterations"] < 2000

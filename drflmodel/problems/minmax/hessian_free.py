@@ -125,10 +125,12 @@ class HessianFreeRoute(Route):
     (``"auto"``: L-BFGS for a fixed weight set and for a smooth :math:`\sigma_\Lambda` below
     :data:`SQP_MIN_SIZE` rows x parameters, the quasi-Newton SQP otherwise;
     ``"lbfgs"``: L-BFGS with the smoothing continuation for every set; ``"sqp"``: the quasi-Newton
-    SQP for every set)."""
+    SQP for every set) and ``tol`` (the relative gap at which it stops; default ``None``: the first
+    iterate certified within ``gap_tol``; a smaller value goes on, down to the floor the bound's
+    floating-point allowance sets, about :math:`10^{-16}N` relative)."""
 
     name = "hessian_free"
-    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto"}
+    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None}
     uses_solver = False
     may_fall_back = True
 
@@ -142,12 +144,14 @@ class HessianFreeRoute(Route):
         return None
 
     def complete_options(self, given) -> dict:
-        from ..._validation import check_choice, check_int
+        from ..._validation import check_choice, check_int, check_real
 
         opts = super().complete_options(given)
         opts["max_iterations"] = check_int(opts["max_iterations"], "max_iterations", low=1)
         opts["memory"] = check_int(opts["memory"], "memory", low=1)
         opts["algorithm"] = check_choice(opts["algorithm"], "algorithm", ("auto", "lbfgs", "sqp"))
+        if opts["tol"] is not None:
+            opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
         return opts
 
     def solve(self, problem, request):
@@ -156,8 +160,8 @@ class HessianFreeRoute(Route):
         mf = _matrix_free(problem)
         W = problem._weight_set()
         theta = _start(problem)
-        certifier = Certifier(lambda ev, force: _certificate(problem, mf, W, ev, request.gap_tol, force),
-                              request.gap_tol)
+        certifier = Certifier(lambda ev, force: _certificate(problem, mf, W, ev, request.gap_tol, force,
+                                                             opts["tol"]), request.gap_tol, opts["tol"])
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
@@ -257,7 +261,8 @@ def _stage_done(problem, W):
     return done
 
 
-def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False) -> dict | None:
+def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False,
+                 tol: float | None = None) -> dict | None:
     r"""The certificate at an evaluation: :math:`U=\Phi(\theta)`, :math:`\hat\lambda` = the
     evaluation's weights made feasible, :math:`L` = the Hessian-free fixed-weight bound minus
     :math:`\psi(\hat\lambda)`. Unless ``force``, a cheap necessary test runs first (the
@@ -276,7 +281,7 @@ def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = F
         optimistic = float(lam @ ev.values) - psi - float(gradient[penalized] @ gradient[penalized]) / (2.0 * mu)
         if relative_gap(optimistic, U) > gap_tol:
             return None
-    target = U - gap_tol * max(1.0, abs(U)) + psi
+    target = U - min(gap_tol, tol or gap_tol) * max(1.0, abs(U)) + psi
     bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
     return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
 

@@ -57,24 +57,37 @@ class Evaluation:
 
 class Certifier:
     """The certificate at iterates (``certify(evaluation, force)`` returns a dict with ``lower``,
-    ``upper``, ... or ``None``), the best one met, and the time spent on it."""
+    ``upper``, ... or ``None``), the best one met, and the time spent on it.
 
-    def __init__(self, certify, gap_tol: float):
+    The run is done (:attr:`closed`) once the best relative gap is at most ``tol`` (default
+    ``gap_tol``: the first certified iterate), or at most ``gap_tol`` and not halved over the last
+    :data:`STALL` certificates (a floor: the floating-point allowance of the bound grows with the
+    number of rows)."""
+
+    STALL = 5
+
+    def __init__(self, certify, gap_tol: float, tol: float | None = None):
         self._certify, self.gap_tol = certify, gap_tol
-        self.best, self.seconds = None, 0.0
+        self.tol = gap_tol if tol is None else min(tol, gap_tol)
+        self.best, self.seconds, self._since_halved = None, 0.0, 0
 
     @property
     def closed(self) -> bool:
-        return self.best is not None and self.best[0] <= self.gap_tol
+        if self.best is None:
+            return False
+        return self.best[0] <= self.tol or (self.best[0] <= self.gap_tol and self._since_halved >= self.STALL)
 
     def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
-        """Certify at ``ev``; record the gap in ``record``; ``True`` once the certificate closes."""
+        """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
         t0 = time.perf_counter()
         cert = self._certify(ev, force)
         self.seconds += time.perf_counter() - t0
         if cert is not None:
             gap = relative_gap(cert["lower"], cert["upper"])
             record["relative_gap"] = gap
+            self._since_halved += 1
+            if self.best is None or gap < 0.5 * self.best[0]:
+                self._since_halved = 0
             if self.best is None or gap < self.best[0]:
                 self.best = (gap, cert)
         return self.closed
