@@ -72,7 +72,8 @@ the relative-fairness part is not run at this size (its certified routes are wri
 Run: ``python examples/scaffpd_table1.py`` (about five minutes of one core: 5 seeds, 300 rounds) or
 ``--quick`` (one seed, alpha in {0.01, 0.1}, 40 rounds, under a minute; its numbers are only a smoke
 test of the protocol: 40 rounds leave every method far from its optimum); ``--scale paper`` (one
-seed, alpha = 0.1, P = 51,300; see above).
+seed, alpha = 0.1, P = 51,300; see above: measured 590 s of CPU, 22 minutes on a shared 2-core
+machine, 1.1 GB peak memory -- each certified optimum 7-8 s, the seven methods' 20 rounds the rest).
 """
 
 from __future__ import annotations
