@@ -584,14 +584,14 @@ def gaussian_mixture(n_rows: int = 10_000, n_features: int = 50, n_classes: int 
     Scaff-PD paper's Table 1, which cannot be downloaded here), split over clients by a Dirichlet
     label skew.
 
-    With ``rng = numpy.random.default_rng(seed)``: class means :math:`m_k=	ext{mean\_norm}\cdot
-    u_k/\|u_k\|` with :math:`u_k\sim N(0, I_d)` (``n_features`` = :math:`d`); labels uniform over
-    the ``n_classes`` classes; rows :math:`x=m_y+arepsilon`, :math:`arepsilon\sim N(0, I_d)`
-    (unit noise); then :func:`dirichlet_partition` with ``alpha`` over ``n_clients`` clients
-    (every client at least ``min_size`` rows). ``add_intercept`` prepends a constant-one column,
-    so :math:`P=K(d+1)` parameters for a softmax model.
+    With ``rng = numpy.random.default_rng(seed)``: class means :math:`m_k=c\,u_k/\|u_k\|` with
+    :math:`c` = ``mean_norm`` and :math:`u_k\sim N(0, I_d)` (:math:`d` = ``n_features``); labels
+    uniform over the ``n_classes`` classes; rows :math:`x=m_y+\varepsilon` with
+    :math:`\varepsilon\sim N(0, I_d)` (unit noise); then :func:`dirichlet_partition` with ``alpha``
+    over ``n_clients`` clients (every client at least ``min_size`` rows). ``add_intercept``
+    prepends a constant-one column, so a softmax model has :math:`P=K(d+1)` parameters.
 
-    Two classes give a **binary** federation (labels in {-1, +1}: class 1 is +1, for
+    Two classes give a **binary** federation (labels in {-1, +1}, class 1 is +1: for
     :class:`~drflmodel.losses.Logistic`); three or more a multi-class one (class indices).
     """
     n_rows = check_int(n_rows, "n_rows", low=1)
