@@ -100,7 +100,7 @@ def test_from_dataframe_without_pandas_objects_gives_the_same_federation():
     (lambda d: d.assign(site=d.site.where(d.index != 5)), {}, "client column 'site' has 1 missing"),
     (lambda d: d.assign(age=pd.Timestamp("2024-01-01")), {}, "feature column 'age' cannot be encoded"),
     (lambda d: d.assign(age=[1, "x"] * 30), {}, "feature column 'age' cannot be encoded: it must be numeric, boolean or string categories; it holds int, str values"),
-    (lambda d: d.assign(outcome=np.resize(["a", "b", "c"], 60)), {}, "target column 'outcome' has 3 class(es) ['a', 'b', 'c']; a classifier needs exactly two"),
+    (lambda d: d.assign(outcome=np.resize(["a", "b", "c"], 60)), {}, "target column 'outcome' has 3 class(es) ['a', 'b', 'c']; a binary classifier needs exactly two; task='multiclass'"),
     (lambda d: d.assign(site=pd.Categorical(d.site, categories=["east", "north", "south", "west"])), {},
      "client column 'site': client 'west' has no rows"),
 ])
