@@ -46,6 +46,7 @@ from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from ..errors import InvalidParameterError
+from ._logs import flower_logs
 from .oracle import solve_on_grid, with_oracle
 from .recorder import Recorder
 
@@ -92,7 +93,7 @@ def _recording(recorder: Recorder):
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
            live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
-           **solve_options) -> ServerApp:
+           verbose: bool | None = None, **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -116,6 +117,9 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         model costs one exchange: each client's value); ``False`` records the rounds and asks the
         clients for all the values in **one** exchange at the end.
     method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
+    verbose : Flower's per-round INFO log during the run: ``None`` (default) keeps it off unless you
+        configured Flower's logger, ``True`` shows it (drflmodel's lines and Flower's warnings always
+        show; :func:`~drflmodel.flower._logs.flower_logs`).
     """
     if not isinstance(server_app, ServerApp):
         raise InvalidParameterError(f"server_app must be a Flower ServerApp; got {type(server_app).__name__}")
@@ -135,6 +139,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
 
     @app.main()
     def main(grid, context) -> None:
+        with flower_logs(verbose):
+            _graded_main(grid, context)
+
+    def _graded_main(grid, context) -> None:
         n = n_clients if n_clients is not None else len(list(grid.get_node_ids()))
         pmap = parameters
         if holds_rows:
