@@ -401,6 +401,48 @@ class Federation:
                           "add_intercept": bool(add_intercept), "standardized": scaling, "clients": fed.names}
         return fed
 
+    @classmethod
+    def from_partitions(cls, source, target: str, features=None, *, split: str | None = None, take=None,
+                        task: str | None = None, classes=None, pos_label=None, add_intercept: bool = False,
+                        standardize: bool = False) -> "Federation":
+        """One client per partition of a Flower Datasets ``FederatedDataset`` or ``Partitioner``,
+        holding exactly the rows that partition gives (its own ``load_partition``: the same
+        partitioner, the same seed and the same shuffle as the Flower app that loads it).
+
+        Parameters
+        ----------
+        source : a ``flwr_datasets.FederatedDataset`` (``split`` names the partitioned split;
+            default: its only one) or a ``flwr_datasets.partitioner.Partitioner`` whose dataset is
+            assigned (e.g. ``partitioner.dataset = datasets.Dataset.from_pandas(df)``, Flower
+            Datasets' way with local data).
+        target, features, task, classes, pos_label, add_intercept, standardize : as in
+            :meth:`from_dataframe` (``features`` default: every other column, in the dataset's
+            order; a ``ClassLabel`` target arrives as its integer codes).
+        take : the rows of each partition the app trains on: ``None`` (all), a fraction ``f`` in
+            (0, 1] (the first ``int(f * len(partition))`` rows, as Flower's quickstarts do), or a
+            function ``partition -> partition`` (e.g.
+            ``lambda p: p.train_test_split(test_size=0.2, seed=42)["train"]``).
+
+        Client *i* is partition *i* (named ``"partition-i"``); ``table_info`` records the
+        partitioner, the split and ``take``. An empty partition is an error naming it.
+        """
+        from . import _partitions
+
+        load, n, described = _partitions.resolve(source, split)
+        table = _partitions.partitions_table(load, n, take)
+        column = _partitions.PARTITION_COLUMN
+        if features is None:
+            features = [c for c in table.columns if c not in (target, column)]
+        fed = cls.from_dataframe(table, target=target, client=column, features=features, task=task,
+                                 pos_label=pos_label, add_intercept=add_intercept, standardize=standardize,
+                                 classes=classes)
+        for i, c in enumerate(fed.clients):
+            c.name = f"partition-{i}"
+        fed.table_info = {**fed.table_info, "client": None, "clients": fed.names, "source": "flower-datasets",
+                          **described, "num_partitions": n,
+                          "take": take if take is None or not callable(take) else getattr(take, "__name__", "function")}
+        return fed
+
     def _with_classes(self, classes) -> "Federation":
         """Set the original labels of the classes (multi-class; used by the data helpers)."""
         if self.task != "multiclass" or len(classes) != self.n_classes:

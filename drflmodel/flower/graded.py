@@ -22,14 +22,17 @@ r"""Grade any Flower app without editing it: :func:`graded` (its ``ServerApp``) 
 :func:`answering` adds the oracle's query handlers to the app's ``ClientApp`` (its own handlers
 are untouched): each supernode answers from the rows the app trains on.
 
-The recipe for a Flower app training a scikit-learn model (Flower's scikit-learn quickstart;
-``examples/flower_sklearn``), five lines next to the app::
+The recipe for a Flower app training a scikit-learn model on data it loads with Flower Datasets
+(Flower's scikit-learn quickstart; ``examples/flower_sklearn``), next to the app: the oracle's rows
+come from the same partitioner (:class:`~drflmodel.flower.partitions.FlowerDatasets`)::
 
     from drflmodel import flower as dmf
+    from flwr_datasets.partitioner import IidPartitioner
     from sklearnexample import client_app, server_app, task                      # the app, not edited
-    rows = lambda ctx: task.load_data(ctx.node_config["partition-id"], ctx.node_config["num-partitions"])[::2]
-    server = dmf.graded(server_app.app, estimator=task.get_model("l2", 1), trace_out="fedavg.npz")
-    client = dmf.answering(client_app.app, estimator=task.get_model("l2", 1), rows=rows, classes=task.UNIQUE_LABELS)
+    rows = dmf.FlowerDatasets("hitorilabs/iris", IidPartitioner, target="species", features=task.FEATURES, take=0.8)
+    model = task.create_log_reg_and_instantiate_parameters("l2")                # what each client trains
+    server = dmf.graded(server_app.app, estimator=model)                        # run config trace-out: saved
+    client = dmf.answering(client_app.app, estimator=model, rows=rows, classes=task.UNIQUE_LABELS)
 """
 
 from __future__ import annotations
@@ -207,8 +210,9 @@ def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None
 
     Either ``sites`` (a problem, or ``factory(context) -> problem | Site``), or ``estimator`` with
     ``rows(context) -> (X, y)`` -- the rows the app trains on at that supernode, in scikit-learn's
-    form -- and ``classes`` (classifiers: every class label, in ``classes_`` order; default the
-    estimator's ``classes_``)."""
+    form, e.g. a :class:`~drflmodel.flower.partitions.FlowerDatasets` describing how the app loads
+    its partitions -- and ``classes`` (classifiers: every class label, in ``classes_`` order;
+    default the estimator's ``classes_``)."""
     if (sites is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of sites= and estimator= (with rows=)")
     if estimator is not None:

@@ -109,3 +109,49 @@ def erm_solution(erm):
 
 def rounds_differ(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a.theta) - np.asarray(b.theta))))
+
+
+# ------------------------------------------------------------------------------ Flower Datasets offline
+IRIS_FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+def write_offline_iris(folder) -> dict:
+    """An offline stand-in of the Hugging Face data set ``hitorilabs/iris`` that Flower's
+    scikit-learn quickstart loads: scikit-learn's bundled iris (150 rows, scikit-learn's order) with
+    the columns ``sepal_length, sepal_width, petal_length, petal_width`` and ``species`` (a
+    ``ClassLabel`` 0, 1, 2), as one parquet file in ``folder/hitorilabs/iris/data`` -- where
+    ``datasets.load_dataset("hitorilabs/iris")`` finds it (a local folder of that name wins over the
+    hub). Returns the environment that keeps Hugging Face offline, with its cache in ``folder``."""
+    from pathlib import Path
+
+    datasets = pytest.importorskip("datasets")
+    from sklearn.datasets import load_iris
+
+    iris = load_iris()
+    columns = {name: iris.data[:, j].tolist() for j, name in enumerate(IRIS_FEATURES)}
+    columns["species"] = iris.target.tolist()
+    features = datasets.Features({**{name: datasets.Value("float64") for name in IRIS_FEATURES},
+                                  "species": datasets.ClassLabel(names=list(iris.target_names))})
+    target = Path(folder) / "hitorilabs" / "iris" / "data"
+    target.mkdir(parents=True, exist_ok=True)
+    datasets.Dataset.from_dict(columns, features=features).to_parquet(str(target / "train-00000-of-00001.parquet"))
+    return {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(Path(folder) / "hf-home"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+
+@pytest.fixture()
+def offline_iris(tmp_path, monkeypatch):
+    """The working directory holds the offline ``hitorilabs/iris`` (:func:`write_offline_iris`) and
+    Hugging Face is offline, its cache in ``tmp_path``."""
+    pytest.importorskip("flwr_datasets")
+    env = write_offline_iris(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-home" / "datasets")
+    monkeypatch.chdir(tmp_path)
+    datasets.disable_progress_bars()
+    return tmp_path
