@@ -112,31 +112,20 @@ def rounds_differ(a, b) -> float:
 
 
 # ------------------------------------------------------------------------------ Flower Datasets offline
-IRIS_FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
-
-
 def write_offline_iris(folder) -> dict:
-    """An offline stand-in of the Hugging Face data set ``hitorilabs/iris`` that Flower's
-    scikit-learn quickstart loads: scikit-learn's bundled iris (150 rows, scikit-learn's order) with
-    the columns ``sepal_length, sepal_width, petal_length, petal_width`` and ``species`` (a
-    ``ClassLabel`` 0, 1, 2), as one parquet file in ``folder/hitorilabs/iris/data`` -- where
-    ``datasets.load_dataset("hitorilabs/iris")`` finds it (a local folder of that name wins over the
-    hub). Returns the environment that keeps Hugging Face offline, with its cache in ``folder``."""
+    """The offline stand-in of ``hitorilabs/iris`` (examples/flower_sklearn/offline_iris.py)."""
+    import importlib.util
     from pathlib import Path
 
-    datasets = pytest.importorskip("datasets")
-    from sklearn.datasets import load_iris
+    pytest.importorskip("datasets")
+    path = Path(__file__).resolve().parents[2] / "examples" / "flower_sklearn" / "offline_iris.py"
+    spec = importlib.util.spec_from_file_location("offline_iris", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_offline_iris(folder)
 
-    iris = load_iris()
-    columns = {name: iris.data[:, j].tolist() for j, name in enumerate(IRIS_FEATURES)}
-    columns["species"] = iris.target.tolist()
-    features = datasets.Features({**{name: datasets.Value("float64") for name in IRIS_FEATURES},
-                                  "species": datasets.ClassLabel(names=list(iris.target_names))})
-    target = Path(folder) / "hitorilabs" / "iris" / "data"
-    target.mkdir(parents=True, exist_ok=True)
-    datasets.Dataset.from_dict(columns, features=features).to_parquet(str(target / "train-00000-of-00001.parquet"))
-    return {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HOME": str(Path(folder) / "hf-home"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+IRIS_FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
 
 @pytest.fixture()
