@@ -117,8 +117,8 @@ KEY_HELP: dict[str, dict[str, str]] = {
         "task": "\"regression\", \"classification\" or \"multiclass\"; npz default \"regression\", "
                 "csv/parquet default: the loss's task (\"multiclass\" for the multinomial loss)",
         "target": "csv/parquet: the label column (classification: exactly two classes, mapped to -1/+1; "
-                  "multiclass: two or more classes, mapped to 0..K-1 in sorted order, like scikit-learn's "
-                  "classes_)",
+                  "multiclass: two or more classes, mapped to 0..K-1 in sorted order, as scikit-learn "
+                  "orders classes)",
         "client": "csv/parquet, horizontal families: the column naming each row's client (one client per "
                   "value, in sorted order)",
         "features": "csv/parquet, horizontal families: the feature columns (default every other column; "

@@ -321,8 +321,8 @@ class Federation:
         client : the column of client labels; client order is the sorted unique labels (for a
             pandas ``category`` column: its sorted categories, each of which must have rows).
         features : the feature columns, in order (default: every other column). Numeric and
-            boolean columns are used as they are; string columns are one-hot encoded
-            (:mod:`drflmodel._tabular`).
+            boolean columns are used as they are; string columns are one-hot encoded (one 0/1
+            column per category, named ``"column=value"``).
         task : ``"classification"``, ``"multiclass"`` or ``"regression"``; default: inferred from
             the target -- exactly two distinct values (0/1, yes/no, ...) make a classification task,
             text with more than two distinct values a multi-class task, numbers a regression (pass
@@ -452,8 +452,10 @@ class Federation:
 
     def theta_in_file_units(self, theta) -> np.ndarray:
         """``theta`` (one coefficient per design column; multi-class: one block of them per class,
-        class-major) for the table's own units: the identity unless the federation was built with ``from_dataframe(..., standardize=True)``, whose
-        scaling it undoes (the same predictions :math:`x^\\top\\theta`; :func:`drflmodel._tabular.to_file_units`)."""
+        class-major) for the table's own units: the identity unless the federation was built with
+        ``from_dataframe(..., standardize=True)``, whose scaling it undoes -- the same predictions
+        :math:`x^\\top\\theta`: :math:`\\theta_j/s_j` on a scaled column, and the intercept shifted by
+        :math:`\\sum_j\\theta_jm_j/s_j` when the columns were centred."""
         from ._tabular import to_file_units
 
         scaling = (getattr(self, "table_info", None) or {}).get("standardized")

@@ -198,7 +198,7 @@ def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbos
     Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.graded.graded` app, whose
     ``report`` then holds the verdict). Flower's per-round INFO log stays off the terminal unless
     you configured Flower's logger or pass ``verbose=True``; Flower's warnings and drflmodel's own
-    lines always show (:func:`~drflmodel.flower._logs.flower_logs`)."""
+    lines always show."""
     import importlib
 
     from flwr.app import Context, RecordDict

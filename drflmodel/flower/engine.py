@@ -112,7 +112,7 @@ def run_many(runs, engine: str = "inprocess", num_supernodes: int | None = None,
     start-up). Their problems must have the same number of clients; runs without a ``key`` get
     ``"run0"``, ``"run1"``, ... Returns their traces in order. Flower's per-round INFO log stays
     off the terminal unless you configured Flower's logger or pass ``verbose=True``
-    (:func:`~drflmodel.flower._logs.flower_logs`)."""
+    (Flower's warnings and drflmodel's own lines always show)."""
     runs = list(runs)
     if not runs:
         raise InvalidParameterError("run_many needs at least one FlowerRun")
@@ -145,7 +145,7 @@ def simulate(server_app, client_app, num_supernodes: int, backend_config: dict |
              verbose: bool | None = None) -> None:
     """Flower's simulation engine (Ray) with drflmodel's defaults: network hygiene, one CPU per
     client actor, Flower's INFO log off the terminal unless you configured Flower's logger or pass
-    ``verbose=True`` (:func:`~drflmodel.flower._logs.flower_logs`), and Ray shut down afterwards.
+    ``verbose=True`` (Flower's warnings always show), and Ray shut down afterwards.
 
     ``backend_config`` is merged over ``{"client_resources": {"num_cpus": 1, "num_gpus": 0}}``.
     An exception raised by the ``ServerApp`` is raised here."""

@@ -122,7 +122,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
     verbose : Flower's per-round INFO log during the run: ``None`` (default) keeps it off unless you
         configured Flower's logger, ``True`` shows it (drflmodel's lines and Flower's warnings always
-        show; :func:`~drflmodel.flower._logs.flower_logs`).
+        show).
     """
     if not isinstance(server_app, ServerApp):
         raise InvalidParameterError(f"server_app must be a Flower ServerApp; got {type(server_app).__name__}")

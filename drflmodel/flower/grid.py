@@ -90,7 +90,7 @@ class LocalGrid(Grid):
     decode : decode every message from its protobuf bytes (default: encode and copy; module docstring).
     verbose : Flower's INFO log while the grid is open: ``None`` (default) keeps it quiet unless you
         configured Flower's logger, ``True`` shows it, ``False`` hides it
-        (:func:`~drflmodel.flower._logs.flower_logs`; warnings and drflmodel's lines always show).
+        (Flower's warnings and drflmodel's own lines always show).
     """
 
     def __init__(self, client_app, num_supernodes: int, node_configs=None, run_config=None,

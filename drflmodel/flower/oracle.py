@@ -245,7 +245,7 @@ def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | No
     grid (``engine="inprocess"``: Flower's messages and serialization, milliseconds each) or on
     Flower's simulation engine (``"ray"``): the clients answer from their own partitions of
     ``problem``, the server sees only their answers. ``options`` go to :func:`solve_on_grid`;
-    ``verbose`` shows Flower's INFO log (:func:`~drflmodel.flower._logs.flower_logs`)."""
+    ``verbose=True`` shows Flower's INFO log (quiet by default unless you configured Flower's logger)."""
     from .engine import simulate
     from .grid import LocalGrid
 
