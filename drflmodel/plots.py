@@ -177,7 +177,8 @@ def plot_against_optimum(panels: Mapping[str, tuple], path=None, title: str | No
     tolerance dotted); bottom row: the objective :math:`g(\\theta^r)` per round with the certified
     optimum marked -- the line at the certified value and the band between its lower and upper
     bound :math:`[L, U]` (thinner than the line when the gap is closed). One legend below the
-    figure. Returns the axes (2 x panels)."""
+    figure when every column shows the same runs, else each column's runs in its own legend.
+    Returns the axes (2 x panels)."""
     if not panels:
         raise InvalidParameterError("panels must contain at least one (solution, reports) pair")
     plt = _pyplot()
@@ -210,10 +211,16 @@ def plot_against_optimum(panels: Mapping[str, tuple], path=None, title: str | No
         if j == 0:
             top.set_ylabel(", ".join(metrics))
             bottom.set_ylabel("objective g(theta^r)")
+    runs = [tuple(reports) for _, reports in panels.values()]
+    shared = all(r == runs[0] for r in runs)          # the same runs (and colours) in every column
+    if not shared:                                    # each column names its own runs
+        for j, names in enumerate(runs):
+            axes[0, j].legend([h for h, lab in zip(*axes[0, j].get_legend_handles_labels()) if lab in names],
+                              list(names), fontsize="x-small")
     handles, labels = [], []
     for ax in (axes[0, 0], axes[1, 0]):
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
+            if lab not in labels and (shared or lab not in runs[0]):
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize="small",
