@@ -84,6 +84,7 @@ FAMILY_CLASSES = {"dro": "FederatedDRO", "fafl": "FairnessAwareFL", "wasserstein
                   "relative": "RelativeFairness", "deo": "DEOConstrained"}
 FAMILIES = tuple(FAMILY_CLASSES)
 #: weight-set names of ``problem.weights`` / ``problem.A`` / ``problem.B`` and the class of drflmodel.sets
+#: (one name per set: drflmodel.sets.WEIGHT_SET_NAMES; a former name warns, see _weight_set)
 WEIGHT_SETS = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
                "hcvar": "HCVaR", "lp_ball": "LpBall"}
 #: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
@@ -391,8 +392,9 @@ def _weight_set(spec: dict, n: int, fed, key: str):
         "hcvar": lambda: sets.HCVaR(fed.proportions, **spec),
         "lp_ball": lambda: _lp_ball(spec, n, fed),
     }
-    if name not in WEIGHT_SETS:
+    if name not in WEIGHT_SETS and name not in sets._FORMER_NAMES:
         raise ConfigError(f"'{key}.name' must be one of {', '.join(WEIGHT_SETS)}; got {name!r}")
+    name = sets.canonical_name(name, f"{key}.name")
     options = dict(spec)
     try:
         return builders[name]()

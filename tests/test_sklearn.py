@@ -122,8 +122,8 @@ def test_fit_intercept_is_an_unpenalized_intercept_where_the_family_allows_it():
     what fit_intercept=False on [1, X] fits). Relative fairness keeps an explicit penalized column."""
     X, s, site = _data()
     Z = np.c_[np.ones(len(X)), X]
-    with_icpt = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5).fit(X, s, clients=site)
-    manual = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5, fit_intercept=False).fit(Z, s, clients=site)
+    with_icpt = FederatedDRORegressor(weights="chi_square", rho=0.5, l2=0.5).fit(X, s, clients=site)
+    manual = FederatedDRORegressor(weights="chi_square", rho=0.5, l2=0.5, fit_intercept=False).fit(Z, s, clients=site)
     Xs, ss, names = _split(Z, s, site)
     fed = dm.Federation.from_arrays(Xs, ss, names=names)
     free = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.ChiSquare(3, 0.5), l2=0.5, penalize_intercept=False)
@@ -280,11 +280,11 @@ def test_deo_needs_two_groups():
 def test_pipeline_with_scaler_and_legacy_fit_params():
     X, s, site = _data()
     X = 100 * X + 5
-    pipe = make_pipeline(StandardScaler(), FederatedDROClassifier(weights="chi2", rho=1.0))
+    pipe = make_pipeline(StandardScaler(), FederatedDROClassifier(weights="chi_square", rho=1.0))
     pipe.fit(X, s > 0, federateddroclassifier__clients=site)
     est = pipe[-1]
     assert est.client_names_ == ["clinic-a", "clinic-b", "clinic-c"] and est.status_ == "optimal"
-    ref = FederatedDROClassifier(weights="chi2", rho=1.0).fit(StandardScaler().fit_transform(X), s > 0,
+    ref = FederatedDROClassifier(weights="chi_square", rho=1.0).fit(StandardScaler().fit_transform(X), s > 0,
                                                               clients=site)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-8)
     assert pipe.score(X, s > 0) > 0.7

@@ -149,13 +149,16 @@ _FIELD = re.compile(r"^(?P<name>\*{0,2}[A-Za-z_][\w.]*(?:\s*,\s*\*{0,2}[A-Za-z_]
 
 def is_prose(text: str) -> bool:
     """Whether the text after ``name :`` reads as a description rather than a type: it ends with a
-    period, holds a semicolon or a math role, or has more than four words outside literals and
+    period or a comma, holds a semicolon or a math role, wraps onto the next line (an open
+    parenthesis, a last word such as "or"), or has more than four words outside literals and
     parentheses (``int``, ``str, optional``, ``array of shape (n, d)``, ``float or None`` are types)."""
     text = text.strip()
     if not text:
         return False
-    if text.endswith((".", ";", ":")) or ";" in text or ":math:" in text:
+    if text.endswith((".", ";", ":", ",")) or ";" in text or ":math:" in text:
         return True
+    if text.count("(") != text.count(")") or text.split()[-1] in ("or", "and", "of", "the", "a", "to", "in"):
+        return True                                  # a sentence that wraps onto the next line
     bare = re.sub(r"``.*?``|`[^`]*`|\([^()]*\)|\{[^{}]*\}", "X", text)
     return len(bare.split()) > 4
 

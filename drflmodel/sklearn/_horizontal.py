@@ -37,7 +37,7 @@ REGRESSION_LOSSES = ("squared", "huber", "epsilon_insensitive", "pinball")
 WASSERSTEIN_REGRESSION_LOSSES = ("huber", "epsilon_insensitive", "pinball")
 
 #: FederatedDRO weight sets and the estimator parameters each one uses
-DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi2": ("rho",), "lp_ball": ("radius", "p"),
+DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi_square": ("rho",), "lp_ball": ("radius", "p"),
                "hcvar": ("cvar_level",), "qffl": ("q",)}
 #: domain of each weight-set parameter, checked even when it has no effect (one client)
 _DOMAINS = {"alpha": dict(low=0.0, high=1.0, low_open=True), "rho": dict(low=0.0),
@@ -98,7 +98,8 @@ class _FederatedDRO(_HorizontalEstimator):
     _renamed_parameters = {"alpha": "cvar_level"}     # scikit-learn's alpha is a regularization strength
 
     def _weight_set(self, fed):
-        name = check_choice(self.weights, "weights", tuple(DRO_WEIGHTS))
+        name = self.weights if self.weights not in _sets._FORMER_NAMES else _sets.canonical_name(self.weights)
+        name = check_choice(name, "weights", tuple(DRO_WEIGHTS))
         used = DRO_WEIGHTS[name]
         _check_unused(self, used, _DRO_PARAMETERS, f"weights={name!r}")
         values = {}
@@ -114,7 +115,7 @@ class _FederatedDRO(_HorizontalEstimator):
             return _sets.Simplex(1)   # every set inside the simplex is {1} over one client
         build = {"simplex": lambda: _sets.Simplex(n),
                  "cvar": lambda: _sets.CVaR(n, values["cvar_level"]),
-                 "chi2": lambda: _sets.ChiSquare(n, values["rho"]),
+                 "chi_square": lambda: _sets.ChiSquare(n, values["rho"]),
                  "lp_ball": lambda: _sets.LpBall(fed.proportions, values["radius"], values["p"]),
                  "hcvar": lambda: _sets.HCVaR(fed.proportions, values["cvar_level"]),
                  "qffl": lambda: _sets.QFFL(n, values["q"])}
@@ -143,7 +144,7 @@ _DRO_DOC = """Federated distributionally robust {kind} (Scaff-PD family, ``drflm
     loss : {losses} or a :class:`drflmodel.losses.Loss` instance of one of them
         (default ``{default}``).
     weights : the client-weight set :math:`\\Lambda` by name: ``"simplex"`` (AFL, default),
-        ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi2"`` (:math:`\\chi^2` penalty, needs
+        ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi_square"`` (:math:`\\chi^2` penalty, needs
         ``rho >= 0``), ``"lp_ball"`` (ball of ``radius`` > 0 in the ``p``-norm (default 2) around the
         sample proportions, within the simplex), ``"hcvar"`` (needs ``cvar_level``), ``"qffl"``
         (needs ``q > 0``). A parameter the chosen set does not use must stay ``None``.
