@@ -1,4 +1,4 @@
-"""The Scaff-PD paper's Figure 5: (a) data heterogeneity, Scaff-PD vs DRFA; (b) the number of local steps.
+r"""The Scaff-PD paper's Figure 5: (a) data heterogeneity, Scaff-PD vs DRFA; (b) the number of local steps.
 
 Yu, Karimireddy, Ma, Jordan, "SCAFF-PD: Communication Efficient Fair and Robust Federated
 Learning" (arXiv:2307.13381), Appendix F.3 (printed "E.3"): "We vary the level of data
@@ -8,10 +8,11 @@ Figure 5b demonstrates that increasing the number of local steps results in fast
 towards the optimal solution." The caption of 5a reads "Compare SCAFF-PD and DRFA under different
 levels of data heterogeneity".
 
-What the paper specifies: the synthetic recipe of its Appendix C.1 -- N = 5 clients, d = 10,
-m = 100 samples each, a ~ N(0, I), a shared x̂ ~ N(0, c² I), a per-client shift δ_i ~ N(0, σ² I),
-y = <a, x̂ + δ_i> without noise, f_i = mean squared residual + (μ_x/2)||x||², the χ² penalty; the
-metric ||x^R − x*||²; for its Figure 2, 100 local steps and parameters "selected through grid
+What the paper specifies: the synthetic recipe of its Appendix C.1 -- :math:`N = 5` clients,
+:math:`d = 10`, :math:`m = 100` samples each, :math:`a \sim \mathcal N(0, I)`, a shared
+:math:`\hat x \sim \mathcal N(0, c^2 I)`, a per-client shift :math:`\delta_i \sim \mathcal N(0, \sigma^2 I)`,
+:math:`y = \langle a, \hat x + \delta_i\rangle` without noise, :math:`f_i` = mean squared residual
+:math:`+\,\frac{\mu_x}{2}\|x\|^2`, the :math:`\chi^2` penalty; the metric :math:`\|x^R - x^\star\|^2`; for its Figure 2, 100 local steps and parameters "selected through grid
 search". It does not give c, μ_x, ρ, the values of J in Figure 5b, the step sizes or the seeds.
 Ours: c = 1, μ_x = 0.1 (``l2``), ρ = 0.1, data seed 0, x^0 = 0; x* is the certified optimum of
 the ``FederatedDRO`` oracle (its accuracy puts a floor near 1e-11 under the plotted error).

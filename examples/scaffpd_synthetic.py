@@ -1,11 +1,13 @@
-"""Reproduce the Scaff-PD synthetic convergence comparison (Yu et al. 2023, §C.1, Figure 2).
+r"""Reproduce the Scaff-PD synthetic convergence comparison (Yu et al. 2023, §C.1, Figure 2).
 
-Setup (the paper's §C.1): N = 5 clients, d = 10 features, m = 100
-samples each, a ~ N(0, I), shared x̂ ~ N(0, I), per-client shift δ_i ~ N(0, 0.1² I), y = <a, x̂+δ_i>;
-f_i(x) = mean squared residual + (μ_x/2)||x||² with μ_x = 0.1; the χ² penalty with
-ρ ∈ {0.01, 0.05, 0.1}. The exact optimum x* comes from the certified CVXPY oracle.
+Setup (the paper's §C.1): :math:`N = 5` clients, :math:`d = 10` features, :math:`m = 100` samples
+each, :math:`a \sim \mathcal N(0, I)`, a shared :math:`\hat x \sim \mathcal N(0, I)`, a per-client
+shift :math:`\delta_i \sim \mathcal N(0, 0.1^2 I)`, :math:`y = \langle a, \hat x + \delta_i\rangle`;
+:math:`f_i(x)` = the mean squared residual :math:`+\,\frac{\mu_x}{2}\|x\|^2` with :math:`\mu_x = 0.1`;
+the :math:`\chi^2` penalty with :math:`\rho \in \{0.01, 0.05, 0.1\}`. The exact optimum :math:`x^\star`
+comes from the certified oracle.
 
-Printed: the paper's quantity ||x^R − x*||² at several rounds for Scaff-PD (the step sizes of the
+Printed: the paper's quantity :math:`\|x^R - x^\star\|^2` at several rounds for Scaff-PD (the step sizes of the
 strongly-convex-strongly-concave case, Condition 3.2 and Theorem 3.5 of the paper, J local steps)
 and DRFA (same J, default steps), then the paper's two claims, each with a verdict computed from
 the printed runs:

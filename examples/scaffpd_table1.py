@@ -1,5 +1,6 @@
-"""The Scaff-PD paper's Table 1 protocol on real multi-class data available offline, and the
-relative-fairness paper's Table 1 analogue on the same data.
+r"""The Scaff-PD paper's Table 1 protocol, and the relative-fairness paper's Table 1, on digits.
+
+Both tables' protocols on real multi-class data available offline (scikit-learn's digits).
 
 Papers: Yu, Karimireddy, Ma, Jordan, "Scaff-PD: Communication Efficient Fair and Robust Federated
 Learning" (Table 1, Section 6 and Table 4); Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi,
@@ -10,7 +11,7 @@ inside scikit-learn (no download; this machine reaches no data hub), it is multi
 10 classes it is the largest bundled multi-class set. The paper's sets (CIFAR-100, TinyImageNet,
 through ResNet-18 features) cannot be had offline.
 
-**Protocol (the paper's, Section 6):** 20 clients; a Dirichlet label split Dir(alpha) per class over
+**Protocol (the paper's, Section 6):** 20 clients; a Dirichlet label split :math:`\mathrm{Dir}(\alpha)` per class over
 the clients (Li et al. 2022b's convention, ``dm.datasets.digits``, every client >= 10 rows); then the
 size imbalance (30% of the clients lose 70% of their rows, ``dm.datasets.imbalance``); each client
 splits its rows 80:20 into training and test rows (seeded); a linear softmax model (the paper's
@@ -18,10 +19,10 @@ splits its rows 80:20 into training and test rows (seeded); a linear softmax mod
 coefficient); average and worst-20% (mean of the 4 lowest of 20) client **test** accuracy; means and
 standard errors over seeds.
 
-**Where the protocol cannot be followed:** alpha = 0.01 -- with 10 classes and 20 clients almost all
+**Where the protocol cannot be followed:** :math:`\alpha = 0.01` -- with 10 classes and 20 clients almost all
 of each class lands on one client, so at most ~10 clients receive rows; the split the paper uses
 finds no draw giving every client a row of data (the script tries and prints the reason). The
-paper's alpha = 0.01 rows are printed with "n/a" on our side.
+paper's :math:`\alpha = 0.01` rows are printed with "n/a" on our side.
 
 **Methods and the objective each minimizes** (each run is printed beside the certified optimum of
 its own objective: the distance of its last model to that optimum, in the identifiable
@@ -43,18 +44,20 @@ Steps: the paper tuned each method by grid search and does not report the values
 method gets the same documented recipe -- a primal step of 1/L per round (J local steps of
 1/(L J); q-FedAvg's own 1/L; Stochastic-AFL one step of 1/L), a dual step of 1/L, with L the largest
 client smoothness -- and Scaff-PD runs its constant schedule with tau = sigma = 1/L (its theory
-schedules need mu_x = l2 and would take steps ~1e4 times smaller here). Exact gradients. The
+schedules need :math:`\mu_x = \ell_2` and would take steps ~1e4 times smaller here). Exact gradients. The
 "optimum" rows give the test accuracies of each objective's certified minimizer, i.e. what the
 method would reach if it converged.
 
 **Relative fairness (their Table 1 columns: average, worst-20%, best-20% accuracy, relative
-unfairness R_{A,B} of the test losses, Gini of the test losses)** on one setting (alpha = 0.1, first
-seed): FedAvg, SCAFFOLD, and Stochastic-AFL, DRFA, Scaff-PD on the CVaR set Delta_0.2 (their
-choice), and Scaff-PD-IA on ``RelativeFairness`` with A = B = Delta_0.2, phi = 0.2. The softmax
-objective with phi > 0 is **not certified convex** here (Proposition 10 needs
-||Lambda_phi||_1 < 1 + 2 m_f / (M_f - m_f); printed), so no "optimal" claim is made: the printed
-bracket is a valid lower bound -- the certified CVaR(0.2) lower bound, since A is inside
-Lambda_phi (in --quick mode the ERM solve's, valid when every p_i <= 0.25, i.e. p is in A) -- and
+unfairness** :math:`R_{A,B}` **of the test losses, Gini of the test losses)** on one setting
+(:math:`\alpha = 0.1`, first seed): FedAvg, SCAFFOLD, and Stochastic-AFL, DRFA, Scaff-PD on the
+CVaR set :math:`\Delta_{0.2}` (their choice), and Scaff-PD-IA on ``RelativeFairness`` with
+:math:`A = B = \Delta_{0.2}`, :math:`\varphi = 0.2`. The softmax objective with :math:`\varphi > 0` is
+**not certified convex** here (Proposition 10 needs
+:math:`\|\Lambda_\varphi\|_1 < 1 + 2 m_f / (M_f - m_f)`; printed), so no "optimal" claim is made: the
+printed bracket is a valid lower bound -- the certified CVaR(0.2) lower bound, since :math:`A` is
+inside :math:`\Lambda_\varphi` (in --quick mode the ERM solve's, valid when every :math:`p_i \le 0.25`,
+i.e. :math:`p \in A`) -- and
 the best objective value found; the script also looks for a violation of
 convexity along segments between the models it trained.
 
