@@ -16,7 +16,7 @@ import numpy as np
 from .errors import InvalidParameterError
 
 __all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_lorenz_panels", "plot_sweep",
-           "plot_error_bar_panels", "plot_against_optimum"]
+           "plot_error_bar_panels", "plot_against_optimum", "panels", "save_figure"]
 
 
 def _pyplot():
@@ -232,3 +232,20 @@ def plot_against_optimum(panels: Mapping[str, tuple], path=None, title: str | No
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
     return axes
+
+
+def panels(n: int, width: float = 6.25, height: float = 4.2):
+    """A new figure of ``n`` axes side by side (``width`` inches each), for an example's own
+    figure: ``fig, axes = panels(2)``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def save_figure(fig, path, title: str | None = None) -> None:
+    """Give ``fig`` its title, lay it out, save it to ``path`` (PNG/PDF by extension) and close it."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    _pyplot().close(fig)

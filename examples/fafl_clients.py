@@ -175,14 +175,9 @@ def figure(run: dict, path) -> None:
     """Table 2 as a picture, on one seed: the Lorenz curves of the clients' training losses at each
     certified optimum against the ERM (FedAvg) baseline on the same axes (the diagonal is perfect
     equality), and the distribution of the clients' test accuracy (sorted, worst first)."""
-    import matplotlib
+    from drflmodel.plots import panels, plot_lorenz, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from drflmodel.plots import plot_lorenz
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.2))
+    fig, (left, right) = panels(2)
     models = {m: run["models"][m] for m in ("FedAvg", "AFL", "FAFL")}
     plot_lorenz({("FedAvg (ERM baseline)" if m == "FedAvg" else m): r["train_losses"] for m, r in models.items()},
                 ax=left, title=f"Lorenz curves of the client losses (seed {run['seed']})")
@@ -194,10 +189,7 @@ def figure(run: dict, path) -> None:
     right.set_ylabel("test accuracy (%)")
     right.set_title("per-client test accuracy at the certified optima", fontsize="small")
     right.legend(fontsize="x-small", loc="lower right")
-    fig.suptitle("FAFL vs FedAvg vs AFL on Adult clients (FAFL paper, Table 2)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, "FAFL vs FedAvg vs AFL on Adult clients (FAFL paper, Table 2)")
 
 
 def main(quick: bool = False, progress: bool | None = None, out=None) -> dict:

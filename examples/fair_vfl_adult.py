@@ -156,12 +156,9 @@ def figure(rows, path) -> None:
     DEO, one line per fairness loss through the paper's eps values (a hollow marker: a ``local``
     answer with a certified lower bound), the unconstrained model marked; and the training
     objective against eps, the price of the constraint."""
-    import matplotlib
+    from drflmodel.plots import panels, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.2))
+    fig, (left, right) = panels(2)
     free = next(r for r in rows if r["eps"] is None)
     for fl in sorted({r["fairness_loss"] for r in rows if r["eps"] is not None}):
         line = sorted((r for r in rows if r["eps"] is not None and r["fairness_loss"] == fl), key=lambda r: r["eps"])
@@ -185,10 +182,7 @@ def figure(rows, path) -> None:
     right.set_ylabel("certified training objective")
     right.set_title("the price of the constraint", fontsize="small")
     right.legend(fontsize="x-small")
-    fig.suptitle("Fair vertical FL on Adult: certified optima over the paper's eps")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, "Fair vertical FL on Adult: certified optima over the paper's eps")
 
 
 def _paper_key(eps):

@@ -56,13 +56,10 @@ def figure(rows: list[dict], path) -> None:
     """Figure 3 of the paper as it reads: the relative unfairness R_AB falls as phi grows (left),
     and what each species' loss does meanwhile, at the certified optima (right; the certified
     objective dashed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from drflmodel.plots import panels, save_figure
 
     phis = [r["phi"] for r in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    fig, (left, right) = panels(2, width=6, height=4)
     left.plot(phis, [r["R"] for r in rows], marker="o")
     left.set_xlabel("phi")
     left.set_ylabel("relative unfairness R_AB")
@@ -75,10 +72,7 @@ def figure(rows: list[dict], path) -> None:
     right.set_ylabel("mean squared loss")
     right.set_title("client losses at the certified optima", fontsize="small")
     right.legend(fontsize="x-small")
-    fig.suptitle("Relative fairness on penguins (relative-fairness paper, Figure 3)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, "Relative fairness on penguins (relative-fairness paper, Figure 3)")
 
 
 def main(quick: bool = False, phis=PHIS, verbose: bool = True, progress: bool | None = None,

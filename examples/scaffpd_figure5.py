@@ -196,14 +196,9 @@ def figure(a: dict, b: dict, path) -> None:
     """Figure 5 as the paper draws it: the squared distance to the certified optimum per round.
     (a) one panel per sigma, Scaff-PD and DRFA with their best steps; (b) Scaff-PD at sigma =
     0.1, one panel per fixed local step, one curve per number of local steps J."""
-    import matplotlib
+    from drflmodel.plots import panels, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = len(a) + len(b["fixed"])
-    fig, axes = plt.subplots(1, panels, figsize=(3.6 * panels + 0.6, 3.8), squeeze=False)
-    axes = list(axes[0])
+    fig, axes = panels(len(a) + len(b["fixed"]), width=3.8, height=3.8)
     for ax, (sigma, r) in zip(axes, a.items()):
         ax.semilogy(r["scaffpd"][r["scaffpd_step"]]["errors"], label=f"Scaff-PD (eta_l = {r['scaffpd_step']:g}/L)")
         ax.semilogy(r["drfa"][r["drfa_step"]]["errors"], label=f"DRFA (best step {r['drfa_step']:g}/(LJ))")
@@ -217,10 +212,7 @@ def figure(a: dict, b: dict, path) -> None:
         ax.set_xlabel("communication round")
         ax.legend(fontsize="x-small")
     axes[0].set_ylabel("||theta^r - theta*||^2 (certified theta*)")
-    fig.suptitle("Scaff-PD paper, Figure 5 (dotted: the tolerance)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, "Scaff-PD paper, Figure 5 (dotted: the tolerance)")
 
 
 def main(quick: bool = False, out=None) -> dict:

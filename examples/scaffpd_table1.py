@@ -404,14 +404,9 @@ def figure(run: dict, path) -> None:
     objective's certified optimum against the ERM baseline on the same axes (left), and the
     table's two columns -- average and worst-20% client accuracy -- for every method's last
     iterate and every certified optimum (right)."""
-    import matplotlib
+    from drflmodel.plots import panels, plot_lorenz, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from drflmodel.plots import plot_lorenz
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.4))
+    fig, (left, right) = panels(2, width=6.5, height=4.4)
     plot_lorenz({("ERM (baseline)" if k == "ERM" else k): run["oracles"][k]["loss"] for k in ("ERM", "q-FFL", "AFL", "chi2")},
                 ax=left, title=f"client test losses at the certified optima (alpha = {run['alpha']}, seed {run['seed']})")
     for k, o in run["oracles"].items():
@@ -422,10 +417,7 @@ def figure(run: dict, path) -> None:
     right.set_ylabel("worst-20% client test accuracy (%)")
     right.set_title("Table 1's columns (hollow squares: certified optima)", fontsize="small")
     right.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.suptitle("Scaff-PD paper, Table 1 protocol on digits")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, "Scaff-PD paper, Table 1 protocol on digits")
 
 
 def main(quick: bool = False, progress: bool | None = None, out=None) -> dict:

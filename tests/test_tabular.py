@@ -263,17 +263,19 @@ def test_readme_csv_config_solves(tmp_path):
 
 
 # ------------------------------------------------------------------------------ issue 25
+def _make_clinics():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_clinics", ROOT / "examples" / "data" / "make_clinics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _clinics(n=200, seed=0):
-    """The README's CSV example as a newcomer would have it: 3 clinics, raw columns (age 25-85)."""
-    rng = np.random.default_rng(seed)
-    site = rng.choice(["north", "south", "east"], n)
-    age = rng.uniform(25, 85, n).round(0)
-    bmi = rng.normal(27, 4.5, n).round(1)
-    smoker = rng.choice(["no", "yes"], n, p=[0.7, 0.3])
-    shift = {"north": -0.3, "south": 0.2, "east": 0.5}
-    z = -6 + 0.06 * age + 0.1 * bmi + 0.8 * (smoker == "yes") + np.array([shift[s] for s in site])
-    outcome = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
-    return pd.DataFrame({"site": site, "age": age, "bmi": bmi, "smoker": smoker, "outcome": outcome})
+    """The README's CSV example as a newcomer would have it: 3 clinics, raw columns (age 25-85);
+    the seeded recipe of examples/data/make_clinics.py, which wrote the shipped clinics.csv."""
+    return _make_clinics().clinics(n, seed)
 
 
 def test_from_dataframe_infers_the_task_from_the_target():
@@ -340,13 +342,10 @@ def test_the_shipped_clinics_files_are_the_readmes_and_regenerate():
     """examples/data/clinics.csv is what make_clinics.py writes (this test's own recipe, too), and
     examples/data/clinics.toml is the README's CSV block, so `drflmodel verify
     examples/data/clinics.toml` reproduces the README's output from a clone."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_clinics", ROOT / "examples" / "data" / "make_clinics.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     shipped = pd.read_csv(ROOT / "examples" / "data" / "clinics.csv")
-    assert shipped.equals(module.clinics()) and shipped.equals(_clinics())
+    assert shipped.equals(_clinics())
+    assert shipped.shape == (200, 5) and sorted(shipped.site.unique()) == ["east", "north", "south"]
+    assert shipped.age.between(25, 85).all() and set(shipped.outcome) == {0, 1}
     (toml,) = re.findall(r"```toml csv\n(.*?)```", README.read_text(), flags=re.S)
     assert (ROOT / "examples" / "data" / "clinics.toml").read_text() == toml
 
