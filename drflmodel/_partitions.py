@@ -25,8 +25,8 @@ from .errors import InvalidDataError, InvalidParameterError
 
 __all__ = ["resolve", "check_take", "take_rows", "partition_frame", "partitions_table"]
 
-#: the client column of the pooled table (one value per partition id)
-PARTITION_COLUMN = "__partition__"
+#: the client column of the pooled table: ``"partition-i"`` (zero-padded to sort as numbers)
+PARTITION_COLUMN = "partition"
 
 
 def resolve(source, split: str | None = None):
@@ -82,13 +82,14 @@ def partition_frame(load, partition_id: int, take=None):
 
 
 def partitions_table(load, num_partitions: int, take=None):
-    """Every partition's rows in one DataFrame, with the partition id in :data:`PARTITION_COLUMN`."""
+    """Every partition's rows in one DataFrame, with ``"partition-i"`` in :data:`PARTITION_COLUMN`."""
     import pandas as pd
 
-    frames = []
+    frames, width = [], len(str(num_partitions - 1))
     for i in range(num_partitions):
         frame = partition_frame(load, i, take).reset_index(drop=True)
         if PARTITION_COLUMN in frame.columns:
-            raise InvalidDataError(f"the data already has a column named {PARTITION_COLUMN!r}")
-        frames.append(frame.assign(**{PARTITION_COLUMN: np.full(len(frame), i)}))
+            raise InvalidDataError(f"the data already has a column named {PARTITION_COLUMN!r} (the client "
+                                   "column of the partitions); rename it")
+        frames.append(frame.assign(**{PARTITION_COLUMN: np.full(len(frame), f"partition-{i:0{width}d}")}))
     return pd.concat(frames, ignore_index=True)

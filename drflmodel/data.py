@@ -423,8 +423,9 @@ class Federation:
             function ``partition -> partition`` (e.g.
             ``lambda p: p.train_test_split(test_size=0.2, seed=42)["train"]``).
 
-        Client *i* is partition *i* (named ``"partition-i"``); ``table_info`` records the
-        partitioner, the split and ``take``. An empty partition is an error naming it.
+        Client *i* is partition *i*, named ``"partition-i"`` (zero-padded from 11 partitions on, so
+        that the names sort like the ids); ``table_info`` records the partitioner, the split and
+        ``take``. An empty partition is an error naming it.
         """
         from . import _partitions
 
@@ -436,8 +437,6 @@ class Federation:
         fed = cls.from_dataframe(table, target=target, client=column, features=features, task=task,
                                  pos_label=pos_label, add_intercept=add_intercept, standardize=standardize,
                                  classes=classes)
-        for i, c in enumerate(fed.clients):
-            c.name = f"partition-{i}"
         fed.table_info = {**fed.table_info, "client": None, "clients": fed.names, "source": "flower-datasets",
                           **described, "num_partitions": n,
                           "take": take if take is None or not callable(take) else getattr(take, "__name__", "function")}

@@ -144,3 +144,14 @@ def test_the_graded_quickstart_through_the_bridge_is_quiet_and_certified(tmp_pat
     sol = central.problem.solve()
     assert abs(float(upper) - sol.upper_bound) <= 1e-8 * abs(sol.upper_bound)
     assert (tmp_path / "fedavg.npz").is_file()
+
+
+def test_many_partitions_keep_their_order():
+    """From 11 partitions on the names are zero-padded, so client i is still partition i."""
+    table = _table(n=240)
+    partitioner = IidPartitioner(num_partitions=12)
+    partitioner.dataset = datasets.Dataset.from_pandas(table)
+    fed = dm.Federation.from_partitions(partitioner, target="label")
+    assert fed.names == [f"partition-{i:02d}" for i in range(12)]
+    for i, client in enumerate(fed.clients):
+        np.testing.assert_array_equal(client.X, partitioner.load_partition(i).to_pandas()[["x1", "x2"]].to_numpy())
