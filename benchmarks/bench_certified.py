@@ -27,7 +27,7 @@ with ``l2 = 1e-3`` and the intercept unpenalized, at P = 51 (10k x 50 and 100k x
   ``LogisticRegression`` (lbfgs, newton-cg, newton-cholesky; ``tol=1e-8``; ``C = 1/(l2 N)``, the
   same objective); the ratio is against the fastest of them;
 * ``chi2``: ``FederatedDRO`` with ``ChiSquare(20, 0.1)`` against SciPy's L-BFGS-B on the smooth dual
-  in :math:`(\theta,\eta)` (``benchmarks/_scale_baselines.py``: plain numpy losses, the tolerances of
+  in (theta, eta) (``benchmarks/_scale_baselines.py``: plain numpy losses, the tolerances of
   scikit-learn's lbfgs);
 * ``cvar``: ``CVaR(20, 0.2)`` against L-BFGS-B on the softplus-smoothed dual (mu = 1e-4).
 
