@@ -41,7 +41,7 @@ _LAZY = {
     "conformance": ("drflmodel.landing", "conformance"),
 }
 _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "errors", "objectives",
-               "problems", "solvers", "verify", "plots", "cli", "landing"}
+               "problems", "solvers", "verify", "plots", "cli", "landing", "instances"}
 
 __all__ = sorted(list(_LAZY) + list(_SUBMODULES) + ["__version__"])
 

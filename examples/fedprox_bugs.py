@@ -1,4 +1,4 @@
-"""FedProx bugs that shipped, caught by a certified landing point: Flower's FedProx strategy, four clients.
+"""FedProx bugs that shipped, caught by a certified landing point (Flower's FedProx strategy).
 
 FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, "Federated optimization in heterogeneous
 networks", MLSys 2020, Algorithm 2) changes nothing on the server: each client adds the proximal

@@ -91,6 +91,11 @@ def _check_smooth_horizontal(problem, name: str) -> None:
         raise InvalidParameterError(
             f"{name}'s landing point needs a horizontal problem with client objectives (FederatedDRO); "
             f"got {type(problem).__name__}")
+    if not getattr(problem.objectives, "holds_rows", True):
+        raise InvalidParameterError(
+            f"{name}'s landing point runs every client's local steps from many models; this problem's rows "
+            "are on remote clients (a federated oracle, e.g. of a graded Flower app): pass the problem "
+            "with the rows (the FederatedDRO the app trains, or dm.from_sklearn(estimator, X, y, clients))")
     loss = problem.loss
     if not np.isfinite(getattr(loss, "smoothness", np.inf)):
         raise StrategyNotCharacterized(

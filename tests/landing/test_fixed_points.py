@@ -322,3 +322,10 @@ def test_results_serialize_to_json(logistic):
         d = json.loads(fp.to_json())
         assert d["status"] == fp.status and np.allclose(d["theta"], fp.theta)
         assert fp.source in fp.summary()
+
+
+def test_a_problem_whose_rows_are_remote_is_refused_with_what_to_pass(logistic, monkeypatch):
+    prob, _ = logistic
+    monkeypatch.setattr(prob.objectives, "holds_rows", False, raising=False)
+    with pytest.raises(InvalidParameterError, match="rows are on remote clients.*pass the problem with the rows"):
+        fixed_point(prob, "FedAvg", local_steps=3, step_size=0.1)
