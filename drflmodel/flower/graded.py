@@ -125,7 +125,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             "(flwr.serverapp.strategy); this app has no main (it uses server_fn, Flower's legacy strategies)")
     if (oracle is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of oracle= (a problem or a factory) and estimator=")
-    from ..problems._base import Problem
+    from ..problems.engine.problem import Problem
 
     holds_rows = isinstance(oracle, Problem)
     if solution is not None and not holds_rows:
