@@ -104,7 +104,7 @@ class Instance:
 
     def problem(self, family: str = "erm", q: float = 1.0):
         """The :class:`~drflmodel.problems.dro.FederatedDRO` of ``family`` on the training federation."""
-        from ..problems.dro import FederatedDRO
+        from ..problems import FederatedDRO
 
         return FederatedDRO(self.train, self.loss_object(), weights=self.weight_set(family, q), l2=self.l2)
 
