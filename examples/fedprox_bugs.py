@@ -15,7 +15,7 @@ bugs of that term shipped in federated-learning libraries, each fixed after user
   baseline": ``proximal_term += (local_weights - global_weights).norm(2)``, i.e.
   (mu/2) sum_layers ||w - w_t||, whose gradient (mu/2)(w - w_t)/||w - w_t|| has constant length.
   Flower 1.41's ``FedProx`` docstring still shows the unsquared norm;
-* **mu ignored** -- OpenFL issue #823, "getting same model despite different mu values", fixed by
+* **mu ignored** -- OpenFL report #823, "getting same model despite different mu values", fixed by
   OpenFL PR #1634: the tutorial called ``set_old_weights`` after the backward pass, right before
   ``optimizer.step()``, so the reference weights equal the current ones and the optimizer's
   ``mu * (p - w_old)`` is zero: every mu gives the same model.
@@ -78,58 +78,56 @@ def _loss_gradient(view, layers):
     return out
 
 
+def _local_training(view, received, lr, steps, proximal_gradient):
+    """``steps`` gradient steps from the received layers; ``proximal_gradient(net)`` yields, layer by
+    layer, what the client adds for the proximal term (the only line the four clients differ in)."""
+    net = [w.copy() for w in received]
+    for _ in range(steps):
+        grads = _loss_gradient(view, net)
+        for k, extra in enumerate(proximal_gradient(net)):
+            grads[k] = grads[k] + extra
+        net = [w - lr * g for w, g in zip(net, grads)]
+    return net
+
+
 def train_correct(view, received, mu, lr, steps):
     """FedProx as published: detached copies of the global layers, made before training; the
     gradient of (mu/2) ||w - w_t||^2 is mu (w - w_t)."""
-    net = [w.copy() for w in received]
     global_params = [w.copy() for w in received]
-    for _ in range(steps):
-        grads = _loss_gradient(view, net)
-        for k, (w, w_t) in enumerate(zip(net, global_params)):
-            grads[k] = grads[k] + mu * (w - w_t)
-        net = [w - lr * g for w, g in zip(net, grads)]
-    return net
+    return _local_training(view, received, lr, steps,
+                           lambda net: (mu * (w - w_t) for w, w_t in zip(net, global_params)))
 
 
 def train_term_zero(view, received, mu, lr, steps):
     """Flower PR #1654: the global parameters are a one-shot iterator (``copy.deepcopy(net).parameters()``);
     the first ``zip`` consumes it, every later step adds no proximal gradient."""
-    net = [w.copy() for w in received]
     global_params = iter([w.copy() for w in received])
-    for _ in range(steps):
-        grads = _loss_gradient(view, net)
-        for k, (w, w_t) in enumerate(zip(net, global_params)):
-            grads[k] = grads[k] + mu * (w - w_t)
-        net = [w - lr * g for w, g in zip(net, grads)]
-    return net
+    return _local_training(view, received, lr, steps,
+                           lambda net: (mu * (w - w_t) for w, w_t in zip(net, global_params)))
 
 
 def train_unsquared(view, received, mu, lr, steps):
     """Flower PR #2210: the term is (mu/2) sum_layers ||w - w_t|| (no square); its gradient is
     (mu/2)(w - w_t)/||w - w_t||, zero where w = w_t (autograd's choice at the kink)."""
-    net = [w.copy() for w in received]
     global_params = [w.copy() for w in received]
-    for _ in range(steps):
-        grads = _loss_gradient(view, net)
-        for k, (w, w_t) in enumerate(zip(net, global_params)):
-            norm = np.linalg.norm(w - w_t)
-            if norm > 0:
-                grads[k] = grads[k] + 0.5 * mu * (w - w_t) / norm
-        net = [w - lr * g for w, g in zip(net, grads)]
-    return net
+
+    def unsquared(w, w_t):
+        norm = np.linalg.norm(w - w_t)
+        return 0.5 * mu * (w - w_t) / norm if norm > 0 else np.zeros_like(w)
+
+    return _local_training(view, received, lr, steps,
+                           lambda net: (unsquared(w, w_t) for w, w_t in zip(net, global_params)))
 
 
 def train_mu_ignored(view, received, mu, lr, steps):
-    """OpenFL issue #823 / PR #1634: the optimizer's reference weights are set after the backward pass,
-    right before each step, so its ``mu * (p - w_old)`` is zero."""
-    net = [w.copy() for w in received]
-    for _ in range(steps):
-        grads = _loss_gradient(view, net)
-        w_old = [w.copy() for w in net]              # set_old_weights(...) just before optimizer.step()
-        for k, (w, w_o) in enumerate(zip(net, w_old)):
-            grads[k] = grads[k] + mu * (w - w_o)
-        net = [w - lr * g for w, g in zip(net, grads)]
-    return net
+    """OpenFL #823 / PR #1634: the optimizer's reference weights are set after the backward pass,
+    right before each step (``set_old_weights``), so its ``mu * (p - w_old)`` is zero."""
+
+    def reset_then_pull(net):
+        w_old = [w.copy() for w in net]
+        return (mu * (w - w_o) for w, w_o in zip(net, w_old))
+
+    return _local_training(view, received, lr, steps, reset_then_pull)
 
 
 CLIENTS = {"correct": train_correct, "term zero (Flower #1654)": train_term_zero,
@@ -211,7 +209,7 @@ def _main(rounds: int, out) -> dict:
                       "missing": rep.missing, "text": rep.text, "report": rep, "theta": finals[name]}
         shown = "-" if d_fp is None else f"{d_fp:.2e}"
         print(f"{name:<28}{rep.verdict:<12}{rep.evidence or '-':<10}{shown:>12}{f['dist_optimum']:>12.2e}  "
-              f"{(rep.matches or '-')[:60]}")
+              f"{(rep.matches or '-').split(':')[0]}")
     print()
     for name, rep in reports.items():
         print(f"{name}: {rep.text}")

@@ -12,16 +12,6 @@ import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.landing import StrategyNotCharacterized, conformance, fixed_point
 
-L2 = 0.1
-
-
-@pytest.fixture(scope="module")
-def logistic():
-    fed = dm.datasets.synthetic_classification(n_clients=5, dim=5, samples=[30, 60, 90, 45, 75],
-                                               heterogeneity=1.5, add_intercept=True, seed=4)
-    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=L2)
-    return prob, prob.solve()
-
 
 def test_a_fedprox_run_lands_on_its_point_with_the_drift_stated(logistic):
     prob, sol = logistic

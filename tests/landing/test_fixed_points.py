@@ -11,6 +11,8 @@ from drflmodel.errors import InvalidParameterError
 from drflmodel.landing import StrategyNotCharacterized, fixed_point
 from drflmodel.landing.contraction import contraction_factors, local_iterates
 from drflmodel.landing.moreau import moreau_certificate, strong_convexity_modulus
+# the closed forms of the FedProx tests, computed from the raw rows (squared loss, ridge 0.1)
+from tests.solvers.test_fedprox import _raw, fixed_point_exact_prox, fixed_point_local_steps
 
 L2 = 0.1
 
@@ -23,52 +25,13 @@ def quadratic():
     return dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=L2)
 
 
-@pytest.fixture(scope="module")
-def logistic():
-    fed = dm.datasets.synthetic_classification(n_clients=5, dim=5, samples=[30, 60, 90, 45, 75],
-                                               heterogeneity=1.5, add_intercept=True, seed=4)
-    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=L2)
-    return prob, prob.solve()
-
-
-def _raw(prob):
-    """Per client (p_i, H_i, b_i) with f_i(t) = t'H_i t/2 - b_i't + const, from the rows:
-    f_i = mean (x't - y)^2 + l2/2 |t|^2, so H_i = 2 X'X/N + l2 I and b_i = 2 X'y/N."""
-    d = prob.dim
-    return [(p, 2 * c.X.T @ c.X / len(c.y) + L2 * np.eye(d), 2 * c.X.T @ c.y / len(c.y))
-            for p, c in zip(prob.federation.proportions, prob.federation.clients)]
-
-
-def closed_form_local_steps(prob, J, eta, mu=0.0):
-    """u_J(x) = M^J x + sum_{k<J} M^k eta (b + mu x), M = I - eta (H + mu I): solve x = sum p_i u_J(x)."""
-    d = prob.dim
-    A, c = np.zeros((d, d)), np.zeros(d)
-    for p, H, b in _raw(prob):
-        M = np.eye(d) - eta * (H + mu * np.eye(d))
-        S = sum(np.linalg.matrix_power(M, k) for k in range(J))
-        A += p * (np.linalg.matrix_power(M, J) + eta * mu * S)
-        c += p * eta * S @ b
-    return np.linalg.solve(np.eye(d) - A, c)
-
-
-def closed_form_exact_prox(prob, mu):
-    """x = sum_i p_i (H_i + mu I)^{-1} (b_i + mu x)."""
-    d = prob.dim
-    A, c = np.eye(d), np.zeros(d)
-    for p, H, b in _raw(prob):
-        R = np.linalg.inv(H + mu * np.eye(d))
-        A -= p * mu * R
-        c += p * R @ b
-    return np.linalg.solve(A, c)
-
-
 # --------------------------------------------------------------------------- closed forms
 @pytest.mark.parametrize("J,scale", [(1, 1.0), (5, 1.0), (20, 0.5), (10, 1.9)])
 def test_fedavg_matches_the_closed_form_of_quadratics(quadratic, J, scale):
     L = float(np.max(quadratic.objectives.smoothness()))
     eta = scale / (L * J) if scale < 1.5 else scale / L          # last case: a large local step
     fp = fixed_point(quadratic, "FedAvg", local_steps=J, step_size=eta)
-    exact = closed_form_local_steps(quadratic, J, eta)
+    exact = fixed_point_local_steps(quadratic, 0.0, J, eta)
     assert fp.status == "certified"
     err = np.linalg.norm(fp.theta - exact)
     assert err <= fp.radius                                    # the certificate holds
@@ -88,14 +51,14 @@ def test_fedprox_local_steps_match_the_closed_form(quadratic, mu, J):
     L = float(np.max(quadratic.objectives.smoothness()))
     eta = 1.0 / ((L + mu) * J)
     fp = fixed_point(quadratic, "FedProx", mu=mu, local_steps=J, step_size=eta)
-    exact = closed_form_local_steps(quadratic, J, eta, mu)
+    exact = fixed_point_local_steps(quadratic, mu, J, eta)
     assert fp.status == "certified" and np.linalg.norm(fp.theta - exact) <= min(fp.radius, 1e-12)
 
 
 @pytest.mark.parametrize("mu", [0.01, 1.0, 100.0])
 def test_fedprox_exact_matches_the_closed_form(quadratic, mu):
     fp = fixed_point(quadratic, "FedProx", mu=mu, local_steps="exact")
-    exact = closed_form_exact_prox(quadratic, mu)
+    exact = fixed_point_exact_prox(quadratic, mu)
     assert fp.status == "certified" and fp.kind == "moreau"
     assert np.linalg.norm(fp.theta - exact) <= fp.radius + 1e-14
     assert np.linalg.norm(fp.theta - exact) <= 1e-11
