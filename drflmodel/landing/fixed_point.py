@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_probability_vector, check_real
-from ..errors import InvalidParameterError
+from .._validation import as_finite_array, check_int, check_probability_vector, check_real
+from ..errors import InvalidDataError, InvalidParameterError
 from .contraction import ROUNDING_ALLOWANCE, contraction_factors, solve_local_steps_fixed_point
 from .moreau import moreau_certificate, solve_moreau_fixed_point, strong_convexity_modulus
 from .result import FixedPoint
@@ -174,6 +174,10 @@ def fixed_point(problem, strategy, *, local_steps=None, step_size=None, mu=None,
     if char.kind == "optimum":
         return _optimum_point(problem, char, config, tol, solution)
     _check_smooth_horizontal(problem, char.name)
+    if theta0 is not None:
+        theta0 = as_finite_array(theta0, "theta0", ndim=1)
+        if theta0.shape != (int(problem.dim),):
+            raise InvalidDataError(f"theta0 must have shape ({problem.dim},); got {theta0.shape}")
     p = client_weights(problem, weights)
     mu_value = check_real(config.get("mu", 0.0), "mu", low=0.0, low_open=char.name == "FedProx")
     if char.name != "FedProx" and "mu" in config and config["mu"] != 0:

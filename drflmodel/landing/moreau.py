@@ -29,17 +29,29 @@ of convex terms). At any point :math:`\hat x` with gradient :math:`g`, whose dua
     F(\hat x)-\frac{\|g\|_*^2}{2\kappa}\;\le\;\min F\;\le\;F(\hat x),\qquad
     \|\hat\theta-\theta^\star\|\le\frac{\|g\|_*}{\kappa}.
 
-The point is found by a Newton-CG method on :math:`F` (Hessian-vector products of the clients'
-objectives only, vectorized across clients) with a backtracking line search.
+The point is found by Newton's method on :math:`F` with a backtracking line search. The Newton
+system is solved exactly by eliminating the :math:`u_i` when the clients' Hessians fit
+(:math:`nP^2\le` ``DIRECT_MAX_ENTRIES``): with :math:`A_i=\nabla^2f_i(u_i)+\mu I`,
+
+.. math::
+
+    \Big(\mu I-\mu^2\sum_ip_iA_i^{-1}\Big)\delta\theta=-g_\theta-\mu\sum_iA_i^{-1}g_{u_i},\qquad
+    \delta u_i=A_i^{-1}\big(\mu\,\delta\theta-g_{u_i}/p_i\big);
+
+otherwise by conjugate gradients on Hessian-vector products (vectorized across clients).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 from scipy.sparse.linalg import LinearOperator, cg
 
 __all__ = ["joint_value", "joint_gradient", "strong_convexity_modulus", "moreau_certificate",
-           "solve_moreau_fixed_point"]
+           "solve_moreau_fixed_point", "DIRECT_MAX_ENTRIES"]
+
+#: the largest n P^2 (entries of the clients' Hessians) for which the Newton system is solved directly
+DIRECT_MAX_ENTRIES = 5e7
 
 
 def joint_value(objectives, weights, mu, theta, U) -> float:
@@ -77,9 +89,30 @@ def moreau_certificate(objectives, weights, mu, theta, U, kappa: float) -> dict:
             "radius": float(np.sqrt(dual_sq)) / kappa, "dual_norm": float(np.sqrt(dual_sq))}
 
 
+def _direct_newton_step(objectives, p, mu, U, g_theta, g_U):
+    """The exact Newton step by eliminating the local models (module docstring); clients with
+    :math:`p_i=0` do not enter :math:`F` and keep their point."""
+    n, P = U.shape
+    eye = np.eye(P)
+    S = mu * float(np.sum(p)) * eye
+    rhs = -g_theta.copy()
+    factors = {}
+    for i in np.flatnonzero(p > 0):
+        H = objectives.restricted(int(i)).weighted_hessian(U[i], np.ones(1))
+        c = cho_factor(0.5 * (H + H.T) + mu * eye)
+        factors[i] = c
+        S -= mu * mu * p[i] * cho_solve(c, eye)
+        rhs -= mu * cho_solve(c, g_U[i])
+    d_theta = np.linalg.solve(0.5 * (S + S.T), rhs)
+    d_U = np.zeros_like(U)
+    for i, c in factors.items():
+        d_U[i] = cho_solve(c, mu * d_theta - g_U[i] / p[i])
+    return d_theta, d_U
+
+
 def solve_moreau_fixed_point(objectives, weights, mu: float, theta0=None, tol: float = 1e-13,
                              max_newton: int = 100) -> dict:
-    r"""Minimize :math:`F` by Newton-CG (module docstring). Returns ``{"theta", "U", "dual_norm",
+    r"""Minimize :math:`F` by Newton's method (module docstring). Returns ``{"theta", "U", "dual_norm",
     "newton_steps", "cg_iterations"}``; stops when :math:`\|g\|_*\le` ``tol`` :math:`\max(1,\|\theta\|)`
     or no step decreases :math:`F`."""
     p = np.asarray(weights, float)
@@ -100,6 +133,7 @@ def solve_moreau_fixed_point(objectives, weights, mu: float, theta0=None, tol: f
         return float(np.sqrt(g_theta @ g_theta + np.sum(np.sum(g_U[keep] ** 2, axis=1) / p[keep])))
 
     newton = cg_its = 0
+    direct = n * P * P <= DIRECT_MAX_ENTRIES and hasattr(objectives, "restricted")
     g_theta, g_U = joint_gradient(objectives, p, mu, theta, U)
     F = joint_value(objectives, p, mu, theta, U)
     while newton < max_newton:
@@ -124,13 +158,17 @@ def solve_moreau_fixed_point(objectives, weights, mu: float, theta0=None, tol: f
         def count(_):
             counter["k"] += 1
 
-        H = LinearOperator((size, size), matvec=hessp, dtype=float)
-        M = LinearOperator((size, size), matvec=precond, dtype=float)
         g = np.concatenate([g_theta, g_U.ravel()])
-        step, _ = cg(H, -g, rtol=1e-10, atol=0.0, maxiter=10 * size, M=M, callback=count)
-        cg_its += counter["k"]
+        if direct:
+            d_theta, d_U = _direct_newton_step(objectives, p, mu, U, g_theta, g_U)
+            step = np.concatenate([d_theta, d_U.ravel()])
+        else:
+            H = LinearOperator((size, size), matvec=hessp, dtype=float)
+            M = LinearOperator((size, size), matvec=precond, dtype=float)
+            step, _ = cg(H, -g, rtol=1e-10, atol=0.0, maxiter=10 * size, M=M, callback=count)
+            cg_its += counter["k"]
+            d_theta, d_U = split(step)
         newton += 1
-        d_theta, d_U = split(step)
         slope = float(g @ step)
         if not slope < 0:                     # not a descent direction: the gradient instead
             d_theta, d_U, slope = -g_theta, -g_U, -float(g @ g)

@@ -292,3 +292,37 @@ def test_a_problem_whose_rows_are_remote_is_refused_with_what_to_pass(logistic, 
     monkeypatch.setattr(prob.objectives, "holds_rows", False, raising=False)
     with pytest.raises(InvalidParameterError, match="rows are on remote clients.*pass the problem with the rows"):
         fixed_point(prob, "FedAvg", local_steps=3, step_size=0.1)
+
+
+@pytest.mark.slow
+def test_a_long_scaff_pd_run_lands_on_the_certified_saddle_point():
+    """Scaff-PD on a chi-square DRO problem (the Scaff-PD tests' instance): 3000 rounds of its
+    strongly-convex-strongly-concave schedule land within tol + radius of the oracle's optimum,
+    the radius sqrt(2 (U - L) / m) coming from the oracle's own gap."""
+    from drflmodel.landing import conformance
+    from tests.solvers.test_scaffpd import _problem
+
+    prob = _problem(dm.sets.ChiSquare(5, 0.1))
+    sol = prob.solve()
+    fp = fixed_point(prob, "Scaff-PD", solution=sol)
+    assert fp.status in ("certified", "certified_within_radius") and fp.radius < 1e-5
+    tr = dm.solvers.ScaffPD(rounds=3000, local_steps=10).run(prob, seed=0)
+    rep = conformance(tr, prob, solution=sol)
+    assert rep.passed and rep.drift == 0.0
+
+
+def test_the_matrix_free_paths_give_the_same_certified_points(logistic, monkeypatch):
+    """Without the dense helpers (GMRES unpreconditioned; the Moreau Newton system by conjugate
+    gradients instead of eliminating the local models) the same points are certified."""
+    from drflmodel.landing import contraction, moreau
+
+    prob, _ = logistic
+    dense = (fixed_point(prob, "FedProx", mu=0.5, local_steps=6, step_size=0.05),
+             fixed_point(prob, "FedProx", mu=0.5, local_steps="exact"))
+    monkeypatch.setattr(contraction, "PRECONDITION_MAX_DIM", 0)
+    monkeypatch.setattr(moreau, "DIRECT_MAX_ENTRIES", 0)
+    free = (fixed_point(prob, "FedProx", mu=0.5, local_steps=6, step_size=0.05),
+            fixed_point(prob, "FedProx", mu=0.5, local_steps="exact"))
+    for a, b in zip(dense, free):
+        assert b.status == "certified" and np.linalg.norm(a.theta - b.theta) <= a.radius + b.radius
+    assert free[1].info["cg_iterations"] > 0 == dense[1].info["cg_iterations"]
