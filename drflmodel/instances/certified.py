@@ -180,7 +180,8 @@ def certify(instance: Instance, families=None, cache: bool = True, cache_path=No
 
     Parameters
     ----------
-    instance : from :func:`~drflmodel.instances.fedprox_synthetic`, :func:`~drflmodel.instances.leaf_synthetic`
+    instance : Instance
+        From :func:`~drflmodel.instances.fedprox_synthetic`, :func:`~drflmodel.instances.leaf_synthetic`
         or :func:`~drflmodel.instances.adult_doctorate`.
     families : ``"erm"``, ``"afl"``, ``"qffl"`` or ``("qffl", q)`` (default: ``instance.families``).
     cache : read and write the cache (module docstring).

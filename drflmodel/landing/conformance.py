@@ -87,8 +87,8 @@ class Conformance:
     rows : per round: ``dist_fixed_point``, ``dist_optimum``, ``step`` (the move to the next round).
     drift : distance from the landing point to the optimum, and ``drift_objective`` the relative
         objective excess there -- what the strategy gives up by design.
-    evidence : ``"proved"`` (a certified bound broken), ``"observed"`` (stopped away from the point)
-        or ``""``.
+    evidence : str
+        ``"proved"`` (a certified bound broken), ``"observed"`` (stopped away from the point) or ``""``.
     matches : the alternative landing point the run matches, when it landed elsewhere.
     """
 

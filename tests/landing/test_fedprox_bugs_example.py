@@ -20,18 +20,17 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fedprox_bugs.py"
 
 
 @pytest.fixture(scope="module")
-def result():
+def result(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("_example_fedprox_bugs", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("fedprox_bugs")
     buf = io.StringIO()
     with warnings.catch_warnings(), redirect_stdout(buf):
         warnings.simplefilter("ignore")
-        res = mod.main(quick=True)
-    import matplotlib.pyplot as plt
-
-    plt.close(res["figure"])
+        res = mod.main(quick=True, out=out)
+    res["png"] = out / "fedprox_bugs.png"
     return mod, res, buf.getvalue()
 
 
@@ -69,3 +68,12 @@ def test_the_drift_is_expected_and_stated(result):
     drift = np.linalg.norm(landing.theta - sol.theta)
     assert drift > 1e-3 and landing.status == "certified"
     assert "drift from the optimum" in res["rows"]["correct"]["text"]
+
+
+def test_the_figure_is_written(result):
+    import matplotlib.image
+
+    _, res, out = result
+    image = matplotlib.image.imread(res["png"])
+    assert image.shape[0] > 200 and image.shape[1] > 400 and image.std() > 0.01
+    assert f"figure: {res['png']}" in out
