@@ -92,7 +92,7 @@ from ...errors import InvalidDataError, InvalidParameterError
 from ...losses import Loss, Squared
 from ...solution import Solution
 from ..engine.problem import VerticalProblem
-from ..engine.solvers import installed_solvers
+from ..engine.solvers import solver_order
 from .lagrangian import Lagrangian
 from .local import DCRoute, PenaltyLocalRoute
 from .routes import ConvexRoute
@@ -433,9 +433,9 @@ class DEOConstrained(Lagrangian, VerticalProblem):
             self._parameters["eps"].value = self.eps_deo
 
     def solver_order(self) -> list[str]:
-        avail = set(installed_solvers())
-        order = ["CLARABEL", "SCS"] if self.problem_class == "squared_fair_qcqp" else ["CLARABEL", "ECOS", "SCS"]
-        return [s for s in order if s in avail]
+        """The documented solver order; the semidefinite one for the squared-loss QCQP (its route
+        solves a Shor SDP)."""
+        return solver_order(semidefinite=self.problem_class == "squared_fair_qcqp")
 
     # ------------------------------------------------------------------ feasibility
     def shrink_to_feasible(self, theta, margin: float = 0.0) -> tuple[np.ndarray, float]:

@@ -127,7 +127,7 @@ class ConvexRoute(DEORoute):
                 best = sol
             if status == "optimal":
                 break
-        return best if best is not None else problem._failed_solution(seq.attempts)
+        return best if best is not None else problem._failed_solution(seq.attempts, seq.failure())
 
     @staticmethod
     def _piecewise_dual(problem, request, theta, lam, lb, lb_method, certificate, info):

@@ -309,4 +309,4 @@ class SDPRoute(DEORoute):
                 best = sol
             if status == "optimal":
                 break
-        return best if best is not None else problem._failed_solution(seq.attempts)
+        return best if best is not None else problem._failed_solution(seq.attempts, seq.failure())

@@ -42,7 +42,7 @@ from ...objectives import ClientObjectives, minibatch_indices
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
 from .route import Route, dispatch
-from .solvers import installed_solvers
+from .solvers import failure_reason, solver_order
 
 __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
@@ -164,13 +164,8 @@ class ProblemBase:
         raise NotImplementedError
 
     def solver_order(self) -> list[str]:
-        """Open solvers to try, in order, for this problem's cone types."""
-        prob = self.build()
-        has_sdp = (any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
-                   or any(v.attributes.get("PSD") or v.attributes.get("NSD") for v in prob.variables()))
-        order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
-        avail = set(installed_solvers())
-        return [s for s in order if s in avail]
+        """Open solvers to try, in order, for this problem's cone types (:func:`~.solvers.solver_order`)."""
+        return solver_order(self.build())
 
     def _certify(self, solver: str) -> Solution:
         """Turn the solved CVXPY problem into a certified :class:`Solution`."""
@@ -219,10 +214,13 @@ class ProblemBase:
             return "local"
         return status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)
 
-    def _failed_solution(self, attempts) -> Solution:
+    def _failed_solution(self, attempts, reason: str | None = None) -> Solution:
+        """The honest ``"failed"`` answer: no point, no bound; ``info["reason"]`` says why (default:
+        each solver attempt's error or status, :func:`~.solvers.failure_reason`)."""
         return Solution(theta=None, weights=None, client_losses=None, value=float("nan"),
                         lower_bound=float("-inf"), upper_bound=float("inf"), status="failed",
-                        certificate="none", info={"attempts": attempts}, problem=self)
+                        certificate="none",
+                        info={"attempts": attempts, "reason": reason or failure_reason(attempts)}, problem=self)
 
     def _infeasible_solution(self, solver, attempts) -> Solution:
         return Solution(theta=None, weights=None, client_losses=None, value=float("inf"),

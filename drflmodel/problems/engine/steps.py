@@ -12,9 +12,9 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from .solvers import installed_solvers
+from .solvers import SolverSequence
 
-__all__ = ["AUTO_MIN_SIZE", "STEP_SOLVERS", "RECOVERY_RADII", "step_solvers", "recovered_step",
+__all__ = ["AUTO_MIN_SIZE", "RECOVERY_RADII", "step_solvers", "recovered_step",
            "too_small_for_sqp", "check_sqp_options"]
 
 #: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
@@ -22,17 +22,15 @@ __all__ = ["AUTO_MIN_SIZE", "STEP_SOLVERS", "RECOVERY_RADII", "step_solvers", "r
 AUTO_MIN_SIZE = 50_000
 
 
-#: step solvers in the order a failed step is retried with (the installed ones)
-STEP_SOLVERS = ("CLARABEL", "ECOS", "SCS")
 #: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
 #: step solver before the route declares the step failed
 RECOVERY_RADII = (1.0, 1e-1, 1e-2, 1e-3)
 
 
 def step_solvers(first: str) -> list[str]:
-    """``first`` and then the other installed step solvers."""
-    installed = set(installed_solvers())
-    return [first] + [s for s in STEP_SOLVERS if s != first and s in installed]
+    """``first`` and then the other installed solvers of the documented order (the order of a
+    :class:`~.solvers.SolverSequence` that tries ``first`` first)."""
+    return SolverSequence(first=first).order
 
 
 def recovered_step(step, first: str, scale: float, record: dict):

@@ -49,7 +49,7 @@ from ..._validation import check_int, check_real
 from ...objectives import ClientObjectives
 from ...sets import feasible_weights
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .lagrangian_sqp import LagrangianSQPRoute, _Point
 from .pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
 from ..engine.route import Route
@@ -109,21 +109,14 @@ class ReducedProblem:
 
     def solve(self):
         """``(theta, raw weights, piece multipliers (|K|, pieces), model value, solver)``."""
-        last = None
-        for solver in [s for s in ("CLARABEL", "ECOS") if s in installed_solvers()]:
-            try:
-                quiet_solve(self.problem, solver=solver,
-                            **_REDUCED_TOLERANCES.get(solver, SOLVER_OPTIONS.get(solver, {})))
-            except (cp.error.SolverError, ArithmeticError, ValueError) as exc:   # pragma: no cover
-                last = f"{solver}: {str(exc)[:200]}"
-                continue
-            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-                nu = (np.column_stack([np.maximum(np.asarray(c.dual_value, float).reshape(-1), 0.0)
-                                       for c in self.piece_constraints]) if self.piece_constraints else None)
-                lam = np.asarray(self.epigraph.dual_value, float).reshape(-1)
-                return (np.asarray(self.theta.value, float), lam, nu, float(self.problem.value), solver)
-            last = f"{solver}: {self.problem.status}"
-        raise ArithmeticError(f"reduced problem: {last}")
+        attempts = []
+        solver = solve_with_fallback(self.problem, tolerances=_REDUCED_TOLERANCES, attempts=attempts)
+        if solver is None:
+            raise ArithmeticError(f"reduced problem: {failure_reason(attempts)}")
+        nu = (np.column_stack([np.maximum(np.asarray(c.dual_value, float).reshape(-1), 0.0)
+                               for c in self.piece_constraints]) if self.piece_constraints else None)
+        lam = np.asarray(self.epigraph.dual_value, float).reshape(-1)
+        return (np.asarray(self.theta.value, float), lam, nu, float(self.problem.value), solver)
 
 
 class ActiveSetRoute(Route):
@@ -268,7 +261,7 @@ def _smoothed_minimizer(problem, pieces: Pieces, table: SampleTable, request):
     row count is about proportional to :math:`\mu`), at least by 1/1000 and at most by 1/2.
     Intermediate runs stop at a looser tolerance. Returns ``(theta, info)``."""
     W = problem._weight_set()
-    solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+    solver = default_solver()
     model = LagrangianSQPRoute()._model(problem, solver)
     z0 = table.offset[table.valid]                       # the arguments at theta = 0
     scale = float(np.median(pieces.kink_distance(z0))) if pieces.kinks.size else 1.0

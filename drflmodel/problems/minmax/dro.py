@@ -50,12 +50,10 @@ from ...errors import InvalidParameterError, NotConvexError
 from ...solution import Solution
 from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers
+from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
-
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 
 CERTIFICATE = "fixed-weight minimization at dual weights"
 
@@ -201,17 +199,12 @@ class WeightedMinMax(Problem):
                     "theta": None, "solver": None, "status": "no numpy bound applies and the rows are remote"}
         prob, theta, lam_par = self.fixed_weight_problem()
         lam_par.value = lam
-        order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]
-        if solver is not None and solver.upper() in order:
-            order = [solver.upper()] + [s for s in order if s != solver.upper()]
-        last_err = None
-        for name in order:
-            try:
-                prob.solve(solver=name, **SOLVER_OPTIONS.get(name, {}))
-            except (cp.error.SolverError, ValueError, ArithmeticError) as exc:  # pragma: no cover
-                last_err = str(exc)[:200]
+        first = solver.upper() if solver is not None and solver.upper() in solver_order(prob) else None
+        seq = SolverSequence(first=first, prob=prob, record_value=False)
+        for name in seq:
+            if seq.run(prob, name) is None:
                 continue
-            if prob.status in _OK:
+            if prob.status in OK_STATUSES:
                 th = self.identifiable(np.asarray(theta.value, float))
                 out = {"solver_value": float(prob.value), "theta": th, "solver": name,
                        "status": prob.status}
@@ -221,11 +214,10 @@ class WeightedMinMax(Problem):
                 # solver's accuracy) is tight; otherwise try the next solver
                 tight = (out["numpy_bound"] is not None and out["solver_value"] - out["numpy_bound"]
                          <= 1e-9 * max(1.0, abs(out["solver_value"])))
-                if prob.status == cp.OPTIMAL or tight or name == order[-1]:
+                if prob.status == cp.OPTIMAL or tight or name == seq.order[-1]:
                     return out
-            last_err = prob.status
         return {"value": float("-inf"), "solver_value": float("-inf"), "numpy_bound": None,
-                "theta": None, "solver": None, "status": last_err}
+                "theta": None, "solver": None, "status": seq.failure()}
 
     def _numpy_bound_applies(self, mu: float) -> bool:
         """Whether :func:`.fixed_weight_bound.certified_lower_bound` can certify the fixed-weight minimum:

@@ -44,7 +44,7 @@ from ...errors import InvalidParameterError
 from ...solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from ... import sets as _sets
 from ...sets import feasible_weights
-from ..engine.solvers import SolverSequence, installed_solvers
+from ..engine.solvers import OK_STATUSES, SolverSequence
 from ..engine.route import Route, dispatch
 from .dro import WeightedMinMax, lower_bound_kind
 
@@ -289,12 +289,11 @@ class SmoothedRoute(Route):
         mu = request.options["mu"]
         problem._check_tau_for_smoothing()
         prob, theta_v, eta_v = problem.smoothed_problem(mu)
-        seq = SolverSequence(request, [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()],
-                             record_value=False)
+        seq = SolverSequence(request, prob=prob, record_value=False)
         best = None
         for name in seq:
             record = seq.run(prob, name)
-            if record is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            if record is None or prob.status not in OK_STATUSES:
                 continue
             sol = problem._certify_smoothed(mu, problem.identifiable(np.asarray(theta_v.value, float)),
                                             float(eta_v.value), name)
@@ -305,7 +304,7 @@ class SmoothedRoute(Route):
             if sol.status == "optimal":
                 break
         if best is None:
-            return problem._failed_solution(seq.attempts)
+            return problem._failed_solution(seq.attempts, seq.failure())
         best.info["attempts"] = seq.attempts
         best.info["gap_tol"] = request.gap_tol
         return best

@@ -34,7 +34,7 @@ not within ``gap_tol`` then (or after ``max_steps`` steps), ``method="auto"`` fa
 route and records the attempt in ``info["route_attempts"]``.
 
 **Recovery.** A step problem a solver cannot solve (Clarabel's ``NumericalError`` was seen on
-badly scaled clients) is retried with the next installed solver (:data:`~drflmodel.problems.engine.steps.STEP_SOLVERS`), then
+badly scaled clients) is retried with the next installed solver (:func:`~drflmodel.problems.engine.steps.step_solvers`), then
 inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`~drflmodel.problems.engine.steps.RECOVERY_RADII`, a second
 compiled model); only when none answers does the route give up, listing every failure
 (:func:`~drflmodel.problems.engine.steps.recovered_step`, shared with the Wasserstein route).
@@ -48,7 +48,7 @@ import cvxpy as cp
 import numpy as np
 
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.route import Route
 from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp
 
@@ -81,9 +81,7 @@ class SQPModel:
             R.value = Ri
         if self.radius is not None:
             self.radius.value = radius
-        quiet_solve(self.problem, solver=solver, **SOLVER_OPTIONS.get(solver, {}))
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"step problem: {self.problem.status}")
+        solve_or_raise(self.problem, solver, "step problem")
         return (np.asarray(self.delta.value, float), float(self.problem.value),
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
 
@@ -143,7 +141,7 @@ class NewtonSQPRoute(Route):
     def solve(self, problem, request):
         started = time.perf_counter()
         opts, timing = request.options, {"model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
         model = problem._sqp_model(solver)
         timing["model"] += time.perf_counter() - t0

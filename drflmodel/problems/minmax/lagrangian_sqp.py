@@ -46,7 +46,7 @@ import numpy as np
 from ...sets import feasible_weights
 from ...solution import relative_gap, status_from_gap
 from ...sets import feasible_weights
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.route import Route
 from ..engine.steps import check_sqp_options, too_small_for_sqp
@@ -89,19 +89,11 @@ class WeightStepModel:
         ev, V = np.linalg.eigh(0.5 * (S + S.T))
         self.f.value = f
         self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
-        errors = []
-        for solver in [self.solver] + [s for s in ("CLARABEL", "ECOS", "SCS")
-                                       if s != self.solver and s in installed_solvers()]:
-            try:
-                quiet_solve(self.problem, solver=solver,
-                            **_STEP_TOLERANCES.get(solver, SOLVER_OPTIONS.get(solver, {})))
-            except cp.error.SolverError as exc:
-                errors.append(f"{solver}: {str(exc)[:80]}")
-                continue
-            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.lam.value is not None:
-                return np.asarray(self.lam.value, float), float(self.problem.value)
-            errors.append(f"{solver}: {self.problem.status}")
-        raise ArithmeticError("weight step problem: " + "; ".join(errors))
+        attempts = []
+        if solve_with_fallback(self.problem, first=self.solver, tolerances=_STEP_TOLERANCES,
+                               attempts=attempts) is None or self.lam.value is None:
+            raise ArithmeticError(f"weight step problem: {failure_reason(attempts)}")
+        return np.asarray(self.lam.value, float), float(self.problem.value)
 
 
 class LagrangianSQPRoute(Route):
@@ -146,7 +138,7 @@ class LagrangianSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
         model = self._model(problem, solver)
         timing["model"] += time.perf_counter() - t0

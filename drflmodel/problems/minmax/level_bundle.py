@@ -50,7 +50,7 @@ import numpy as np
 
 from ...sets import feasible_weights
 from ...solution import Solution, relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.route import Route
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE"]
@@ -86,23 +86,25 @@ class _Model:
         self.project = cp.Problem(cp.Minimize(cp.sum_squares(self.theta_p - self.center)),
                                   [*cons_p, support_p <= self.level])
         self.solver = solver
-        self.options = SOLVER_OPTIONS.get(solver, {})
 
     def set_cuts(self, A: np.ndarray, G: np.ndarray) -> None:
         self.A.value = A.reshape(-1)
         self.G.value = G.reshape(-1, self.P)
 
     def solve_min(self):
-        quiet_solve(self.minimize, solver=self.solver, **self.options)
-        if self.minimize.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"cutting-plane model: {self.minimize.status}")
+        """``(theta, cut duals)`` of the model's minimization: the compiled solver first, then the
+        other installed ones; :class:`ArithmeticError` when none answers."""
+        attempts = []
+        if solve_with_fallback(self.minimize, first=self.solver, attempts=attempts) is None:
+            raise ArithmeticError(f"cutting-plane model: {failure_reason(attempts)}")
         nu = np.maximum(np.asarray(self.cuts.dual_value, float).reshape(self.n, self.m), 0.0)
         return np.asarray(self.theta.value, float), nu
 
     def solve_projection(self, center: np.ndarray, level: float):
+        """The projection of ``center`` onto the level set (the compiled solver first, then the
+        others), or ``None`` when no solver answers (the route then steps to the model's minimizer)."""
         self.center.value, self.level.value = center, level
-        quiet_solve(self.project, solver=self.solver, **self.options)
-        if self.project.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        if solve_with_fallback(self.project, first=self.solver) is None:
             return None
         return np.asarray(self.theta_p.value, float)
 
@@ -167,7 +169,7 @@ class LevelBundleRoute(Route):
         obj, W = problem.objectives, problem._weight_set()
         n, P, m = problem.n_clients, problem.dim, opts["cuts"]
         pd = np.asarray(obj.penalty_diagonal, float)
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         model = _Model(W, n, P, m, pd, solver)
         A, G = np.zeros((n, m)), np.zeros((n, m, P))
         age = np.full((n, m), -1)                   # step that added the cut (-1: empty slot)

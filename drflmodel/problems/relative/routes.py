@@ -41,7 +41,7 @@ from ..._validation import check_int
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import DEFAULT_GAP_TOL, relative_gap
 from . import quadratic as qd
-from ..engine.solvers import SOLVER_OPTIONS, SolverSequence, installed_solvers, quiet_solve
+from ..engine.solvers import OK_STATUSES, SolverSequence, installed_solvers, solve_with_fallback
 from ..engine.route import Route
 from .convexity import MAX_VERTEX_PAIRS
 from .vertex_socp import solve_vertex_socp
@@ -49,17 +49,8 @@ from .vertex_socp import solve_vertex_socp
 __all__ = ["FederatedDRORoute", "R1Route", "R3Route", "R2Route", "LocalRoute", "branch_and_bound",
            "RANK_TOL"]
 
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 #: a lifted matrix is "numerically rank one" if lambda_2 <= RANK_TOL * lambda_1
 RANK_TOL = 1e-6
-
-
-def _default_order(prob: cp.Problem) -> list[str]:
-    has_sdp = any(isinstance(c, cp.constraints.PSD) for c in prob.constraints) or any(
-        v.attributes.get("PSD") for v in prob.variables())
-    order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
-    avail = set(installed_solvers())
-    return [s for s in order if s in avail]
 
 
 def _run_solvers(problem, prob, request, certify, exact: bool = True):
@@ -67,11 +58,11 @@ def _run_solvers(problem, prob, request, certify, exact: bool = True):
     first ``"optimal"`` answer (for a relaxation, ``exact=False``, at the first answer that is not
     ``"failed"``: its gap is structural, another solver cannot close it); returns the best
     (smallest relative gap) with ``info["attempts"]``."""
-    seq = SolverSequence(request, _default_order(prob))
+    seq = SolverSequence(request, prob=prob)
     best = None
     for name in seq:
         record = seq.run(prob, name)
-        if record is None or prob.status not in _OK:
+        if record is None or prob.status not in OK_STATUSES:
             continue
         sol = certify(name)
         record.update(status=sol.status, relative_gap=sol.relative_gap)
@@ -80,7 +71,7 @@ def _run_solvers(problem, prob, request, certify, exact: bool = True):
         if sol.status == "optimal" or (not exact and sol.status != "failed"):
             break
     if best is None:
-        best = problem._failed_solution(seq.attempts)
+        best = problem._failed_solution(seq.attempts, seq.failure())
     best.info["attempts"] = seq.attempts
     best.info.setdefault("solver", next((a["solver"] for a in reversed(seq.attempts) if "status" in a), None))
     return best
@@ -169,8 +160,11 @@ class R1Route(_ExactRoute):
         native_attempt = None
         if request.solver in (None, "CLARABEL") and "CLARABEL" in installed_solvers():
             t0 = time.perf_counter()
-            theta, mu, value, status, iters = solve_vertex_socp(Q, r, c, V, box=problem.box,
-                                                                settings=request.solver_options)
+            try:
+                theta, mu, value, status, iters = solve_vertex_socp(Q, r, c, V, box=problem.box,
+                                                                    settings=request.solver_options)
+            except Exception as exc:  # noqa: BLE001 - Clarabel's own error; the CVXPY sequence follows
+                theta, status, iters = None, f"error: {type(exc).__name__}: {str(exc)[:160]}", 0
             native_attempt = {"solver": "CLARABEL", "interface": "native", "solver_status": status,
                               "iterations": iters, "time": time.perf_counter() - t0}
             if theta is not None:
@@ -351,11 +345,7 @@ def branch_and_bound(problem, theta, upper: float, lower: float, gap_tol: float 
                              (np.where(np.arange(d) == j, mid, lo), hi)):
                 qd.set_box(h, clo, chi)
                 nodes += 1
-                try:
-                    quiet_solve(prob, solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
-                    ok = prob.status in _OK
-                except cp.error.SolverError:
-                    ok = False
+                ok = solve_with_fallback(prob) is not None
                 v = bnd
                 if ok:
                     v = max(bnd, float(prob.value))

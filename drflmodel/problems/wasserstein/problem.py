@@ -52,7 +52,7 @@ from ...errors import InvalidParameterError, SolverError
 from ...sets import Simplex, WeightSet, project_simplex
 from ...solution import DEFAULT_GAP_TOL, Solution, relative_gap
 from ..engine.problem import ClientView, Problem, refuse_unpenalized_intercept
-from ..engine.solvers import SOLVER_OPTIONS
+from ..engine.solvers import SOLVER_DEFAULTS, SolverSequence, failure_reason, installed_solvers, solve_with_fallback, solver_order
 from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
                      worst_case_unbounded)
 
@@ -559,23 +559,20 @@ class _LocalWorstCase:
                                               np.zeros(self.X.shape[0], int), [0])
         prob = cp.Problem(cp.Minimize(self.rho * lam[0] + self.c @ alpha), cons)
         # documented tolerances first; the solvers' defaults (1e-8) if the tight run is inaccurate
-        order = ([("HIGHS", SOLVER_OPTIONS["HIGHS"])] if self.lp else []) + [
-            ("CLARABEL", SOLVER_OPTIONS["CLARABEL"]), ("CLARABEL", {}), ("ECOS", {})]
         fallback = None
-        for s, opts in order:
-            if s not in cp.installed_solvers():
-                continue
-            try:
-                prob.solve(solver=s, **opts)
-            except cp.error.SolverError:
-                continue
-            if prob.status == cp.OPTIMAL:
-                return float(prob.value), float(lam.value[0])
-            if prob.status == cp.OPTIMAL_INACCURATE and fallback is None:
-                fallback = (float(prob.value), float(lam.value[0]))
+        tight = [s for s in (("HIGHS", "CLARABEL") if self.lp else ("CLARABEL",)) if s in installed_solvers()]
+        for order, tolerances in ((tight, None), (solver_order(), SOLVER_DEFAULTS)):
+            seq = SolverSequence(None, order, tolerances=tolerances, record_value=False)
+            for s in seq:
+                if seq.run(prob, s) is None:
+                    continue
+                if prob.status == cp.OPTIMAL:
+                    return float(prob.value), float(lam.value[0])
+                if prob.status == cp.OPTIMAL_INACCURATE and fallback is None:
+                    fallback = (float(prob.value), float(lam.value[0]))
         if fallback is not None:
             return fallback
-        raise SolverError(f"local worst-case problem failed (status {prob.status})")
+        raise SolverError(f"local worst-case problem failed ({seq.failure()})")
 
 
 def _local_problem(problem, key, X, y, c, rho) -> _LocalWorstCase:
@@ -641,7 +638,8 @@ class WassersteinClientView(ClientView):
         cons = omega_constraints(self.model, w, np.array([float(lam)]), alpha, self._X, self._y,
                                  np.zeros(self.size, int), [0])
         prob = cp.Problem(cp.Minimize(cp.sum(alpha) / self.size), cons)
-        prob.solve(solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
+        if solve_with_fallback(prob) is None:
+            raise SolverError(f"client {self.index}: the value at a fixed lambda (a small LP) found no solver that answers")
         return self.rho * float(lam) + float(prob.value)
 
     def admm_step(self, w, z, psi, zeta, c: float, solver: str = "CLARABEL") -> dict:
@@ -671,10 +669,13 @@ class WassersteinClientView(ClientView):
         P["sz"].value = sc * float(z)
         P["psi"].value = np.asarray(psi, float)
         P["zeta"].value = float(zeta)
-        prob.solve(solver=solver, **SOLVER_OPTIONS.get(solver, {}))
+        attempts = []
+        used = solve_with_fallback(prob, first=solver, attempts=attempts)
+        if used is None:
+            return {"status": "solver_error", "reason": failure_reason(attempts), "attempts": attempts}
         return {"lambda": float(lam.value[0]), "alpha": np.asarray(alpha.value, float),
                 "w_hat": np.asarray(w_hat.value, float), "varpi": float(varpi.value),
-                "status": prob.status}
+                "status": prob.status, "solver": used}
 
 
 # ====================================================================== functions

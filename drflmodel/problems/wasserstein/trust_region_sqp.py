@@ -70,7 +70,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows
@@ -169,9 +169,7 @@ class WassersteinStepModel:
 
     def solve(self):
         """``(delta, model value, multipliers of the t constraints)``."""
-        quiet_solve(self.problem, solver=self.solver, **SOLVER_OPTIONS.get(self.solver, {}))
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"step problem: {self.problem.status}")
+        solve_or_raise(self.problem, self.solver, "step problem")
         return (np.asarray(self.delta.value, float), float(self.problem.value),
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
 
@@ -280,7 +278,7 @@ class WassersteinSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"start": 0.0, "model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
         w = _start(problem)
         timing["start"] = time.perf_counter() - t0
