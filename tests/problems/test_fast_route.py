@@ -15,6 +15,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.problems.engine import steps
+from drflmodel.problems.engine.solvers import default_solver
 from tests.clarabel_faults import fail_clarabel
 from drflmodel.problems.minmax import hessian_sqp, lagrangian_sqp
 
@@ -172,11 +173,11 @@ def test_sweep_reuses_the_step_problem_and_warm_starts():
     fed = _fed("classification", [40, 25, 60, 30], seed=11)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.3), l2=L2)
     first = prob.solve(method="newton")
-    model = prob._sqp_model()
+    model = hessian_sqp.step_model(prob, default_solver())
     for alpha in (0.4, 0.6, 0.8):
         prob.set_parameter("alpha", alpha)
         sol = prob.solve(method="newton")
-        assert prob._sqp_model() is model                    # DPP: compiled once
+        assert hessian_sqp.step_model(prob, default_solver()) is model     # DPP: compiled once
         ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, alpha), l2=L2).solve(method="conic")
         _agree(prob, sol, ref)
     assert first.status == "optimal"

@@ -43,18 +43,18 @@ class ConicRoute(Route):
             if record is None:
                 continue
             if prob.status in INFEASIBLE_STATUSES:
-                return problem._infeasible_solution(name, seq.attempts)
+                return problem.infeasible_solution(name, seq.attempts)
             if prob.status not in OK_STATUSES:
                 continue
-            sol = problem._certify(name)
-            sol.status = problem._status(sol, request.gap_tol)
+            sol = problem.certify_solved(name)
+            sol.status = problem.status_of(sol, request.gap_tol)
             record.update(status=sol.status, relative_gap=sol.relative_gap)
             if best is None or better(sol, best):
                 best = sol
             if sol.status in ("optimal", "local"):
                 break
         if best is None:
-            return problem._failed_solution(seq.attempts, seq.failure())
+            return problem.failed_solution(seq.attempts, seq.failure())
         best.info.setdefault("solver", seq.attempts[-1]["solver"] if seq.attempts else None)
         best.info["attempts"] = seq.attempts
         best.info["gap_tol"] = request.gap_tol

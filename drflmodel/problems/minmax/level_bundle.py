@@ -51,6 +51,7 @@ import numpy as np
 from ...sets import feasible_weights
 from ...solution import Solution, relative_gap, status_from_gap
 from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE"]
@@ -137,19 +138,21 @@ class LevelBundleRoute(Route):
 
     name = "bundle"
     options = {"max_steps": 300, "tol": None, "level": 0.3, "cuts": 40}
+    needs = frozenset({VALUES, GRADIENTS})     # one query of every client's value and subgradient per step
     uses_solver = False
     may_fall_back = False
 
-    def applies(self, problem) -> str | None:
-        pd = problem.objectives.penalty_diagonal
-        if not np.all(pd > 0):
+    def applies(self, structure) -> str | None:
+        if not structure.ridge_covers_all:
             return ("the bundle bound needs every coordinate penalized (l2 > 0 and penalize_intercept=True): "
                     "along an unpenalized direction the cutting-plane model is unbounded below")
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        return ("the conic route is exact on the rows; the bundle route needs only values and subgradients "
-                "(the route of a federated server); force it with method='bundle'")
+    def auto_skip(self, structure) -> str | None:
+        if structure.rows_local:
+            return ("the conic route is exact on the rows; the bundle route needs only values and subgradients "
+                    "(the route of a federated server); force it with method='bundle'")
+        return None
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int, check_real
@@ -166,7 +169,7 @@ class LevelBundleRoute(Route):
         started = time.perf_counter()
         opts = request.options
         tol = request.gap_tol if opts["tol"] is None else opts["tol"]
-        obj, W = problem.objectives, problem._weight_set()
+        obj, W = problem.objectives, problem.weight_set
         n, P, m = problem.n_clients, problem.dim, opts["cuts"]
         pd = np.asarray(obj.penalty_diagonal, float)
         solver = default_solver()
@@ -225,9 +228,9 @@ class LevelBundleRoute(Route):
                 best_theta, U, best_values = theta, value, values
             add_cuts(theta, values, grads, k, nu)
         if lam_best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
+            return problem.failed_solution([{"method": self.name, "history": history}])
         theta = problem.identifiable(best_theta)
-        duals = problem._sqp_duals(None, nu_raw, theta)
+        duals = problem.answer_duals(nu_raw, theta)
         info = {"solver": "numpy-bundle", "step_solver": solver, "iterations": len(history),
                 "value_queries": queries, "history": history, "gap_tol": request.gap_tol, "tol": tol,
                 "lower_bound_kind": "cutting-plane Lagrangian (numpy, from the model's duals)",

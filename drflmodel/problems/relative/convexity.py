@@ -165,6 +165,16 @@ class ConvexityAnalysis:
         return {"min_eig": mn, "relative_min_eig": mn / scale, "holds": bool(mn >= -1e-10 * scale),
                 "n_vertices": int(V.shape[0])}
 
+    def prop10_condition(self, phi: float | None = None) -> Condition:
+        r"""Prop 10 / Lemma 8 at :math:`\varphi`: :math:`\|\Lambda_\varphi\|_1<1+2m_f/(M_f-m_f)`
+        (every :math:`\lambda^\top f` strongly convex; sufficient for convexity)."""
+        phi = self.phi if phi is None else check_real(phi, "phi", low=0.0, high=1.0, high_open=True)
+        m, M = self.curvature_constants()
+        nrm = self.norm1(phi)
+        thr10 = 1 + 2 * m / (M - m) if M > m else float("inf")
+        return Condition("prop10_convexity", nrm, thr10, bool(nrm < thr10 or (M == m and m > 0)),
+                         "<", "Prop 10 / Lemma 8: every lambda^T f strongly convex")
+
     def convexity_report(self, phi: float | None = None) -> ConvexityReport:
         r"""The table of convexity conditions for :math:`\varphi` (default: the problem's): each condition with
         its value, threshold and whether it holds, plus the exact vertex test for quadratics and
@@ -173,10 +183,8 @@ class ConvexityAnalysis:
         m, M = self.curvature_constants()
         nrm = self.norm1(phi)
         inf = float("inf")
-        thr10 = 1 + 2 * m / (M - m) if M > m else inf
         conds = {
-            "prop10_convexity": Condition("prop10_convexity", nrm, thr10, bool(nrm < thr10 or (M == m and m > 0)),
-                                          "<", "Prop 10 / Lemma 8: every lambda^T f strongly convex"),
+            "prop10_convexity": self.prop10_condition(phi),
             "theorem3_printed": Condition("theorem3_printed", nrm, 1 + 2 * m / M if M > 0 else inf,
                                           bool(nrm < (1 + 2 * m / M if M > 0 else inf)), "<",
                                           "Theorem 3 as printed"),

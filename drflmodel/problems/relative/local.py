@@ -47,7 +47,7 @@ class LocalSearch:
             self._ccp_cache = (cp.Problem(cp.Minimize(obj), cons), theta, const, J, p1, p2)
         return self._ccp_cache
 
-    def _ccp(self, theta0, max_iter: int = 50, tol: float = 1e-10):
+    def convex_concave(self, theta0, max_iter: int = 50, tol: float = 1e-10):
         r"""Convex--concave procedure (majorize--minimize) from ``theta0``.
 
         :math:`-\varphi F_{B,\min}(\theta)=\varphi\max_{b}(-b^\top f(\theta))` and each
@@ -60,7 +60,7 @@ class LocalSearch:
         prob, theta, const, J, p1, p2 = self._build_ccp()
         p1.value = 1.0 / (1.0 - self.phi)
         p2.value = self.phi / (1.0 - self.phi)
-        th = self._feasible(theta0)
+        th = self.feasible_point(theta0)
         g = self.objective(th)
         it = 0
         for it in range(1, max_iter + 1):
@@ -70,7 +70,7 @@ class LocalSearch:
             J.value = Jk
             if solve_with_fallback(prob) is None or theta.value is None:
                 break
-            new = self._feasible(theta.value)
+            new = self.feasible_point(theta.value)
             gn = self.objective(new)
             if gn < g:
                 improved = g - gn
@@ -105,7 +105,7 @@ class LocalSearch:
         runs = []
         best = (None, float("inf"))
         for s in starts:
-            th, g, it = self._ccp(s, max_iter=max_iter)
+            th, g, it = self.convex_concave(s, max_iter=max_iter)
             runs.append({"start": np.asarray(s, float), "theta": th, "value": g, "iterations": it})
             if g < best[1]:
                 best = (th, g)
@@ -118,7 +118,7 @@ class LocalSearch:
         J.value = np.zeros((self.n_clients, self.dim))
         if solve_with_fallback(prob) is None or theta.value is None:
             return np.zeros(self.dim) if self.box is None else 0.5 * (self.box[0] + self.box[1])
-        return self._feasible(theta.value)
+        return self.feasible_point(theta.value)
 
     # ---- lower bounds for the local route --------------------------------------------------
     def _weighted_min(self, lam: np.ndarray):
@@ -136,7 +136,7 @@ class LocalSearch:
         prob, theta, lp = self._wmin
         lp.value = np.maximum(lam, 0.0)
         if solve_with_fallback(prob) is not None:
-            th = self._feasible(theta.value)
+            th = self.feasible_point(theta.value)
             rig = self._convex_min_bound(lam, th)
             return (float(prob.value) if rig is None else rig), th
         return float("-inf"), None          # no solver answered, or the minimum is unbounded

@@ -71,15 +71,15 @@ def _run_solvers(problem, prob, request, certify, exact: bool = True):
         if sol.status == "optimal" or (not exact and sol.status != "failed"):
             break
     if best is None:
-        best = problem._failed_solution(seq.attempts, seq.failure())
+        best = problem.failed_solution(seq.attempts, seq.failure())
     best.info["attempts"] = seq.attempts
     best.info.setdefault("solver", next((a["solver"] for a in reversed(seq.attempts) if "status" in a), None))
     return best
 
 
-def _needs_quadratic(problem, name: str) -> str | None:
-    if not problem.is_quadratic:
-        return f"method {name!r} needs a quadratic loss (Squared); got {problem.loss!r}"
+def _needs_quadratic(structure, name: str) -> str | None:
+    if not structure.quadratic:
+        return f"method {name!r} needs a quadratic loss (Squared); got {structure.loss!r}"
     return None
 
 
@@ -100,10 +100,11 @@ class FederatedDRORoute(_ExactRoute):
 
     name = "FederatedDRO"
 
-    def applies(self, problem) -> str | None:
-        if problem.phi != 0 or problem.box is not None:
+    def applies(self, structure) -> str | None:
+        phi, box = structure.facts["phi"], structure.facts["box"]
+        if phi != 0 or box:
             return ("method 'FederatedDRO' is the phi = 0 reduction without a box; got "
-                    f"phi={problem.phi}, box={'set' if problem.box is not None else None}")
+                    f"phi={phi}, box={'set' if box else None}")
         return None
 
     def solve(self, problem, request):
@@ -126,19 +127,18 @@ class R1Route(_ExactRoute):
 
     name = "R1"
 
-    def applies(self, problem) -> str | None:
-        if (reason := _needs_quadratic(problem, self.name)) is not None:
+    def applies(self, structure) -> str | None:
+        if (reason := _needs_quadratic(structure, self.name)) is not None:
             return reason
-        if problem.vertex_weights() is None:
+        if not structure.facts["vertices_listable"]:
             return f"R1 needs at most {MAX_VERTEX_PAIRS} vertex pairs; use method='R2'"
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        vt = problem.vertex_psd_test()
-        return None if vt["holds"] else "the exact vertex test fails (not convex at this phi)"
+    def auto_skip(self, structure) -> str | None:
+        return None if structure.facts["vertex_psd"] else "the exact vertex test fails (not convex at this phi)"
 
     def refusal(self, problem, reason: str) -> Exception:
-        return NotConvexError(reason) if problem.is_quadratic else InvalidParameterError(reason)
+        return NotConvexError(reason) if problem.structure.quadratic else InvalidParameterError(reason)
 
     def solve(self, problem, request):
         """Clarabel's native interface first (:mod:`.vertex_socp`: no CVXPY compilation) when the
@@ -153,7 +153,7 @@ class R1Route(_ExactRoute):
             info = {"solver": name, "r1_value": value, "n_vertices": int(V.shape[0]),
                     "lower_bound_kind": "weak duality: min over Theta of lam_bar^T f, lam_bar = vertex "
                                         "multipliers' convex combination (in Lambda_phi)"}
-            return problem._solution(theta, L, None, "R1 vertex SOCP + weak duality at the multipliers",
+            return problem.make_solution(theta, L, None, "R1 vertex SOCP + weak duality at the multipliers",
                                      request.gap_tol, duals={"lambda_bar": lam_bar, "vertex_multipliers": mu},
                                      info=info)
 
@@ -191,17 +191,17 @@ class R3Route(_ExactRoute):
 
     name = "R3"
 
-    def applies(self, problem) -> str | None:
-        if (reason := _needs_quadratic(problem, self.name)) is not None:
+    def applies(self, structure) -> str | None:
+        if (reason := _needs_quadratic(structure, self.name)) is not None:
             return reason
-        if problem.box is not None:
+        if structure.facts["box"]:
             return "method 'R3' needs Theta = R^d (box=None); use 'R1' or 'R2' with a box"
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        if problem.vertex_psd_test() is not None:
+    def auto_skip(self, structure) -> str | None:
+        if structure.facts["vertex_psd"] is not None:
             return "the vertices are few enough for the exact test (R1 or R2 decide)"
-        if not problem.convexity_report().conditions["prop10_convexity"].holds:
+        if not structure.facts["prop10_convex"]:
             return "Prop 10 does not certify convexity"
         return None
 
@@ -223,7 +223,7 @@ class R3Route(_ExactRoute):
                 z = np.linalg.lstsq(Pz, qz, rcond=None)[0]
             info = {"solver": name, "r3_value": float(prob.value),
                     "lower_bound_kind": "weak duality: min_theta lam*^T f (closed form) at the R3 dual optimum"}
-            return problem._solution(S @ z, L, None, "R3 matrix-fractional dual + weak duality", request.gap_tol,
+            return problem.make_solution(S @ z, L, None, "R3 matrix-fractional dual + weak duality", request.gap_tol,
                                      duals={"lambda_bar": lam_bar, "a_dual": av, "b_dual": bv}, info=info)
 
         return _run_solvers(problem, prob, request, certify)
@@ -248,15 +248,15 @@ class R2Route(_ExactRoute):
     name = "R2"
     options = {"refine": True, "n_starts": 3, "max_iter": 50, "max_nodes": 100}
 
-    def applies(self, problem) -> str | None:
-        return _needs_quadratic(problem, self.name)
+    def applies(self, structure) -> str | None:
+        return _needs_quadratic(structure, self.name)
 
     def complete_options(self, given) -> dict:
         return _check_search_options(super().complete_options(given))
 
     def solve(self, problem, request):
         opts, gap_tol = request.options, request.gap_tol
-        prob, h = problem._build_r2()
+        prob, h = problem.lifted_sdp()
         h["p1"].value = 1.0 / (1.0 - problem.phi)
         h["p2"].value = problem.phi / (1.0 - problem.phi)
         d, box = problem.dim, problem.box
@@ -269,7 +269,7 @@ class R2Route(_ExactRoute):
             cands = [Mv[:d, d]]
             if abs(V[d, -1]) > 1e-12:
                 cands.append(V[:d, -1] / V[d, -1])
-            cands = [problem._feasible(cnd) for cnd in cands]
+            cands = [problem.feasible_point(cnd) for cnd in cands]
             vals = [problem.objective(cnd) for cnd in cands]
             theta = cands[int(np.argmin(vals))]
             L = float(prob.value)
@@ -279,7 +279,7 @@ class R2Route(_ExactRoute):
                     "lower_bound_kind": "lifted Shor SDP value (a relaxation of the problem)"}
             U = float(min(vals))
             if opts["refine"] and relative_gap(L, U) > gap_tol:
-                th2, U2, it = problem._ccp(theta, max_iter=opts["max_iter"])
+                th2, U2, it = problem.convex_concave(theta, max_iter=opts["max_iter"])
                 info.update(refined=True, refine_iterations=it, refine_improvement=U - U2)
                 if U2 < U:
                     theta, U = th2, U2
@@ -302,7 +302,7 @@ class R2Route(_ExactRoute):
                             f"({bb['nodes']} nodes)")
             if relative_gap(L, U) < -max(gap_tol, 1e-6):
                 status = "failed"
-            return problem._solution(theta, L, status, cert, gap_tol, info=info)
+            return problem.make_solution(theta, L, status, cert, gap_tol, info=info)
 
         return _run_solvers(problem, prob, request, certify, exact=False)
 
@@ -322,13 +322,13 @@ def branch_and_bound(problem, theta, upper: float, lower: float, gap_tol: float 
     """
     if problem.box is None or not problem.is_quadratic:
         raise InvalidParameterError("branch_and_bound needs a quadratic loss and a box")
-    prob, h = problem._build_r2()
+    prob, h = problem.lifted_sdp()
     h["p1"].value = 1.0 / (1.0 - problem.phi)
     h["p2"].value = problem.phi / (1.0 - problem.phi)
     lo0, hi0 = problem.box
     width0 = np.where(hi0 > lo0, hi0 - lo0, 1.0)
     d = problem.dim
-    best_theta, U = problem._feasible(theta), float(upper)
+    best_theta, U = problem.feasible_point(theta), float(upper)
     heap = [(float(lower), 0, lo0.copy(), hi0.copy())]
     closed_min, count, nodes, t0 = float("inf"), 1, 0, time.perf_counter()
     try:
@@ -397,5 +397,5 @@ class LocalRoute(Route):
                 "lower_bounds": bounds, "lower_bound_kind": bounds["best"]["method"],
                 "note": "no exact reformulation is known for non-quadratic losses with phi > 0 "
                         "(a DC program); theta is a local solution of the convex-concave procedure"}
-        return problem._solution(theta, L, status, f"local CCP; lower bound: {bounds['best']['method']}",
+        return problem.make_solution(theta, L, status, f"local CCP; lower bound: {bounds['best']['method']}",
                                  request.gap_tol, info=info)
