@@ -9,7 +9,7 @@ Every error raised on purpose by the package derives from :class:`DrflmodelError
 * :class:`NotConvexError` -- the requested formulation is not convex (or not DCP) for the
   given data; the message names the failing condition and the exact alternative.
 * :class:`SolverError` -- no open solver produced an answer that passed its certificate.
-* :class:`MemoryLimitError` -- an allocation the request needs (a dense :math:`P\times P`
+* :class:`MemoryLimitError` -- an allocation the request needs (a dense :math:`P\\times P`
   Hessian, a copy of the data) would exceed the memory available; refused, with the estimate,
   before anything is allocated.
 

@@ -205,13 +205,19 @@ class ProblemBase:
     #: why this family has no federated certified solve (``None``: it has one, :meth:`on_federation`)
     federated_refusal: str | None = "its routes are not written on the client-oracle interface"
 
+    def check_federated(self) -> None:
+        """Refuse (:class:`~drflmodel.errors.InvalidParameterError` with :attr:`federated_refusal`)
+        if this family has no federated certified solve."""
+        if self.federated_refusal is not None:
+            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: "
+                                        f"{self.federated_refusal}")
+
     def on_federation(self, federation):
         """The same problem (family and parameters) on another federation -- e.g. the
         :class:`~drflmodel.client_oracle.DeclaredFederation` of a federated server, whose client
         objectives ask the clients. Families without a federated solve refuse with the reason."""
-        raise InvalidParameterError(
-            f"{type(self).__name__} has no federated certified solve: {self.federated_refusal}. "
-            f"Supported: FederatedDRO, FairnessAwareFL")
+        self.check_federated()
+        raise NotImplementedError(f"{type(self).__name__}.on_federation")
 
     # ------------------------------------------------------------------ the solve contract
     def routes(self) -> list[Route]:

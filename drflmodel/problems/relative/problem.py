@@ -211,7 +211,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         return self.lifted_sdp()[0] if self.is_quadratic else self._build_ccp()[0]
 
     def lifted_sdp(self):
-        """``(problem, handles)`` of the lifted Shor SDP (:func:`.quadratic.build_r2`, with RLT cuts on a
+        r"""``(problem, handles)`` of the lifted Shor SDP (:func:`.quadratic.build_r2`, with RLT cuts on a
         box), built once; :math:`\varphi` enters through its parameters ``p1``, ``p2``."""
         if self._r2 is None:
             Q, r, c = self.objectives.quadratic_forms()
