@@ -30,15 +30,15 @@ _LAZY = {
     "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
     "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
     # verification
-    "verify": ("drflmodel.verify", "verify"),
-    "verify_iterates": ("drflmodel.verify", "verify_iterates"),
-    "Verifier": ("drflmodel.verify", "Verifier"),
-    "Report": ("drflmodel.verify", "Report"),
+    "verify": ("drflmodel.verification", "verify"),
+    "verify_iterates": ("drflmodel.verification", "verify_iterates"),
+    "Verifier": ("drflmodel.verification", "Verifier"),
+    "Report": ("drflmodel.verification", "Report"),
     # scikit-learn models -> the objective their federated training minimizes
     "from_sklearn": ("drflmodel._from_sklearn", "from_sklearn"),
 }
 _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "errors", "objectives",
-               "problems", "solvers", "verify", "plots", "cli"}
+               "problems", "solvers", "plots", "cli"}
 
 __all__ = sorted(list(_LAZY) + list(_SUBMODULES) + ["__version__"])
 

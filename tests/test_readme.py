@@ -52,7 +52,7 @@ def test_readme_multiclass_block_certifies_in_scikit_learns_layout(capsys):
 
 def test_readme_config_example_solves_and_verifies(tmp_path):
     from drflmodel._config import build_problem, build_solver, load_config
-    from drflmodel.verify import verify
+    from drflmodel.verification import verify
 
     (toml,) = _blocks("toml")
     cfg_path = tmp_path / "readme.toml"

@@ -23,7 +23,7 @@ from flwr.serverapp import ServerApp
 
 from .._validation import check_choice, check_int
 from ..errors import InvalidParameterError
-from ..solvers._base import Trace
+from ..solvers import Trace
 from ._hygiene import network_hygiene
 from .algorithms import port_for
 from .client import client_app
