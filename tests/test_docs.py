@@ -377,3 +377,24 @@ def test_examples_survive_the_galleries_empty_docstring():
     text): ``"".splitlines()[0]`` raises, ``"".split("\\n")[0]`` does not."""
     offenders = [p.name for p in (ROOT / "examples").glob("*.py") if "__doc__.splitlines()[" in p.read_text()]
     assert offenders == []
+
+
+def test_the_architecture_page_names_only_modules_that_exist():
+    """docs/architecture.md and its figure name the engine's modules; each one must exist (a module
+    moved or renamed makes the page wrong, and this test fails)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    figure = (DOCS / "architecture.svg").read_text(encoding="utf-8")
+    assert "architecture.svg" in page and "architecture" in (DOCS / "index.md").read_text(encoding="utf-8")
+    package = ROOT / "drflmodel"
+    named = set(re.findall(r"drflmodel/[\w/]+(?:\.py|/)", page))
+    assert len(named) >= 15, named
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    # the figure abbreviates: a path there is under drflmodel/ or drflmodel/problems/ (engine/...)
+    drawn = set(re.findall(r"(?<![\w/])((?:[a-z_]+/)*[a-z_]+\.py)", figure))
+    assert len(drawn) >= 10, drawn
+    missing += sorted(p for p in drawn if not ((package / p).exists() or (package / "problems" / p).exists()))
+    assert not missing, missing
+    for name in re.findall(r"`(drflmodel(?:\.\w+)+)`", page):      # dotted names, if any
+        module, _, attr = name.rpartition(".")
+        assert hasattr(__import__(module, fromlist=[attr]), attr), name
+    assert (package / "problems" / "engine" / "route.py").is_file()
