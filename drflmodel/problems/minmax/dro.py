@@ -115,7 +115,8 @@ class WeightedMinMax(Problem):
         """``[LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute, LevelBundleRoute]``:
         the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
         piecewise-linear loss with every coordinate penalized: the active set), each falling back to
-        the next when it cannot certify. ``method="auto"`` takes the SQP routes from
+        the next when it cannot certify. The dense ``newton`` SQP is taken only when forced (the
+        Lagrangian-Hessian ``sqp`` supersedes it). ``method="auto"`` takes the SQP route from
         :data:`~drflmodel.problems.engine.steps.AUTO_MIN_SIZE` on (rows x parameters), below it the conic route is as fast; the
         active-set route at every size (measured as fast as the conic route at 50 rows, faster from
         200). The bundle route (values and subgradients only: the route of a federated server for

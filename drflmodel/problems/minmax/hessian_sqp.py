@@ -1,5 +1,8 @@
-r"""The fast certified route of the client-weight min-max problems: SQP with exact client Hessians
-(``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
+r"""SQP with exact client Hessians for the client-weight min-max problems (``solve(method="newton")``,
+taken only when forced: ``method="auto"`` takes the Lagrangian-Hessian SQP, :mod:`.lagrangian_sqp`,
+then the conic route -- on 1,150 random large instances of ``benchmarks/sweep_fast_route_fallback.py
+--newton-in-auto`` the ``sqp`` route certified every one, so this route never ran after it and no
+certificate is lost without it. It stays as an independent second fast route).
 
 Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
 weight set, and the FAFL dual): :math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,
@@ -51,7 +54,7 @@ from ...solution import relative_gap
 from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.queries import ROWS
 from ..engine.route import Route
-from ..engine.steps import cached, check_sqp_options, recovered_step, too_small_for_sqp, warm_start
+from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
 from .fixed_weight_bound import weighted_newton_bound
 from .lagrangian_sqp import finish_answer
 
@@ -144,10 +147,9 @@ class NewtonSQPRoute(Route):
         return None
 
     def auto_skip(self, structure) -> str | None:
-        if structure.quadratic:
-            return ("quadratic loss: the conic model is QR-compressed (one (d+2)-cone per client, "
-                    "whatever N) and faster than the SQP steps; force with method='newton'")
-        return too_small_for_sqp(structure)
+        return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "
+                "of benchmarks/sweep_fast_route_fallback.py --newton-in-auto (1,150), so 'newton' never ran after "
+                "it; force it with method='newton'")
 
     def complete_options(self, given) -> dict:
         return check_sqp_options(super().complete_options(given))
