@@ -96,6 +96,8 @@ def _private_imports_across_subpackages(path: Path, module: str, root: Path = PA
             continue
         private_module = _subpackage(target, root) and any(p.startswith("_") for p in target.split(".")[2:])
         for alias in node.names:
+            if target == "drflmodel" and (root / f"{alias.name}.py").exists():
+                continue                       # a root helper module (``from .. import _partitions``): shared
             if private_module or (alias.name.startswith("_") and not alias.name.startswith("__")):
                 yield f"{path.relative_to(root)}:{node.lineno} from {target} import {alias.name}"
 

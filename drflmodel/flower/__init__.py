@@ -81,6 +81,8 @@ _LAZY = {
     # any Flower app graded without editing it
     "graded": ("drflmodel.flower.app_grading", "graded"),
     "answering": ("drflmodel.flower.app_grading", "answering"),
+    # the rows a Flower app loads with Flower Datasets, for the oracle
+    "FlowerDatasets": ("drflmodel.flower.partitions", "FlowerDatasets"),
 }
 __all__ = sorted([*_LAZY, "network_hygiene"])
 
