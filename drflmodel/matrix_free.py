@@ -35,7 +35,6 @@ import weakref
 
 import numpy as np
 
-from ._memory import check_memory
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Logistic, Multinomial
 
@@ -77,9 +76,11 @@ class MatrixFreeObjectives:
         stacked_X, stacked_y = objectives._X, objectives._y
         n, _, d = stacked_X.shape
         N = int(sizes.sum())
+        from .problems.engine.memory import check_memory
+
         check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
                      f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
-                     "use fewer rows or features, or a machine with more memory")
+                     instead="use fewer rows or features, or a machine with more memory")
         self.X, self.y = _compact_rows(stacked_X, stacked_y, sizes)
         self.sizes = sizes
         self.offsets = np.concatenate([[0], np.cumsum(sizes)])

@@ -91,11 +91,11 @@ def penalty_weights(federation: Federation, penalize_intercept) -> np.ndarray:
 def _check_dense_hessians(dim: int, count: int) -> None:
     """Refuse, before allocating, ``count`` dense ``dim x dim`` Hessians (and the factor a solve
     takes of them) that would not fit in memory."""
-    from ._memory import check_memory, dense_hessian_bytes
+    from .problems.engine.memory import check_memory, dense_hessian_bytes
 
     check_memory(dense_hessian_bytes(dim, count + 1),
                  f"{count} dense {dim} x {dim} Hessian{'s' if count > 1 else ''} and a factor",
-                 "the matrix-free objectives (drflmodel.matrix_free) and solve(method='hessian_free') need no "
+                 instead="the matrix-free objectives (drflmodel.matrix_free) and solve(method='hessian_free') need no "
                  "P x P array")
 
 
@@ -153,6 +153,11 @@ class ClientObjectives:
     def dim(self) -> int:
         """:math:`P=Kd`, the length of :math:`\\theta`."""
         return self.n_features * self.n_outputs
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the rows held here (the stacked, padded ``X``, ``y`` and mask arrays)."""
+        return int(self._X.nbytes + self._y.nbytes + self._mask.nbytes)
 
     def restricted(self, i: int) -> "ClientObjectives":
         """The objective of client *i* alone (a copy holding only that client's own rows; its
@@ -378,11 +383,11 @@ class ClientObjectives:
     def _client_grams(self):
         """:math:`X_i^\\top X_i/N_i`, client by client (one BLAS product each, no ``(n, d, d)`` array;
         padded rows are zero and add nothing)."""
-        from ._memory import check_memory, dense_hessian_bytes
+        from .problems.engine.memory import check_memory, dense_hessian_bytes
 
         d = self.n_features
         check_memory(dense_hessian_bytes(d, 3), f"a client's {d} x {d} Gram matrix and its eigendecomposition",
-                     "its extreme eigenvalues are needed only by the quadratic loss's moduli and the "
+                     instead="its extreme eigenvalues are needed only by the quadratic loss's moduli and the "
                      "smoothness constants; penalize every coordinate (the ridge's modulus needs no Gram matrix)")
         for X, size in zip(self._X, self._sizes):
             yield (X.T @ X) / size

@@ -61,6 +61,8 @@ __all__ = [
 
 #: tolerances of the small CVXPY solves done inside this module (Clarabel)
 _CLARABEL_OPTS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 500}
+#: the tolerances of the sets' internal problems (tighter than the oracles' documented ones)
+_SUBPROBLEM_TOLERANCES = {"CLARABEL": _CLARABEL_OPTS, "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100_000}}
 #: largest vertex list we agree to build
 _MAX_VERTICES = 200_000
 
@@ -211,16 +213,15 @@ def _unique_rows(V, decimals: int = 12) -> np.ndarray:
 
 
 def _solve(problem: cp.Problem, what: str):
-    """Solve a small internal CVXPY problem with Clarabel (tight tolerances), falling back to SCS."""
-    for solver, opts in (("CLARABEL", _CLARABEL_OPTS), ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9,
-                                                                  "max_iters": 100_000})):
-        try:
-            problem.solve(solver=solver, **opts)
-        except cp.error.SolverError:
-            continue
-        if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            return problem.value
-    raise SolverError(f"{what}: no solver succeeded (last status {problem.status})")
+    """Solve a small internal CVXPY problem through the package's solver sequence (Clarabel at
+    tight tolerances first, then the other installed solvers; SCS at 1e-9); its optimal value, or
+    :class:`~drflmodel.errors.SolverError` naming ``what`` and every attempt."""
+    from .problems.engine.solvers import failure_reason, solve_with_fallback
+
+    attempts = []
+    if solve_with_fallback(problem, tolerances=_SUBPROBLEM_TOLERANCES, attempts=attempts) is None:
+        raise SolverError(f"{what}: {failure_reason(attempts)}")
+    return problem.value
 
 
 def _check_vector(v, n: int, name: str) -> np.ndarray:
@@ -256,6 +257,11 @@ class WeightSet:
         self.n = check_int(n, "n", low=1)
 
     # ---- numpy -------------------------------------------------------------------------
+    def single_point(self) -> np.ndarray | None:
+        """The one point of :math:`\\Lambda` when the set is a single point (one client in the
+        simplex: ERM), else ``None``: a fixed weight set, whose routes need no weight step."""
+        return np.ones(1) if self.n == 1 and self.in_simplex else None
+
     def psi(self, lam) -> float:
         """The penalty :math:`\\psi(\\lambda)` (0 for plain sets)."""
         return 0.0
@@ -347,6 +353,19 @@ class _BoxSimplexSet(WeightSet):
 
     def _bounds(self):
         return np.broadcast_to(self._lower, (self.n,)), np.broadcast_to(self._upper, (self.n,))
+
+    def single_point(self) -> np.ndarray | None:
+        """The one point when the caps close the simplex (upper caps summing to 1, e.g. ``HCVaR``
+        at level 1 or ``CVaR`` with :math:`\\alpha=1`, the uniform weights; or lower bounds summing
+        to 1), else ``None`` (up to :math:`4n` units of round-off in the sums)."""
+        point = super().single_point()
+        if point is not None:
+            return point
+        lower, upper = self._bounds()
+        slack = 4 * self.n * np.finfo(float).eps
+        if float(np.sum(upper)) <= 1.0 + slack or float(np.sum(lower)) >= 1.0 - slack:
+            return np.asarray(self.worst_case(np.zeros(self.n))[1], float)
+        return None
 
     def worst_case(self, f, return_eta: bool = False):
         """Exact greedy maximizer (sort). With ``return_eta=True`` also the dual :math:`\\eta^\\star`."""

@@ -9,7 +9,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel import losses as L
-from drflmodel.errors import InvalidParameterError
+from drflmodel.errors import InvalidParameterError, MemoryLimitError
 from drflmodel.matrix_free import MatrixFreeObjectives, matrix_free_bytes
 from drflmodel.objectives import ClientObjectives
 
@@ -98,7 +98,7 @@ def test_non_smooth_loss_is_refused_by_name():
 
 
 def test_size_refused_before_allocating(monkeypatch):
-    import drflmodel._memory as memory
+    import drflmodel.problems.engine.memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 
@@ -106,7 +106,7 @@ def test_size_refused_before_allocating(monkeypatch):
     dense = ClientObjectives(fed, L.Logistic(), l2=0.1)
     need = matrix_free_bytes(sum(SIZES), 5, 1, len(SIZES))
     monkeypatch.setattr(memory, "available_memory", lambda: need // 4)
-    with pytest.raises(InvalidParameterError, match=r"matrix-free objectives .* would need about .* available"):
+    with pytest.raises(MemoryLimitError, match=r"matrix-free objectives .* needs about .* available"):
         MatrixFreeObjectives(dense)
     monkeypatch.setattr(memory, "available_memory", lambda: 100 * need)
     assert MatrixFreeObjectives(dense).n_rows == sum(SIZES)
@@ -114,7 +114,7 @@ def test_size_refused_before_allocating(monkeypatch):
 
 def test_dense_hessians_refused_before_allocating(monkeypatch):
     """ClientObjectives' dense Hessians say what they would need (no raw MemoryError)."""
-    import drflmodel._memory as memory
+    import drflmodel.problems.engine.memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 
@@ -122,9 +122,9 @@ def test_dense_hessians_refused_before_allocating(monkeypatch):
     dense = ClientObjectives(fed, L.Logistic(), l2=0.1)
     monkeypatch.setattr(memory, "available_memory", lambda: 100)
     theta = np.zeros(dense.dim)
-    with pytest.raises(InvalidParameterError, match=r"dense 5 x 5 Hessian.*method='hessian_free'"):
+    with pytest.raises(MemoryLimitError, match=r"dense 5 x 5 Hessian.*method='hessian_free'"):
         dense.weighted_hessian(theta, np.ones(dense.n))
-    with pytest.raises(InvalidParameterError, match=r"4 dense 5 x 5 Hessians"):
+    with pytest.raises(MemoryLimitError, match=r"4 dense 5 x 5 Hessians"):
         dense.hessians(theta)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from flwr.app import Message
 
 from ..errors import InvalidParameterError
-from ..solvers._base import CommLedger
+from ..solvers import CommLedger
 from ._records import (METRICS, diagnostic_arrays, down_content, payload_arrays, payload_floats,
                        payload_name)
 

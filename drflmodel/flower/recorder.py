@@ -50,7 +50,7 @@ from flwr.common.logger import log
 
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import Solution
-from ..solvers._base import Trace
+from ..solvers import Trace
 from ._records import record_floats
 
 __all__ = ["Recorder", "grade"]
@@ -296,7 +296,7 @@ def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
     (``info["oracle"]``); ``problem`` (with rows) to the trace's. Objective values measured during
     the run (``iterates["objective"]``) are used where the rows are remote or gone."""
     from ..layout import ParameterLayout
-    from ..verify import verify
+    from ..verification import verify
 
     if not isinstance(trace, Trace):
         trace = Trace.load(trace)

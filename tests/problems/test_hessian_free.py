@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import minimize
 
 import drflmodel as dm
-from drflmodel.errors import InvalidParameterError
+from drflmodel.errors import InvalidParameterError, MemoryLimitError
 from drflmodel.matrix_free import MatrixFreeObjectives
 from drflmodel.problems.minmax.hessian_free import SmoothedSupport, fixed_weights_of
 from drflmodel.problems.minmax.hessian_free_bound import hessian_free_bound
@@ -227,7 +227,7 @@ def test_refused_with_reasons():
 def test_dense_routes_refused_by_memory_and_auto_takes_the_matrix_free_route(monkeypatch):
     """With memory for the matrix-free objectives but not for P x P matrices: the dense routes are
     refused with their estimate and the route that fits; ``auto`` solves Hessian-free."""
-    import drflmodel._memory as memory
+    import drflmodel.problems.engine.memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 
@@ -236,13 +236,14 @@ def test_dense_routes_refused_by_memory_and_auto_takes_the_matrix_free_route(mon
                            penalize_intercept=False)
     monkeypatch.setattr(memory, "available_memory", lambda: 100_000)
     for method in ("sqp", "conic"):
-        with pytest.raises(InvalidParameterError, match=rf"route '{method}' would allocate about .*"
+        with pytest.raises(MemoryLimitError, match=rf"route '{method}' \(dense 120 x 120 .*\) would allocate about .*"
                                                         r"method='hessian_free' needs no P x P array"):
             prob.solve(method=method)
     sol = prob.solve()
     assert sol.info["method"] == "hessian_free" and sol.status == "optimal"
+    assert sol.info["route_choice"]["why"].startswith("the dense routes do not fit in memory: route 'sqp'")
     monkeypatch.setattr(memory, "available_memory", lambda: 1_000)
-    with pytest.raises(InvalidParameterError, match="would need about"):
+    with pytest.raises(MemoryLimitError, match="matrix-free objectives would allocate about"):
         dm.FederatedDRO(fed, dm.losses.Multinomial(), dm.sets.ChiSquare(3, 0.5), l2=0.05,
                         penalize_intercept=False).solve()
 
@@ -301,3 +302,54 @@ def test_tol_goes_on_past_the_first_certificate_and_stops_at_the_floor():
     assert tight.relative_gap <= 1e-11 < 1e-6 and first.info["iterations"] < tight.info["iterations"]
     assert floor.relative_gap <= 1e-11                        # it stalls at the allowance's floor, certified
     assert floor.info["iterations"] < 2000
+
+
+def test_auto_takes_the_hessian_free_route_from_its_size_and_the_dense_route_below():
+    """``method="auto"`` (issue 30 item 5): Hessian-free from HESSIAN_FREE_MIN_DIM parameters and
+    for a smooth weight set at every size, a dense route for a polyhedral set at a small size, each
+    with its reason in ``info["route_choice"]``; where both run, the certified intervals overlap."""
+    from drflmodel.problems.minmax.hessian_free import HESSIAN_FREE_MIN_DIM
+
+    big = dm.datasets.gaussian_mixture(300, HESSIAN_FREE_MIN_DIM // 10 - 1, 10, n_clients=N_CLIENTS, alpha=1.0,
+                                       min_size=5, seed=2)
+    prob = dm.FederatedDRO(big, dm.losses.Multinomial(), dm.sets.ChiSquare(N_CLIENTS, 0.5), l2=0.02,
+                           penalize_intercept=False)
+    assert prob.dim == HESSIAN_FREE_MIN_DIM
+    auto = prob.solve()
+    assert auto.info["method"] == "hessian_free" and auto.status == "optimal"
+    choice = auto.info["route_choice"]
+    assert choice["method"] == "hessian_free" and f"P = {HESSIAN_FREE_MIN_DIM} >=" in choice["why"]
+    json.dumps(auto.to_dict())
+    dense = dm.FederatedDRO(big, dm.losses.Multinomial(), dm.sets.ChiSquare(N_CLIENTS, 0.5), l2=0.02,
+                            penalize_intercept=False).solve(method="sqp")
+    assert dense.status == "optimal" and _overlap(auto, dense)
+    assert "route_choice" not in dense.info                  # forced: no choice to record
+
+    small = dm.FederatedDRO(_fed(3), dm.losses.Multinomial(), dm.sets.CVaR(N_CLIENTS, 0.5), l2=0.02,
+                            penalize_intercept=False)
+    sol = small.solve()                       # a polyhedral set at a small size: a dense route
+    assert sol.info["method"] in ("sqp", "conic") and sol.status == "optimal"
+    assert "the dense 'sqp' route needs fewer steps" in sol.info["route_choice"]["passed_over"]["hessian_free"]
+    smooth = dm.FederatedDRO(_fed(3), dm.losses.Multinomial(), dm.sets.ChiSquare(N_CLIENTS, 0.5), l2=0.02,
+                             penalize_intercept=False).solve()
+    assert smooth.info["method"] == "hessian_free" and smooth.status == "optimal"
+    assert smooth.info["route_choice"]["why"].startswith("a smooth support function (ChiSquare)")
+
+
+@pytest.mark.parametrize("set_name", ["erm", "one-client"])
+def test_fixed_weight_sets_take_no_cvxpy_weight_step(set_name):
+    """The fast path (issue 30 item 5): for a fixed weight set the SQP route's weight step is the
+    numpy FixedWeightStep (no CVXPY problem per iteration) and the answer is the conic route's."""
+    from drflmodel.problems.minmax.lagrangian_sqp import FixedWeightStep, weight_step_model
+
+    fed = _fed(2)
+    if set_name == "one-client":
+        fed = dm.Federation([dm.Client(np.vstack([c.X for c in fed.clients]),
+                                       np.concatenate([c.y for c in fed.clients]))], task=fed.task)
+    W = dm.sets.HCVaR(fed.proportions, 1.0) if set_name == "erm" else dm.sets.Simplex(1)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=0.02)
+    assert isinstance(weight_step_model(prob, "CLARABEL"), FixedWeightStep)
+    fast = prob.solve(method="sqp")
+    conic = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=0.02).solve(method="conic")
+    assert fast.status == "optimal" and conic.status == "optimal" and _overlap(fast, conic)
+    assert np.allclose(fast.weights, W.single_point())

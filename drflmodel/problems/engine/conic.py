@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...solution import relative_gap
 from .route import Route
-from .solvers import _INFEASIBLE, _OK, SolverSequence
+from .solvers import INFEASIBLE_STATUSES, OK_STATUSES, SolverSequence
 
 __all__ = ["ConicRoute", "better"]
 
@@ -30,14 +30,14 @@ class ConicRoute(Route):
     uses_solver = True
     passes_solver_options = True
 
-    def applies(self, problem) -> str | None:
+    def applies(self, structure) -> str | None:
         """Refused (with the estimate and the route that fits) when the conic model of a min-max
         problem, or its certificate's dense Hessian, would not fit in memory."""
-        if not hasattr(problem, "fixed_weight_minimum"):
+        if structure.family not in ("dro", "fafl"):
             return None
-        from ..._memory import route_memory_refusal
+        from .memory import dense_route_refusal
 
-        return route_memory_refusal(problem, self.name)
+        return dense_route_refusal(structure, self.name)
 
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()
@@ -51,19 +51,19 @@ class ConicRoute(Route):
             record = seq.run(prob, name)
             if record is None:
                 continue
-            if prob.status in _INFEASIBLE:
-                return problem._infeasible_solution(name, seq.attempts)
-            if prob.status not in _OK:
+            if prob.status in INFEASIBLE_STATUSES:
+                return problem.infeasible_solution(name, seq.attempts)
+            if prob.status not in OK_STATUSES:
                 continue
-            sol = problem._certify(name)
-            sol.status = problem._status(sol, request.gap_tol)
+            sol = problem.certify_solved(name)
+            sol.status = problem.status_of(sol, request.gap_tol)
             record.update(status=sol.status, relative_gap=sol.relative_gap)
             if best is None or better(sol, best):
                 best = sol
             if sol.status in ("optimal", "local"):
                 break
         if best is None:
-            return problem._failed_solution(seq.attempts)
+            return problem.failed_solution(seq.attempts, seq.failure())
         best.info.setdefault("solver", seq.attempts[-1]["solver"] if seq.attempts else None)
         best.info["attempts"] = seq.attempts
         best.info["gap_tol"] = request.gap_tol

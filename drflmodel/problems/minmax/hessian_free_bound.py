@@ -78,7 +78,7 @@ import numpy as np
 from ...losses import Multinomial
 from .fixed_weight_bound import concordance_radius
 
-__all__ = ["FixedWeightBound", "hessian_free_bound", "hessian_free_bound_applies"]
+__all__ = ["FixedWeightBound", "hessian_free_bound", "hessian_free_bound_applies", "hessian_free_structure_refusal"]
 
 #: Newton steps on the K intercepts before the bound is taken
 INTERCEPT_NEWTON_STEPS = 30
@@ -119,6 +119,25 @@ def hessian_free_bound_applies(objectives) -> str | None:
         return "more than the intercept column is unpenalized"
     if objectives.loss.self_concordance is None:
         return (f"the loss {objectives.loss.name!r} has no self-concordance constant, so the intercept's "
+                f"partial minimum cannot be bounded; penalize the intercept (penalize_intercept=True)")
+    return None
+
+
+def hessian_free_structure_refusal(structure) -> str | None:
+    """:func:`hessian_free_bound_applies` from a problem's
+    :class:`~drflmodel.problems.engine.structure.Structure` alone (the route's ``applies``): the
+    ridge must cover every feature column but, at most, one (``structure.unpenalized`` lists
+    feature columns: the intercept, unpenalized in each of the :math:`K` class blocks), and then the
+    loss must be self-concordant. (Which column it is, the route checks on the objectives.)"""
+    if structure.l2 <= 0:
+        return "l2 = 0: the fixed-weight objective is not strongly convex in any coordinate"
+    free = tuple(structure.unpenalized)
+    if not free:
+        return None
+    if len(free) > 1:
+        return "more than the intercept column is unpenalized"
+    if not structure.self_concordant:
+        return (f"the loss {structure.loss!r} has no self-concordance constant, so the intercept's "
                 f"partial minimum cannot be bounded; penalize the intercept (penalize_intercept=True)")
     return None
 
