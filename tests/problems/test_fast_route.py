@@ -151,10 +151,9 @@ def test_options_are_validated():
 
 
 def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
-    """sqp, then conic (the dense newton route is forced only: it stays usable that way). A
-    polyhedral set (CVaR): for a smooth one (chi^2) auto takes the Hessian-free route first."""
+    """sqp, then conic (the dense newton route is forced only: it stays usable that way)."""
     big = _fed("classification", 3000, dim=5, seed=10)
-    prob = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2)
+    prob = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2)
 
     def broken(self, *args, **kwargs):
         raise ArithmeticError("step problem: infeasible (injected)")
@@ -164,7 +163,7 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
     assert sol.status == "optimal" and sol.info["method"] == "conic"
     assert [a["method"] for a in sol.info["route_attempts"]] == ["sqp"]
     assert sol.info["route_attempts"][0]["status"] == "failed"
-    forced = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve(method="newton")
+    forced = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2).solve(method="newton")
     assert forced.status == "optimal"                   # still there when forced
     monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
     sol = prob.solve()                                  # neither fast route is usable: the conic route

@@ -97,17 +97,6 @@ class WeightedMinMax(Problem):
     def _extra_duals(self) -> dict:
         return {}
 
-    def structure_facts(self) -> dict:
-        """``weight_set`` (its class name), ``fixed_weights`` (the set is a single point: one
-        client, ERM, ``HCVaR`` at level 1) and ``smooth_support`` (:math:`\\sigma_\\Lambda` is
-        differentiable: :math:`\\chi^2` with :math:`\\rho>0`, q-FFL): what ``method="auto"`` reads
-        to choose the Hessian-free route (:meth:`~.hessian_free.HessianFreeRoute.choice`)."""
-        from .hessian_free import smooth_support
-
-        W = self.weight_set
-        return {"weight_set": type(W).__name__, "fixed_weights": W.single_point() is not None,
-                "smooth_support": smooth_support(W)}
-
     def support_expression(self, t):
         r"""``(expression, constraints)`` of :math:`\sigma_\Lambda(t)` for a *separate* model (a
         route's step problem): the set's ``support_expr``, sharing its DPP parameters, and no side
@@ -126,8 +115,7 @@ class WeightedMinMax(Problem):
         """``[HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute,
         LevelBundleRoute]``: the Hessian-free route for smooth losses from
         :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, or when the dense routes' P x P
-        matrices would not fit in memory (values, gradients and Hessian-vector products only), then
-        the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
+        matrices would not fit in memory (no P x P array), then the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
         piecewise-linear loss with every coordinate penalized: the active set), each falling back to
         the next when it cannot certify. The dense ``newton`` SQP is taken only when forced (the
         Lagrangian-Hessian ``sqp`` supersedes it). ``method="auto"`` takes the SQP route from

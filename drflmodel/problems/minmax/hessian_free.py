@@ -149,35 +149,22 @@ class HessianFreeRoute(Route):
     def auto_skip(self, structure) -> str | None:
         if self.choice(structure) is not None:
             return None
-        return (f"a polyhedral weight set ({structure.facts.get('weight_set', '?')}) at N x P = "
-                f"{structure.rows * structure.dim:,} < {HESSIAN_FREE_MIN_SIZE:,} with P = {structure.dim} < "
-                f"{HESSIAN_FREE_MIN_DIM}: the dense 'sqp' route needs fewer steps, each with one CVXPY weight "
-                f"problem; force with method='hessian_free'")
+        return (f"P = {structure.dim} < {HESSIAN_FREE_MIN_DIM} parameters and the dense P x P matrices fit in "
+                f"memory: the dense routes certify to a 1e-10 gap (tol) and answer the point the verifications "
+                f"measure against; force with method='hessian_free'")
 
     def choice(self, structure) -> str | None:
         """Why ``method="auto"`` takes this route (recorded in ``info["route_choice"]``), or ``None``
-        when it leaves the problem to the dense routes (measured in the module constants'
-        comments): from :data:`HESSIAN_FREE_MIN_DIM` parameters; when the dense ``sqp`` route's
-        :math:`P\\times P` matrices would not fit in memory; for a fixed or smooth weight set at every
-        size (L-BFGS on the exact objective, no weight problem); for a polyhedral set from
-        :data:`HESSIAN_FREE_MIN_SIZE` rows x parameters."""
-        dense = dense_route_bytes(structure, "sqp")
+        when it leaves the problem to the dense routes: from :data:`HESSIAN_FREE_MIN_DIM`
+        parameters, or when the dense ``sqp`` route's :math:`P\\times P` matrices would not fit in
+        memory."""
         if structure.dim >= HESSIAN_FREE_MIN_DIM:
             return (f"P = {structure.dim} >= {HESSIAN_FREE_MIN_DIM} parameters: Hessian-free (about "
                     f"{format_bytes(matrix_free_route_bytes(structure))}; the dense sqp route would need about "
-                    f"{format_bytes(dense)} and O(N P^2) flops per step)")
+                    f"{format_bytes(dense_route_bytes(structure, 'sqp'))} and O(N P^2) flops per step)")
         refused = dense_route_refusal(structure, "sqp")
         if refused is not None:
             return f"the dense routes do not fit in memory: {refused}"
-        facts = structure.facts
-        if facts.get("fixed_weights"):
-            return "a fixed weight set: L-BFGS on the weighted objective, no weight problem per step"
-        if facts.get("smooth_support"):
-            return (f"a smooth support function ({facts.get('weight_set')}): L-BFGS on the exact objective, no "
-                    f"weight problem per step")
-        if structure.rows * structure.dim >= HESSIAN_FREE_MIN_SIZE:
-            return (f"N x P = {structure.rows * structure.dim:,} >= {HESSIAN_FREE_MIN_SIZE:,}: the quasi-Newton SQP's "
-                    f"passes cost less than the dense route's Hessians")
         return None
 
     def complete_options(self, given) -> dict:
@@ -239,18 +226,14 @@ class HessianFreeRoute(Route):
 
 
 #: from this many parameters ``method="auto"`` takes the Hessian-free route before the dense ``sqp``
-#: route for every weight set (the dense route builds and factors the P x P weighted Hessian,
-#: O(N P^2) per step). Below it the Hessian-free route is also taken for fixed and smooth weight sets
-#: (measured, one BLAS thread, medians of 3, 4-20 clients: chi^2 at P = 5-650 took 0.1-0.4x the
-#: dense sqp route's time -- 10k x 50: 0.04 s vs 0.30 s, digits 0.06 s vs 0.43 s; ERM 10k x 50:
-#: 0.016 s vs 0.11 s) and, for polyhedral sets, from :data:`HESSIAN_FREE_MIN_SIZE`
+#: route (which builds and factors the P x P weighted Hessian, O(N P^2) per step: 12.9 s at P = 2,010
+#: and 258 s at P = 5,130 on main before issue 30, against 0.2 s and 1.4 s Hessian-free). Below it
+#: the Hessian-free route is often faster too (one BLAS thread, medians of 3, 4-20 clients: chi^2 at
+#: P = 5-650 0.1-0.4x the sqp route's time, ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5
+#: rows x parameters), but ``auto`` keeps the dense routes there: they certify to a 1e-10 gap by
+#: default (the Hessian-free route stops at ``gap_tol``), and the verifications of
+#: :mod:`drflmodel.verification` and the Flower grading measure distances to that point
 HESSIAN_FREE_MIN_DIM = 1000
-
-#: rows x parameters from which ``auto`` takes the Hessian-free route for a polyhedral weight set
-#: (CVaR, 4-20 clients: 240 x 15 0.030 s vs sqp 0.020 s; 500 x 93 0.068 vs 0.030; 2,000 x 105 0.047 vs
-#: 0.055; 10k x 51 0.24 vs 0.32; 5,000 x 510 0.12 vs 0.39; digits 0.32 vs 0.61): its quasi-Newton SQP
-#: solves one CVXPY weight problem per step and needs 2-3x the dense route's steps
-HESSIAN_FREE_MIN_SIZE = 300_000
 
 #: from this many rows x parameters (one pass: ~2 N P flops) ``algorithm="auto"`` takes the
 #: quasi-Newton SQP for a smooth varying set too: its weight problem (~10-20 ms) is then cheap next to
