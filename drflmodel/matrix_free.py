@@ -120,6 +120,10 @@ class MatrixFreeObjectives:
             self._row_norms = np.sqrt(np.einsum("jd,jd->j", self.X, self.X))
         return self._row_norms
 
+    def mean_squared_row_norm(self) -> float:
+        """:math:`\\frac1N\\sum_j\\|x_j\\|^2` (the scale of the loss's curvature in :math:`\\theta`)."""
+        return float(np.mean(self.row_norms() ** 2))
+
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)
         if theta.shape != (self.dim,):

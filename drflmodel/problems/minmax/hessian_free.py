@@ -60,7 +60,7 @@ from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, 
 from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
 from ..engine.memory import (dense_route_bytes, dense_route_refusal, format_bytes, matrix_free_route_bytes,
                              memory_reason)
-from ..engine.queries import ROWS
+from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, keep_warm_start, warm_start
 
@@ -128,10 +128,11 @@ class HessianFreeRoute(Route):
 
     name = "hessian_free"
     options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None}
-    #: one pass over the rows per evaluation (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`
-    #: holds a compact copy of them): a federated server, whose clients answer values, gradients and
-    #: Hessian-vector products but never rows, does not run it
-    needs = frozenset({ROWS})
+    #: values and gradients, and the bound's per-client means (the Hessian-vector-product kind): in
+    #: process computed from the rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`, one pass
+    #: per evaluation), on a federated server answered by the clients (``evaluate`` and
+    #: ``bound_terms``: :mod:`drflmodel.client_oracle.remote_points`)
+    needs = frozenset({VALUES, GRADIENTS, HESSIAN_VECTOR_PRODUCTS})
     uses_solver = False
     may_fall_back = True
 
@@ -142,6 +143,8 @@ class HessianFreeRoute(Route):
         reason = hessian_free_structure_refusal(structure)
         if reason is not None:
             return f"its certificate needs strong convexity from the ridge: {reason}"
+        if not structure.rows_local:          # a federated server: O(nP) floats, the rows stay with the clients
+            return None
         return memory_reason(matrix_free_route_bytes(structure), "the matrix-free objectives",
                              "no route of this problem fits: use fewer rows or parameters, or a machine with "
                              "more memory")
@@ -252,10 +255,15 @@ def _algorithm(support, mf) -> str:
     return "lbfgs"
 
 
-def _matrix_free(problem) -> MatrixFreeObjectives:
-    """The problem's matrix-free objectives (built once per problem and loss, kept in the route's cache)."""
-    return cached(problem, "hessian_free", (problem.objectives, problem.objectives.loss),
-                  lambda: MatrixFreeObjectives(problem.objectives))
+def _matrix_free(problem):
+    """The problem's matrix-free objectives (built once per problem and loss, kept in the route's
+    cache): over its rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`), or, on a
+    federated server, the objectives' own ``matrix_free()`` (the clients answer values, gradients
+    and the bound's per-client means: :mod:`drflmodel.client_oracle.remote_points`)."""
+    objectives = problem.objectives
+    remote = getattr(objectives, "matrix_free", None)
+    build = remote if remote is not None else (lambda: MatrixFreeObjectives(objectives))
+    return cached(problem, "hessian_free", (objectives, objectives.loss), build)
 
 
 def _weight_model(problem):

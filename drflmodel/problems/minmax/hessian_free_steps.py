@@ -184,7 +184,7 @@ class QuasiNewtonSQPRun:
         from the rows' mean squared norm."""
         mf = self.mf
         lam_sum = float(np.sum(self.W.worst_case(point.values)[1]))
-        curvature = mf.loss.smoothness * float(np.mean(mf.row_norms() ** 2)) + float(mf.penalty_diagonal.max())
+        curvature = mf.loss.smoothness * mf.mean_squared_row_norm() + float(mf.penalty_diagonal.max())
         return InverseLBFGS(self.memory, 1.0 / max(lam_sum * curvature, 1e-300))
 
     def minimize(self, theta, max_iterations: int) -> np.ndarray:
