@@ -68,3 +68,10 @@ def test_the_bound_terms_are_the_site_s_own_means_and_refused_for_a_non_smooth_l
     hinge = Site(X, np.where(y == 0, -1.0, 1.0), dm.losses.Hinge())
     with pytest.raises(dm.InvalidParameterError, match="cannot answer 'bound_terms'.*not smooth"):
         hinge.answer("bound_terms", {"theta": np.zeros(X.shape[1])})
+
+
+def test_a_quadratic_loss_on_a_server_keeps_its_statistics():
+    fed = dm.datasets.synthetic_regression(n_clients=N_CLIENTS, dim=5, samples=[20, 30, 40, 50], seed=1)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.ChiSquare(N_CLIENTS, 0.1), l2=0.1)
+    with pytest.raises(dm.InvalidParameterError, match="sufficient statistics, asked once"):
+        federated_solve(prob, LocalChannel.from_problem(prob), method="hessian_free")

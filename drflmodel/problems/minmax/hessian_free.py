@@ -144,6 +144,9 @@ class HessianFreeRoute(Route):
         if reason is not None:
             return f"its certificate needs strong convexity from the ridge: {reason}"
         if not structure.rows_local:          # a federated server: O(nP) floats, the rows stay with the clients
+            if structure.quadratic and structure.n_outputs == 1:
+                return ("a quadratic loss on a federated server is solved from the clients' sufficient "
+                        "statistics, asked once (method='sqp')")
             return None
         return memory_reason(matrix_free_route_bytes(structure), "the matrix-free objectives",
                              "no route of this problem fits: use fewer rows or parameters, or a machine with "
