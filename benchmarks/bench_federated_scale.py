@@ -1,4 +1,4 @@
-"""The federated certified solve at scale (issue 30 item 6): the clients answer values, gradients
+"""The federated certified solve at scale: the clients answer values, gradients
 and the Hessian-free bound's per-client means -- O(P) floats -- instead of Hessian triangles.
 
 For each shape (20 Dirichlet clients, chi^2 DRO, free intercept; the shapes of

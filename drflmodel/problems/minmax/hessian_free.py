@@ -232,11 +232,11 @@ class HessianFreeRoute(Route):
 
 
 #: from this many parameters ``method="auto"`` takes the Hessian-free route before the dense ``sqp``
-#: route (which builds and factors the P x P weighted Hessian, O(N P^2) per step: 12.9 s at P = 2,010
-#: and 258 s at P = 5,130 on main before issue 30, against 0.2 s and 1.4 s Hessian-free). Below it
-#: the Hessian-free route is often faster too (one BLAS thread, medians of 3, 4-20 clients: chi^2 at
-#: P = 5-650 0.1-0.4x the sqp route's time, ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5
-#: rows x parameters), but ``auto`` keeps the dense routes there: they certify to a 1e-10 gap by
+#: route (which builds and factors the P x P weighted Hessian, O(N P^2) per step: ERM took 12.9 s at
+#: P = 2,010 and 258 s at P = 5,130 by the dense route, against 0.9 s and 3.0 s Hessian-free in
+#: ``benchmarks/bench_certified.py --scale``). Below it the Hessian-free route is often faster too
+#: (one BLAS thread, medians of 3, 4-20 clients: chi^2 at P = 5-650 0.1-0.4x the sqp route's time,
+#: ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5 rows x parameters), but ``auto`` keeps the dense routes there: they certify to a 1e-10 gap by
 #: default (the Hessian-free route stops at ``gap_tol``), and the verifications of
 #: :mod:`drflmodel.verification` and the Flower grading measure distances to that point
 HESSIAN_FREE_MIN_DIM = 1000
