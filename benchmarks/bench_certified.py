@@ -471,14 +471,19 @@ def run_scale(args) -> None:
             r = run_scale_row(shape, row, args.repeats, args.method, args.cholesky_max_p, args.peak_memory)
             rows.append(r)
             print(scale_markdown([r]).splitlines()[-1], flush=True)
-    table = scale_markdown(rows)
+    emit(scale_markdown(rows), args, SCALE_MARKERS)
+
+
+def emit(table: str, args, markers=MARKERS) -> None:
+    """Print the table; write it to ``--markdown`` and, with ``--update-docs``, between
+    ``markers`` of the Performance page, with the command that produced it."""
+    import sys
+
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table + "\n")
     if args.update_docs:
-        import sys
-
         update_docs(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-docs", ""),
-                    SCALE_MARKERS)
+                    markers)
     print()
     print(table)
 
@@ -515,15 +520,7 @@ def main():
             row = run_case(name, N, d, limit, args.plain_max)
             rows.append(row)
             print(markdown([row]).splitlines()[-1], flush=True)
-    table = markdown(rows)
-    if args.markdown:
-        pathlib.Path(args.markdown).write_text(table + "\n")
-    if args.update_docs:
-        import sys
-
-        update_docs(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-docs", ""))
-    print()
-    print(table)
+    emit(markdown(rows), args)
 
 
 if __name__ == "__main__":
