@@ -239,7 +239,8 @@ def _why_not(route, structure, available) -> str | None:
 
 
 def _route_choice(first, structure, available, routes) -> dict:
-    """Why ``method="auto"`` took ``first``: the route's own reason (:meth:`Route.choice`) and why
+    """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
+    listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`) and why
     each route listed before it was passed over."""
     passed = {}
     for r in routes:
