@@ -49,7 +49,7 @@ from ..errors import InvalidParameterError
 from .oracle import solve_on_grid, with_oracle
 from .recorder import Recorder
 
-__all__ = ["graded", "answering"]
+__all__ = ["graded", "answering", "unmatched_objective", "ROBUST_AGGREGATORS"]
 
 _START_LOCK = threading.Lock()
 
@@ -65,10 +65,46 @@ def _compose(ours, theirs):
     return evaluate
 
 
+#: robust aggregators: ``(class name, what its aggregate is, the paper)``
+_ROBUST = (
+    ("Bulyan", "keeps the client models Krum selects repeatedly, then averages a trimmed set per coordinate",
+     "El Mhamdi, Guerraoui, Rouault, \"The Hidden Vulnerability of Distributed Learning in Byzantium\", ICML 2018"),
+    ("FedMedian", "takes the coordinate-wise median of the client models",
+     "Yin, Chen, Ramchandran, Bartlett, \"Byzantine-Robust Distributed Learning\", ICML 2018"),
+    ("FedTrimmedAvg", "averages each coordinate after dropping its beta largest and smallest client values",
+     "Yin, Chen, Ramchandran, Bartlett, \"Byzantine-Robust Distributed Learning\", ICML 2018"),
+    ("MultiKrum", "keeps the client model(s) closest to the others and averages only those",
+     "Blanchard, El Mhamdi, Guerraoui, Stainer, \"Machine Learning with Adversaries\", NeurIPS 2017"),
+)
+ROBUST_AGGREGATORS = ("refuse", "warn")
+
+
+def unmatched_objective(strategy) -> str | None:
+    """Why ``strategy`` minimizes no objective the oracle computes (``None`` when it aggregates by a
+    weighted mean, as FedAvg, FedProx, FedAdam, ... do): the robust aggregators of Flower's
+    ``flwr.serverapp.strategy`` (Krum and MultiKrum, FedMedian, FedTrimmedAvg with ``beta > 0``,
+    Bulyan) land where a median, a trimmed mean or a selection of clients puts them, which is no
+    weighted sum of the clients' objectives."""
+    import flwr.serverapp.strategy as flower_strategies
+
+    for name, what, paper in _ROBUST:
+        cls = getattr(flower_strategies, name, None)
+        if cls is None or not isinstance(strategy, cls):
+            continue
+        if name == "FedTrimmedAvg" and not getattr(strategy, "beta", 1.0) > 0:
+            return None
+        shown = type(strategy).__name__
+        return (f"{shown} {what} ({paper}): it minimizes no weighted sum of the clients' objectives, so the "
+                "oracle's optimum is not where it lands and the distances measure how far it lands from the "
+                "oracle's (e.g. FedAvg's) optimum")
+    return None
+
+
 @contextmanager
-def _recording(recorder: Recorder):
+def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
     """While active, the first ``Strategy.start`` called gets ``recorder`` composed into its
-    ``evaluate_fn`` and its participation watched."""
+    ``evaluate_fn`` and its participation watched; a robust aggregator (:func:`unmatched_objective`)
+    is refused, or with ``robust_aggregators="warn"`` recorded with a warning (``used[1]``)."""
     with _START_LOCK:
         original = Strategy.start
         used = []
@@ -76,7 +112,15 @@ def _recording(recorder: Recorder):
         def start(self, grid, initial_arrays, num_rounds=3, timeout=3600, train_config=None,
                   evaluate_config=None, evaluate_fn=None):
             if not used:
+                why = unmatched_objective(self)
+                if why and robust_aggregators == "refuse":
+                    raise InvalidParameterError(
+                        f"graded() does not grade {type(self).__name__}: {why}. Pass robust_aggregators='warn' "
+                        "to record the run against the oracle anyway (the report then says so)")
                 used.append(type(self).__name__)
+                if why:
+                    log(WARNING, "[drflmodel] %s", why)
+                    used.append(why)
                 recorder.watch(self)
                 evaluate_fn = _compose(recorder, evaluate_fn)
             return original(self, grid, initial_arrays, num_rounds=num_rounds, timeout=timeout,
@@ -92,7 +136,7 @@ def _recording(recorder: Recorder):
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
            live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
-           **solve_options) -> ServerApp:
+           robust_aggregators: str = "refuse", **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -116,6 +160,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         model costs one exchange: each client's value); ``False`` records the rounds and asks the
         clients for all the values in **one** exchange at the end.
     method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
+    robust_aggregators : ``"refuse"`` (default) -- a strategy that minimizes no objective the oracle
+        computes (:func:`unmatched_objective`: Krum, MultiKrum, FedMedian, FedTrimmedAvg with
+        ``beta > 0``, Bulyan) is refused by name when it starts; ``"warn"`` records it, logs a warning
+        and puts the reason on the report as a ``caveat`` line.
     """
     if not isinstance(server_app, ServerApp):
         raise InvalidParameterError(f"server_app must be a Flower ServerApp; got {type(server_app).__name__}")
@@ -125,8 +173,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             "(flwr.serverapp.strategy); this app has no main (it uses server_fn, Flower's legacy strategies)")
     if (oracle is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of oracle= (a problem or a factory) and estimator=")
+    from .._validation import check_choice
     from ..problems._base import Problem
 
+    robust_aggregators = check_choice(robust_aggregators, "robust_aggregators", ROBUST_AGGREGATORS)
     holds_rows = isinstance(oracle, Problem)
     if solution is not None and not holds_rows:
         raise InvalidParameterError("solution= grades against a centralized oracle: pass the problem as oracle=")
@@ -163,7 +213,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 sol.info.get("fault", sol.status))
         rec = Recorder(problem, sol if certified and live else None, n_clients=n, parameters=pmap,
                        progress=progress)
-        with _recording(rec) as used:
+        with _recording(rec, robust_aggregators) as used:
             server_app(grid, context)
         if not used:
             raise InvalidParameterError(
@@ -179,6 +229,8 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
             rec.solution = sol
             rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+        if len(used) > 1:                              # a robust aggregator recorded with robust_aggregators="warn"
+            rec.caveats.append(used[1])
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()
         channel = getattr(getattr(problem, "objectives", None), "channel", None)
         if channel is not None:               # the oracle's queries and the per-round value queries

@@ -84,6 +84,8 @@ class Recorder:
         self.rounds: dict[int, dict] = {}
         self.objectives: dict[int, float] = {}
         self.strategy_name = "flower"
+        #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
+        self.caveats: list[str] = []
         self._t0: float | None = None
 
     # ------------------------------------------------------------------ evaluate_fn
@@ -218,6 +220,8 @@ class Recorder:
             info["family"] = getattr(self.problem, "family", "")
         if self.parameters is not None:
             info["parameters"] = self.parameters.to_dict()
+        if self.caveats:
+            info["caveats"] = list(self.caveats)
         return Trace(solver=self.strategy_name, params={}, weights=None,
                      theta=np.array([self.thetas[r] for r in range(R + 1)]), iterates=iterates, **counts,
                      round_time=np.diff(times), info=info, expected_rate=None, problem=self.problem)
@@ -291,11 +295,18 @@ def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
     kwargs.setdefault("expected_rate", None)
     has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
     if has_rows:
-        return verify(trace, solution, tol=tol, problem=problem, **kwargs)
+        return _with_caveats(verify(trace, solution, tol=tol, problem=problem, **kwargs), info)
     values = np.asarray(trace.iterates.get("objective", np.full(len(trace.theta), np.nan)), float)
     layout = None
     if problem is None and "layout" in info:
         lay = info["layout"]
         layout = ParameterLayout(lay["n_features"], lay["n_outputs"], lay["intercept_column"], lay["unpenalized"])
     recorded = _Recorded(trace.theta, values, problem, layout, info.get("family", ""))
-    return verify(trace, solution, tol=tol, problem=recorded, **kwargs)
+    return _with_caveats(verify(trace, solution, tol=tol, problem=recorded, **kwargs), info)
+
+
+def _with_caveats(report, info: dict):
+    """The trace's caveats (e.g. a robust aggregator graded against FedAvg's objective) on the report."""
+    if info.get("caveats"):
+        report.extra["caveats"] = list(info["caveats"])
+    return report

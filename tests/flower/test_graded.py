@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, Context, MetricRecord, RecordDict
 from flwr.serverapp import ServerApp
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import Bulyan, FedAvg, FedMedian, FedTrimmedAvg, Krum, MultiKrum
 
 import drflmodel as dm
 from drflmodel import flower as dmf
@@ -160,6 +160,48 @@ def test_what_graded_refuses(erm):
     server = dmf.graded(app, oracle=erm, solution=erm.solve(), progress=False)
     with pytest.raises(dm.InvalidParameterError, match="started no Message-API strategy"):
         _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+
+
+def _one_strategy_app(strategy, dim, rounds=3):
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(dim)]), num_rounds=rounds)
+
+    return app
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: FedMedian(min_available_nodes=4, min_train_nodes=4), "FedMedian"),
+    (lambda: Krum(min_available_nodes=4, min_train_nodes=4, num_malicious_nodes=1), "Krum"),
+    (lambda: MultiKrum(min_available_nodes=4, min_train_nodes=4, num_malicious_nodes=1, num_nodes_to_select=2),
+     "MultiKrum"),
+    (lambda: FedTrimmedAvg(min_available_nodes=4, min_train_nodes=4, beta=0.25), "FedTrimmedAvg"),
+    (lambda: Bulyan(min_available_nodes=4, min_train_nodes=4), "Bulyan")])
+def test_robust_aggregators_are_refused_by_name(erm, erm_solution, make, name):
+    """A robust aggregator minimizes no objective the oracle computes: refused when it starts, or
+    recorded with robust_aggregators="warn" and a caveat on the verdict."""
+    server = dmf.graded(_one_strategy_app(make(), erm.dim), oracle=erm, solution=erm_solution, progress=False)
+    with pytest.raises(dm.InvalidParameterError, match=rf"graded\(\) does not grade {name}: {name} .*minimizes no "
+                                                       r"weighted sum of the clients' objectives"):
+        _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+
+
+def test_a_robust_aggregator_recorded_on_request_carries_its_caveat(erm, erm_solution, tmp_path):
+    strategy = FedMedian(min_available_nodes=4, min_train_nodes=4)
+    server = dmf.graded(_one_strategy_app(strategy, erm.dim), oracle=erm, solution=erm_solution, progress=False,
+                        robust_aggregators="warn", trace_out=str(tmp_path / "median.npz"))
+    _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+    caveat = server.report.summary().splitlines()[1]
+    assert caveat.startswith("  caveat: FedMedian takes the coordinate-wise median of the client models (Yin, Chen")
+    assert "caveat: FedMedian" in dmf.grade(tmp_path / "median.npz").summary()      # offline too
+    # a weighted-mean strategy, and a trimmed mean that trims nothing, carry none
+    assert dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm) is not None
+    from drflmodel.flower.graded import unmatched_objective
+    assert unmatched_objective(FedAvg()) is None and unmatched_objective(FedTrimmedAvg(beta=0.0)) is None
+    with pytest.raises(dm.InvalidParameterError, match="robust_aggregators must be one of"):
+        dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm, robust_aggregators="ignore")
 
 
 def test_a_supernode_joining_after_the_oracle_is_refused(erm):
