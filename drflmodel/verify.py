@@ -176,8 +176,9 @@ class Report:
     def summary(self) -> str:
         f = self.final
         verdict = "PASSED" if self.passed else "FAILED"
+        source = self.extra.get("oracle_source")
         lines = [f"{verdict}: {self.solver or 'iterates'} vs {self.family or 'oracle'} "
-                 f"({len(self.rows) - 1} rounds, {self._judged_on()})"]
+                 f"({len(self.rows) - 1} rounds, {self._judged_on()}{'; ' + source if source else ''})"]
         lines += [f"  caveat: {c}" for c in self.extra.get("caveats", [])]
         if f:
             shown = [self.error_metric] + [k for k in ("rel_gap", "dist_lambda", "constraint_violation")

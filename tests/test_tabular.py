@@ -196,6 +196,18 @@ def test_parquet_source(tmp_path):
         np.testing.assert_allclose(ca.X, cb.X)
 
 
+def test_no_extra_admits_a_pyarrow_with_cve_2023_47248():
+    """Every pyarrow requirement in pyproject.toml excludes the releases before 14.0.1."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    specs = [Requirement(r).specifier for r in re.findall(r'"(pyarrow[^"]*)"', text)]
+    assert len(specs) >= 2
+    for spec in specs:
+        assert not spec.contains(Version("14.0.0")) and spec.contains(Version("14.0.1")), spec
+
+
 def test_csv_source_for_deo(tmp_path):
     name = _write_csv(tmp_path)
     cfg = tmp_path / "d.toml"

@@ -51,7 +51,7 @@ from ..solution import Solution
 from ..solvers._base import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade"]
+__all__ = ["Recorder", "grade", "NOT_RECERTIFIED"]
 
 
 class Recorder:
@@ -276,37 +276,110 @@ def _solution_from_dict(d: dict) -> Solution:
                     status=d["status"], certificate=d["certificate"], duals=d.get("duals", {}), info=d.get("info", {}))
 
 
+#: what the verdict says of an oracle (and objective values) taken from a file without rows to check them
+NOT_RECERTIFIED = "oracle read from file, not re-certified"
+
+
+def _stored_oracle_faults(stored: Solution, trace) -> list[str]:
+    """What is inconsistent inside a trace file's oracle and measured objectives (a forged or
+    damaged file): bounds out of order, a value outside them, a model of the wrong size, an objective
+    measured during the run below the oracle's certified lower bound."""
+    faults = []
+    L, U, v = stored.lower_bound, stored.upper_bound, stored.value
+    slack = 1e-9 * max(1.0, abs(U) if np.isfinite(U) else 1.0)
+    if not (np.isfinite(L) and np.isfinite(U)) and stored.status in ("optimal", "optimal_within_gap"):
+        faults.append(f"status {stored.status!r} without finite bounds (L = {L}, U = {U})")
+    elif L > U + slack:
+        faults.append(f"its lower bound {L:.10g} is above its upper bound {U:.10g}")
+    elif not (L - slack <= v <= U + slack):
+        faults.append(f"its value {v:.10g} lies outside its bounds [{L:.10g}, {U:.10g}]")
+    theta = np.asarray(stored.theta, float)
+    if theta.shape != np.shape(trace.theta[0]) or not np.all(np.isfinite(theta)):
+        faults.append(f"its theta has shape {theta.shape} or non-finite entries (the run's models: "
+                      f"{np.shape(trace.theta[0])})")
+    measured = np.asarray((trace.iterates or {}).get("objective", []), float)
+    below = np.nonzero(measured < L - slack)[0] if np.isfinite(L) else np.zeros(0, int)
+    if below.size:
+        k = int(below[0])
+        faults.append(f"the objective measured at round {k} ({measured[k]:.10g}) is below the oracle's certified "
+                      f"lower bound {L:.10g} ({below.size} round(s))")
+    return faults
+
+
+def _recertify(stored: Solution, problem) -> tuple[Solution, str | None]:
+    """Solve ``problem`` (which holds its rows) again and compare with the file's oracle; returns the
+    fresh solution and, when the two disagree beyond their certificates, why."""
+    fresh = problem.solve()
+    if fresh.theta is None or not np.isfinite(fresh.value):
+        return fresh, None
+    room = (abs(fresh.upper_bound - fresh.lower_bound) + abs(stored.upper_bound - stored.lower_bound)
+            + 1e-8 * max(1.0, abs(fresh.value)))
+    if not abs(stored.value - fresh.value) <= room:
+        return fresh, (f"the oracle in the file (value {stored.value:.10g}, {stored.status}) disagrees with the oracle "
+                       f"re-certified from the rows (value {fresh.value:.10g}, {fresh.status}): the file's oracle is "
+                       "not this problem's; graded against the re-certified one")
+    return fresh, None
+
+
 def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
     """:func:`drflmodel.verify` of a recorded run (a :class:`~drflmodel.solvers.Trace` or the path
-    of one saved by ``Trace.save``). ``solution`` defaults to the oracle the trace carries
-    (``info["oracle"]``); ``problem`` (with rows) to the trace's. Objective values measured during
-    the run (``iterates["objective"]``) are used where the rows are remote or gone."""
+    of one saved by ``Trace.save``).
+
+    ``solution`` defaults to the oracle the trace carries (``info["oracle"]``); ``problem`` (with
+    rows) to the trace's. What the file claims is re-derived where possible:
+
+    * with a problem holding its rows, the oracle is **re-certified** (solved again; a file whose
+      oracle disagrees fails, naming both values) and every round's objective is recomputed;
+    * without rows, the file's oracle and the objective values measured during the run
+      (``iterates["objective"]``) are all there is: the oracle's internal consistency is checked
+      (bounds in order, value inside them, every measured objective at or above the certified lower
+      bound -- a violation fails the verdict) and the verdict line says
+      ``"oracle read from file, not re-certified"``.
+    """
     from ..layout import ParameterLayout
     from ..verify import verify
 
     if not isinstance(trace, Trace):
         trace = Trace.load(trace)
     info = trace.info or {}
+    problem = problem if problem is not None else getattr(trace, "problem", None)
+    has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
+    faults, note = [], None
     if solution is None:
         if "oracle" not in info:
             raise InvalidParameterError("the trace carries no oracle solution: pass solution=")
         solution = _solution_from_dict(info["oracle"])
-    problem = problem if problem is not None else getattr(trace, "problem", None)
+        if has_rows:
+            solution, disagreement = _recertify(solution, problem)
+            faults = [disagreement] if disagreement else []
+            note = "oracle re-certified from the rows"
+        else:
+            faults = [f"the file's oracle is inconsistent: {f}" for f in _stored_oracle_faults(solution, trace)]
+            note = NOT_RECERTIFIED
+            unusable = [f for f in faults if "its theta has shape" in f]
+            if unusable:                                 # nothing to measure distances against
+                raise InvalidDataError(unusable[0])
     kwargs.setdefault("expected_rate", None)
-    has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
     if has_rows:
-        return _with_caveats(verify(trace, solution, tol=tol, problem=problem, **kwargs), info)
+        return _annotated(verify(trace, solution, tol=tol, problem=problem, **kwargs), info, note, faults)
     values = np.asarray(trace.iterates.get("objective", np.full(len(trace.theta), np.nan)), float)
     layout = None
     if problem is None and "layout" in info:
         lay = info["layout"]
         layout = ParameterLayout(lay["n_features"], lay["n_outputs"], lay["intercept_column"], lay["unpenalized"])
     recorded = _Recorded(trace.theta, values, problem, layout, info.get("family", ""))
-    return _with_caveats(verify(trace, solution, tol=tol, problem=recorded, **kwargs), info)
+    return _annotated(verify(trace, solution, tol=tol, problem=recorded, **kwargs), info, note, faults)
 
 
-def _with_caveats(report, info: dict):
-    """The trace's caveats (e.g. a robust aggregator graded against FedAvg's objective) on the report."""
+def _annotated(report, info: dict, note: str | None, faults: list):
+    """The report with where its oracle came from (on the verdict line), the faults found in the file
+    (each a failed check) and the trace's caveats (e.g. a robust aggregator graded against FedAvg's
+    objective)."""
+    if note:
+        report.extra["oracle_source"] = note
+    if faults:
+        report.reasons.extend(faults)
+        report.passed = False
     if info.get("caveats"):
         report.extra["caveats"] = list(info["caveats"])
     return report
