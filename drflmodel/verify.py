@@ -501,6 +501,8 @@ class Verifier:
 
     def error(self, theta) -> float:
         theta = np.asarray(theta, float)
+        if not np.all(np.isfinite(theta)):                   # a diverged iterate: never within tol
+            return float("nan")
         if self.error_metric == "rel_gap":
             objective = getattr(self.problem, "objective_for", lambda s: self.problem.objective)(self.solution)
             g = float(objective(theta))

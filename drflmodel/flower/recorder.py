@@ -135,6 +135,8 @@ class Recorder:
         """``dist_theta`` to :math:`\\theta^\\star` (identifiable representatives), the
         certified ``objective`` and ``rel_gap``."""
         sol = self.solution
+        if not np.all(np.isfinite(theta)):                   # a diverged strategy: nothing to measure
+            return {"dist_theta": float("nan"), "objective": float("nan"), "rel_gap": float("nan")}
         objective = self.problem.objective_for(sol) if hasattr(self.problem, "objective_for") else self.problem.objective
         g = float(objective(theta))
         identify = getattr(self.problem, "identifiable", lambda t: np.asarray(t, float))
