@@ -147,6 +147,13 @@ class Report:
     def final(self) -> dict:
         return self.rows[-1] if self.rows else {}
 
+    @property
+    def converged(self) -> bool:
+        """Whether the last round meets the tolerance -- what ``passed`` means with ``verdict="tol"``;
+        with ``verdict="rate"`` a run may pass without it (the summary's first line then says so)."""
+        value = self.final.get(self.error_metric, float("nan")) if self.final else float("nan")
+        return bool(np.isfinite(value) and abs(value) <= self.tol)
+
     def _judged_on(self) -> str:
         """What the verdict judged, in words; a PASSED that is not at the tolerance says so and
         says what was checked instead (on the same line as the verdict)."""
@@ -157,7 +164,7 @@ class Report:
         by_bound = d.get("decided_by") == "theorem bound"
         on = "on the theorem's bound" if by_bound else f"on the rate (margin {d.get('margin', 0.25):g})"
         final = abs(float(self.final.get(metric, np.nan))) if self.final else float("nan")
-        if final <= tol:
+        if self.converged:
             return f"{on}; converged: {metric} met tol {tol:g} at round {self.rounds_to_tol}"
         if not self.passed:
             return f"{on}; tolerance {tol:g} on {metric} reported"
@@ -227,7 +234,8 @@ class Report:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return jsonable({"passed": self.passed, "verdict": self.verdict, "reasons": self.reasons,
+        return jsonable({"passed": self.passed, "converged": self.converged, "verdict": self.verdict,
+                         "reasons": self.reasons,
                          "tol": self.tol, "error_metric": self.error_metric,
                          "rounds_to_tol": self.rounds_to_tol, "rate": self.rate, "diagnosis": self.diagnosis,
                          "solver": self.solver, "family": self.family, "rows": self.rows, "extra": self.extra})

@@ -378,6 +378,7 @@ def test_a_run_far_from_its_optimum_passes_only_saying_so_on_the_verdict_line(br
                            f"dist_theta_sq = {rep.final['dist_theta_sq']:.3e} > tol 1e-06 -- checked instead: "
                            "||x - x*||^2 stayed below Theorem 3.1's explicit bound at every round"), head
     assert rep.diagnosis["decided_by"] == "theorem bound"
+    assert not rep.converged and rep.to_dict()["converged"] is False and rep.to_dict()["passed"] is True
     # the envelope comparison alone would pass anything that does not grow: it says so
     cmp = rep.diagnosis["comparison"]
     assert cmp["matches"] and not cmp["informative"] and "uninformative: the bound itself falls only" in cmp["text"]
