@@ -43,6 +43,12 @@ from :math:`x^r` (``theta[r]``) with the losses :math:`L^r=(f_i(x^r))_i` and giv
   (the paper's constant :math:`C_1` of eq. (3.2) is not explicit; the second term uses the
   run's measured :math:`q^r`).
 
+* **Scaff-PD-IA** (Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi, "Federated Learning with Relative
+  Fairness", Theorem 3) with the schedule of its Assumption 8 (``schedule="theory"``): Lemma 16,
+  Lemma 17 and Proposition 19 give the chain of Theorem 3.1 above with :math:`\kappa_\Lambda` in
+  place of :math:`\mu_x/4`, hence the same bound; Assumption 7 asks the box projection to stay
+  inactive (the trace records whether it was).
+
 Both chains need the constants the schedule was built from to hold along the run: the smoothness
 and strong convexity of every :math:`f_i`, and :math:`L_{\lambda x}`, which drflmodel computes on a
 ball of radius :math:`R_b` around :math:`x^0` (the check reports whether the iterates stayed in it).
@@ -63,6 +69,7 @@ import numpy as np
 __all__ = ["TheoremBound", "theorem_bound"]
 
 SCAFFPD = "Yu, Karimireddy, Ma, Jordan, \"SCAFF-PD\" (arXiv:2307.13381)"
+IA = "Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi, \"Federated Learning with Relative Fairness\""
 #: relative increase of a potential that is reported as a violation
 POTENTIAL_RTOL = 1e-8
 #: the potential is checked while the distance to theta* exceeds this many oracle precisions
@@ -227,75 +234,151 @@ def _loss_differences(trace, R: int) -> np.ndarray | None:
     return np.vstack([np.zeros(L.shape[1]), np.diff(L[:R], axis=0)])
 
 
-def _scaffpd(trace, problem, solution) -> TheoremBound:
-    info = trace.info or {}
-    schedule = info.get("schedule")
-    why = _not_covered(trace)
-    if schedule == "constant":
-        why = why or "user-given constant steps (the theorems' conditions are not checked)"
-    elif schedule == "local-step" and not info.get("condition_3_2_holds", False):
-        why = why or "the fixed local step is outside Condition 3.2"
-    elif schedule == "sc-c" and trace.params.get("contraction") == "full":
-        why = why or ("contraction 'full' (gamma grows with mu_x tau, not mu_x tau/4): the proof needs "
-                      "Remark E.4's mu_x/4")
-    elif schedule not in ("sc-c", "sc-sc", "local-step"):
-        why = why or f"schedule {schedule!r} is not recorded"
-    if why:
-        return TheoremBound(False, why)
+@dataclass
+class _Run:
+    """What every bound reads from a run and its oracle (module docstring's notation)."""
+
+    x: np.ndarray              # (R+1, P) iterates
+    lam: np.ndarray            # (R+1, n) dual iterates
+    x_star: np.ndarray
+    lam_star: np.ndarray
+    q: np.ndarray              # (R, n) loss differences q^r, q^0 = 0
+    errors: np.ndarray         # (R+1,) ||x^r - x*||^2
+    delta: float               # the oracle's precision on x*
+
+    @property
+    def R(self) -> int:
+        return self.x.shape[0] - 1
+
+    @property
+    def e0(self) -> float:
+        """||x^0 - x*||^2 with the oracle's precision added (the bound must hold for the true x*)."""
+        return float((np.sqrt(self.errors[0]) + self.delta) ** 2)
+
+    @property
+    def dl0(self) -> float:
+        return float(np.sum((self.lam[0] - self.lam_star) ** 2))
+
+    def bound(self, core: np.ndarray) -> np.ndarray:
+        """The bound on the measured squared distance: (sqrt(B_r) + delta)^2."""
+        return (np.sqrt(core) + self.delta) ** 2 if np.isfinite(self.delta) else np.full(core.shape, np.nan)
+
+
+def _run(trace, problem, solution, mu: float) -> "_Run | str":
+    """The run's arrays, or why they cannot be had (a sentence)."""
     if solution.weights is None or trace.weights is None:
-        return TheoremBound(False, "the dual iterates or the oracle's weights lambda* are missing")
+        return "the dual iterates or the oracle's weights lambda* are missing"
     x, lam = np.asarray(trace.theta, float), np.asarray(trace.weights, float)
     x_star, lam_star = np.asarray(solution.theta, float), np.asarray(solution.weights, float)
     if lam.shape[1] != lam_star.size or x.shape[1] != x_star.size:
-        return TheoremBound(False, "the trace and the oracle have different shapes")
-    R = x.shape[0] - 1
-    q = _loss_differences(trace, R)
-    if q is None or R < 1:
-        return TheoremBound(False, "the trace has no per-round client losses")
+        return "the trace and the oracle have different shapes"
+    q = _loss_differences(trace, x.shape[0] - 1)
+    if q is None or x.shape[0] < 2:
+        return "the trace has no per-round client losses"
+    return _Run(x, lam, x_star, lam_star, q, np.sum((x - x_star) ** 2, axis=1),
+                _oracle_precision(problem, solution, mu))
+
+
+def _accelerated(run: _Run, trace, c_alpha: float = 0.5):
+    """The strongly-convex--concave chain shared by Scaff-PD's Theorem 3.1 and Scaff-PD-IA's Theorem 3
+    (module docstring): ``(core bound, potential t_r V_r, C, gamma_0)`` from the recorded steps."""
+    R, q = run.R, run.q
+    tau, sigma, theta = (np.asarray(trace.iterates[k], float)[:R] for k in ("tau", "sigma", "extrapolation"))
+    gamma = sigma / tau
+    C = run.e0 + run.dl0 / gamma[0]
+    core = np.concatenate([[run.e0], C * gamma[0] / gamma])
+    sigma_prev = np.concatenate([[sigma[0]], sigma[:-1]])
+    dl, dx = run.lam[:R] - run.lam_star, run.x[:R] - run.x_star
+    V = (theta * np.sum(q * dl, 1) + np.sum(dl**2, 1) / (2 * sigma) + np.sum(dx**2, 1) / (2 * tau)
+         + theta * np.sum(q**2, 1) * sigma_prev / (2 * c_alpha))
+    return core, sigma / sigma[0] * V, C, float(gamma[0])
+
+
+def _accelerated_statement(C: float) -> str:
+    return ("||x^(r+1) - x*||^2 <= (gamma_0/gamma_r)(||x^0 - x*||^2 + ||lambda^0 - lambda*||^2/gamma_0) "
+            f"= {C:.4g} gamma_0/gamma_r")
+
+
+def _covered(trace, mu: float, problem, solution) -> tuple[_Run | None, str]:
+    why = _not_covered(trace)
+    if why:
+        return None, why
+    run = _run(trace, problem, solution, mu)
+    return (None, run) if isinstance(run, str) else (run, "")
+
+
+def _scaffpd(trace, problem, solution) -> TheoremBound:
+    info = trace.info or {}
+    schedule = info.get("schedule")
+    if schedule == "constant":
+        return TheoremBound(False, "user-given constant steps (the theorems' conditions are not checked)")
+    if schedule == "local-step" and not info.get("condition_3_2_holds", False):
+        return TheoremBound(False, "the fixed local step is outside Condition 3.2")
+    if schedule == "sc-c" and trace.params.get("contraction") == "full":
+        return TheoremBound(False, "contraction 'full' (gamma grows with mu_x tau, not mu_x tau/4): the proof "
+                                   "needs Remark E.4's mu_x/4")
+    if schedule not in ("sc-c", "sc-sc", "local-step"):
+        return TheoremBound(False, f"schedule {schedule!r} is not recorded")
     try:
         mu = float(np.min(problem.objectives.strong_convexity()))
     except (AttributeError, TypeError, ValueError):
         mu = float(info.get("mu_x", 0.0))
-    delta = _oracle_precision(problem, solution, mu)
-    errors = np.sum((x - x_star) ** 2, axis=1)
-    e0 = (np.sqrt(errors[0]) + delta) ** 2
-    dl0 = float(np.sum((lam[0] - lam_star) ** 2))
-    dl, dx = lam[:R] - lam_star, x[:R] - x_star
+    run, why = _covered(trace, mu, problem, solution)
+    if run is None:
+        return TheoremBound(False, why)
+    R, q = run.R, run.q
+    constant = {"dist_x0_sq": float(run.errors[0]), "dist_lambda0_sq": run.dl0}
     if schedule == "sc-c":
-        tau, sigma, theta = (np.asarray(trace.iterates[k], float)[:R] for k in ("tau", "sigma", "extrapolation"))
-        gamma = sigma / tau
-        C = e0 + dl0 / gamma[0]
-        core = np.concatenate([[e0], C * gamma[0] / gamma])
-        c_alpha = 0.5
-        sigma_prev = np.concatenate([[sigma[0]], sigma[:-1]])
-        V = (theta * np.sum(q * dl, 1) + np.sum(dl**2, 1) / (2 * sigma) + np.sum(dx**2, 1) / (2 * tau)
-             + theta * np.sum(q**2, 1) * sigma_prev / (2 * c_alpha))
-        potential = sigma / sigma[0] * V
-        statement = ("Theorem 3.1's bound ||x^(r+1) - x*||^2 <= (gamma_0/gamma_r)(||x^0 - x*||^2 + "
-                     f"||lambda^0 - lambda*||^2/gamma_0) = {C:.4g} gamma_0/gamma_r")
-        constant = {"C": C, "gamma0": float(gamma[0]), "dist_x0_sq": float(errors[0]), "dist_lambda0_sq": dl0}
+        core, potential, C, gamma0 = _accelerated(run, trace)
+        statement = f"Theorem 3.1's bound {_accelerated_statement(C)}"
+        constant.update(C=C, gamma0=gamma0)
         theorem, name, source = "Theorem 3.1", "t_r V_r", f"{SCAFFPD}, Theorem 3.1 (Lemmas E.1-E.2, proof of Theorem E.6)"
     else:
         tau, sigma, theta = (float(info[k]) for k in ("tau", "sigma", "theta"))
-        V0 = dl0 / (2 * sigma) + e0 / (2 * tau)
-        r = np.arange(R + 1)
+        V0 = run.dl0 / (2 * sigma) + run.e0 / (2 * tau)
         qq = np.concatenate([np.sum(q**2, 1), [np.nan]])        # q^R is not recorded: no bound at R
-        core = 2 * tau * theta**r * V0 + tau * sigma * theta**2 * qq
+        core = 2 * tau * theta ** np.arange(R + 1) * V0 + tau * sigma * theta**2 * qq
+        dl, dx = run.lam[:R] - run.lam_star, run.x[:R] - run.x_star
         V = theta * np.sum(q * dl, 1) + np.sum(dl**2, 1) / (2 * sigma) + np.sum(dx**2, 1) / (2 * tau)
         potential = V / theta ** np.arange(R)
         statement = (f"Theorem 3.5's bound ||x^r - x*||^2 <= 2 tau theta^r V_0 + tau sigma theta^2 ||q^r||^2 "
                      f"(2 tau V_0 = {2 * tau * V0:.4g}, theta = {theta:.6g})")
-        constant = {"C": 2 * tau * V0, "theta": theta, "tau": tau, "sigma": sigma,
-                    "dist_x0_sq": float(errors[0]), "dist_lambda0_sq": dl0}
+        constant.update(C=2 * tau * V0, theta=theta, tau=tau, sigma=sigma)
         theorem, name, source = "Theorem 3.5", "V_r / theta^r", f"{SCAFFPD}, Theorem 3.5 (Lemmas E.7-E.8, proof of Theorem E.9)"
-    bound = (np.sqrt(core) + delta) ** 2 if np.isfinite(delta) else np.full(R + 1, np.nan)
-    constant["oracle_precision"] = delta
-    return TheoremBound(True, theorem=theorem, statement=statement, source=source, errors=errors, bound=bound,
-                        constant=constant, potential=potential, potential_name=name,
-                        checked_until=min(_checked_until(errors, delta), R - 1), ball=_ball(trace, info))
+    return _finish(run, core, potential, constant, theorem, statement, source, name, _ball(trace, info))
 
 
-_BOUNDS = {"ScaffPD": _scaffpd}
+def _scaffpd_ia(trace, problem, solution) -> TheoremBound:
+    """Scaff-PD-IA (Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi, "Federated Learning with Relative
+    Fairness"): Theorem 3 with the schedule of Assumption 8 (``schedule="theory"``): Lemma 16 at the
+    saddle point, Lemma 17 and Proposition 19 give the same chain as Scaff-PD's Theorem 3.1, with
+    :math:`\kappa_\Lambda` for :math:`\mu_x/4`; Assumption 7 asks the box projection to stay inactive."""
+    info = trace.info or {}
+    if info.get("schedule") != "theory":
+        return TheoremBound(False, f"schedule {info.get('schedule')!r}: only schedule='theory' (Assumption 8) has "
+                                   "Theorem 3's constants")
+    active = np.asarray((trace.iterates or {}).get("projection_active", []), float)
+    if np.any(active > 0):
+        k = int(np.nonzero(active > 0)[0][0])
+        return TheoremBound(False, f"the box projection was active (round {k}): outside Assumption 7")
+    run, why = _covered(trace, float(info.get("mu_lambda_weighted", 0.0)), problem, solution)
+    if run is None:
+        return TheoremBound(False, why)
+    core, potential, C, gamma0 = _accelerated(run, trace)
+    return _finish(run, core, potential, {"C": C, "gamma0": gamma0, "dist_x0_sq": float(run.errors[0]),
+                                          "dist_lambda0_sq": run.dl0},
+                   "Theorem 3", f"Theorem 3's bound {_accelerated_statement(C)}",
+                   f"{IA}, Theorem 3 (Lemmas 16-17, Proposition 19, Assumption 8)", "t_r V_r", _ball(trace, info))
+
+
+def _finish(run, core, potential, constant, theorem, statement, source, name, ball) -> TheoremBound:
+    constant["oracle_precision"] = run.delta
+    return TheoremBound(True, theorem=theorem, statement=statement, source=source, errors=run.errors,
+                        bound=run.bound(core), constant=constant, potential=potential, potential_name=name,
+                        checked_until=min(_checked_until(run.errors, run.delta), run.R - 1), ball=ball)
+
+
+_BOUNDS = {"ScaffPD": _scaffpd, "ScaffPDIA": _scaffpd_ia}
 
 
 def theorem_bound(trace, problem, solution) -> TheoremBound | None:

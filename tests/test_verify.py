@@ -481,3 +481,20 @@ def test_the_report_plot_draws_the_theorems_bound():
     assert "ScaffPD: Theorem 3.5's bound" in labels
     bound = ax.get_lines()[labels.index("ScaffPD: Theorem 3.5's bound")].get_ydata()
     np.testing.assert_array_equal(bound, [row["theory_bound"] for row in rep.rows])
+
+
+def test_scaffpd_ia_with_the_theory_schedule_is_checked_against_theorem_3():
+    """Scaff-PD-IA with Assumption 8's steps (relative-fairness paper, Theorem 3): the same chain as
+    Scaff-PD's Theorem 3.1 with kappa_Lambda; its default steps are outside the theorem's constants."""
+    import drflmodel as dm
+    fed = dm.datasets.synthetic_regression(n_clients=4, dim=4, samples=40, seed=0)
+    prob = dm.RelativeFairness(fed, dm.losses.Squared(), A=dm.sets.CVaR(4, 0.5), B=dm.sets.CVaR(4, 0.5),
+                               phi=0.05, l2=0.5)
+    sol = prob.solve()
+    tr = dm.solvers.ScaffPDIA(rounds=300, schedule="theory", local_steps=3).run(prob, seed=0)
+    rep = verify(tr, sol, verdict="rate")
+    b = rep.diagnosis["bound"]
+    assert b["applies"] and b["holds"] and b["theorem"] == "Theorem 3" and "Relative Fairness" in b["source"]
+    assert rep.passed and "on the theorem's bound; NOT converged" in rep.summary().splitlines()[0]
+    default = verify(dm.solvers.ScaffPDIA(rounds=30).run(prob, seed=0), sol)
+    assert "only schedule='theory' (Assumption 8) has Theorem 3's constants" in default.diagnosis["bound"]["why_not"]
