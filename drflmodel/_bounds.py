@@ -169,6 +169,23 @@ class TheoremBound:
                     f"round {self.ball['left_at']} (the bound is not guaranteed after it)")
         return out
 
+    def slow_dual_note(self) -> str | None:
+        """When the bound is dominated by its dual term :math:`\|\lambda^0-\lambda^\star\|^2/\gamma_0`
+        (the strongly-convex--concave chain), why the distance may stall or grow inside it: the dual
+        step :math:`\sigma_r=\gamma_r\tau_r` is small and :math:`x` tracks the minimizer of the
+        current weighting while :math:`\lambda` moves slowly towards :math:`\lambda^\star`."""
+        c = self.constant
+        if not self.applies or "gamma0" not in c:
+            return None
+        dual = c["dist_lambda0_sq"] / c["gamma0"]
+        if dual <= c["dist_x0_sq"]:
+            return None
+        return (f"{self.theorem}'s bound is dominated by its dual term ||lambda^0 - lambda*||^2/gamma_0 = {dual:.3g} "
+                f"(||x^0 - x*||^2 = {c['dist_x0_sq']:.3g}): the dual steps are small, lambda moved only from "
+                f"||lambda - lambda*||^2 = {c['dist_lambda0_sq']:.3g} to {c['dist_lambda_end_sq']:.3g}, and x follows "
+                "the minimizer of the current weights, so ||x - x*||^2 may stall or grow inside the bound while "
+                "the proof's potential falls")
+
     def to_dict(self) -> dict:
         out = {"applies": self.applies, "why_not": self.why_not, "theorem": self.theorem,
                "statement": self.statement, "source": self.source}
@@ -373,6 +390,7 @@ def _scaffpd_ia(trace, problem, solution) -> TheoremBound:
 
 def _finish(run, core, potential, constant, theorem, statement, source, name, ball) -> TheoremBound:
     constant["oracle_precision"] = run.delta
+    constant["dist_lambda_end_sq"] = float(np.sum((run.lam[-1] - run.lam_star) ** 2))
     return TheoremBound(True, theorem=theorem, statement=statement, source=source, errors=run.errors,
                         bound=run.bound(core), constant=constant, potential=potential, potential_name=name,
                         checked_until=min(_checked_until(run.errors, run.delta), run.R - 1), ball=ball)

@@ -208,7 +208,9 @@ class Report:
         if theory:
             lines.append(f"  theory: {theory['statement']}" + (f" -- {theory['source']}" if theory["source"] else ""))
         if d.get("comparison", {}).get("text") and theory and theory.get("kind"):
-            lines.append(f"  rate check: {d['comparison']['text']}")
+            aside = " (for information: the verdict is on the theorem's bound)" \
+                if d.get("decided_by") == "theorem bound" else ""
+            lines.append(f"  rate check: {d['comparison']['text']}{aside}")
         bound = d.get("bound")
         if bound:
             lines.append(f"  theorem bound: {bound['text'] if bound['applies'] else 'none checked: ' + bound['why_not']}")
@@ -397,6 +399,9 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
                                 prediction, problem, solution, rate_margin)
     by_bound = bound is not None and bound.applies
     diagnosis["bound"] = None if bound is None else bound.to_dict()
+    slow_dual = bound.slow_dual_note() if by_bound and bound.holds and abs_err[-1] > tol else None
+    if slow_dual and diagnosis["behaviour"] in ("growing", "stalling", "oscillating"):
+        diagnosis["causes"].insert(0, slow_dual)
     diagnosis["decided_by"] = "tolerance" if verdict == "tol" else ("theorem bound" if by_bound else "rate comparison")
 
     reasons = []

@@ -391,6 +391,7 @@ def test_readme_csv_example_passes_on_other_clinics_tables(tmp_path, monkeypatch
     out = capsys.readouterr().out
     assert "PASSED: ScaffPD vs dro (2000 rounds, on the theorem's bound; NOT converged" in out, out
     assert "holds at every round" in out and "the proof's potential t_r V_r fell at every round" in out
+    assert "cause: Theorem 3.1's bound is dominated by its dual term ||lambda^0 - lambda*||^2/gamma_0" in out, out
     rows = json.loads((tmp_path / "clinics.verify.json").read_text())["report"]["rows"]
     e = np.array([row["dist_theta_sq"] for row in rows])
     assert np.all(e <= np.array([row["theory_bound"] for row in rows]))
