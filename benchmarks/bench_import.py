@@ -24,7 +24,7 @@ def _median_seconds(code: str, repeats: int = 7) -> float:
 def main() -> None:
     base = _median_seconds("pass")
     rows = [("python -c pass", base)]
-    for mod in ("numpy", "drflmodel", "cvxpy", "drflmodel.problems.dro"):
+    for mod in ("numpy", "drflmodel", "cvxpy", "drflmodel.problems.minmax.dro"):
         rows.append((f"import {mod}", _median_seconds(f"import {mod}")))
     print(f"{'command':32s} {'median s':>9s} {'minus baseline':>15s}")
     for name, t in rows:

@@ -24,9 +24,9 @@ _LAZY = {
     "SolverError": ("drflmodel.errors", "SolverError"),
     "ClientObjectives": ("drflmodel.objectives", "ClientObjectives"),
     # problems
-    "FederatedDRO": ("drflmodel.problems.dro", "FederatedDRO"),
-    "FairnessAwareFL": ("drflmodel.problems.fafl", "FairnessAwareFL"),
-    "WassersteinDRFL": ("drflmodel.problems.wasserstein", "WassersteinDRFL"),
+    "FederatedDRO": ("drflmodel.problems.minmax.dro", "FederatedDRO"),
+    "FairnessAwareFL": ("drflmodel.problems.minmax.fafl", "FairnessAwareFL"),
+    "WassersteinDRFL": ("drflmodel.problems.wasserstein.problem", "WassersteinDRFL"),
     "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
     "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
     # verification

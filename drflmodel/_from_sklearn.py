@@ -275,7 +275,7 @@ def from_sklearn(estimator, X=None, y=None, clients=None, aggregation: str = "fe
     if aggregation != "fedavg":
         raise InvalidParameterError(f"aggregation must be 'fedavg' (the example-weighted average of the "
                                     f"clients' objectives); got {aggregation!r}")
-    from .problems.dro import FederatedDRO
+    from .problems.minmax.dro import FederatedDRO
     from .sets import HCVaR
 
     name = type(estimator).__name__

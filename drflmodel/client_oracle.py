@@ -742,7 +742,7 @@ class StatisticsObjectives(_ServerObjectives):
 
     def max_row_norms(self) -> np.ndarray:
         """Not in the statistics, and not needed: the squared loss has self-concordance constant
-        :math:`M=0`, so the bound of :mod:`drflmodel.problems._newton` uses :math:`M\\max\\|x\\|=0`
+        :math:`M=0`, so the bound of :mod:`drflmodel.problems.minmax.fixed_weight_bound` uses :math:`M\\max\\|x\\|=0`
         whatever the norms; zeros keep that product exact."""
         if self.loss.self_concordance != 0:
             raise InvalidParameterError("row norms are not part of the sufficient statistics")
@@ -800,8 +800,8 @@ def _declare(channel: Channel, loss: Loss | None) -> tuple[DeclaredFederation, l
 
 def _rebuild(problem, declared: DeclaredFederation):
     """The same problem on the declared federation (no rows): FederatedDRO / FairnessAwareFL."""
-    from .problems.dro import FederatedDRO
-    from .problems.fafl import FairnessAwareFL
+    from .problems.minmax.dro import FederatedDRO
+    from .problems.minmax.fafl import FairnessAwareFL
 
     if type(problem) is FederatedDRO:
         return FederatedDRO(declared, problem.loss, weights=problem.weights, l2=problem.l2,
@@ -824,7 +824,7 @@ def server_problem(problem, declared: DeclaredFederation):
     family and parameters are rebuilt on ``declared``; its rows are not used) or a factory
     ``federation -> problem`` (the same recipe that builds the centralized problem from a real
     federation)."""
-    from .problems._base import Problem
+    from .problems.engine.problem import Problem
 
     if isinstance(problem, Problem):
         return _rebuild(problem, declared)
@@ -865,8 +865,8 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     ``method`` on a server problem whose ``objectives`` is :class:`FederatedObjectives` (or
     :class:`StatisticsObjectives` for the squared loss).
 
-    ``method``: ``"sqp"`` (smooth losses: :mod:`drflmodel.problems._lagrangian_sqp`),
-    ``"bundle"`` (any convex loss: :mod:`drflmodel.problems._bundle`) or ``"auto"`` (by the
+    ``method``: ``"sqp"`` (smooth losses: :mod:`drflmodel.problems.minmax.lagrangian_sqp`),
+    ``"bundle"`` (any convex loss: :mod:`drflmodel.problems.minmax.level_bundle`) or ``"auto"`` (by the
     loss). ``options`` go to the route (``max_steps``, ``tol``, ...). Returns a
     :class:`~drflmodel.solution.Solution` whose ``info["federated"]`` holds the exchanges, the
     reveal table and any fault."""

@@ -40,7 +40,7 @@ per-sample :math:`K\\times K` Hessian in the scores), :meth:`Loss.block_hvp` and
 F. Bach (2010), "Self-concordant analysis for logistic regression", Electronic Journal of
 Statistics 4: :math:`|D^3\\ell(s)[u,u,v]|\\le M\\|v\\|_2\\,D^2\\ell(s)[u,u]` for all score
 directions :math:`u, v` (``None`` when no such bound holds). It makes the numpy lower bound of
-:mod:`drflmodel.problems._newton` rigorous where the objective is not strongly convex (an
+:mod:`drflmodel.problems.minmax.fixed_weight_bound` rigorous where the objective is not strongly convex (an
 unpenalized intercept).
 """
 

@@ -42,7 +42,7 @@ def minibatch_indices(rng: np.random.Generator, size: int, batch_size: int) -> n
     """The one minibatch rule of drflmodel: ``batch_size`` row indices of a client with ``size``
     rows, drawn uniformly **with replacement** by ``rng.integers(0, size, batch_size)``.
 
-    Every minibatch gradient (the vectorized simulator, :class:`~drflmodel.problems._base.ClientView`,
+    Every minibatch gradient (the vectorized simulator, :class:`~drflmodel.problems.engine.problem.ClientView`,
     a Flower client) draws through this function from the client's own generator, so the same
     generator gives the same rows on every engine.
     """
@@ -145,7 +145,7 @@ class ClientObjectives:
 
     def restricted(self, i: int) -> "ClientObjectives":
         """The objective of client *i* alone (a copy holding only that client's own rows; its
-        results have one row). Used by :class:`~drflmodel.problems._base.ClientView`."""
+        results have one row). Used by :class:`~drflmodel.problems.engine.problem.ClientView`."""
         import copy
 
         client = self.federation.clients[i]

@@ -2,7 +2,7 @@ r"""The client side on Flower: what client *i* computes, on its own partition on
 
 :func:`client_app` builds the ``ClientApp`` of drflmodel's ported algorithms. A supernode holds
 partition ``i = node_config["partition-id"]`` and computes only through
-``problem.client_view(i)`` (:class:`~drflmodel.problems._base.ClientView`: the value, gradient
+``problem.client_view(i)`` (:class:`~drflmodel.problems.engine.problem.ClientView`: the value, gradient
 and seeded minibatch gradient of :math:`f_i`). Its private state lives in its ``Context.state``:
 
 * its random generator -- ``client_generators(seed, n)[i]``, i.e.

@@ -174,7 +174,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     if (oracle is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of oracle= (a problem or a factory) and estimator=")
     from .._validation import check_choice
-    from ..problems._base import Problem
+    from ..problems.engine.problem import Problem
 
     robust_aggregators = check_choice(robust_aggregators, "robust_aggregators", ROBUST_AGGREGATORS)
     holds_rows = isinstance(oracle, Problem)

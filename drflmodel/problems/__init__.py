@@ -1,25 +1,36 @@
-"""The exact oracles, one module (or subpackage) per formulation family (imported lazily).
+"""The exact oracles, one folder per formulation family (imported lazily).
 
-``_base`` (``ProblemBase``, the horizontal ``Problem``, ``VerticalProblem``), ``_routes`` (the
-solve contract: ``Route``, ``SolveRequest``, dispatch), ``_conic`` (solver names and settings, the
-solver sequence, ``ConicRoute``); ``dro``, ``fafl``, ``wasserstein``, ``relative/``, ``deo/``.
+* :mod:`.engine` -- the solve engine every family shares: the route contract and ``dispatch``,
+  the solver sequence, the conic route, the problem base classes;
+* :mod:`.minmax` -- the client-weight min-max family (``FederatedDRO``, ``FairnessAwareFL``)
+  with its routes;
+* :mod:`.wasserstein` -- Wasserstein DRFL;
+* :mod:`.relative` -- relative fairness;
+* :mod:`.deo` -- DEO-constrained vertical FL.
+
+The former module paths (``drflmodel.problems.dro``, ``._base``, ``._sqp``, ...) still import, with
+a :class:`DeprecationWarning`, for one release (:mod:`._moved`).
 """
 
 from __future__ import annotations
 
 import importlib
 
+from . import _moved
+
+_moved.install()          # the deprecated old paths (an import finder; nothing else runs here)
+
 _LAZY = {
-    "Problem": ("drflmodel.problems._base", "Problem"),
-    "ClientView": ("drflmodel.problems._base", "ClientView"),
-    "ProblemBase": ("drflmodel.problems._base", "ProblemBase"),
-    "VerticalProblem": ("drflmodel.problems._base", "VerticalProblem"),
-    "Route": ("drflmodel.problems._routes", "Route"),
-    "SolveRequest": ("drflmodel.problems._routes", "SolveRequest"),
-    "ConicRoute": ("drflmodel.problems._conic", "ConicRoute"),
-    "FederatedDRO": ("drflmodel.problems.dro", "FederatedDRO"),
-    "FairnessAwareFL": ("drflmodel.problems.fafl", "FairnessAwareFL"),
-    "WassersteinDRFL": ("drflmodel.problems.wasserstein", "WassersteinDRFL"),
+    "Problem": ("drflmodel.problems.engine.problem", "Problem"),
+    "ClientView": ("drflmodel.problems.engine.problem", "ClientView"),
+    "ProblemBase": ("drflmodel.problems.engine.problem", "ProblemBase"),
+    "VerticalProblem": ("drflmodel.problems.engine.problem", "VerticalProblem"),
+    "Route": ("drflmodel.problems.engine.route", "Route"),
+    "SolveRequest": ("drflmodel.problems.engine.route", "SolveRequest"),
+    "ConicRoute": ("drflmodel.problems.engine.conic", "ConicRoute"),
+    "FederatedDRO": ("drflmodel.problems.minmax.dro", "FederatedDRO"),
+    "FairnessAwareFL": ("drflmodel.problems.minmax.fafl", "FairnessAwareFL"),
+    "WassersteinDRFL": ("drflmodel.problems.wasserstein.problem", "WassersteinDRFL"),
     "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
     "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
 }

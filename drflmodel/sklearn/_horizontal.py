@@ -21,8 +21,8 @@ from .. import sets as _sets
 from .._validation import check_choice, check_real
 from ..data import Federation
 from ..errors import InvalidParameterError
-from ..problems.dro import FederatedDRO
-from ..problems.fafl import FairnessAwareFL
+from ..problems.minmax.dro import FederatedDRO
+from ..problems.minmax.fafl import FairnessAwareFL
 from ..problems.relative import RelativeFairness
 from ..problems.wasserstein import WassersteinDRFL
 from ._base import OracleEstimator, RegressorPredictMixin, SingleClientWarning

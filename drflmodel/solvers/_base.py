@@ -9,7 +9,7 @@ Four pieces, shared by every algorithm in :mod:`drflmodel.solvers`:
     A subclass implements three hooks::
 
         class MySolver(Solver):
-            problem_types = ("drflmodel.problems.dro:FederatedDRO",)   # accepted families
+            problem_types = ("drflmodel.problems.minmax.dro:FederatedDRO",)   # accepted families
             expected_rate = "linear"        # what the paper proves (read by dm.verify)
 
             def _validate(self):            # called by __init__; check self.params / attributes

@@ -2,7 +2,7 @@
 independent reference: by the tests (same iterates as the vectorized :class:`ScaffPD` to 1e-10)
 and by ``benchmarks/bench_scaffpd.py`` (vectorized vs loop timing).
 
-Each client is a :class:`~drflmodel.problems._base.ClientView` and every local step is a Python
+Each client is a :class:`~drflmodel.problems.engine.problem.ClientView` and every local step is a Python
 loop over clients; no stacked arrays, no runtime, no accounting. Deterministic gradients only.
 """
 

@@ -88,7 +88,7 @@ from ._base import Solver, check_step
 
 __all__ = ["ADLPMM", "project_unit_ball", "prox_dual_norm", "sample_rows", "restricted_view"]
 
-_WASS = ("drflmodel.problems.wasserstein:WassersteinDRFL",)
+_WASS = ("drflmodel.problems.wasserstein.problem:WassersteinDRFL",)
 
 
 def project_unit_ball(x, p: float) -> np.ndarray:

@@ -7,7 +7,7 @@ listed per class:
 
 * :class:`FedAvg` (McMahan et al. 2017) and :class:`Scaffold` (Karimireddy et al. 2020) solve
   ERM :math:`\\min_\\theta\\sum_ip_if_i(\\theta)` with **fixed** weights :math:`p`: they run on a
-  :class:`~drflmodel.problems.dro.FederatedDRO` whose weight set is a single point, e.g.
+  :class:`~drflmodel.problems.minmax.dro.FederatedDRO` whose weight set is a single point, e.g.
   ``CVaR(n, 1)`` (uniform :math:`p`) or ``HCVaR(p, 1)`` (:math:`p`-weighted).
 * :class:`FedProx` (Li et al. 2020) runs FedAvg's round on each client's proximal objective
   :math:`f_i(u)+\\frac\\mu2\\|u-\\theta^r\\|^2`, on the same fixed weights. Its fixed point is in
@@ -43,7 +43,7 @@ from .scaffpd import _initial_weights
 
 __all__ = ["FedAvg", "FedProx", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
 
-_DRO = ("drflmodel.problems.dro:FederatedDRO",)
+_DRO = ("drflmodel.problems.minmax.dro:FederatedDRO",)
 #: recorded per round by the min-max baselines when they sample clients
 _SAMPLING_RECORD = ("sampled", "loss_clients")
 

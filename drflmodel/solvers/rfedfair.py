@@ -1,6 +1,6 @@
 r"""rFedFair (FAFL paper, Algorithm 1 of §4; Theorems 1–2 of §5.1 and Appendices C–D).
 
-Runs on a :class:`~drflmodel.problems.fafl.FairnessAwareFL` and minimizes the **smoothed**
+Runs on a :class:`~drflmodel.problems.minmax.fafl.FairnessAwareFL` and minimizes the **smoothed**
 objective of problem (5),
 
 .. math::
@@ -101,7 +101,7 @@ from ._sampling import sample_by_weights
 
 __all__ = ["RFedFair", "rfedfair_constants", "iterations_to_rounds"]
 
-_FAFL = ("drflmodel.problems.fafl:FairnessAwareFL",)
+_FAFL = ("drflmodel.problems.minmax.fafl:FairnessAwareFL",)
 
 
 def iterations_to_rounds(iterations: int, local_steps: int) -> int:
@@ -167,7 +167,7 @@ def hcvar_eta(losses, cap) -> float:
 
 
 class RFedFair(Solver):
-    r"""rFedFair (FAFL Algorithm 1) on a :class:`~drflmodel.problems.fafl.FairnessAwareFL`.
+    r"""rFedFair (FAFL Algorithm 1) on a :class:`~drflmodel.problems.minmax.fafl.FairnessAwareFL`.
 
     Parameters
     ----------

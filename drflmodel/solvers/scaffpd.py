@@ -4,7 +4,7 @@ strongly-convex–strongly-concave case (SC-SC: Condition 3.2, Theorem 3.5).
 
 Problem (1.1) of the paper:
 :math:`\\min_x\\max_{\\lambda\\in\\Lambda}\\ \\sum_i\\lambda_i f_i(x)-\\psi(\\lambda)`, given by a
-:class:`~drflmodel.problems.dro.FederatedDRO` (``problem.weights`` is the set :math:`\\Lambda` with
+:class:`~drflmodel.problems.minmax.dro.FederatedDRO` (``problem.weights`` is the set :math:`\\Lambda` with
 its penalty :math:`\\psi`; ``weights.prox`` is the dual step).
 
 One round :math:`r` (0-based here; the paper's round :math:`r+1`), with :math:`x^{-1}=x^0`
@@ -86,7 +86,7 @@ from ._base import ClientRuntime, Solver, check_batch_size, check_rounds, check_
 __all__ = ["ScaffPD", "scaffpd_constants", "ball_lipschitz", "sc_sc_schedule", "fixed_local_step_schedule",
            "SCCSchedule", "ConstantSchedule"]
 
-_DRO = ("drflmodel.problems.dro:FederatedDRO",)
+_DRO = ("drflmodel.problems.minmax.dro:FederatedDRO",)
 
 
 # ---------------------------------------------------------------------------------- constants
@@ -292,7 +292,7 @@ def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, runtim
 
 # ---------------------------------------------------------------------------------- solver
 class ScaffPD(Solver):
-    """Scaff-PD (Scaff-PD paper, Algorithms 1–2) on a :class:`~drflmodel.problems.dro.FederatedDRO`.
+    """Scaff-PD (Scaff-PD paper, Algorithms 1–2) on a :class:`~drflmodel.problems.minmax.dro.FederatedDRO`.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The active-set route for piecewise-linear losses (problems/_active_set.py, problems/_pieces.py).
+"""The active-set route for piecewise-linear losses (problems/minmax/active_set.py, problems/minmax/pieces.py).
 
 Checks, each able to fail: the pieces and the Moreau envelope against the loss itself and a brute
 force minimization; the numpy Lagrangian bound below an independently solved fixed-weight minimum
@@ -18,8 +18,8 @@ from scipy.optimize import minimize_scalar
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems import _active_set
-from drflmodel.problems._pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
+from drflmodel.problems.minmax import active_set
+from drflmodel.problems.minmax.pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
 
 PIECEWISE = [dm.losses.Hinge(), dm.losses.Pinball(0.3), dm.losses.Pinball(0.0), dm.losses.Pinball(1.0),
              dm.losses.EpsilonInsensitive(0.2), dm.losses.EpsilonInsensitive(0.0)]
@@ -185,7 +185,7 @@ def test_agrees_with_the_conic_route(kind, loss, seed, path, monkeypatch):
     """``direct``: these small instances take every row as a kink row; ``smoothed``: a kink budget of
     10 rows forces the smoothing stage and the active-set rounds."""
     if path == "smoothed":
-        monkeypatch.setattr(_active_set, "_band_target", lambda P, n, N: 10)
+        monkeypatch.setattr(active_set, "_band_target", lambda P, n, N: 10)
     fed = _federation(kind, loss, seed)
     l2 = [1e-3, 1e-1][seed % 2]
     sets = _weight_sets(fed.n_clients)
@@ -214,8 +214,8 @@ def test_fafl_agrees_with_the_conic_route(kind):
 def test_a_start_far_from_the_solution_is_repaired_by_the_rounds(loss, monkeypatch):
     """No smoothing: every row fixed on its piece at theta = 0, no kink rows. The rounds must move the
     rows whose piece changes into the kink set until the reduced problem is exact."""
-    monkeypatch.setattr(_active_set, "_band_target", lambda P, n, N: 0)
-    monkeypatch.setattr(_active_set, "_smoothed_minimizer",
+    monkeypatch.setattr(active_set, "_band_target", lambda P, n, N: 0)
+    monkeypatch.setattr(active_set, "_smoothed_minimizer",
                         lambda problem, pieces, table, request: (np.zeros(problem.dim), {"band": 0.0}))
     fed = _federation("plain", loss, seed=5)
     prob = dm.FederatedDRO(fed, loss, dm.sets.CVaR(fed.n_clients, 0.5), l2=1e-2)
@@ -232,7 +232,7 @@ def test_a_start_far_from_the_solution_is_repaired_by_the_rounds(loss, monkeypat
 def test_the_smoothing_stage_locates_the_kinks(loss, monkeypatch):
     """Small instances skip the smoothing (every row is a kink row); with a kink budget of 10 rows it
     runs: the Moreau-smoothed problems for decreasing mu, then the reduced problem."""
-    monkeypatch.setattr(_active_set, "_band_target", lambda P, n, N: 10)
+    monkeypatch.setattr(active_set, "_band_target", lambda P, n, N: 10)
     fed = _federation("plain", loss, seed=6)
     prob = dm.FederatedDRO(fed, loss, dm.sets.ChiSquare(fed.n_clients, 0.5), l2=1e-2)
     fast = prob.solve(method="active_set")
@@ -308,7 +308,7 @@ def test_auto_falls_back_to_the_conic_route_when_the_reduced_problem_fails(monke
     def fail(self):
         raise ArithmeticError("reduced problem: numerical error (simulated)")
 
-    monkeypatch.setattr(_active_set.ReducedProblem, "solve", fail)
+    monkeypatch.setattr(active_set.ReducedProblem, "solve", fail)
     fed = _federation("plain", dm.losses.Hinge(), 4)
     sol = dm.FederatedDRO(fed, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=0.1).solve()
     assert sol.info["method"] == "conic" and sol.status == "optimal"

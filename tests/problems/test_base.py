@@ -12,7 +12,8 @@ import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.losses import Logistic, Squared, Huber
 from drflmodel.objectives import ClientObjectives
-from drflmodel.problems._base import Problem, installed_solvers
+from drflmodel.problems.engine.problem import Problem
+from drflmodel.problems.engine.solvers import installed_solvers
 from drflmodel.solution import Solution
 
 

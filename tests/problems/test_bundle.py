@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel.problems._bundle import lagrangian_bound
+from drflmodel.problems.minmax.level_bundle import lagrangian_bound
 
 
 @pytest.mark.parametrize("loss, weights, seed", [

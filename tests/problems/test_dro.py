@@ -15,7 +15,7 @@ from scipy.optimize import minimize
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError, NotConvexError
 from drflmodel.losses import Hinge, Logistic, Squared
-from drflmodel.problems.dro import FederatedDRO
+from drflmodel.problems.minmax.dro import FederatedDRO
 from drflmodel.sets import CVaR, ChiSquare, HCVaR, Integrated, LpBall, QFFL, Simplex
 
 GAP = 1e-6

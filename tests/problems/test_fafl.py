@@ -21,8 +21,8 @@ from scipy.optimize import linprog, minimize
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.losses import Hinge, Logistic, Squared
-from drflmodel.problems.dro import FederatedDRO
-from drflmodel.problems.fafl import FairnessAwareFL
+from drflmodel.problems.minmax.dro import FederatedDRO
+from drflmodel.problems.minmax.fafl import FairnessAwareFL
 from drflmodel.sets import CVaR, HCVaR, Simplex
 
 GAP = 1e-6

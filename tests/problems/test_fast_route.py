@@ -1,4 +1,4 @@
-"""The fast certified route of FederatedDRO / FairnessAwareFL (problems/_sqp.py, issue 13 item 2).
+"""The fast certified route of FederatedDRO / FairnessAwareFL (problems/minmax/hessian_sqp.py, issue 13 item 2).
 
 Checks, each able to fail: the SQP route and the conic route agree in value to 1e-8 relative and
 in theta within the distance their two certificates allow (Phi is l2-strongly convex on a
@@ -14,7 +14,8 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems import _lagrangian_sqp, _sqp
+from drflmodel.problems.engine import steps
+from drflmodel.problems.minmax import hessian_sqp, lagrangian_sqp
 
 L2 = 1e-2
 
@@ -110,14 +111,14 @@ def test_cvar_eta_of_the_fast_route_attains_the_value():
 
 def test_auto_takes_the_fast_route_only_where_valid_and_large():
     big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000 >= AUTO_MIN_SIZE
-    assert 4 * 3000 * 5 >= _sqp.AUTO_MIN_SIZE
+    assert 4 * 3000 * 5 >= steps.AUTO_MIN_SIZE
     assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "sqp"
     small = _fed("classification", 30, seed=9)
     assert dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "conic"
     big_squared = _fed("regression", 3000, dim=5, seed=9)
     sol = dm.FederatedDRO(big_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2).solve()
     assert sol.info["method"] == "conic" and sol.status == "optimal"      # QR-compressed conic model
-    wide_squared = _fed("regression", 300, dim=_lagrangian_sqp.QUADRATIC_MIN_PARAMETERS, seed=9)
+    wide_squared = _fed("regression", 300, dim=lagrangian_sqp.QUADRATIC_MIN_PARAMETERS, seed=9)
     wide = dm.FederatedDRO(wide_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2)
     sol = wide.solve()                                   # wide: the (P+2)-cones cost more than the SQP steps
     assert sol.info["method"] == "sqp" and sol.status == "optimal"
@@ -154,12 +155,12 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
     def broken(self, *args, **kwargs):
         raise ArithmeticError("step problem: infeasible (injected)")
 
-    monkeypatch.setattr(_lagrangian_sqp.WeightStepModel, "solve", broken)
+    monkeypatch.setattr(lagrangian_sqp.WeightStepModel, "solve", broken)
     sol = prob.solve()                                  # the next fast route certifies
     assert sol.status == "optimal" and sol.info["method"] == "newton"
     assert sol.info["route_attempts"][0]["method"] == "sqp"
     assert sol.info["route_attempts"][0]["status"] == "failed"
-    monkeypatch.setattr(_sqp.SQPModel, "step", broken)
+    monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
     sol = prob.solve()                                  # both fast routes fail: the conic route
     assert sol.status == "optimal" and sol.info["method"] == "conic"
     assert [a["method"] for a in sol.info["route_attempts"][:2]] == ["sqp", "newton"]
@@ -200,7 +201,7 @@ def test_sqp_route_recovers_from_a_failing_step_solver_and_vanishing_curvature(m
     assert sol.value == pytest.approx(ref.value, rel=1e-7)
 
     calls = {"n": 0}
-    original = _lagrangian_sqp.quiet_solve
+    original = lagrangian_sqp.quiet_solve
 
     def clarabel_fails_once(problem, solver, **kwargs):
         if solver == "CLARABEL" and calls["n"] == 0:
@@ -208,7 +209,7 @@ def test_sqp_route_recovers_from_a_failing_step_solver_and_vanishing_curvature(m
             raise __import__("cvxpy").error.SolverError("injected")
         return original(problem, solver=solver, **kwargs)
 
-    monkeypatch.setattr(_lagrangian_sqp, "quiet_solve", clarabel_fails_once)
+    monkeypatch.setattr(lagrangian_sqp, "quiet_solve", clarabel_fails_once)
     again = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4).solve(method="sqp")
     assert calls["n"] == 1 and again.status == "optimal"
     assert again.value == pytest.approx(ref.value, rel=1e-7)

@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import minimize
 
 import drflmodel as dm
-from drflmodel.problems._newton import weighted_newton_bound
+from drflmodel.problems.minmax.fixed_weight_bound import weighted_newton_bound
 
 
 def _scipy_minimum(prob, lam):

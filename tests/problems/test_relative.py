@@ -24,7 +24,7 @@ import drflmodel as dm
 from drflmodel.errors import InvalidDataError, InvalidParameterError
 from drflmodel.losses import Huber, Logistic, Squared
 from drflmodel.metrics import cvar_bottom, cvar_top
-from drflmodel.problems.dro import FederatedDRO
+from drflmodel.problems.minmax.dro import FederatedDRO
 from drflmodel.problems.relative import RelativeFairness, select_phi
 from drflmodel.sets import ChiSquare, CVaR, Integrated, Simplex
 

@@ -71,7 +71,7 @@ def test_a_vertex_matrix_that_is_not_psd_is_refused():
 def test_the_vertex_active_set_finds_the_full_vertex_optimum():
     """144 vertex pairs, d = 2: the native solve starts from 8 vertices and adds violated ones; its
     value is the CVXPY model's over all 144, and no vertex lies above it at the answer."""
-    from drflmodel.problems import _quadratic as qd
+    from drflmodel.problems.relative import quadratic as qd
     from drflmodel.problems.relative.vertex_socp import solve_vertex_socp
 
     fed = dm.datasets.synthetic_regression(n_clients=12, dim=2, samples=15, noise=0.5, heterogeneity=1.0, seed=4)

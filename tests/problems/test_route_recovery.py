@@ -1,4 +1,4 @@
-"""The fast routes recover instead of giving up (problems/_sqp.py, problems/_wasserstein_sqp.py).
+"""The fast routes recover instead of giving up (problems/minmax/hessian_sqp.py, problems/wasserstein/trust_region_sqp.py).
 
 * a step problem that a solver cannot solve is retried with the next installed solver, then inside
   a shrinking trust region, before the route declares the step failed;
@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel.problems import _sqp, _wasserstein_sqp
+from drflmodel.problems.engine import steps
+from drflmodel.problems.minmax import hessian_sqp
+from drflmodel.problems.wasserstein import trust_region_sqp
 
 
 def _agree(fast, conic):
@@ -57,14 +59,14 @@ def test_newton_route_retries_with_the_next_solver(monkeypatch):
     make = dm.datasets.synthetic_classification
     fed = make(n_clients=4, dim=4, samples=40, seed=2)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=1e-2)
-    real = _sqp.SQPModel.step
+    real = hessian_sqp.SQPModel.step
 
     def clarabel_fails(self, values, grads, factors, solver, radius=None):
         if solver == "CLARABEL":
             raise ArithmeticError("step problem: solver_error (injected)")
         return real(self, values, grads, factors, solver, radius)
 
-    monkeypatch.setattr(_sqp.SQPModel, "step", clarabel_fails)
+    monkeypatch.setattr(hessian_sqp.SQPModel, "step", clarabel_fails)
     fast = prob.solve(method="newton")
     recovered = [h["recovered"] for h in fast.info["history"] if "recovered" in h]
     assert recovered and all(r["solver"] == "ECOS" and r["radius"] is None for r in recovered)
@@ -75,18 +77,18 @@ def test_newton_route_retries_with_the_next_solver(monkeypatch):
 def test_newton_route_shrinks_the_region_when_every_solver_fails(monkeypatch):
     fed = dm.datasets.synthetic_classification(n_clients=4, dim=4, samples=40, seed=3)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
-    real = _sqp.SQPModel.step
+    real = hessian_sqp.SQPModel.step
 
     def only_inside_a_region(self, values, grads, factors, solver, radius=None):
         if radius is None:
             raise ArithmeticError("step problem: numerical error (injected)")
         return real(self, values, grads, factors, solver, radius)
 
-    monkeypatch.setattr(_sqp.SQPModel, "step", only_inside_a_region)
+    monkeypatch.setattr(hessian_sqp.SQPModel, "step", only_inside_a_region)
     fast = prob.solve(method="newton")
     recovered = [h["recovered"] for h in fast.info["history"] if "recovered" in h]
     assert recovered and all(r["radius"] is not None for r in recovered)
-    assert len(recovered[0]["failures"]) == len(_sqp.step_solvers("CLARABEL"))   # every solver first
+    assert len(recovered[0]["failures"]) == len(steps.step_solvers("CLARABEL"))   # every solver first
     monkeypatch.undo()
     _agree(fast, dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2).solve(method="conic"))
 
@@ -98,7 +100,7 @@ def test_when_nothing_answers_the_route_fails_and_says_why(monkeypatch):
     def broken(self, *args, **kwargs):
         raise ArithmeticError("step problem: infeasible (injected)")
 
-    monkeypatch.setattr(_sqp.SQPModel, "step", broken)
+    monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
     sol = prob.solve(method="newton")
     assert sol.status == "failed"
     error = sol.info["attempts"][0]["history"][0]["error"]
@@ -145,14 +147,14 @@ def test_wasserstein_route_retries_a_failed_step_with_the_next_solver(monkeypatc
         return dm.WassersteinDRFL(fed, dm.losses.Logistic(), radius=0.05, kappa=np.inf, norm=2,
                                   weights=fed.proportions, l2=1e-3)
 
-    real = _wasserstein_sqp.WassersteinStepModel.solve
+    real = trust_region_sqp.WassersteinStepModel.solve
 
     def clarabel_fails(self):
         if self.solver == "CLARABEL":
             raise ArithmeticError("step problem: solver_error (injected)")
         return real(self)
 
-    monkeypatch.setattr(_wasserstein_sqp.WassersteinStepModel, "solve", clarabel_fails)
+    monkeypatch.setattr(trust_region_sqp.WassersteinStepModel, "solve", clarabel_fails)
     fast = make().solve(method="newton")
     assert any(h.get("recovered", {}).get("solver") == "ECOS" for h in fast.info["history"])
     monkeypatch.undo()

@@ -26,9 +26,9 @@ from scipy.optimize import linprog, minimize
 import drflmodel as dm
 from drflmodel.errors import InvalidDataError, InvalidParameterError, NotConvexError
 from drflmodel.losses import EpsilonInsensitive, Hinge, Huber, Logistic, Pinball, SmoothHinge, Squared
-from drflmodel.problems._omega import TransportModel, min_piecewise, omega_constraints
-from drflmodel.problems.wasserstein import (ExactDualWAFL, WassersteinDRFL, _LocalWorstCase,
-                                            ball_support_expr)
+from drflmodel.problems.wasserstein.omega import TransportModel, min_piecewise, omega_constraints
+from drflmodel.problems.wasserstein.problem import (ExactDualWAFL, WassersteinDRFL, _LocalWorstCase,
+                                                    ball_support_expr)
 from drflmodel.sets import Simplex, WeightSet
 
 try:  # the sets engineer's LpBall; a test-only stand-in until it lands

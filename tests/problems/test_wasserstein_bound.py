@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel.problems import wasserstein as W
-from drflmodel.problems._wasserstein_bound import lagrangian_lower_bound
+from drflmodel.problems.wasserstein import problem as W
+from drflmodel.problems.wasserstein.lagrangian_bound import lagrangian_lower_bound
 
 LOSSES = {
     "logistic": dm.losses.Logistic(), "hinge": dm.losses.Hinge(), "smooth_hinge": dm.losses.SmoothHinge(),

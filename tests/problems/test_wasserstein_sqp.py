@@ -1,4 +1,4 @@
-"""The fast certified route of Wasserstein DRFL (problems/_wasserstein_sqp.py, issue 13 item 3).
+"""The fast certified route of Wasserstein DRFL (problems/wasserstein/trust_region_sqp.py, issue 13 item 3).
 
 Checks, each able to fail: the trust-region SQP route and the conic route agree in value to 1e-8
 relative on random instances (smooth and piecewise-linear losses, transport norms, label costs,
@@ -18,7 +18,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems import _wasserstein_sqp
+from drflmodel.problems.wasserstein import trust_region_sqp
 from drflmodel.problems.wasserstein import WassersteinDRFL
 
 RADIUS = np.array([0.05, 0.1, 0.0, 0.02])
@@ -110,7 +110,7 @@ def test_start_subgradient_satisfies_the_subgradient_inequality(norm):
     rng = np.random.default_rng(0)
     for _ in range(20):
         w, v = rng.normal(size=5), rng.normal(size=5)
-        value, g = _wasserstein_sqp.value_and_subgradient(prob, w)
+        value, g = trust_region_sqp.value_and_subgradient(prob, w)
         assert value == pytest.approx(prob.objective(w), rel=1e-12)
         assert prob.objective(v) >= value + g @ (v - w) - 1e-10 * max(1.0, abs(value))
 
@@ -147,7 +147,7 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
     def broken(self):
         raise ArithmeticError("step problem: infeasible (injected)")
 
-    monkeypatch.setattr(_wasserstein_sqp.WassersteinStepModel, "solve", broken)
+    monkeypatch.setattr(trust_region_sqp.WassersteinStepModel, "solve", broken)
     sol = prob.solve()
     assert sol.status == "optimal" and sol.info["method"] == "conic"
     assert sol.info["route_attempts"][0]["method"] == "newton"

@@ -16,7 +16,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems.fafl import FairnessAwareFL
+from drflmodel.problems.minmax.fafl import FairnessAwareFL
 from drflmodel.problems.wasserstein import ExactDualWAFL, WassersteinDRFL
 from drflmodel.solvers.adlpmm import ADLPMM, project_unit_ball, prox_dual_norm
 
@@ -262,7 +262,7 @@ def test_sample_size_off_and_full_sample_are_the_exact_step(problem):
 def _sampled_client_operator(problem, s, rows, w, z, psi, zeta, c):
     """C_s of spec §6.5 with Omega_s on the rows of the sample only and varpi normalized by
     1/|sample| (§6.9), written directly in CVXPY from the Omega_s constraints."""
-    from drflmodel.problems._omega import omega_constraints
+    from drflmodel.problems.wasserstein.omega import omega_constraints
     cl = problem.federation.clients[s]
     X, y, b = cl.X[rows], cl.y[rows], len(rows)
     w_hat, lam, alpha = cp.Variable(problem.dim), cp.Variable(1), cp.Variable(b)

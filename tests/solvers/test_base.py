@@ -9,7 +9,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidDataError, InvalidParameterError
-from drflmodel.problems._base import Problem
+from drflmodel.problems.engine.problem import Problem
 from drflmodel.solvers._base import ClientRuntime, RoundResult, Solver, Trace, check_step
 
 
@@ -202,7 +202,7 @@ def test_bad_run_arguments(problem):
 
 def test_wrong_problem_family(problem):
     class NeedsDRO(ToyGD):
-        problem_types = ("drflmodel.problems.dro:FederatedDRO",)
+        problem_types = ("drflmodel.problems.minmax.dro:FederatedDRO",)
 
     with pytest.raises(InvalidParameterError, match="FederatedDRO"):
         NeedsDRO().run(problem)

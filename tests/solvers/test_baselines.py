@@ -238,7 +238,7 @@ def test_bad_hyperparameters(cls, kwargs, match):
 
 
 def test_wrong_problem_family():
-    from drflmodel.problems._base import Problem
+    from drflmodel.problems.engine.problem import Problem
     other = Problem(_fed(n=3, d=3, m=10), dm.losses.Squared())
     for S in (FedAvg, Scaffold, StochasticAFL, DRFA, QFedAvg):
         with pytest.raises(InvalidParameterError, match="FederatedDRO"):

@@ -17,7 +17,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.problems.deo import DEOConstrained
-from drflmodel.problems.fafl import FairnessAwareFL
+from drflmodel.problems.minmax.fafl import FairnessAwareFL
 from drflmodel.solvers.fairvfl import FairVFL, FedBCD, theory_eta, vfl_constants
 
 EPS, L2 = 0.02, 0.1

@@ -15,8 +15,8 @@ from scipy.special import expit
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems.dro import FederatedDRO
-from drflmodel.problems.fafl import FairnessAwareFL
+from drflmodel.problems.minmax.dro import FederatedDRO
+from drflmodel.problems.minmax.fafl import FairnessAwareFL
 from drflmodel.solvers.rfedfair import RFedFair, hcvar_eta, rfedfair_constants, theory_step
 
 MU = 0.5

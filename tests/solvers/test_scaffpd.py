@@ -246,7 +246,7 @@ def test_bad_hyperparameters(kwargs, match):
 
 
 def test_wrong_problem_family():
-    from drflmodel.problems._base import Problem
+    from drflmodel.problems.engine.problem import Problem
     other = Problem(_fed(n=3, d=3, m=10), dm.losses.Squared())
     with pytest.raises(InvalidParameterError, match="FederatedDRO"):
         ScaffPD(rounds=2).run(other)

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ...solution import status_from_gap
-from .._sqp import check_sqp_options
+from ..engine.steps import check_sqp_options
 from .routes import DEORoute
 
 __all__ = ["NewtonRoute"]

@@ -91,7 +91,8 @@ from ...data import VerticalFederation
 from ...errors import InvalidDataError, InvalidParameterError
 from ...losses import Loss, Squared
 from ...solution import Solution
-from .._base import VerticalProblem, installed_solvers
+from ..engine.problem import VerticalProblem
+from ..engine.solvers import installed_solvers
 from .lagrangian import Lagrangian
 from .local import DCRoute, PenaltyLocalRoute
 from .routes import ConvexRoute
@@ -171,7 +172,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
                 "vertical FL paper compares one score per sample between the groups, on labels -1/+1; use a "
                 "binary loss (Logistic, Hinge, SmoothHinge) or Squared on the -1/+1 labels")
         if penalize_intercept is not True:
-            from .._base import refuse_unpenalized_intercept
+            from ..engine.problem import refuse_unpenalized_intercept
 
             refuse_unpenalized_intercept(penalize_intercept, "DEOConstrained",
                                          "its lower bounds use the ridge's strong convexity in every coordinate "

@@ -22,7 +22,7 @@ One conic route applies to a problem (its :attr:`~.problem.DEOConstrained.proble
 forcing another raises naming the right one. For the convex classes ``method="auto"`` tries the
 Newton route first where it applies and falls back to ``"convex"`` when it does not certify. Every
 conic route takes solver options (the first conic solver's settings) and runs its convex
-subproblems through the shared :class:`~drflmodel.problems._conic.SolverSequence`.
+subproblems through the shared :class:`~drflmodel.problems.engine.solvers.SolverSequence`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import numpy as np
 import cvxpy as cp
 
 from ...solution import relative_gap, status_from_gap
-from .._conic import SolverSequence
-from .._routes import Route
+from ..engine.solvers import SolverSequence
+from ..engine.route import Route
 from .dual import piecewise_dual_bound
 
 __all__ = ["DEORoute", "ConvexRoute", "solve_subproblem", "smaller_gap"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import cvxpy as cp
 
-from .._conic import SOLVER_OPTIONS, quiet_solve as _quiet_solve
+from ..engine.solvers import SOLVER_OPTIONS, quiet_solve as _quiet_solve
 
 __all__ = ["LocalSearch"]
 

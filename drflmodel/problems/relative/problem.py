@@ -23,8 +23,8 @@ from ..._validation import as_finite_array, check_real
 from ...errors import InvalidDataError, InvalidParameterError
 from ...sets import Integrated, WeightSet
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
-from .. import _quadratic as qd
-from .._base import Problem
+from . import quadratic as qd
+from ..engine.problem import Problem
 from .convexity import ConvexityAnalysis
 from .local import LocalSearch
 from .routes import FederatedDRORoute, LocalRoute, R1Route, R2Route, R3Route, branch_and_bound
@@ -56,7 +56,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
 
     Parameters
     ----------
-    federation, loss, l2, penalize_intercept : as for every :class:`~drflmodel.problems._base.Problem`
+    federation, loss, l2, penalize_intercept : as for every :class:`~drflmodel.problems.engine.problem.Problem`
         (``penalize_intercept=False`` leaves the intercept column out of the ridge term; the quadratic
         forms of the R1/R3 routes and the convexity test's moduli read the same penalty weights)
         (:math:`f_i` = mean loss + :math:`\frac{\ell_2}2\|\theta\|^2`).
@@ -76,7 +76,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
     client objectives :math:`f_i`, which stay convex, so it extends as written; what changes is
     what can be certified. The exact routes R1/R2/R3 are for quadratic losses and do not apply.
     :math:`\varphi=0` is federated DRO over :math:`A` (certified by
-    :class:`~drflmodel.problems.dro.FederatedDRO`). For :math:`\varphi>0` the objective mixes
+    :class:`~drflmodel.problems.minmax.dro.FederatedDRO`). For :math:`\varphi>0` the objective mixes
     negative weights, and its convexity is tested by Nakakita et al.'s Proposition 10,
     :math:`\|\Lambda_\varphi\|_1<1+2m_f/(M_f-m_f)`, with :math:`m_f=\ell_2` (the softmax
     cross-entropy itself is not strongly convex: its Hessian vanishes as the probabilities
@@ -168,7 +168,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
 
     def sweep_phi(self, values, progress: bool | None = None, **solve_kwargs):
         """One :class:`Solution` per :math:`\\varphi` in ``values`` (``info["phi"]`` set), as the
-        base :meth:`~drflmodel.problems._base.ProblemBase.sweep`'s ``SweepResult``. The problem
+        base :meth:`~drflmodel.problems.engine.problem.ProblemBase.sweep`'s ``SweepResult``. The problem
         keeps the last value afterwards."""
         return self.sweep("phi", values, progress=progress, **solve_kwargs)
 

@@ -26,7 +26,7 @@ route                  applies / chosen by ``"auto"`` / certificate
 =====================  ============================================================================
 
 The exact routes (all but ``"local"``) hand extra keywords to their first conic solver (validated
-against its settings) and run it through the shared :class:`~drflmodel.problems._conic.SolverSequence`.
+against its settings) and run it through the shared :class:`~drflmodel.problems.engine.solvers.SolverSequence`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ import cvxpy as cp
 from ..._validation import check_int
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import DEFAULT_GAP_TOL, relative_gap
-from .. import _quadratic as qd
-from .._conic import SOLVER_OPTIONS, SolverSequence, installed_solvers, quiet_solve
-from .._routes import Route
+from . import quadratic as qd
+from ..engine.solvers import SOLVER_OPTIONS, SolverSequence, installed_solvers, quiet_solve
+from ..engine.route import Route
 from .convexity import MAX_VERTEX_PAIRS
 from .vertex_socp import solve_vertex_socp
 
@@ -105,7 +105,7 @@ class _ExactRoute(Route):
 # ---- phi = 0: delegate ------------------------------------------------------------------------
 class FederatedDRORoute(_ExactRoute):
     r""":math:`\varphi=0`, no box: :math:`\Lambda_0(A,B)=A`, so the problem is federated DRO over
-    :math:`A` (the paper's reduction of (6) at :math:`\varphi=0`); solved and certified by :class:`~drflmodel.problems.dro.FederatedDRO`."""
+    :math:`A` (the paper's reduction of (6) at :math:`\varphi=0`); solved and certified by :class:`~drflmodel.problems.minmax.dro.FederatedDRO`."""
 
     name = "FederatedDRO"
 
@@ -116,7 +116,7 @@ class FederatedDRORoute(_ExactRoute):
         return None
 
     def solve(self, problem, request):
-        from ..dro import FederatedDRO
+        from ..minmax.dro import FederatedDRO
 
         dro = FederatedDRO(problem.federation, problem.loss, weights=problem.A, l2=problem.l2,
                            penalize_intercept=problem.penalize_intercept)

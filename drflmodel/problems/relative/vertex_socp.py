@@ -1,6 +1,6 @@
 r"""The R1 vertex SOCP handed to Clarabel directly (its native interface, no CVXPY compilation).
 
-R1 (:func:`drflmodel.problems._quadratic.build_r1`) is :math:`\min_{z,t}t` subject to one convex
+R1 (:func:`drflmodel.problems.relative.quadratic.build_r1`) is :math:`\min_{z,t}t` subject to one convex
 quadratic per vertex point :math:`\lambda_v` of :math:`\Lambda_\varphi(A,B)`,
 
 .. math::
@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _quadratic as qd
-from .._conic import SOLVER_OPTIONS
+from . import quadratic as qd
+from ..engine.solvers import SOLVER_OPTIONS
 
 __all__ = ["solve_vertex_socp"]
 
@@ -37,7 +37,7 @@ def _vertex_cones(Q, r, c, lambdas, S):
     r"""Rows ``(A, b)`` of every vertex's cone (module docstring) in the variables ``(z, t)``, stacked
     ``(V, d + 2, d + 1)`` and ``(V, d + 2)``. One batched eigen-decomposition of the
     :math:`SP(\lambda_v)S`; eigenvalues within round-off of 0 are dropped from :math:`L_v` (their
-    rows are zero) as :func:`~drflmodel.problems._quadratic.psd_factor` does, and a clearly negative
+    rows are zero) as :func:`~drflmodel.problems.relative.quadratic.psd_factor` does, and a clearly negative
     one raises :class:`~drflmodel.errors.NotConvexError` there."""
     lambdas = np.atleast_2d(lambdas)
     V, d = lambdas.shape[0], r.shape[1]

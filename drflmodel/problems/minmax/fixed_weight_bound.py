@@ -1,7 +1,7 @@
 r"""The fixed-weight lower bound in numpy: Newton's method on a weighted objective, closed by a
 certified bound.
 
-For fixed weights :math:`\lambda\ge0` the certificate of :class:`~drflmodel.problems.dro.WeightedMinMax`
+For fixed weights :math:`\lambda\ge0` the certificate of :class:`~drflmodel.problems.minmax.dro.WeightedMinMax`
 needs a certified lower bound on
 
 .. math::

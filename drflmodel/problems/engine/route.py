@@ -39,7 +39,7 @@ Extensions (optional; the defaults keep the contract above):
 ``Route.passes_solver_options``
     ``True`` for a route that hands every keyword it does not list in ``options`` to its conic
     solver (``solve(solver="SCS", eps_abs=1e-8)``). Those are validated against the solver's
-    documented settings (:func:`drflmodel.problems._conic.check_solver_options`) and arrive in
+    documented settings (:func:`drflmodel.problems.engine.solvers.check_solver_options`) and arrive in
     ``request.solver_options``; a route option of the same name wins.
 ``Route.auto_skip(problem) -> str | None``
     Why ``method="auto"`` passes over a route that applies (``None``: it may take it). For a route
@@ -62,8 +62,8 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_real
-from ..errors import InvalidParameterError
+from ..._validation import check_bool, check_int, check_real
+from ...errors import InvalidParameterError
 
 __all__ = ["Route", "SolveRequest", "dispatch"]
 
@@ -134,7 +134,7 @@ class Route:
     def first_solver(self, problem) -> str | None:
         """The solver this route tries first when none is named (its settings are the valid
         solver options)."""
-        from ._conic import default_solver
+        from .solvers import default_solver
 
         return default_solver()
 
@@ -143,7 +143,7 @@ class Route:
         the documented settings of ``solver`` (or of :meth:`first_solver`)."""
         names = set(self.options)
         if self.passes_solver_options:
-            from ._conic import solver_settings
+            from .solvers import solver_settings
 
             names |= solver_settings(solver or self.first_solver(problem)) or set()
         return names
@@ -154,7 +154,7 @@ class Route:
         own = {k: v for k, v in given.items() if k in self.options}
         rest = {k: v for k, v in given.items() if k not in self.options}
         if rest and self.passes_solver_options:
-            from ._conic import check_solver_options
+            from .solvers import check_solver_options
 
             try:
                 rest = check_solver_options(choices.get("solver") or self.first_solver(problem), rest,
@@ -241,7 +241,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     does not apply. ``info["method"]`` names the route that answered; ``info["route_attempts"]``
     lists routes that answered first without certifying (``may_fall_back``).
     """
-    from ._conic import check_solver
+    from .solvers import check_solver
 
     started = time.perf_counter()
     options = dict(options or {})

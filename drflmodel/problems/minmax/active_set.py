@@ -1,14 +1,14 @@
 r"""A fast certified route for piecewise-linear losses (hinge, pinball, :math:`\varepsilon`-insensitive):
 smoothing, an exact active-set finish and a numpy Lagrangian certificate
-(``solve(method="active_set")``; the client-weight min-max family, :class:`~drflmodel.problems.dro.WeightedMinMax`).
+(``solve(method="active_set")``; the client-weight min-max family, :class:`~drflmodel.problems.minmax.dro.WeightedMinMax`).
 
 Problem: :math:`\min_\theta\Phi(\theta)`, :math:`\Phi=\sigma_\Lambda(f(\theta))`,
 :math:`f_i(\theta)=\frac1{N_i}\sum_jL(z_{ij})+\frac12\sum_pd_p\theta_p^2` with :math:`L=\max_k(a_kz+b_k)`
-(:mod:`._pieces`) and every coordinate penalized (:math:`d=\ell_2\omega>0`).
+(:mod:`.pieces`) and every coordinate penalized (:math:`d=\ell_2\omega>0`).
 
 1. **Smoothing.** The loss is replaced by its Moreau envelope :math:`L_\mu` (a smooth minorant,
-   :class:`~._pieces.MoreauEnvelope`) and the smoothed problem is solved by the Lagrangian-Hessian
-   SQP steps of :mod:`._lagrangian_sqp` (one fused data pass per step, an :math:`n`-variable weight
+   :class:`~.pieces.MoreauEnvelope`) and the smoothed problem is solved by the Lagrangian-Hessian
+   SQP steps of :mod:`.lagrangian_sqp` (one fused data pass per step, an :math:`n`-variable weight
    step), for a decreasing sequence of :math:`\mu` until few rows lie in the curved bands. This only
    locates the solution: nothing of it enters the certificate.
 2. **Active set.** Rows far from every kink keep the piece active there; the others (the *kink
@@ -27,7 +27,7 @@ Problem: :math:`\min_\theta\Phi(\theta)`, :math:`\Phi=\sigma_\Lambda(f(\theta))`
    rows whose piece is not active at its solution join :math:`\mathcal K` and it is solved again
    (:math:`\mathcal K` only grows, so the loop ends).
 3. **Certificate** (independent of both solvers). :math:`U=\Phi(\hat\theta)` in numpy;
-   :math:`L=` the Lagrangian bound of :func:`~._pieces.piecewise_dual_bound` at the reduced
+   :math:`L=` the Lagrangian bound of :func:`~.pieces.piecewise_dual_bound` at the reduced
    problem's multipliers -- :math:`\lambda` (projected onto :math:`\Lambda`) and, per kink row, the
    multipliers of its pieces normalized to the simplex; one-hot on the fixed piece elsewhere --
    minus :math:`\psi(\lambda)`. Valid for any multipliers; tight at the reduced problem's optimum.
@@ -45,14 +45,14 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_int, check_real
-from ..objectives import ClientObjectives
-from ..sets import feasible_weights
-from ..solution import relative_gap, status_from_gap
-from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._lagrangian_sqp import LagrangianSQPRoute, _Point
-from ._pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
-from ._routes import Route
+from ..._validation import check_int, check_real
+from ...objectives import ClientObjectives
+from ...sets import feasible_weights
+from ...solution import relative_gap, status_from_gap
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from .lagrangian_sqp import LagrangianSQPRoute, _Point
+from .pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
+from ..engine.route import Route
 
 __all__ = ["ActiveSetRoute", "CERTIFICATE"]
 
@@ -295,7 +295,7 @@ def _smoothed_minimizer(problem, pieces: Pieces, table: SampleTable, request):
 
 
 def _sqp(obj, W, model, theta, lam, max_steps: int = 40, rtol: float = 1e-9):
-    """Lagrangian-Hessian SQP steps (:mod:`._lagrangian_sqp`) on smooth objectives ``obj`` from
+    """Lagrangian-Hessian SQP steps (:mod:`.lagrangian_sqp`) on smooth objectives ``obj`` from
     ``theta`` until the predicted decrease is below ``rtol`` relative; returns ``(theta, lam, steps)``."""
     if lam is None:
         lam = feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]

@@ -1,7 +1,7 @@
 r"""The fast certified route of the client-weight min-max problems: SQP with exact client Hessians
 (``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
 
-Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
+Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
 weight set, and the FAFL dual): :math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,
 :math:`\sigma_\Lambda(t)=\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)` convex and nondecreasing,
 :math:`f_i(\theta)=\frac1{N_i}\sum_jL(z_{ij})+\frac{\ell_2}2\|\theta\|^2`.
@@ -26,18 +26,18 @@ second-order exact and the steps converge quadratically.
 
 **Certificate (unchanged, independent of the steps).** The multipliers of the model's epigraph
 constraints are the candidate weights :math:`\lambda`; the Solution comes from
-:meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`: :math:`U=\Phi(\theta)` in numpy and
+:meth:`~drflmodel.problems.minmax.dro.WeightedMinMax.certify_at`: :math:`U=\Phi(\theta)` in numpy and
 :math:`L=\min_\theta\sum_i\lambda_if_i(\theta)-\psi(\lambda)` with :math:`\lambda` made feasible, by
-Newton's method and the strong-convexity bound (:mod:`._newton`). The route stops when
+Newton's method and the strong-convexity bound (:mod:`.fixed_weight_bound`). The route stops when
 :math:`U-L\le` ``tol`` :math:`\cdot\max(1,|U|)`, or when the point no longer moves; if the gap is
 not within ``gap_tol`` then (or after ``max_steps`` steps), ``method="auto"`` falls back to the next
 route and records the attempt in ``info["route_attempts"]``.
 
 **Recovery.** A step problem a solver cannot solve (Clarabel's ``NumericalError`` was seen on
-badly scaled clients) is retried with the next installed solver (:data:`STEP_SOLVERS`), then
-inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`RECOVERY_RADII`, a second
+badly scaled clients) is retried with the next installed solver (:data:`~drflmodel.problems.engine.steps.STEP_SOLVERS`), then
+inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`~drflmodel.problems.engine.steps.RECOVERY_RADII`, a second
 compiled model); only when none answers does the route give up, listing every failure
-(:func:`recovered_step`, shared with the Wasserstein route).
+(:func:`~drflmodel.problems.engine.steps.recovered_step`, shared with the Wasserstein route).
 """
 
 from __future__ import annotations
@@ -47,16 +47,12 @@ import time
 import cvxpy as cp
 import numpy as np
 
-from ..solution import relative_gap, status_from_gap
-from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._routes import Route
+from ...solution import relative_gap, status_from_gap
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.route import Route
+from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp
 
-__all__ = ["NewtonSQPRoute", "SQPModel", "AUTO_MIN_SIZE"]
-
-#: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
-#: the conic route is faster (measured in benchmarks/bench_fast.py)
-AUTO_MIN_SIZE = 50_000
-
+__all__ = ["NewtonSQPRoute", "SQPModel", "client_hessian_factors"]
 
 class SQPModel:
     """The step problem of the module docstring, compiled once per (problem structure)."""
@@ -109,59 +105,6 @@ def client_hessian_factors(objectives, theta) -> np.ndarray:
     w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
     H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None]) + objectives.l2 * np.eye(X.shape[-1])
     return np.swapaxes(np.linalg.cholesky(H), 1, 2)
-
-
-#: step solvers in the order a failed step is retried with (the installed ones)
-STEP_SOLVERS = ("CLARABEL", "ECOS", "SCS")
-#: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
-#: step solver before the route declares the step failed
-RECOVERY_RADII = (1.0, 1e-1, 1e-2, 1e-3)
-
-
-def step_solvers(first: str) -> list[str]:
-    """``first`` and then the other installed step solvers."""
-    installed = set(installed_solvers())
-    return [first] + [s for s in STEP_SOLVERS if s != first and s in installed]
-
-
-def recovered_step(step, first: str, scale: float, record: dict):
-    """Solve a step problem, recovering from a failed solve (Clarabel's NumericalError was seen on
-    badly scaled clients): ``step(solver, radius)`` with ``first``, then every other installed
-    solver, then each of them inside a shrinking trust region (:data:`RECOVERY_RADII` times
-    ``scale``). Returns the first answer; ``record`` gets the failures and what answered. Raises
-    :class:`ArithmeticError` listing every failure when none answers."""
-    errors = []
-    for radius in (None, *(r * scale for r in RECOVERY_RADII)):
-        for solver in step_solvers(first):
-            try:
-                out = step(solver, radius)
-            except (ArithmeticError, cp.error.SolverError, ValueError) as exc:
-                errors.append(f"{solver}{'' if radius is None else f' (radius {radius:.2g})'}: {str(exc)[:80]}")
-                continue
-            if errors:
-                record["recovered"] = {"solver": solver, "radius": radius, "failures": errors}
-            return out
-    raise ArithmeticError("every step solve failed: " + "; ".join(errors))
-
-
-def too_small_for_sqp(problem) -> str | None:
-    """Why ``method="auto"`` leaves ``problem`` to the conic route (N*d below
-    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None``."""
-    size = int(np.sum(problem.federation.sizes)) * problem.dim
-    if size < AUTO_MIN_SIZE:
-        return (f"N*P = {size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on small "
-                f"problems; force a fast route with method='sqp' or 'newton'")
-    return None
-
-
-def check_sqp_options(opts: dict) -> dict:
-    """``opts`` with ``max_steps`` checked as an integer >= 1 and ``tol`` as a real > 0 (the
-    options every SQP route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
-    from .._validation import check_int, check_real
-
-    opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
-    opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
-    return opts
 
 
 class NewtonSQPRoute(Route):

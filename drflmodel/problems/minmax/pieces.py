@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidParameterError
-from ..losses import Loss
+from ...errors import InvalidParameterError
+from ...losses import Loss
 
 __all__ = ["Pieces", "MoreauEnvelope", "SampleTable", "piecewise_dual_bound"]
 
@@ -193,7 +193,7 @@ def piecewise_dual_bound(table: SampleTable, weight_set, lam: np.ndarray, slope:
 
     The rows are summed into one affine minorant per client, :math:`a_i+g_i^\top\theta\le` the data
     term of :math:`f_i`, and the bound over :math:`\theta` is the cutting-plane bound of
-    :func:`drflmodel.problems._bundle.lagrangian_bound` with one cut per client (the same formula:
+    :func:`drflmodel.problems.minmax.level_bundle.lagrangian_bound` with one cut per client (the same formula:
     one source for it). The row sums add a floating-point allowance: :math:`\gamma_N=N\varepsilon/
     (1-N\varepsilon)` times the magnitudes of the sums (the textbook error bound of a sum of
     :math:`N` terms in any order), carried through the quadratic term.
@@ -203,7 +203,7 @@ def piecewise_dual_bound(table: SampleTable, weight_set, lam: np.ndarray, slope:
     plus :math:`\psi`), the minimizer :math:`\theta=-G/(Sd)` of the minorant and the row sums'
     allowance. Every :math:`d_p` must be positive (along an unpenalized coordinate the minorant is
     unbounded below: ``-inf``)."""
-    from ._bundle import lagrangian_bound
+    from .level_bundle import lagrangian_bound
 
     d_pen = table.objectives.penalty_diagonal
     lam = np.asarray(lam, float)

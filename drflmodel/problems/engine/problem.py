@@ -5,13 +5,13 @@
   contract (``routes()`` and ``solve()``) and parameter sweeps.
 * :class:`Problem` -- a problem on a horizontal :class:`~drflmodel.data.Federation` (clients own
   rows): the client objectives :math:`f_i` and :class:`ClientView`. The four horizontal families
-  derive from it; vertical problems derive from :class:`~drflmodel.problems._vertical.VerticalProblem`.
+  derive from it; vertical problems derive from :class:`~drflmodel.problems.engine.problem.VerticalProblem`.
 
 **The solve contract.** ``solve(solver=None, gap_tol=..., method="auto", seed=None,
 verbose=False, fallback=True, **options)`` is the same for every family: ``method`` names a route
 of :meth:`ProblemBase.routes` (``"auto"``: the first that applies and accepts the options),
 ``options`` are validated against the chosen route, and ``info["method"]`` records the route
-that answered (:mod:`._routes`). The default route, :class:`~drflmodel.problems._conic.ConicRoute`,
+that answered (:mod:`.route`). The default route, :class:`~drflmodel.problems.engine.conic.ConicRoute`,
 runs an open conic solver and *inverts* the answer into a :class:`~drflmodel.solution.Solution`
 whose status comes from an independent certificate:
 
@@ -22,7 +22,7 @@ whose status comes from an independent certificate:
 If the certificate does not close (relative gap above ``gap_tol``) the next solver in
 :meth:`ProblemBase.solver_order` is tried; the best answer is returned with an honest status, and
 ``"failed"`` if none passed. Solver names, settings, tolerances and the fallback
-rule when a named solver fails are documented in :mod:`._conic`.
+rule when a named solver fails are documented in :mod:`.solvers`.
 """
 
 from __future__ import annotations
@@ -32,18 +32,19 @@ from typing import Iterable
 import numpy as np
 import cvxpy as cp
 
-from .._frames import SweepResult
-from .._progress import progress_iter
-from .._validation import check_real
-from ..data import VerticalFederation
-from ..errors import InvalidDataError, InvalidParameterError
-from ..losses import Loss
-from ..objectives import ClientObjectives, minibatch_indices
-from ..solution import DEFAULT_GAP_TOL, Solution, status_from_gap
-from ._conic import SOLVER_OPTIONS, ConicRoute, installed_solvers
-from ._routes import Route, dispatch
+from ..._frames import SweepResult
+from ..._progress import progress_iter
+from ..._validation import check_real
+from ...data import VerticalFederation
+from ...errors import InvalidDataError, InvalidParameterError
+from ...losses import Loss
+from ...objectives import ClientObjectives, minibatch_indices
+from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
+from .conic import ConicRoute
+from .route import Route, dispatch
+from .solvers import installed_solvers
 
-__all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView", "SOLVER_OPTIONS", "installed_solvers"]
+__all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
 
 class ClientView:
@@ -182,7 +183,7 @@ class ProblemBase:
 
     def solve(self, solver: str | None = None, gap_tol: float = DEFAULT_GAP_TOL, method: str = "auto",
               seed=None, verbose: bool = False, fallback: bool = True, **options) -> Solution:
-        """Solve and certify (the same contract for every family; see :mod:`._routes`).
+        """Solve and certify (the same contract for every family; see :mod:`.route`).
 
         Parameters
         ----------
@@ -268,7 +269,7 @@ class Problem(ProblemBase):
     multiclass_refusal = "its reformulation is written for one score per sample"
 
     def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
-        from ..data import Federation
+        from ...data import Federation
 
         if not isinstance(federation, Federation):
             raise InvalidDataError(f"federation must be a drflmodel.Federation; got {type(federation).__name__}")

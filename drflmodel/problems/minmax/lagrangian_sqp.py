@@ -1,7 +1,7 @@
 r"""A fast certified route for every width and every :math:`K`: SQP with the Lagrangian Hessian
 (``solve(method="sqp")``; the client-weight min-max family, multi-class included).
 
-Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
+Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
 :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`, :math:`\sigma_\Lambda(t)=\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)`.
 
 **Step.** At :math:`\theta_k` with client values :math:`f`, gradients :math:`G=[\nabla f_i]^\top`
@@ -20,16 +20,16 @@ compiled once (DPP). Then :math:`\Delta=-H^{-1}G^\top\lambda^{(k+1)}` and an Arm
 exact :math:`\Phi` with the predicted decrease :math:`\Phi(\theta_k)-m_k\ge0`. This is the classical
 SQP step (the Hessian of the Lagrangian in the objective, linearized constraints) of the epigraph
 form :math:`\min\sigma_\Lambda(t)` s.t. :math:`t\ge f(\theta)`; with exact weights it converges
-quadratically. Unlike :mod:`._sqp` (one :math:`P\times P` cone per client in the step problem) the
+quadratically. Unlike :mod:`.hessian_sqp` (one :math:`P\times P` cone per client in the step problem) the
 step problem has :math:`n` variables whatever :math:`P=Kd` and :math:`N`, and each step costs one
 fused pass over the data (values, gradients and the weighted Hessian,
 :meth:`~drflmodel.objectives.ClientObjectives.evaluate`) plus :math:`O(P^3)` dense algebra in numpy.
 Invariant directions of the layout (softmax with unpenalized features) are deflated as in
-:mod:`._newton`.
+:mod:`.fixed_weight_bound`.
 
-**Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.dro.WeightedMinMax.certify_at`:
+**Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.minmax.dro.WeightedMinMax.certify_at`:
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
-weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`._newton`.
+weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`.fixed_weight_bound`.
 
 **What the method needs of the clients** (the client-oracle interface the federated solve uses):
 per step, each client's value :math:`f_i(\theta)`, gradient :math:`\nabla f_i(\theta)` and its share
@@ -43,13 +43,13 @@ import time
 import cvxpy as cp
 import numpy as np
 
-from ..sets import feasible_weights
-from ..solution import relative_gap, status_from_gap
-from ..sets import feasible_weights
-from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._newton import _Deflated, certified_lower_bound
-from ._routes import Route
-from ._sqp import check_sqp_options, too_small_for_sqp
+from ...sets import feasible_weights
+from ...solution import relative_gap, status_from_gap
+from ...sets import feasible_weights
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from .fixed_weight_bound import _Deflated, certified_lower_bound
+from ..engine.route import Route
+from ..engine.steps import check_sqp_options, too_small_for_sqp
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel"]
 
@@ -246,7 +246,7 @@ class LagrangianSQPRoute(Route):
     def _certify(problem, point):
         """The certified Solution at ``(theta, lam)`` from one pass's values, gradients and
         (deflated) weighted Hessian: :math:`U=\\Phi(\\theta)`, :math:`L` = the numpy bound of
-        :mod:`._newton` for :math:`\\sum_i\\lambda_if_i` at :math:`\\theta` minus :math:`\\psi(\\lambda)`."""
+        :mod:`.fixed_weight_bound` for :math:`\\sum_i\\lambda_if_i` at :math:`\\theta` minus :math:`\\psi(\\lambda)`."""
         obj, lam = problem.objectives, point.lam
         mu = float(lam @ obj.strong_convexity())
         g = float(lam @ point.values)

@@ -46,11 +46,12 @@ import time
 import numpy as np
 import cvxpy as cp
 
-from ..errors import InvalidParameterError, NotConvexError
-from ..solution import Solution
-from ..sets import WeightSet, feasible_weights
-from ._base import SOLVER_OPTIONS, Problem, installed_solvers
-from ._newton import certified_lower_bound, weighted_newton_bound
+from ...errors import InvalidParameterError, NotConvexError
+from ...solution import Solution
+from ...sets import WeightSet, feasible_weights
+from ..engine.problem import Problem
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers
+from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
 
@@ -112,21 +113,21 @@ class WeightedMinMax(Problem):
         the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
         piecewise-linear loss with every coordinate penalized: the active set), each falling back to
         the next when it cannot certify. ``method="auto"`` takes the SQP routes from
-        :data:`._sqp.AUTO_MIN_SIZE` on (rows x parameters), below it the conic route is as fast; the
+        :data:`~drflmodel.problems.engine.steps.AUTO_MIN_SIZE` on (rows x parameters), below it the conic route is as fast; the
         active-set route at every size (measured as fast as the conic route at 50 rows, faster from
         200). The bundle route (values and subgradients only: the route of a federated server for
         non-smooth losses, :mod:`drflmodel.client_oracle`) is taken only when forced."""
-        from ._active_set import ActiveSetRoute
-        from ._bundle import LevelBundleRoute
-        from ._conic import ConicRoute
-        from ._lagrangian_sqp import LagrangianSQPRoute
-        from ._sqp import NewtonSQPRoute
+        from .active_set import ActiveSetRoute
+        from .level_bundle import LevelBundleRoute
+        from ..engine.conic import ConicRoute
+        from .lagrangian_sqp import LagrangianSQPRoute
+        from .hessian_sqp import NewtonSQPRoute
 
         return [LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(), LevelBundleRoute()]
 
     def _sqp_model(self, solver: str = "CLARABEL"):
-        """The SQP step problem (:class:`~._sqp.SQPModel`), compiled once per weight set."""
-        from ._sqp import SQPModel
+        """The SQP step problem (:class:`~.hessian_sqp.SQPModel`), compiled once per weight set."""
+        from .hessian_sqp import SQPModel
 
         key = (self._sqp_key(), solver)
         if getattr(self, "_sqp", None) is None or self._sqp[0] != key:
@@ -171,7 +172,7 @@ class WeightedMinMax(Problem):
 
         Smooth loss with :math:`\mu=\sum_i\lambda_i\mu_i>0` or a self-concordant loss (logistic,
         softmax, squared: an unpenalized intercept is fine): Newton's method in numpy from
-        ``theta0`` (:mod:`._newton`, solver ``"numpy-newton"``), whose certified bound is the
+        ``theta0`` (:mod:`.fixed_weight_bound`, solver ``"numpy-newton"``), whose certified bound is the
         value; if it does not converge to ``1e-13`` relative, and in every other case, the compiled
         conic problem (Clarabel -> ECOS -> SCS, ``solver`` first), closed by the same numpy bound
         at the solver's point where it applies.
@@ -227,12 +228,12 @@ class WeightedMinMax(Problem):
                 "theta": None, "solver": None, "status": last_err}
 
     def _numpy_bound_applies(self, mu: float) -> bool:
-        """Whether :func:`._newton.certified_lower_bound` can certify the fixed-weight minimum:
+        """Whether :func:`.fixed_weight_bound.certified_lower_bound` can certify the fixed-weight minimum:
         a smooth loss, and strong convexity or a self-concordant loss."""
         return bool(np.isfinite(self.loss.smoothness) and (mu > 0 or self.loss.self_concordance is not None))
 
     def _strong_convexity_bound(self, lam: np.ndarray, theta: np.ndarray):
-        r"""The certified numpy bound of :mod:`._newton` at a solver's :math:`\hat\theta`
+        r"""The certified numpy bound of :mod:`.fixed_weight_bound` at a solver's :math:`\hat\theta`
         (strong convexity :math:`g(\hat\theta)-\|\nabla g\|^2/(2\mu)` or self-concordance);
         ``None`` when neither applies or the loss is not smooth (valid there too with a
         subgradient, but loose at kinks: the solver's value is used)."""

@@ -15,7 +15,7 @@ The FAFL paper (Tu, Xu, Huang, Tao and Li, "Fairness-Aware Federated Learning"),
   :math:`c=p/\alpha` a nonnegative ``cp.Parameter`` (DPP: an :math:`\alpha` sweep does not recompile).
   The epigraph multipliers are :math:`\lambda^\star`; :math:`q^\star=\lambda^\star/p` and
   :math:`\eta^\star` are in ``Solution.duals``.
-* Certificate: as :class:`~drflmodel.problems.dro.FederatedDRO` (upper bound = primal sup at
+* Certificate: as :class:`~drflmodel.problems.minmax.dro.FederatedDRO` (upper bound = primal sup at
   :math:`\theta^\star` in numpy, lower bound = fixed-weight minimization at :math:`\lambda^\star`).
 * The smoothed objective of problem (5),
   :math:`F^\mu_\alpha(\theta,\eta)=\eta+\sum_ic_i\,\phi_\mu(f_i(\theta)-\eta)` with the softplus
@@ -39,13 +39,13 @@ import cvxpy as cp
 from scipy.optimize import brentq
 from scipy.special import expit, xlogy
 
-from .._validation import as_finite_array, check_choice, check_real
-from ..errors import InvalidParameterError
-from ..solution import Solution, status_from_gap, DEFAULT_GAP_TOL
-from .. import sets as _sets
-from ..sets import feasible_weights
-from ._conic import SolverSequence, installed_solvers
-from ._routes import Route, dispatch
+from ..._validation import as_finite_array, check_choice, check_real
+from ...errors import InvalidParameterError
+from ...solution import Solution, status_from_gap, DEFAULT_GAP_TOL
+from ... import sets as _sets
+from ...sets import feasible_weights
+from ..engine.solvers import SolverSequence, installed_solvers
+from ..engine.route import Route, dispatch
 from .dro import WeightedMinMax, lower_bound_kind
 
 __all__ = ["FairnessAwareFL", "SmoothedRoute"]

@@ -6,7 +6,7 @@ builds a bound that is valid **for any choice of its multipliers** and evaluates
 point, so :math:`L\le p^\star` holds to rounding whatever the solver's accuracy; the solver's answer
 only makes it tight.
 
-**Derivation** (DRFL paper, Proposition 4.2, with the Lipschitz form of :mod:`._omega`; unbounded
+**Derivation** (DRFL paper, Proposition 4.2, with the Lipschitz form of :mod:`.omega`; unbounded
 support). For weights :math:`\tilde q\in\mathcal Q` (weak min–max duality)
 
 .. math::
@@ -57,9 +57,9 @@ from typing import NamedTuple
 import cvxpy as cp
 import numpy as np
 
-from ..sets import project_simplex
-from ._conic import quiet_solve
-from ._omega import lambda_min, min_piecewise
+from ...sets import project_simplex
+from ..engine.solvers import quiet_solve
+from .omega import lambda_min, min_piecewise
 
 __all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows"]
 
@@ -86,7 +86,7 @@ def sample_rows(problem, u, y) -> SampleRows:
     :math:`a_ju+b_j` of each branch (its own exact minorant), for a smooth loss the branch itself
     with its tangent at ``u`` (a global minorant by convexity). The sample's value is the max over
     its rows (flip rows only for robust clients). Shared by the bound and the SQP route
-    (:mod:`._wasserstein_sqp`)."""
+    (:mod:`.trust_region_sqp`)."""
     model, loss = problem.model, problem.loss
     labels = [(y, False)] + ([(-y, True)] if model.flips else [])
     V, D, B, H, F, branch = [], [], [], [], [], []

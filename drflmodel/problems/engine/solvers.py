@@ -1,5 +1,5 @@
-r"""Conic solvers: their names and documented settings, the solver sequence every route shares,
-and the conic route.
+r"""Conic solvers: their names and documented settings, and the solver sequence every CVXPY solve
+of the package goes through.
 
 * :func:`check_solver` / :func:`check_solver_options` -- ``solve(solver=..., **options)`` is
   validated before anything runs: an unknown or uninstalled solver, a setting the solver does
@@ -16,11 +16,9 @@ and the conic route.
   ``fallback=False`` stops there, so the route returns that solver's own (honest) answer, typically
   ``"failed"`` or ``"optimal_within_gap"``. Either way the user's attempt is recorded in
   ``info["attempts"]`` with ``"requested": True`` (and ``"fallback": True`` when the others ran).
-* :class:`ConicRoute` -- the default route of every family: solve ``Problem.build()`` with the
-  sequence and certify each answer with ``Problem._certify`` (upper bound in numpy, lower bound
-  from a dual argument); stop at the first ``"optimal"`` (or ``"local"``) answer, else return the
-  best certified one, ``"infeasible"`` on a solver's infeasibility certificate, ``"failed"`` if
-  none answered.
+
+The default route of every family, :class:`~drflmodel.problems.engine.conic.ConicRoute`, runs
+``Problem.build()`` through the sequence.
 
 Solver tolerances: Clarabel and ECOS run with absolute/relative gap
 and feasibility tolerances of 1e-9; SCS (first-order, the last resort and for comparisons) with
@@ -38,12 +36,10 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from ..errors import InvalidParameterError, SolverFallbackWarning
-from ..solution import relative_gap
-from ._routes import Route
+from ...errors import InvalidParameterError, SolverFallbackWarning
 
 __all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings", "solver_setting_types",
-           "check_solver_options", "default_solver", "quiet_solve", "SolverSequence", "ConicRoute"]
+           "check_solver_options", "default_solver", "quiet_solve", "SolverSequence"]
 
 #: the documented tolerances per solver
 SOLVER_OPTIONS = {
@@ -181,7 +177,7 @@ class SolverSequence:
 
     Parameters
     ----------
-    request : the :class:`~drflmodel.problems._routes.SolveRequest`.
+    request : the :class:`~drflmodel.problems.engine.route.SolveRequest`.
     default_order : the route's documented solver order.
     record_value : add CVXPY's optimal value to each record.
     quiet : which solver warnings to silence while solving -- ``"inaccurate"`` (CVXPY's "Solution
@@ -262,7 +258,8 @@ class SolverSequence:
         return None
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the drflmodel package directory (three levels up: drflmodel/problems/engine/solvers.py)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _caller_level() -> int:
@@ -271,51 +268,3 @@ def _caller_level() -> int:
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     return level
-
-
-def better(a, b) -> bool:
-    """Prefer the smaller certified relative gap; a broken certificate (status ``"failed"``,
-    e.g. L > U) never beats a valid one."""
-    if (a.status == "failed") != (b.status == "failed"):
-        return b.status == "failed"
-    return relative_gap(a.lower_bound, a.upper_bound) < relative_gap(b.lower_bound, b.upper_bound)
-
-
-class ConicRoute(Route):
-    """Solve ``problem.build()`` with an open conic solver and certify with ``problem._certify``
-    (the module docstring; every family's default route). Options: the first solver's settings."""
-
-    name = "conic"
-    options = {}
-    uses_solver = True
-    passes_solver_options = True
-
-    def first_solver(self, problem) -> str | None:
-        order = problem.solver_order()
-        return order[0] if order else None
-
-    def solve(self, problem, request):
-        prob = problem.build()
-        seq = SolverSequence(request, problem.solver_order())
-        best = None
-        for name in seq:
-            record = seq.run(prob, name)
-            if record is None:
-                continue
-            if prob.status in _INFEASIBLE:
-                return problem._infeasible_solution(name, seq.attempts)
-            if prob.status not in _OK:
-                continue
-            sol = problem._certify(name)
-            sol.status = problem._status(sol, request.gap_tol)
-            record.update(status=sol.status, relative_gap=sol.relative_gap)
-            if best is None or better(sol, best):
-                best = sol
-            if sol.status in ("optimal", "local"):
-                break
-        if best is None:
-            return problem._failed_solution(seq.attempts)
-        best.info.setdefault("solver", seq.attempts[-1]["solver"] if seq.attempts else None)
-        best.info["attempts"] = seq.attempts
-        best.info["gap_tol"] = request.gap_tol
-        return best

@@ -2,9 +2,9 @@ r"""The fast certified route of Wasserstein DRFL (every loss: smooth ones and pi
 ones) on unbounded support: trust-region SQP on the exact robust objective (``solve(method="newton")``, chosen by ``method="auto"`` when
 it applies).
 
-**Problem** (:mod:`.wasserstein`, unbounded support). With :math:`u=Xw`, the own-label loss
+**Problem** (:mod:`.problem`, unbounded support). With :math:`u=Xw`, the own-label loss
 :math:`v_{i0}(u_i)=L(u_i,y_i)`, the flipped one :math:`v_{i1}(u_i)=L(u_i,-y_i)` (classification
-with :math:`\kappa<\infty`) and :math:`\mathrm{lo}(w)=\mathrm{Lip}\,N_*(w)` (:func:`._omega.lambda_min`),
+with :math:`\kappa<\infty`) and :math:`\mathrm{lo}(w)=\mathrm{Lip}\,N_*(w)` (:func:`.omega.lambda_min`),
 
 .. math::
 
@@ -12,10 +12,10 @@ with :math:`\kappa<\infty`) and :math:`\mathrm{lo}(w)=\mathrm{Lip}\,N_*(w)` (:fu
     z_s(w)=\min_{\lambda_s\ge\mathrm{lo}(w)}\ \rho_s\lambda_s+\tfrac1{N_s}\sum_{i\in s}
     \max\big(v_{i0}(u_i),\ v_{i1}(u_i)-\kappa\lambda_s\big),
 
-evaluated exactly in numpy (:meth:`~.wasserstein.WassersteinDRFL.objective`).
+evaluated exactly in numpy (:meth:`~.problem.WassersteinDRFL.objective`).
 
 For a piecewise-linear loss each branch is itself a max of affine pieces; every piece is a *row*
-of the sample (:func:`._wasserstein_bound.sample_rows`) and the sample's value is the max over its rows.
+of the sample (:func:`.lagrangian_bound.sample_rows`) and the sample's value is the max over its rows.
 
 **Why it is fast.** A sample's max is decided by its *gap*, the best row minus the runner-up
 (e.g. :math:`|v_{i1}(u_i)-v_{i0}(u_i)-\kappa\lambda_s|` for two smooth branches). Inside a trust region
@@ -52,10 +52,10 @@ not point downhill.
 cannot be untied by any region, so they are kept tied (with ``cap`` others) rather than shrinking
 the region to nothing; while the cap is what keeps good steps short it doubles, up to 16x. A step
 problem no solver answers is retried with the next solver, then in a smaller region
-(:func:`._sqp.recovered_step`).
+(:func:`~drflmodel.problems.engine.steps.recovered_step`).
 
 **Certificate (the conic route's, independent of the steps).** :math:`U=F(w)` in numpy;
-:math:`L` = the rigorous Lagrangian bound of :mod:`._wasserstein_bound` at :math:`w` with client
+:math:`L` = the rigorous Lagrangian bound of :mod:`.lagrangian_bound` at :math:`w` with client
 weights from the step problem's multipliers of the :math:`t` constraints (projected onto
 :math:`\mathcal Q`). If it does not close to ``gap_tol``, ``method="auto"`` falls back to the conic
 route and records the attempt in ``info["route_attempts"]``.
@@ -69,12 +69,12 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import minimize
 
-from ..solution import relative_gap, status_from_gap
-from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._omega import lambda_min
-from ._routes import Route
-from ._wasserstein_bound import sample_rows
-from ._sqp import check_sqp_options, recovered_step, too_small_for_sqp
+from ...solution import relative_gap, status_from_gap
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from .omega import lambda_min
+from ..engine.route import Route
+from .lagrangian_bound import sample_rows
+from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp
 
 __all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
 
@@ -270,7 +270,7 @@ class WassersteinSQPRoute(Route):
         return too_small_for_sqp(problem)
 
     def complete_options(self, given) -> dict:
-        from .._validation import check_int
+        from ..._validation import check_int
 
         opts = check_sqp_options(super().complete_options(given))
         opts["cap"] = check_int(opts["cap"], "cap", low=1)

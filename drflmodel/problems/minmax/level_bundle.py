@@ -1,7 +1,7 @@
 r"""A certified route for non-smooth losses that needs only values and subgradients: the level
 bundle method (``solve(method="bundle")``; the client-weight min-max family).
 
-Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
+Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
 :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`, :math:`f_i=h_i+r`, with the data term :math:`h_i`
 convex (any loss of the catalogue: hinge, pinball, :math:`\varepsilon`-insensitive, ...) and the
 ridge :math:`r(\theta)=\frac12\sum_jp_j\theta_j^2` (:math:`p` = ``penalty_diagonal``) known exactly.
@@ -48,10 +48,10 @@ import time
 import cvxpy as cp
 import numpy as np
 
-from ..sets import feasible_weights
-from ..solution import Solution, relative_gap, status_from_gap
-from ._conic import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from ._routes import Route
+from ...sets import feasible_weights
+from ...solution import Solution, relative_gap, status_from_gap
+from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.route import Route
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE"]
 
@@ -150,7 +150,7 @@ class LevelBundleRoute(Route):
                 "(the route of a federated server); force it with method='bundle'")
 
     def complete_options(self, given) -> dict:
-        from .._validation import check_int, check_real
+        from ..._validation import check_int, check_real
 
         opts = super().complete_options(given)
         opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)

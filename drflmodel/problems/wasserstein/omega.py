@@ -49,9 +49,9 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog
 
-from .._validation import as_finite_array
-from ..errors import InvalidDataError, InvalidParameterError, NotConvexError
-from ..losses import EpsilonInsensitive, Hinge, Huber, Logistic, Loss, Pinball, SmoothHinge
+from ..._validation import as_finite_array
+from ...errors import InvalidDataError, InvalidParameterError, NotConvexError
+from ...losses import EpsilonInsensitive, Hinge, Huber, Logistic, Loss, Pinball, SmoothHinge
 
 __all__ = ["SUPPORTED_LOSSES", "Support", "TransportModel", "make_support", "check_norm",
            "dual_exponent", "omega_constraints", "empirical_constraints", "lambda_min",

@@ -6,7 +6,7 @@
     \\mathbb E^{\\mathbb P_s}[L(f_w(x),y)]\\ \\ (+\\tfrac{\\ell_2}2\\|w\\|^2).
 
 **Reformulation (Thm 4.3, Prop. A.1).** With :math:`\\varpi_s=\\rho_s\\lambda_s+\\frac1{N_s}e^\\top\\alpha_s`,
-:math:`(\\lambda_s,\\alpha_s,w)\\in\\Omega_s` (:mod:`._omega`, Corollaries B.1–B.6, Props 6.3/6.4) and
+:math:`(\\lambda_s,\\alpha_s,w)\\in\\Omega_s` (:mod:`.omega`, Corollaries B.1–B.6, Props 6.3/6.4) and
 :math:`\\varpi\\le z`, the outer term is the support function of Q at z:
 
 * ``weights=LpBall(q̂, θ, p)`` (:math:`\\{q\\in\\Delta:\\|q-\\hat q\\|_p\\le\\theta\\}`): Prop. A.1's dual
@@ -47,12 +47,13 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_finite_array, as_real_array, check_probability_vector, check_real
-from ..errors import InvalidParameterError, SolverError
-from ..sets import Simplex, WeightSet, project_simplex
-from ..solution import DEFAULT_GAP_TOL, Solution, relative_gap
-from ._base import ClientView, Problem, SOLVER_OPTIONS, refuse_unpenalized_intercept
-from ._omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
+from ..._validation import as_finite_array, as_real_array, check_probability_vector, check_real
+from ...errors import InvalidParameterError, SolverError
+from ...sets import Simplex, WeightSet, project_simplex
+from ...solution import DEFAULT_GAP_TOL, Solution, relative_gap
+from ..engine.problem import ClientView, Problem, refuse_unpenalized_intercept
+from ..engine.solvers import SOLVER_OPTIONS
+from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
                      worst_case_unbounded)
 
 __all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_support_expr", "erm", "afl",
@@ -294,7 +295,7 @@ class WassersteinDRFL(Problem):
         """``(expression, constraints, parameters)`` of the support function of Q at ``z`` (a
         CVXPY expression): fixed weights, the simplex (an epigraph ``gamma``), Thm 4.3's ball dual
         (``gamma``, ``eta`` and the radius parameter ``theta``) or the set's ``support_expr``.
-        Used by the joint model and by the SQP step model (:mod:`._wasserstein_sqp`)."""
+        Used by the joint model and by the SQP step model (:mod:`.trust_region_sqp`)."""
         kind = self.weight_kind
         if kind == "fixed":
             return self.weights @ z, [], {}
@@ -313,8 +314,8 @@ class WassersteinDRFL(Problem):
     def routes(self):
         """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear
         loss, unbounded support, large N) falling back to the conic model when it cannot certify."""
-        from ._conic import ConicRoute
-        from ._wasserstein_sqp import WassersteinSQPRoute
+        from ..engine.conic import ConicRoute
+        from .trust_region_sqp import WassersteinSQPRoute
 
         return [WassersteinSQPRoute(), ConicRoute()]
 
@@ -366,14 +367,14 @@ class WassersteinDRFL(Problem):
                         duals=duals, info=info)
 
     def _lower_bound(self, w, q, U: float, L_conic: float) -> tuple[float, dict]:
-        """``(L, info)``: the rigorous numpy Lagrangian bound (:mod:`._wasserstein_bound`) when it
+        """``(L, info)``: the rigorous numpy Lagrangian bound (:mod:`.lagrangian_bound`) when it
         applies and closes the gap to :data:`~drflmodel.solution.DEFAULT_GAP_TOL`; otherwise the
         solver's conic dual objective, which is valid only up to the solver's dual residual (said
         in ``info["lower_bound_method"]``; the rigorous value is kept in ``info`` for comparison)
         -- unless a rigorous bound exists and that objective lies above :math:`U` (the dual point
         is then shown infeasible) or below the rigorous bound: then the rigorous bound is returned
         (the gap stays open and the conic route tries its next solver)."""
-        from ._wasserstein_bound import lagrangian_lower_bound
+        from .lagrangian_bound import lagrangian_lower_bound
 
         t0 = time.perf_counter()
         inside = self.weight_kind in ("fixed", "simplex") or bool(self.weights.contains(q, tol=1e-12))
@@ -600,7 +601,7 @@ class WassersteinClientView(ClientView):
       Returns ``{"lambda", "alpha", "w_hat", "varpi", "status"}``; the client sends back
       ``w_hat`` and the scalar ``varpi`` only. No lower bound on α is added (§6.5).
 
-    Inherits the empirical loss value/gradient of :class:`~drflmodel.problems._base.ClientView`.
+    Inherits the empirical loss value/gradient of :class:`~drflmodel.problems.engine.problem.ClientView`.
     """
 
     def __init__(self, problem: WassersteinDRFL, index: int):

@@ -1,0 +1,32 @@
+r"""The solve engine shared by every formulation family.
+
+* :mod:`.route` -- the route contract (:class:`~.route.Route`, :class:`~.route.SolveRequest`)
+  and :func:`~.route.dispatch`, the one chooser of a route;
+* :mod:`.solvers` -- conic solver names and settings, and :class:`~.solvers.SolverSequence`,
+  the one loop over solvers (with fallback) every CVXPY solve of the package goes through;
+* :mod:`.conic` -- :class:`~.conic.ConicRoute`, the default route of every family;
+* :mod:`.steps` -- what the SQP routes share (the ``auto`` size threshold, option checks, the
+  recovery of a failed step problem);
+* :mod:`.problem` -- the problem base classes (:class:`~.problem.ProblemBase`, the horizontal
+  :class:`~.problem.Problem`, :class:`~.problem.VerticalProblem`, :class:`~.problem.ClientView`).
+
+Submodules are imported on first use (the engine's small modules do not pull in CVXPY).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "Route": "route", "SolveRequest": "route", "dispatch": "route",
+    "SolverSequence": "solvers", "SOLVER_OPTIONS": "solvers", "installed_solvers": "solvers",
+    "ConicRoute": "conic",
+    "ProblemBase": "problem", "Problem": "problem", "VerticalProblem": "problem", "ClientView": "problem",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,75 @@
+r"""What every SQP route of the package shares: the size from which ``method="auto"`` takes an SQP
+route, the check of the options they share, and the recovery of a step problem a solver cannot
+solve (the next installed solver, then a shrinking trust region).
+
+Used by the client-Hessian and Lagrangian-Hessian SQP routes of the min-max family
+(:mod:`drflmodel.problems.minmax`), the trust-region SQP of the Wasserstein family and the
+Newton route of the DEO family.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from .solvers import installed_solvers
+
+__all__ = ["AUTO_MIN_SIZE", "STEP_SOLVERS", "RECOVERY_RADII", "step_solvers", "recovered_step",
+           "too_small_for_sqp", "check_sqp_options"]
+
+#: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
+#: the conic route is faster (measured in benchmarks/bench_fast.py)
+AUTO_MIN_SIZE = 50_000
+
+
+#: step solvers in the order a failed step is retried with (the installed ones)
+STEP_SOLVERS = ("CLARABEL", "ECOS", "SCS")
+#: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
+#: step solver before the route declares the step failed
+RECOVERY_RADII = (1.0, 1e-1, 1e-2, 1e-3)
+
+
+def step_solvers(first: str) -> list[str]:
+    """``first`` and then the other installed step solvers."""
+    installed = set(installed_solvers())
+    return [first] + [s for s in STEP_SOLVERS if s != first and s in installed]
+
+
+def recovered_step(step, first: str, scale: float, record: dict):
+    """Solve a step problem, recovering from a failed solve (Clarabel's NumericalError was seen on
+    badly scaled clients): ``step(solver, radius)`` with ``first``, then every other installed
+    solver, then each of them inside a shrinking trust region (:data:`RECOVERY_RADII` times
+    ``scale``). Returns the first answer; ``record`` gets the failures and what answered. Raises
+    :class:`ArithmeticError` listing every failure when none answers."""
+    errors = []
+    for radius in (None, *(r * scale for r in RECOVERY_RADII)):
+        for solver in step_solvers(first):
+            try:
+                out = step(solver, radius)
+            except (ArithmeticError, cp.error.SolverError, ValueError) as exc:
+                errors.append(f"{solver}{'' if radius is None else f' (radius {radius:.2g})'}: {str(exc)[:80]}")
+                continue
+            if errors:
+                record["recovered"] = {"solver": solver, "radius": radius, "failures": errors}
+            return out
+    raise ArithmeticError("every step solve failed: " + "; ".join(errors))
+
+
+def too_small_for_sqp(problem) -> str | None:
+    """Why ``method="auto"`` leaves ``problem`` to the conic route (N*d below
+    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None``."""
+    size = int(np.sum(problem.federation.sizes)) * problem.dim
+    if size < AUTO_MIN_SIZE:
+        return (f"N*P = {size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on small "
+                f"problems; force a fast route with method='sqp' or 'newton'")
+    return None
+
+
+def check_sqp_options(opts: dict) -> dict:
+    """``opts`` with ``max_steps`` checked as an integer >= 1 and ``tol`` as a real > 0 (the
+    options every SQP route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
+    from ..._validation import check_int, check_real
+
+    opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
+    opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+    return opts

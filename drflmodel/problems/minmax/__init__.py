@@ -1,0 +1,28 @@
+r"""The client-weight min-max family, :math:`\min_\theta\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)`
+with :math:`\Lambda\subset\mathbb R^n_{\ge0}`: :class:`~.dro.FederatedDRO` (the Scaff-PD paper's
+problem (1.1)) and :class:`~.fafl.FairnessAwareFL` (the FAFL paper's HCVaR objective), their
+shared machinery :class:`~.dro.WeightedMinMax`, and their routes and helpers:
+
+=========================  =====================================================================
+module                     what it is
+=========================  =====================================================================
+:mod:`.dro`                ``WeightedMinMax`` (epigraph form, fixed-weight certificate) and
+                           ``FederatedDRO``
+:mod:`.fafl`               ``FairnessAwareFL`` and its smoothed target (route ``"smoothed"``)
+:mod:`.lagrangian_sqp`     route ``"sqp"``: SQP with the Lagrangian Hessian (every width, every K)
+:mod:`.hessian_sqp`        route ``"newton"``: SQP with one dense Hessian factor per client
+:mod:`.active_set`         route ``"active_set"``: piecewise-linear losses, smoothing + active set
+:mod:`.pieces`             affine pieces of a piecewise-linear loss, Moreau envelope, Lagrangian
+                           bound from per-row piece multipliers
+:mod:`.level_bundle`       route ``"bundle"``: level bundle method (values and subgradients only)
+:mod:`.fixed_weight_bound` the numpy fixed-weight lower bound (Newton's method closed by a
+                           strong-convexity or self-concordance bound); not a route
+=========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from .dro import FederatedDRO, WeightedMinMax
+from .fafl import FairnessAwareFL
+
+__all__ = ["FederatedDRO", "FairnessAwareFL", "WeightedMinMax"]
