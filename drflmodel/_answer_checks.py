@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Violation", "ROUNDING", "finite", "shape", "value_range", "value_at_zero", "gradient_length",
+__all__ = ["Violation", "ROUNDING", "finite", "shape", "value_range", "value_at_zero", "value_lipschitz",
+           "gradient_length",
            "hessian_psd", "hessian_size", "hvp_psd", "statistics_gram", "same_value",
            "first_order_convexity", "monotone_gradients", "curvature_matches_gradients", "hvp_symmetry",
            "hvp_matches_hessian", "AnswerRecord"]
@@ -113,6 +114,21 @@ def value_at_zero(value: float, expected: float) -> Violation | None:
     if abs(value - expected) > _tol(abs(expected)):
         return Violation("value at theta = 0", f"mean loss {value:.17g} at theta = 0; every row's loss is "
                                                f"{expected:.17g} there", {"value": value, "expected": expected})
+    return None
+
+
+def value_lipschitz(theta_a, value_a: float, theta_b, value_b: float, lipschitz: float,
+                    row_norm: float | None) -> Violation | None:
+    """:math:`|h(\theta_b)-h(\theta_a)|\le\mathrm{Lip}(\ell)\max_j\|x_j\|\,\|\theta_b-\theta_a\|` (a
+    Lipschitz loss: every score moves by at most :math:`\|x_j\|\|d\|`); catches a huge value asked
+    without its gradient."""
+    if row_norm is None or not np.isfinite(lipschitz):
+        return None
+    nd = float(np.linalg.norm(np.asarray(theta_b, float) - np.asarray(theta_a, float)))
+    jump, cap = abs(value_b - value_a), lipschitz * row_norm * nd
+    if jump > cap + _tol(abs(value_a) + abs(value_b) + cap):
+        return Violation("Lipschitz values", f"|h(theta_b) - h(theta_a)| = {jump:.6g} exceeds Lip(loss) max_j ||x_j|| "
+                                             f"||theta_b - theta_a|| = {cap:.6g}", {"jump": jump, "bound": cap})
     return None
 
 
