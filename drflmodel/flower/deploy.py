@@ -196,7 +196,15 @@ def config_client_app(app_dir):
         client = made.clients[i]
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
-    return with_oracle(client_app(view), site)
+    def policy(context):
+        """The default policy, with one value per round at once: the server grades the run's every
+        model in one exchange (:func:`grade_against_oracle`)."""
+        from .._client_policy import QueryPolicy
+
+        cfg = load_config(_config_path(app_dir, context))
+        return QueryPolicy(points_per_values=int(cfg.get("solver", {}).get("options", {}).get("rounds", 0)) + 1)
+
+    return with_oracle(client_app(view), site, policy)
 
 
 def run_app(app_dir, num_supernodes: int, run_config: dict | None = None):

@@ -246,13 +246,16 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     return app
 
 
-def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None):
+def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None, policy=None):
     """``client_app`` with the oracle's query handlers added (:func:`~drflmodel.flower.oracle.with_oracle`).
 
     Either ``sites`` (a problem, or ``factory(context) -> problem | Site``), or ``estimator`` with
     ``rows(context) -> (X, y)`` -- the rows the app trains on at that supernode, in scikit-learn's
     form -- and ``classes`` (classifiers: every class label, in ``classes_`` order; default the
-    estimator's ``classes_``)."""
+    estimator's ``classes_``). ``policy``: the supernode's
+    :class:`~drflmodel._client_policy.QueryPolicy` (default: what a certified solve and live grading
+    ask, one point per value query; grading every round at the end, ``graded(..., live=False)``,
+    needs ``QueryPolicy(points_per_values=rounds + 1)``)."""
     if (sites is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of sites= and estimator= (with rows=)")
     if estimator is not None:
@@ -265,4 +268,4 @@ def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None
             return sklearn_site(estimator, np.asarray(X), np.asarray(y), classes=classes,
                                 name=f"partition {context.node_config.get('partition-id')}")
 
-    return with_oracle(client_app, sites)
+    return with_oracle(client_app, sites, policy)

@@ -89,21 +89,43 @@ class _Sites:
         return self._cache[key]
 
 
-def with_oracle(app: ClientApp, sites) -> ClientApp:
+def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     """Register the client-oracle handlers (``query.drflmodel_*``) on ``app`` and return it.
 
     ``sites``: a drflmodel problem (each supernode answers for its ``partition-id``), a dict
     ``{run key: problem}``, or ``factory(context) -> problem | Site`` called in the client's
     process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
-    partition. Nothing else of the app changes; its own handlers keep working."""
+    partition. Nothing else of the app changes; its own handlers keep working.
+
+    ``policy``: the client's :class:`~drflmodel._client_policy.QueryPolicy`, or ``f(context)``
+    returning one (default: the one a certified solve needs and no more: one point per value query,
+    budgets per run); a query it does not allow is refused with a message naming the rule, which the
+    server reports. The answers of a run are counted in the supernode's ``Context.state`` (it
+    outlives Flower's per-message process)."""
+    from .._client_policy import PolicySite, QueryPolicy
+
     resolve = _Sites(sites)
+    policy = QueryPolicy() if policy is None else policy
+    if not (isinstance(policy, QueryPolicy) or callable(policy)):
+        raise InvalidParameterError(f"policy must be a QueryPolicy or a function context -> QueryPolicy; "
+                                    f"got {type(policy).__name__}")
+
+    def policy_of(context):
+        made = policy if isinstance(policy, QueryPolicy) else policy(context)
+        if not isinstance(made, QueryPolicy):
+            raise InvalidParameterError(f"the policy function returned {type(made).__name__}, not a QueryPolicy")
+        return made
 
     def register(query: str):
         def handler(msg: Message, context: Context) -> Message:
             config = msg.content.config_records[CONFIG]
-            i, site = resolve.get(context, str(config["run"]))
+            run = str(config["run"])
+            i, site = resolve.get(context, run)
             options = json.loads(str(config.get("options", "{}")))
-            answer = site.answer(query, payload_arrays(msg.content), options)
+            key = f"drflmodel.policy.{run}"
+            counts = dict(context.state[key]) if key in context.state else {}
+            answer = PolicySite(site, policy_of(context), counts).answer(query, payload_arrays(msg.content), options)
+            context.state[key] = ConfigRecord({k: int(v) for k, v in counts.items()})
             text = {k: v for k, v in answer.items() if isinstance(v, str)}
             content = up_content({k: v for k, v in answer.items() if not isinstance(v, str)},
                                  {"partition-id": i})
