@@ -224,21 +224,30 @@ class FlowerChannel(Channel):
 
 def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
                   run: str = "oracle", timeout: float = 60.0, retries: int = 2, poll_interval: float = 0.005,
-                  connect_timeout: float = 60.0, **options):
+                  connect_timeout: float = 60.0, check_answers: bool = True, **options):
     """The federated certified solve of ``problem`` over ``grid`` (call it in a ``ServerApp``'s
     ``main``): ``problem`` is a drflmodel problem (only its family and parameters are used: the
     server rebuilds it on the clients' declarations) or a factory ``federation -> problem``
     (then ``n_clients`` is required). ``method``, ``gap_tol`` and ``options`` as in
     :func:`drflmodel.client_oracle.federated_solve`; ``timeout``, ``retries`` as in
-    :class:`FlowerChannel`. Returns the :class:`~drflmodel.solution.Solution`."""
+    :class:`FlowerChannel`. ``check_answers`` (default ``True``): every answer is validated before
+    the route uses it (:class:`~drflmodel._answer_validation.CheckedChannel`; the rejections are in
+    ``info["federated"]["rejections"]``). Returns the :class:`~drflmodel.solution.Solution`."""
+    from .._answer_validation import CheckedChannel
+
     if n_clients is None:
         if not hasattr(problem, "n_clients"):
             raise InvalidParameterError("n_clients is required when problem is a problem factory")
         n_clients = problem.n_clients
+    if not isinstance(check_answers, bool):
+        raise InvalidParameterError(f"check_answers must be True or False; got {check_answers!r}")
     channel = FlowerChannel(grid, check_int(n_clients, "n_clients", low=1), run=run, timeout=timeout,
                             retries=retries, poll_interval=poll_interval, connect_timeout=connect_timeout)
-    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, **options)
+    checked = CheckedChannel(channel, getattr(problem, "loss", None)) if check_answers else None
+    sol = federated_solve(problem, checked or channel, method=method, gap_tol=gap_tol, **options)
     sol.info["federated"]["transport"] = "flower"
+    if checked is not None:
+        sol.info["federated"]["rejections"] = list(checked.rejections)
     return sol
 
 
