@@ -13,7 +13,8 @@ and the ratio certified / plain.
 Sizes: rows N in {1k, 10k, 100k, 1M} and features d in {10, 50, 200} where the case defines them
 (the plain model is run up to ``--plain-max`` rows x features). ``--quick`` (for CI-like checks):
 N in {1k, 10k}, d = 10, a short plain limit. ``--markdown FILE`` also writes the table to FILE;
-``--update-readme`` replaces the README's table between the markers
+``--update-docs`` replaces the table of the documentation's Performance page (``docs/performance.md``)
+between the markers
 ``<!-- bench_certified:start -->`` and ``<!-- bench_certified:end -->``.
 
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine. Not collected by pytest.
@@ -39,7 +40,7 @@ from drflmodel.objectives import ClientObjectives
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 L2, RHO, ALPHA, N_CLIENTS, DEO_EPS = 1e-3, 0.1, 0.2, 20, 0.02
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+PERFORMANCE_PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 MARKERS = ("<!-- bench_certified:start -->", "<!-- bench_certified:end -->")
 
 
@@ -288,11 +289,11 @@ def markdown(rows) -> str:
     return "\n".join(out)
 
 
-def update_readme(table: str, command: str) -> None:
-    text = README.read_text()
+def update_docs(table: str, command: str) -> None:
+    text = PERFORMANCE_PAGE.read_text()
     start, end = text.index(MARKERS[0]), text.index(MARKERS[1])
     body = f"{MARKERS[0]}\n`{command}`:\n\n{table}\n"
-    README.write_text(text[:start] + body + text[end:])
+    PERFORMANCE_PAGE.write_text(text[:start] + body + text[end:])
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -310,7 +311,8 @@ def main():
     ap.add_argument("--plain-limit", type=float, default=300.0, help="seconds before the plain model is stopped")
     ap.add_argument("--plain-max", type=int, default=2_000_000, help="largest N x P at which the plain model runs")
     ap.add_argument("--markdown", help="also write the table to this file")
-    ap.add_argument("--update-readme", action="store_true", help="replace the README's table between the markers")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="replace the table of docs/performance.md between the markers")
     ap.add_argument("--sizes", type=parse_sizes, help="rows x features to run instead of each case's own, e.g. 1000000x20,10000000x20")
     args = ap.parse_args()
     limit = 60.0 if args.quick else args.plain_limit
@@ -324,10 +326,10 @@ def main():
     table = markdown(rows)
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table + "\n")
-    if args.update_readme:
+    if args.update_docs:
         import sys
 
-        update_readme(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-readme", ""))
+        update_docs(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-docs", ""))
     print()
     print(table)
 

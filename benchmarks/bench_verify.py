@@ -21,18 +21,15 @@ from drflmodel.verify import _rows
 
 
 def clinics(n: int = 200, seed: int = 0):
-    """The README's CSV example as a table (3 sites, age 25-85 years)."""
-    import pandas as pd
+    """The README's CSV example as a table (3 sites, age 25-85 years): examples/data/make_clinics.py."""
+    import importlib.util
+    import pathlib
 
-    rng = np.random.default_rng(seed)
-    site = rng.choice(["north", "south", "east"], n)
-    age = rng.uniform(25, 85, n).round(0)
-    bmi = rng.normal(27, 4.5, n).round(1)
-    smoker = rng.choice(["no", "yes"], n, p=[0.7, 0.3])
-    shift = {"north": -0.3, "south": 0.2, "east": 0.5}
-    z = -6 + 0.06 * age + 0.1 * bmi + 0.8 * (smoker == "yes") + np.array([shift[s] for s in site])
-    outcome = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
-    return pd.DataFrame({"site": site, "age": age, "bmi": bmi, "smoker": smoker, "outcome": outcome})
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "data" / "make_clinics.py"
+    spec = importlib.util.spec_from_file_location("make_clinics", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.clinics(n, seed)
 
 
 def median_times(fns, repeats: int = 5) -> list[float]:

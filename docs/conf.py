@@ -115,7 +115,7 @@ intersphinx_mapping = {
 intersphinx_timeout = 1
 
 # ---------------------------------------------------------------------------------------- gallery
-from drflmodel_docs import GALLERY_SOURCE, OutputImageScraper, gallery_argv  # noqa: E402
+from drflmodel_docs import GALLERY_SOURCE, OutputImageScraper, gallery_argv, gallery_progress  # noqa: E402
 
 # DRFLMODEL_DOCS_GALLERY: unset or "1" runs every example; "0" runs none (the pages show the code);
 # otherwise a regular expression of the example names to run (tests/test_docs.py runs the fast ones).
@@ -125,7 +125,9 @@ sphinx_gallery_conf = {
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/[^/]+\.py$" if _GALLERY in ("0", "1") else rf"/({_GALLERY})\.py$",
     "plot_gallery": "False" if _GALLERY == "0" else "True",
-    "reset_argv": gallery_argv,                     # each script runs with --quick
+    "reset_argv": gallery_argv,                     # each script runs with --quick (and --out: its figures)
+    "reset_modules": ("matplotlib", gallery_progress),   # a line when each example starts and ends
+    "reset_modules_order": "both",
     "image_scrapers": ("matplotlib", OutputImageScraper()),
     "download_all_examples": False,
     "remove_config_comments": True,

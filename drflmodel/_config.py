@@ -8,11 +8,13 @@ the key and the expected type (one line each)::
                                       # | breast_cancer | diabetes | adult | synthetic_vertical | npz
     options = { n_clients = 5, seed = 0 }   # keyword arguments of the dataset function
     path = "clients.npz"        # only for source = "npz": arrays X0, y0, X1, y1, ...
-    task = "regression"         # npz (default "regression"); csv/parquet (default: the loss's task)
+    task = "regression"         # npz (default "regression"); csv/parquet (default: the loss's task:
+                                # "multiclass" for the multinomial loss)
 
     # source = "csv" or "parquet" (pandas; pyarrow for parquet): one table, one row per sample
     path = "clinics.csv"        # relative to the config file
-    target = "outcome"          # label column (classification: exactly two classes -> -1/+1)
+    target = "outcome"          # label column (classification: exactly two classes -> -1/+1;
+                                # multinomial loss: two or more classes -> 0..K-1, sorted)
     client = "site"             # horizontal families: the column naming each row's client
     features = ["age", "bmi"]   # optional, default every other column; string columns are
                                 # one-hot encoded (recorded in the solution's info["data"])
@@ -27,6 +29,7 @@ the key and the expected type (one line each)::
 
     [loss]
     name = "squared"            # squared | huber | epsilon_insensitive | pinball | hinge | smooth_hinge | logistic
+                                # | multinomial
     options = {}                # e.g. { eps = 0.5 }
 
     [problem]
@@ -81,6 +84,7 @@ FAMILY_CLASSES = {"dro": "FederatedDRO", "fafl": "FairnessAwareFL", "wasserstein
                   "relative": "RelativeFairness", "deo": "DEOConstrained"}
 FAMILIES = tuple(FAMILY_CLASSES)
 #: weight-set names of ``problem.weights`` / ``problem.A`` / ``problem.B`` and the class of drflmodel.sets
+#: (one name per set: drflmodel.sets.WEIGHT_SET_NAMES; a former name warns, see _weight_set)
 WEIGHT_SETS = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
                "hcvar": "HCVaR", "lp_ball": "LpBall"}
 #: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
@@ -111,9 +115,11 @@ KEY_HELP: dict[str, dict[str, str]] = {
                   "an npz file of per-client arrays, or one csv/parquet table",
         "options": "keyword arguments of the data-set function (built-in sources only)",
         "path": "the npz, csv or parquet file, relative to the configuration file (required for those sources)",
-        "task": "\"regression\" or \"classification\"; npz default \"regression\", csv/parquet default: "
-                "the loss's task",
-        "target": "csv/parquet: the label column (classification: exactly two classes, mapped to -1/+1)",
+        "task": "\"regression\", \"classification\" or \"multiclass\"; npz default \"regression\", "
+                "csv/parquet default: the loss's task (\"multiclass\" for the multinomial loss)",
+        "target": "csv/parquet: the label column (classification: exactly two classes, mapped to -1/+1; "
+                  "multiclass: two or more classes, mapped to 0..K-1 in sorted order, as scikit-learn "
+                  "orders classes)",
         "client": "csv/parquet, horizontal families: the column naming each row's client (one client per "
                   "value, in sorted order)",
         "features": "csv/parquet, horizontal families: the feature columns (default every other column; "
@@ -386,8 +392,9 @@ def _weight_set(spec: dict, n: int, fed, key: str):
         "hcvar": lambda: sets.HCVaR(fed.proportions, **spec),
         "lp_ball": lambda: _lp_ball(spec, n, fed),
     }
-    if name not in WEIGHT_SETS:
+    if name not in WEIGHT_SETS and name not in sets._FORMER_NAMES:
         raise ConfigError(f"'{key}.name' must be one of {', '.join(WEIGHT_SETS)}; got {name!r}")
+    name = sets.canonical_name(name, f"{key}.name")
     options = dict(spec)
     try:
         return builders[name]()

@@ -72,11 +72,20 @@ class ParameterMap:
         self.shapes = [coef, () if regressor else (rows,)] if fit_intercept else [coef]
 
     def to_theta(self, arrays) -> np.ndarray:
-        """:math:`\\theta` from the arrays (a list, or Flower's ``ArrayRecord``); raises
+        """:math:`\\theta` from the arrays ``[coef_, intercept_]`` (a list, Flower's ``ArrayRecord``,
+        or a fitted scikit-learn estimator, whose ``coef_`` and ``intercept_`` are read); raises
         :class:`~drflmodel.errors.InvalidDataError` naming the array and both shapes on any
-        mismatch."""
+        mismatch, and for anything else."""
         if hasattr(arrays, "to_numpy_ndarrays"):
             arrays = arrays.to_numpy_ndarrays()
+        elif hasattr(arrays, "get_params") and hasattr(arrays, "fit"):       # an estimator
+            if not hasattr(arrays, "coef_"):
+                raise InvalidDataError(f"{type(arrays).__name__} is not fitted (it has no coef_): fit it, or pass "
+                                       f"the arrays [coef_, intercept_] of the model")
+            arrays = [arrays.coef_, arrays.intercept_] if self.fit_intercept else [arrays.coef_]
+        if isinstance(arrays, np.ndarray) or not hasattr(arrays, "__iter__"):
+            raise InvalidDataError(f"to_theta takes the list of arrays [coef_, intercept_] (what a Flower client "
+                                   f"ships), an ArrayRecord or a fitted estimator; got {type(arrays).__name__}")
         arrays = [np.asarray(a, float) for a in arrays]
         if len(arrays) != len(self.shapes):
             raise InvalidDataError(

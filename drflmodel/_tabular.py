@@ -9,7 +9,8 @@ optional for callers that already hold arrays). Every complaint is one line nami
 * a feature that is neither numeric nor a set of string categories: dates, nested objects,
   Python objects mixing strings and numbers, or text in which some entries are numbers and others
   are not (a numeric column with placeholders such as ``"?"``): it cannot be encoded;
-* a classification target without exactly two classes.
+* a classification target without exactly two classes (a multi-class target needs at least two);
+* a text target for a regression (the message names the tasks that accept text).
 
 Where a complaint points at a row, it says where to look: for a CSV file read by
 :func:`read_table`, the line of the file (header = line 1, blank lines skipped as pandas does);
@@ -40,7 +41,7 @@ import numpy as np
 from .errors import InvalidDataError, InvalidParameterError
 
 __all__ = ["TableColumns", "TableError", "read_table", "encode_features", "binary_target", "numeric_target",
-           "labels_column", "client_labels", "sorted_unique", "feature_list", "label_key", "infer_task",
+           "class_target", "labels_column", "client_labels", "sorted_unique", "feature_list", "label_key", "infer_task",
            "standardize", "to_file_units", "TABLE_SOURCES"]
 
 #: file formats the command line reads (pandas needed; pyarrow for parquet)
@@ -252,12 +253,19 @@ def _raw_labels(cols: TableColumns, column: str, role: str):
     return values, kind
 
 
+def _shown_classes(classes: list) -> list:
+    return classes[:6] + (["..."] if len(classes) > 6 else [])
+
+
 def numeric_target(cols: TableColumns, column: str) -> np.ndarray:
     """The regression target: a numeric column without missing values."""
     values, kind = _raw_labels(cols, column, "target")
     if kind != "numeric":
-        raise TableError(f"target column {column!r} is not numeric; regression needs numbers "
-                         "(use task='classification' for two classes)", "target")
+        classes = sorted_unique(values, f"target column {column!r}")
+        raise TableError(
+            f"target column {column!r} is not numeric (text, {len(classes)} classes {_shown_classes(classes)}); "
+            "regression needs numbers; a text target takes task='classification' (exactly two classes, "
+            "binary losses) or task='multiclass' (two or more classes, the multinomial loss)", "target")
     return values
 
 
@@ -269,10 +277,11 @@ def binary_target(cols: TableColumns, column: str, pos_label=None):
     values, _ = _raw_labels(cols, column, "target")
     classes = sorted(set(values.tolist()))
     if len(classes) != 2:
-        shown = classes[:6] + (["..."] if len(classes) > 6 else [])
+        hint = (f"; task='multiclass' (the multinomial loss) takes all {len(classes)}" if len(classes) > 2
+                else "")
         raise TableError(
-            f"target column {column!r} has {len(classes)} class(es) {shown}; a classifier needs exactly two",
-            "target")
+            f"target column {column!r} has {len(classes)} class(es) {_shown_classes(classes)}; a binary "
+            f"classifier needs exactly two{hint}", "target")
     if pos_label is None:
         pos = classes[1]
     elif pos_label in classes:
@@ -283,6 +292,13 @@ def binary_target(cols: TableColumns, column: str, pos_label=None):
     neg = classes[0] if pos == classes[1] else classes[1]
     y = np.where(values == pos, 1.0, -1.0)
     return y, {"-1": _plain(neg), "+1": _plain(pos)}
+
+
+def class_target(cols: TableColumns, column: str) -> np.ndarray:
+    """The multi-class target: the raw class labels (strings, or numbers -- integers when every
+    value is integral), as an object array for :func:`drflmodel.data.class_indices`, which maps
+    them to ``0..K-1`` in sorted order (scikit-learn's ``classes_``)."""
+    return labels_column(cols, column, "target")
 
 
 def labels_column(cols: TableColumns, column: str, role: str) -> np.ndarray:
@@ -390,10 +406,14 @@ def _record_lines(path: Path) -> list[int] | None:
 
 # --------------------------------------------------------------------------- task and scaling
 def infer_task(cols: TableColumns, column: str) -> str:
-    """``"classification"`` when the target column has exactly two distinct values (numbers or
-    strings), else ``"regression"`` (which then needs numbers)."""
-    values, _ = _raw_labels(cols, column, "target")
-    return "classification" if len(set(values.tolist())) == 2 else "regression"
+    """The task a target column implies: ``"classification"`` when it has exactly two distinct
+    values (numbers or strings); ``"multiclass"`` when it holds text with more than two distinct
+    values (text cannot be a regression target); else ``"regression"`` (numbers)."""
+    values, kind = _raw_labels(cols, column, "target")
+    distinct = len(set(values.tolist()))
+    if distinct == 2:
+        return "classification"
+    return "multiclass" if kind == "categorical" and distinct > 2 else "regression"
 
 
 def standardize(X: np.ndarray, names: list, one_hot: dict, intercept: bool):

@@ -95,14 +95,14 @@ def stop_dro(dm, quick: bool) -> list[Leg]:
     prob = dm.FederatedDRO(fed, loss, weights=dm.sets.ChiSquare(5, rho=0.1), l2=0.1)
     sol = prob.solve()
     data = "synthetic regression (Scaff-PD recipe), 5x100x10"
-    legs = [_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
+    legs = [_run_leg(dm, "federated DRO (chi_square, rho=0.1)", data, prob, sol,
                      dm.solvers.ScaffPD(rounds=2000 if quick else 2500, local_steps=10),
                      1e-8, "dist_theta_sq")]
-    legs.append(_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
+    legs.append(_run_leg(dm, "federated DRO (chi_square, rho=0.1)", data, prob, sol,
                          dm.solvers.DRFA(rounds=400, local_steps=10), 1e-3, "rel_gap",
                          note="baseline with the same J=10 local steps: stalls at its client-drift floor"))
     if not quick:
-        legs.append(_run_leg(dm, "federated DRO (chi2, rho=0.1)", data, prob, sol,
+        legs.append(_run_leg(dm, "federated DRO (chi_square, rho=0.1)", data, prob, sol,
                              dm.solvers.StochasticAFL(rounds=2000, clients_per_round=3), 1e-2, "rel_gap",
                              variant="m=3",
                              note="client sampling, 3 of 5 clients per round (Mohri et al.); O(1/sqrt(R))"))
@@ -252,7 +252,7 @@ def stop_multiclass(dm, quick: bool) -> list[Leg]:
     prob = dm.FederatedDRO(fed, dm.losses.Multinomial(), weights=dm.sets.ChiSquare(3, rho=1.0), l2=0.5)
     sol = prob.solve()
     data = "Palmer penguins: species (3 classes) by island, 342x5"
-    return [_run_leg(dm, "multi-class DRO (softmax, chi2)", data, prob, sol,
+    return [_run_leg(dm, "multi-class DRO (softmax, chi_square)", data, prob, sol,
                      dm.solvers.ScaffPD(rounds=1500, local_steps=2 if quick else 10), 1e-8, "dist_theta_sq",
                      note="theta is the 3 x 5 weight matrix, class by class; distances between class-centred "
                           "representatives")]

@@ -310,22 +310,27 @@ class Federation:
     @classmethod
     def from_dataframe(cls, df, target: str, client: str, features=None, task: str | None = None,
                        pos_label=None, add_intercept: bool = False,
-                       standardize: bool = False) -> "Federation":
+                       standardize: bool = False, classes=None) -> "Federation":
         """Build a federation from one table with a column naming each row's client.
 
         Parameters
         ----------
         df : a pandas ``DataFrame`` or a mapping ``{column: 1-D array}`` (pandas is optional).
         target : the label column. Regression: numeric. Classification: exactly two classes,
-            mapped to -1/+1 (``+1`` is ``pos_label``, default the larger class).
+            mapped to -1/+1 (``+1`` is ``pos_label``, default the larger class). Multi-class: two or
+            more classes (strings or numbers), mapped to ``0..K-1`` in sorted order like
+            scikit-learn's ``classes_`` (``classes`` fixes another order) and kept as
+            ``federation.classes``.
         client : the column of client labels; client order is the sorted unique labels (for a
             pandas ``category`` column: its sorted categories, each of which must have rows).
         features : the feature columns, in order (default: every other column). Numeric and
-            boolean columns are used as they are; string columns are one-hot encoded
-            (:mod:`drflmodel._tabular`).
-        task : ``"classification"`` or ``"regression"``; default: inferred from the target --
-            exactly two distinct values (0/1, yes/no, ...) make a classification task, anything
-            else a regression (pass ``task="regression"`` for a numeric target with two values).
+            boolean columns are used as they are; string columns are one-hot encoded (one 0/1
+            column per category, named ``"column=value"``).
+        task : ``"classification"``, ``"multiclass"`` or ``"regression"``; default: inferred from
+            the target -- exactly two distinct values (0/1, yes/no, ...) make a classification task,
+            text with more than two distinct values a multi-class task, numbers a regression (pass
+            ``task="regression"`` for a numeric target with two values, ``task="multiclass"`` for
+            numeric class codes such as 0/1/2).
         add_intercept : prepend the explicit constant column ``"intercept"``.
         standardize : divide every numeric feature column by its standard deviation, and centre
             it when ``add_intercept`` (one-hot columns and the intercept stay as they are). The
@@ -334,6 +339,7 @@ class Federation:
             and the solvers' steps are no longer limited by one large column.
             ``table_info["standardized"]`` records the means and scales, and
             :meth:`theta_in_file_units` gives the same predictor in the table's units.
+        classes : multi-class only: the class labels in the order wanted (default: sorted).
 
         The federation carries ``feature_names`` (one per design column) and ``table_info``
         (target, task and whether it was inferred, client column, features, one-hot encodings,
@@ -356,11 +362,15 @@ class Federation:
         inferred = task is None
         if inferred:
             task = tab.infer_task(cols, target)
+        if task != "classification" and pos_label is not None:
+            raise InvalidParameterError(f"pos_label applies to task='classification' only; got task={task!r}")
+        if task != "multiclass" and classes is not None:
+            raise InvalidParameterError(f"classes applies to task='multiclass' only; got task={task!r}")
         if task == "classification":
             y, label_map = tab.binary_target(cols, target, pos_label)
+        elif task == "multiclass":
+            y, label_map = tab.class_target(cols, target), None
         else:
-            if pos_label is not None:
-                raise InvalidParameterError("pos_label applies to task='classification' only")
             y, label_map = tab.numeric_target(cols, target), None
         labels = tab.labels_column(cols, client, "client")
         declared = cols.categories(client)
@@ -371,8 +381,13 @@ class Federation:
         scaling = None
         if standardize:
             X, scaling = tab.standardize(X, feature_names, one_hot, intercept=add_intercept)
+        if task == "multiclass":
+            try:
+                classes = class_indices(y, classes)[1]     # checked here, to name the target column
+            except InvalidDataError as exc:
+                raise tab.TableError(f"target column {target!r}: {str(exc).removeprefix('y: ')}", "target") from None
         try:
-            fed = cls.from_groups(X, y, labels, task=task, names=names)
+            fed = cls.from_groups(X, y, labels, task=task, names=names, classes=classes)
         except InvalidDataError as exc:
             raise tab.TableError(str(exc).replace("clients:", f"client column {client!r}:", 1), "client") from None
         small = [(c.name, c.size) for c in fed.clients if c.size < X.shape[1]]
@@ -385,7 +400,49 @@ class Federation:
         fed.feature_names = feature_names
         fed.table_info = {"target": target, "task": task, "task_inferred": inferred, "client": client,
                           "features": list(map(str, features)), "one_hot": one_hot, "label_map": label_map,
+                          "classes": fed.classes if task == "multiclass" else None,
                           "add_intercept": bool(add_intercept), "standardized": scaling, "clients": fed.names}
+        return fed
+
+    @classmethod
+    def from_partitions(cls, source, target: str, features=None, *, split: str | None = None, take=None,
+                        task: str | None = None, classes=None, pos_label=None, add_intercept: bool = False,
+                        standardize: bool = False) -> "Federation":
+        """One client per partition of a Flower Datasets ``FederatedDataset`` or ``Partitioner``,
+        holding exactly the rows that partition gives (its own ``load_partition``: the same
+        partitioner, the same seed and the same shuffle as the Flower app that loads it).
+
+        Parameters
+        ----------
+        source : a ``flwr_datasets.FederatedDataset`` (``split`` names the partitioned split;
+            default: its only one) or a ``flwr_datasets.partitioner.Partitioner`` whose dataset is
+            assigned (e.g. ``partitioner.dataset = datasets.Dataset.from_pandas(df)``, Flower
+            Datasets' way with local data).
+        target, features, task, classes, pos_label, add_intercept, standardize : as in
+            :meth:`from_dataframe` (``features`` default: every other column, in the dataset's
+            order; a ``ClassLabel`` target arrives as its integer codes).
+        take : the rows of each partition the app trains on: ``None`` (all), a fraction ``f`` in
+            (0, 1] (the first ``int(f * len(partition))`` rows, as Flower's quickstarts do), or a
+            function ``partition -> partition`` (e.g.
+            ``lambda p: p.train_test_split(test_size=0.2, seed=42)["train"]``).
+
+        Client *i* is partition *i*, named ``"partition-i"`` (zero-padded from 11 partitions on, so
+        that the names sort like the ids); ``table_info`` records the partitioner, the split and
+        ``take``. An empty partition is an error naming it.
+        """
+        from . import _partitions
+
+        load, n, described = _partitions.resolve(source, split)
+        table = _partitions.partitions_table(load, n, take)
+        column = _partitions.PARTITION_COLUMN
+        if features is None:
+            features = [c for c in table.columns if c not in (target, column)]
+        fed = cls.from_dataframe(table, target=target, client=column, features=features, task=task,
+                                 pos_label=pos_label, add_intercept=add_intercept, standardize=standardize,
+                                 classes=classes)
+        fed.table_info = {**fed.table_info, "client": None, "clients": fed.names, "source": "flower-datasets",
+                          **described, "num_partitions": n,
+                          "take": take if take is None or not callable(take) else getattr(take, "__name__", "function")}
         return fed
 
     def _with_classes(self, classes) -> "Federation":
@@ -396,14 +453,21 @@ class Federation:
         return self
 
     def theta_in_file_units(self, theta) -> np.ndarray:
-        """``theta`` (one coefficient per design column) for the table's own units: the identity
-        unless the federation was built with ``from_dataframe(..., standardize=True)``, whose
-        scaling it undoes (the same predictions :math:`x^\\top\\theta`; :func:`drflmodel._tabular.to_file_units`)."""
+        """``theta`` (one coefficient per design column; multi-class: one block of them per class,
+        class-major) for the table's own units: the identity unless the federation was built with
+        ``from_dataframe(..., standardize=True)``, whose scaling it undoes -- the same predictions
+        :math:`x^\\top\\theta`: :math:`\\theta_j/s_j` on a scaled column, and the intercept shifted by
+        :math:`\\sum_j\\theta_jm_j/s_j` when the columns were centred."""
         from ._tabular import to_file_units
 
         scaling = (getattr(self, "table_info", None) or {}).get("standardized")
+        theta = np.asarray(theta, dtype=float)
         if not scaling:
-            return np.asarray(theta, dtype=float).copy()
+            return theta.copy()
+        d = len(self.feature_names)
+        if self.task == "multiclass" and theta.shape == (self.n_classes * d,):    # class-major blocks
+            return np.concatenate([to_file_units(block, self.feature_names, scaling)
+                                   for block in theta.reshape(self.n_classes, d)])
         return to_file_units(theta, self.feature_names, scaling)
 
     # ----------------------------------------------------------------- sizes

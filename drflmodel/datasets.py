@@ -301,18 +301,34 @@ def _quantile_classes(y: np.ndarray, n_bins: int) -> np.ndarray:
     return np.searchsorted(edges, y, side="right")
 
 
-def iid_partition(n_rows: int, n_clients: int, seed: int = 0) -> list[np.ndarray]:
+def _one_name(value, flower_value, name: str, flower_name: str, default=None):
+    """An argument given by drflmodel's name or by Flower Datasets' (not both, unless equal)."""
+    if value is not None and flower_value is not None and value != flower_value:
+        raise InvalidParameterError(f"{name} and {flower_name} name the same argument (Flower Datasets calls it "
+                                    f"{flower_name}); got {name}={value!r} and {flower_name}={flower_value!r}")
+    return value if value is not None else (flower_value if flower_value is not None else default)
+
+
+def iid_partition(n_rows: int, n_clients: int | None = None, seed: int = 42, *,
+                  num_partitions: int | None = None) -> list[np.ndarray]:
     """Uniformly random split of ``range(n_rows)`` into ``n_clients`` parts of sizes differing by
-    at most one (a seeded permutation cut by ``numpy.array_split``); each part sorted."""
+    at most one (a seeded permutation cut by ``numpy.array_split``); each part sorted.
+
+    ``num_partitions`` is Flower Datasets' name for ``n_clients``; the default ``seed`` is 42, as
+    Flower's (``FederatedDataset`` shuffles with seed 42 before ``IidPartitioner`` cuts it)."""
     n_rows = check_int(n_rows, "n_rows", low=1)
+    n_clients = _one_name(n_clients, num_partitions, "n_clients", "num_partitions")
+    if n_clients is None:
+        raise InvalidParameterError("n_clients (or num_partitions) is required")
     n_clients = check_int(n_clients, "n_clients", low=1, high=n_rows)
     perm = np.random.default_rng(_check_seed(seed)).permutation(n_rows)
     return [np.sort(p) for p in np.array_split(perm, n_clients)]
 
 
-def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_size: int = 1,
-                        task: str = "auto", n_bins: int = 5, return_indices: bool = False,
-                        max_tries: int = 1000):
+def dirichlet_partition(X, y, n_clients: int | None = None, alpha: float | None = None, seed: int = 42,
+                        min_size: int | None = None, task: str = "auto", n_bins: int = 5,
+                        return_indices: bool = False, max_tries: int = 1000, *, num_partitions: int | None = None,
+                        min_partition_size: int | None = None, partition_by=None):
     """Label-skewed Dirichlet split of ``(X, y)`` over ``n_clients`` clients
     (Li et al. 2022, NIID-Bench, as the Scaff-PD paper's §C.2 prescribes).
 
@@ -327,20 +343,32 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
       ``y``; ``task="regression"`` first bins ``y`` into ``n_bins`` quantile classes
       (:func:`_quantile_classes`); ``task="auto"`` means classification iff every label is in
       {-1, +1}. A multi-class federation keeps every class index (a client may miss classes).
-    * Minimum size: if some client gets fewer than ``min_size`` rows, the whole draw is repeated
-      with the same generator (deterministic given ``seed``), at most ``max_tries`` times; then
-      :class:`InvalidParameterError` is raised (raise ``alpha`` or lower ``n_clients``/``min_size``).
-      ``n_clients * min_size > len(y)`` is rejected up front.
+      ``partition_by`` (one value per row, e.g. a sensitive attribute) draws the proportions per
+      value of that column instead of per class of ``y``.
+    * Minimum size: if some client gets fewer than ``min_size`` rows (default 1), the whole draw
+      is repeated with the same generator (deterministic given ``seed``), at most ``max_tries``
+      times; then :class:`InvalidParameterError` is raised (raise ``alpha`` or lower
+      ``n_clients``/``min_size``). ``n_clients * min_size > len(y)`` is rejected up front.
     * Every row goes to exactly one client; each client's rows are in the original order.
+    * Flower Datasets' names are accepted (``DirichletPartitioner``'s): ``num_partitions`` for
+      ``n_clients``, ``min_partition_size`` for ``min_size``, ``partition_by``; the default
+      ``seed`` is 42, as Flower's. The draw is this recipe's, not Flower's partitioner's (which
+      also rebalances): for Flower's own partitions use
+      :meth:`drflmodel.data.Federation.from_partitions`.
 
     Returns a :class:`Federation` (clients ``client0..``, the detected/given task), or, with
     ``return_indices=True``, the list of ``n_clients`` sorted integer index arrays.
     """
     X, y = _check_Xy(X, y)
     N = y.shape[0]
+    n_clients = _one_name(n_clients, num_partitions, "n_clients", "num_partitions")
+    if n_clients is None or alpha is None:
+        raise InvalidParameterError(f"{'alpha' if n_clients is not None else 'n_clients (or num_partitions)'} "
+                                    "is required")
     n_clients = check_int(n_clients, "n_clients", low=1)
     alpha = check_real(alpha, "alpha", low=0.0, low_open=True)
-    min_size = check_int(min_size, "min_size", low=0)
+    min_size = check_int(_one_name(min_size, min_partition_size, "min_size", "min_partition_size", 1), "min_size",
+                         low=0)
     task = check_choice(task, "task", ("auto", "classification", "regression", "multiclass"))
     n_bins = check_int(n_bins, "n_bins", low=1)
     max_tries = check_int(max_tries, "max_tries", low=1)
@@ -350,8 +378,15 @@ def dirichlet_partition(X, y, n_clients: int, alpha: float, seed: int = 0, min_s
             f"got n_clients={n_clients}, min_size={min_size}")
     if task == "auto":
         task = "classification" if np.isin(y, (-1.0, 1.0)).all() else "regression"
-    classes = np.unique(y, return_inverse=True)[1] if task in ("classification", "multiclass") \
-        else _quantile_classes(y, n_bins)
+    if partition_by is not None:
+        by = np.asarray(partition_by, dtype=object)
+        if by.shape != (N,):
+            raise InvalidParameterError(f"partition_by must hold one value per row ({N}); got shape {by.shape}")
+        classes = np.unique(by.astype(str), return_inverse=True)[1]
+    elif task in ("classification", "multiclass"):
+        classes = np.unique(y, return_inverse=True)[1]
+    else:
+        classes = _quantile_classes(y, n_bins)
     rng = np.random.default_rng(_check_seed(seed))
     members = [np.flatnonzero(classes == k) for k in range(int(classes.max()) + 1)]
     for _ in range(max_tries):

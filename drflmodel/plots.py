@@ -16,7 +16,7 @@ import numpy as np
 from .errors import InvalidParameterError
 
 __all__ = ["plot_report", "plot_convergence", "plot_lorenz", "plot_lorenz_panels", "plot_sweep",
-           "plot_error_bar_panels"]
+           "plot_error_bar_panels", "plot_against_optimum", "panels", "save_figure"]
 
 
 def _pyplot():
@@ -174,3 +174,83 @@ def plot_error_bar_panels(panels: Mapping[str, tuple], ylabel: str, path=None, t
         fig.suptitle(title)
     _finish(fig, axes[0], path)
     return axes
+
+
+def plot_against_optimum(panels: Mapping[str, tuple], path=None, title: str | None = None):
+    """Convergence against the certified optimum, one column per setting: ``{panel title:
+    (solution, {label: Report})}``. Top row: each report's error metric per round (log scale, the
+    tolerance dotted); bottom row: the objective :math:`g(\\theta^r)` per round with the certified
+    optimum marked -- the line at the certified value and the band between its lower and upper
+    bound :math:`[L, U]` (thinner than the line when the gap is closed). One legend below the
+    figure when every column shows the same runs, else each column's runs in its own legend.
+    Returns the axes (2 x panels)."""
+    if not panels:
+        raise InvalidParameterError("panels must contain at least one (solution, reports) pair")
+    plt = _pyplot()
+    k = len(panels)
+    fig, axes = plt.subplots(2, k, figsize=(4.3 * k + 0.6, 7.0), squeeze=False)
+    for j, (name, (solution, reports)) in enumerate(panels.items()):
+        if not reports:
+            raise InvalidParameterError(f"panel {name!r} has no reports")
+        top, bottom = axes[0, j], axes[1, j]
+        tops, finals = [], []
+        for label, rep in reports.items():
+            r = np.array([row["round"] for row in rep.rows])
+            e = np.abs(np.array([row.get(rep.error_metric, np.nan) for row in rep.rows], dtype=float))
+            top.semilogy(r, np.where(e > 0, e, np.nan), label=label)
+            g = np.array([row["objective"] for row in rep.rows], dtype=float)
+            bottom.plot(r, g, label=label)
+            tops.append(g[min(len(g) - 1, max(1, len(g) // 20))])
+            finals.append(g[-1])
+        tol = {rep.tol for rep in reports.values()}
+        if len(tol) == 1:
+            top.axhline(tol.pop(), color="gray", ls=":", lw=1, label="tolerance")
+        value, low, up = float(solution.value), float(solution.lower_bound), float(solution.upper_bound)
+        bottom.axhspan(low, up, color="black", alpha=0.15, lw=0)
+        bottom.axhline(value, color="black", ls="--", lw=1, label="certified optimum")
+        span = max(max(tops) - value, max(finals) - value, abs(value) * 1e-3, 1e-12)
+        bottom.set_ylim(min(low, min(finals)) - 0.05 * span, value + 1.05 * span)
+        top.set_title(name, fontsize="small")
+        bottom.set_xlabel("communication round")
+        metrics = sorted({rep.error_metric for rep in reports.values()})
+        if j == 0:
+            top.set_ylabel(", ".join(metrics))
+            bottom.set_ylabel("objective g(theta^r)")
+    runs = [tuple(reports) for _, reports in panels.values()]
+    shared = all(r == runs[0] for r in runs)          # the same runs (and colours) in every column
+    if not shared:                                    # each column names its own runs
+        for j, names in enumerate(runs):
+            axes[0, j].legend([h for h, lab in zip(*axes[0, j].get_legend_handles_labels()) if lab in names],
+                              list(names), fontsize="x-small")
+    handles, labels = [], []
+    for ax in (axes[0, 0], axes[1, 0]):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels and (shared or lab not in runs[0]):
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize="small",
+               bbox_to_anchor=(0.5, -0.01))
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    return axes
+
+
+def panels(n: int, width: float = 6.25, height: float = 4.2):
+    """A new figure of ``n`` axes side by side (``width`` inches each), for an example's own
+    figure: ``fig, axes = panels(2)``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def save_figure(fig, path, title: str | None = None) -> None:
+    """Give ``fig`` its title, lay it out, save it to ``path`` (PNG/PDF by extension) and close it."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    _pyplot().close(fig)

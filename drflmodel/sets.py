@@ -53,6 +53,8 @@ __all__ = [
     "HCVaR",
     "QFFL",
     "Integrated",
+    "WEIGHT_SET_NAMES",
+    "canonical_name",
     "project_simplex",
     "project_box_simplex",
 ]
@@ -1142,3 +1144,26 @@ def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> t
     if W.contains(lam, tol=tol):
         return lam, False
     return np.asarray(W.project(lam_raw), float), True
+
+
+# ---------------------------------------------------------------------------------- names
+#: the one name of each weight set -- its ``name`` attribute, the ``name`` of a TOML ``weights``
+#: table and the ``weights=`` of the scikit-learn estimators -- and its class here
+WEIGHT_SET_NAMES = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
+                    "hcvar": "HCVaR", "lp_ball": "LpBall"}
+#: names used before, accepted with a ``DeprecationWarning``: the name each one became
+_FORMER_NAMES = {"chi2": "chi_square"}
+
+
+def canonical_name(name, what: str = "weights") -> str:
+    """The weight set's name (:data:`WEIGHT_SET_NAMES`) for ``name``; a former name (``"chi2"``)
+    is accepted with a ``DeprecationWarning`` naming the current one, anything else is an
+    :class:`~drflmodel.errors.InvalidParameterError` naming ``what`` and the allowed names."""
+    if name in _FORMER_NAMES:
+        new = _FORMER_NAMES[name]
+        warnings.warn(f"{what}={name!r} is now {what}={new!r} (one name in Python, TOML files and the command "
+                      f"line); {name!r} will stop working in a later release", DeprecationWarning, stacklevel=3)
+        return new
+    if name not in WEIGHT_SET_NAMES:
+        raise InvalidParameterError(f"{what} must be one of {', '.join(map(repr, WEIGHT_SET_NAMES))}; got {name!r}")
+    return name

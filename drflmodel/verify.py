@@ -14,15 +14,15 @@ per round :math:`r`:
 * ``time`` when the trace has wall times.
 
 The error sequence (``dist_theta_sq`` where available, else ``rel_gap``) is first described in
-words (:mod:`drflmodel._diagnosis`): *converged*, *converging*, *stalling*, *growing*,
+words: *converged*, *converging*, *stalling*, *growing*,
 *oscillating* or *diverged*. Only a converging (or converged) error is fitted as an empirical
 **rate**, on the second half of the rounds up to the first that met the tolerance: *linear* --
 least-squares slope of :math:`\\log e_r` against :math:`r` (contraction factor
 :math:`e^{\\text{slope}}` per round); *sublinear* -- slope of :math:`\\log e_r` against
 :math:`\\log r` (order :math:`O(r^{\\text{slope}})`), each with :math:`R^2`.
 
-Next to it the report states what the theory predicts for this run (:mod:`drflmodel._rates`:
-the solver's paper, the problem's constants -- smoothness, strong convexity, the weight set's
+Next to it the report states what the theory predicts for this run (from the theorem of the
+solver's paper, the problem's constants -- smoothness, strong convexity, the weight set's
 strong concavity -- and the schedule the solver used), whether the observed fall of the error
 matches the theory's bound, and, when the tolerance was not met, the round at which it would be at
 the theory's and at the observed rate, and the causes (a step limited by the smoothness, badly
@@ -65,6 +65,9 @@ from .solution import Solution, jsonable
 
 __all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS", "VERDICTS"]
 
+#: the convergence rates a fit can be asked to expect (``expected_rate``): ``"linear"`` (a
+#: contraction factor per round), ``"sublinear"`` (an order :math:`O(r^p)`), or ``None`` (no
+#: expectation: the rate is fitted and reported, not judged)
 RATE_KINDS = ("linear", "sublinear", None)
 #: what a verdict judges: the final error against the tolerance, or the rate against the theory's
 VERDICTS = ("tol", "rate")
@@ -351,8 +354,14 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     error_metric : ``"dist_theta_sq"`` (default when :math:`\\theta^\\star` is unique),
         ``"dist_theta"`` or ``"rel_gap"`` (default when the certificate does not pin
         :math:`\\theta^\\star`, e.g. status ``"local"``).
-    prediction : what the theory predicts (:func:`drflmodel._rates.predict`; ``verify`` computes
-        it from the trace). Without one nothing is compared.
+    times : optional array ``(R+1,)`` of wall-clock seconds at each round (a ``time`` column of
+        the report's table).
+    solver : the name of the algorithm that produced the iterates, for the report's title.
+    require_rate : with ``expected_rate="linear"``, whether a tolerance that was not met also fails
+        the verdict when the fitted rate is not a good linear contraction (default ``True``).
+    prediction : what the theory predicts for the run (the rate of the solver's paper for the
+        problem's constants and the schedule used; :func:`verify` computes it from a drflmodel
+        trace). Without one nothing is compared.
     verdict : ``"tol"`` (the final error meets ``tol``) or ``"rate"`` (the error converges at
         least ``1 - rate_margin`` times as fast as the theory's bound; module docstring).
     rate_margin : in ``[0, 1)``, the margin of ``verdict="rate"`` (default 0.25).
@@ -364,8 +373,13 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     Returns
     -------
     Report
-        rows, fitted rate, verdict (``passed``) with every failed check in ``reasons``, and the
-        diagnosis (``behaviour``, ``theory``, ``comparison``, ``bound``, ``decided_by``, ...).
+        One row per round (``report.rows``; ``report.table`` as a DataFrame with pandas; a
+        ``theory_bound`` column where the theorem's bound applies), the final errors
+        (``report.final``), the fitted rate (``report.rate``), the error's course, the theory's
+        prediction and the bound's check (``report.diagnosis``: ``behaviour``, ``theory``,
+        ``comparison``, ``bound``, ``decided_by``), ``report.rounds_to_tol``, the verdict
+        (``report.passed``, ``report.converged``, with ``report.reasons`` when it fails) and
+        ``report.summary()``.
     """
     tol = check_real(tol, "tol", low=0.0, low_open=True)
     verdict = check_choice(verdict, "verdict", VERDICTS)
@@ -465,9 +479,9 @@ def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | No
 
     ``expected_rate="auto"`` takes the rate the solver's paper proves from
     ``trace.expected_rate`` (set by each solver); pass ``None`` to fit without expectation.
-    The theory's prediction for the run (:func:`drflmodel._rates.predict`) is computed from the
+    The theory's prediction for the run (the rate of the solver's paper) is computed from the
     trace's recorded schedule constants and the problem; ``verdict`` and ``rate_margin`` as in
-    :func:`verify_iterates`.
+    :func:`verify_iterates`, which returns the :class:`Report`.
     """
     problem = problem if problem is not None else getattr(solution, "problem", None)
     if problem is None:

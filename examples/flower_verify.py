@@ -78,17 +78,29 @@ def diagnose(report, trace) -> tuple[str, float]:
     return "still moving", step
 
 
-def main(quick: bool = False, engine: str = "inprocess") -> list[dict]:
+def main(quick: bool = False, engine: str = "inprocess", out=None) -> list[dict]:
     logger = logging.getLogger("flwr")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        return _main(150 if quick else 1000, engine)
+        return _main(150 if quick else 1000, engine, out)
     finally:
         logger.setLevel(level)
 
 
-def _main(rounds: int, engine: str) -> list[dict]:
+def figure(rows: list[dict], objectives: dict, path) -> None:
+    """Each strategy's global model against the certified optimum of the objective it claims, one
+    column per objective: the distance per round (top), the objective with the optimum marked
+    (bottom). With J = 10 local steps the curves stop above the optimum: client drift."""
+    from drflmodel.plots import plot_against_optimum
+
+    panels = {name: (sol, {f"{r['strategy']}, J = {r['local_steps']}": r["report"] for r in rows
+                           if r["objective"] == name})
+              for name, (_, sol) in objectives.items()}
+    plot_against_optimum(panels, path=path, title="Flower's strategies graded by the certified oracles")
+
+
+def _main(rounds: int, engine: str, out=None) -> list[dict]:
     fed = federation()
     objectives = oracles(fed)
     erm = objectives["weighted ERM"][0]
@@ -130,11 +142,17 @@ def _main(rounds: int, engine: str) -> list[dict]:
         row = {"strategy": name, "local_steps": steps, "objective": obj, "rounds": trace.rounds,
                "dist_theta": final["dist_theta"], "rel_gap": final["rel_gap"], "last_step": step,
                "passed": report.passed, "diagnosis": diag, "theta": trace.theta[-1],
-               "partial_participation": trace.info["partial_participation"]}
+               "partial_participation": trace.info["partial_participation"], "report": report}
         rows.append(row)
         print(f"{name:<14}{steps:>3}  {obj:<16}{trace.rounds:>7}{final['dist_theta']:>11.2e}"
               f"{final['rel_gap']:>11.2e}{step:>11.1e}  {'PASSED' if report.passed else 'FAILED':<8}{diag}")
     print("\n" + reading(rows))
+    if out is not None:
+        from pathlib import Path
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        figure(rows, objectives, Path(out) / "flower_verify.png")
+        print(f"figure: {Path(out) / 'flower_verify.png'}")
     return rows
 
 
@@ -164,5 +182,6 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="150 rounds instead of 1000")
     parser.add_argument("--engine", choices=("inprocess", "ray"), default="inprocess",
                         help="in-process Flower grid (default) or Flower's simulation engine")
+    parser.add_argument("--out", help="directory for the figure (PNG; needs matplotlib)")
     args = parser.parse_args()
-    main(quick=args.quick, engine=args.engine)
+    main(quick=args.quick, engine=args.engine, out=args.out)

@@ -1,5 +1,6 @@
-"""The Scaff-PD paper's Table 1 protocol on real multi-class data available offline, and the
-relative-fairness paper's Table 1 analogue on the same data.
+r"""The Scaff-PD paper's Table 1 protocol, and the relative-fairness paper's Table 1, on digits.
+
+Both tables' protocols on real multi-class data available offline (scikit-learn's digits).
 
 Papers: Yu, Karimireddy, Ma, Jordan, "Scaff-PD: Communication Efficient Fair and Robust Federated
 Learning" (Table 1, Section 6 and Table 4); Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi,
@@ -10,7 +11,7 @@ inside scikit-learn (no download; this machine reaches no data hub), it is multi
 10 classes it is the largest bundled multi-class set. The paper's sets (CIFAR-100, TinyImageNet,
 through ResNet-18 features) cannot be had offline.
 
-**Protocol (the paper's, Section 6):** 20 clients; a Dirichlet label split Dir(alpha) per class over
+**Protocol (the paper's, Section 6):** 20 clients; a Dirichlet label split :math:`\mathrm{Dir}(\alpha)` per class over
 the clients (Li et al. 2022b's convention, ``dm.datasets.digits``, every client >= 10 rows); then the
 size imbalance (30% of the clients lose 70% of their rows, ``dm.datasets.imbalance``); each client
 splits its rows 80:20 into training and test rows (seeded); a linear softmax model (the paper's
@@ -18,10 +19,10 @@ splits its rows 80:20 into training and test rows (seeded); a linear softmax mod
 coefficient); average and worst-20% (mean of the 4 lowest of 20) client **test** accuracy; means and
 standard errors over seeds.
 
-**Where the protocol cannot be followed:** alpha = 0.01 -- with 10 classes and 20 clients almost all
+**Where the protocol cannot be followed:** :math:`\alpha = 0.01` -- with 10 classes and 20 clients almost all
 of each class lands on one client, so at most ~10 clients receive rows; the split the paper uses
 finds no draw giving every client a row of data (the script tries and prints the reason). The
-paper's alpha = 0.01 rows are printed with "n/a" on our side.
+paper's :math:`\alpha = 0.01` rows are printed with "n/a" on our side.
 
 **Methods and the objective each minimizes** (each run is printed beside the certified optimum of
 its own objective: the distance of its last model to that optimum, in the identifiable
@@ -43,18 +44,20 @@ Steps: the paper tuned each method by grid search and does not report the values
 method gets the same documented recipe -- a primal step of 1/L per round (J local steps of
 1/(L J); q-FedAvg's own 1/L; Stochastic-AFL one step of 1/L), a dual step of 1/L, with L the largest
 client smoothness -- and Scaff-PD runs its constant schedule with tau = sigma = 1/L (its theory
-schedules need mu_x = l2 and would take steps ~1e4 times smaller here). Exact gradients. The
+schedules need :math:`\mu_x = \ell_2` and would take steps ~1e4 times smaller here). Exact gradients. The
 "optimum" rows give the test accuracies of each objective's certified minimizer, i.e. what the
 method would reach if it converged.
 
 **Relative fairness (their Table 1 columns: average, worst-20%, best-20% accuracy, relative
-unfairness R_{A,B} of the test losses, Gini of the test losses)** on one setting (alpha = 0.1, first
-seed): FedAvg, SCAFFOLD, and Stochastic-AFL, DRFA, Scaff-PD on the CVaR set Delta_0.2 (their
-choice), and Scaff-PD-IA on ``RelativeFairness`` with A = B = Delta_0.2, phi = 0.2. The softmax
-objective with phi > 0 is **not certified convex** here (Proposition 10 needs
-||Lambda_phi||_1 < 1 + 2 m_f / (M_f - m_f); printed), so no "optimal" claim is made: the printed
-bracket is a valid lower bound -- the certified CVaR(0.2) lower bound, since A is inside
-Lambda_phi (in --quick mode the ERM solve's, valid when every p_i <= 0.25, i.e. p is in A) -- and
+unfairness** :math:`R_{A,B}` **of the test losses, Gini of the test losses)** on one setting
+(:math:`\alpha = 0.1`, first seed): FedAvg, SCAFFOLD, and Stochastic-AFL, DRFA, Scaff-PD on the
+CVaR set :math:`\Delta_{0.2}` (their choice), and Scaff-PD-IA on ``RelativeFairness`` with
+:math:`A = B = \Delta_{0.2}`, :math:`\varphi = 0.2`. The softmax objective with :math:`\varphi > 0` is
+**not certified convex** here (Proposition 10 needs
+:math:`\|\Lambda_\varphi\|_1 < 1 + 2 m_f / (M_f - m_f)`; printed), so no "optimal" claim is made: the
+printed bracket is a valid lower bound -- the certified CVaR(0.2) lower bound, since :math:`A` is
+inside :math:`\Lambda_\varphi` (in --quick mode the ERM solve's, valid when every :math:`p_i \le 0.25`,
+i.e. :math:`p \in A`) -- and
 the best objective value found; the script also looks for a violation of
 convexity along segments between the models it trained.
 
@@ -396,7 +399,28 @@ def print_relative(res: dict, alpha: float, seed: int) -> None:
           f"{res['upper_bound']:.6f} (best model found); no 'optimal' claim")
 
 
-def main(quick: bool = False, progress: bool | None = None) -> dict:
+def figure(run: dict, path) -> None:
+    """Table 1 as a picture, on one setting: the Lorenz curves of the clients' test losses at each
+    objective's certified optimum against the ERM baseline on the same axes (left), and the
+    table's two columns -- average and worst-20% client accuracy -- for every method's last
+    iterate and every certified optimum (right)."""
+    from drflmodel.plots import panels, plot_lorenz, save_figure
+
+    fig, (left, right) = panels(2, width=6.5, height=4.4)
+    plot_lorenz({("ERM (baseline)" if k == "ERM" else k): run["oracles"][k]["loss"] for k in ("ERM", "q-FFL", "AFL", "chi2")},
+                ax=left, title=f"client test losses at the certified optima (alpha = {run['alpha']}, seed {run['seed']})")
+    for k, o in run["oracles"].items():
+        right.plot(100 * o["avg"], 100 * o["worst20"], "s", ms=8, mfc="white", label=f"optimum {k}")
+    for m, r in run["methods"].items():
+        right.plot(100 * r["avg"], 100 * r["worst20"], "o", label=m)
+    right.set_xlabel("average client test accuracy (%)")
+    right.set_ylabel("worst-20% client test accuracy (%)")
+    right.set_title("Table 1's columns (hollow squares: certified optima)", fontsize="small")
+    right.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    save_figure(fig, path, "Scaff-PD paper, Table 1 protocol on digits")
+
+
+def main(quick: bool = False, progress: bool | None = None, out=None) -> dict:
     seeds = (0,) if quick else (0, 1, 2, 3, 4)
     rounds = 40 if quick else 300
     alphas = (0.01, 0.1) if quick else ALPHAS
@@ -409,6 +433,12 @@ def main(quick: bool = False, progress: bool | None = None) -> dict:
     first = next(r for r in runs if r["alpha"] == 0.1 and "infeasible" not in r)
     rel = relative_fairness(first, rounds, progress, quick=quick)
     print_relative(rel, first["alpha"], first["seed"])
+    if out is not None:
+        from pathlib import Path
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        figure(first, Path(out) / "scaffpd_table1.png")
+        print(f"figure: {Path(out) / 'scaffpd_table1.png'}")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     for r in runs:
         for k in ("_fed", "_test", "_probs"):
@@ -423,5 +453,6 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true",
                     help="one seed, alpha in {0.01, 0.1}, 40 rounds (a smoke test of the protocol)")
     ap.add_argument("--no-progress", action="store_true", help="never show progress")
+    ap.add_argument("--out", help="directory for the figure (PNG; needs matplotlib)")
     args = ap.parse_args()
-    main(quick=args.quick, progress=False if args.no_progress else None)
+    main(quick=args.quick, progress=False if args.no_progress else None, out=args.out)

@@ -652,3 +652,34 @@ def test_shipped_data_is_declared_as_package_data():
     assert {"a8a.gz", "a8a.t.gz", "README.md"} <= set(files)
     for f in files:
         assert any(fnmatch.fnmatch(f"_data/{f}", g) for g in globs), f
+
+
+def test_partition_helpers_take_flower_datasets_names():
+    """num_partitions / min_partition_size / partition_by (Flower Datasets' names) mean n_clients /
+    min_size / the column drawn per value; the old names keep working; the default seed is 42."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 2)), rng.choice([-1.0, 1.0], size=200)
+    old = ds.dirichlet_partition(X, y, 4, 0.5, seed=42, min_size=5, return_indices=True)
+    new = ds.dirichlet_partition(X, y, alpha=0.5, num_partitions=4, min_partition_size=5, return_indices=True)
+    assert all(np.array_equal(a, b) for a, b in zip(old, new))            # same draw, seed 42 by default
+    assert min(len(p) for p in new) >= 5
+    site = rng.choice(["a", "b", "c", "d"], size=200)
+    by_site = ds.dirichlet_partition(X, y, alpha=0.05, num_partitions=4, partition_by=site, return_indices=True)
+    by_label = ds.dirichlet_partition(X, y, alpha=0.05, num_partitions=4, return_indices=True)
+    assert sorted(np.concatenate(by_site).tolist()) == list(range(200))
+    assert any(not np.array_equal(a, b) for a, b in zip(by_site, by_label))
+    # each value of partition_by is split by its own Dirichlet draw: with a tiny alpha most of a
+    # value's rows land in one partition
+    for value in "abcd":
+        rows = np.flatnonzero(site == value)
+        share = max(np.isin(rows, part).mean() for part in by_site)
+        assert share > 0.5, value
+    assert all(np.array_equal(a, b) for a, b in zip(ds.iid_partition(23, num_partitions=4), ds.iid_partition(23, 4, 42)))
+    with pytest.raises(InvalidParameterError, match="n_clients and num_partitions name the same argument"):
+        ds.iid_partition(23, 3, num_partitions=4)
+    with pytest.raises(InvalidParameterError, match="min_size and min_partition_size"):
+        ds.dirichlet_partition(X, y, 4, 0.5, min_size=2, min_partition_size=3)
+    with pytest.raises(InvalidParameterError, match="n_clients \\(or num_partitions\\) is required"):
+        ds.iid_partition(23)
+    with pytest.raises(InvalidParameterError, match="partition_by must hold one value per row"):
+        ds.dirichlet_partition(X, y, 4, 0.5, partition_by=site[:10])

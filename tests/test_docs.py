@@ -377,3 +377,76 @@ def test_examples_survive_the_galleries_empty_docstring():
     text): ``"".splitlines()[0]`` raises, ``"".split("\\n")[0]`` does not."""
     offenders = [p.name for p in (ROOT / "examples").glob("*.py") if "__doc__.splitlines()[" in p.read_text()]
     assert offenders == []
+
+
+# ------------------------------------------------------------------------------ API pages read right
+class _Classifiers(HTMLParser):
+    """The text of numpydoc's type spans (``<span class="classifier">``) of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.texts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if self.depth:
+            self.depth += 1
+        elif tag == "span" and "classifier" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+            self.texts.append("")
+
+    def handle_endtag(self, tag):
+        if self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.depth:
+            self.texts[-1] += data
+
+
+def test_api_pages_keep_descriptions_off_the_type_line(site):
+    """numpydoc renders the text after ``name :`` as the type (bold italic): a description there
+    reads as a shout. On every API page each type is short and is not a sentence."""
+    offenders = []
+    for page in sorted((site / "api" / "generated").glob("*.html")):
+        parser = _Classifiers()
+        parser.feed(page.read_text(encoding="utf-8"))
+        offenders += [f"{page.name}: {t.strip()!r}" for t in parser.texts
+                      if len(t.strip()) > 40 or t.strip().endswith(".")]
+    assert offenders == [], "\n".join(offenders[:20])
+
+
+def test_api_pages_say_what_verify_returns_and_name_no_private_module(site):
+    page = (site / "api" / "generated" / "drflmodel.verify_iterates.html").read_text()
+    assert "Returns" in page and "Report" in page
+    for name in ("times", "solver", "require_rate", "prediction"):
+        assert f"<strong>{name}</strong>" in page, name
+    rates = (site / "api" / "generated" / "drflmodel.verify.RATE_KINDS.html").read_text()
+    assert "Built-in immutable sequence" not in rates and "contraction factor" in rates
+    leaks = [p.name for p in (site / "api").rglob("*.html")
+             if re.search(r"drflmodel\.(_rates|_diagnosis|flower\._logs)\b", p.read_text(encoding="utf-8"))]
+    assert leaks == []
+
+
+def test_gallery_pages_show_their_figures_and_whole_titles(site):
+    for name in FAST_EXAMPLES.split("|"):
+        page = (site / "auto_examples" / f"{name}.html").read_text()
+        assert re.search(r'<img[^>]+src="[^"]*images/sphx_glr_' + name, page), name
+    table1 = (site / "auto_examples" / "scaffpd_table1.html").read_text()
+    assert "relative-fairness paper" in table1.split("</h1>")[0]          # the title is not cut
+
+
+def test_numpydoc_fields_move_prose_off_the_type_line():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from drflmodel_docs import numpydoc_fields
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    doc = ["Summary.", "", "Parameters", "----------", "tol : float", "    The tolerance.",
+           "X : array of shape (N, d), finite.", "task : ``\"a\"`` (binary, labels in {-1, +1}) or",
+           "    ``\"b\"``.", "", "Free text after the fields.", "", "Returns", "-------", "Report", "    The report."]
+    out = numpydoc_fields(doc)
+    assert out[4:10] == ["tol : float", "    The tolerance.", "X", "    array of shape (N, d), finite.", "task",
+                         '    ``"a"`` (binary, labels in {-1, +1}) or']
+    assert out[10] == '    ``"b"``.'
+    assert out[out.index("Notes") + 2] == "Free text after the fields."
+    assert "Returns" in out and out[out.index("Returns") + 2] == "Report"

@@ -16,9 +16,13 @@ The assertions are things that can fail and do not rely on the code under test:
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import inspect
 import io
+import shutil
 import sys
+import tempfile
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -41,12 +45,30 @@ def _load(name: str):
     return mod
 
 
+#: where the quick runs put their figures (each example's ``--out``), one folder per example
+FIGURES = Path(tempfile.mkdtemp(prefix="drflmodel-example-figures-"))
+atexit.register(shutil.rmtree, FIGURES, ignore_errors=True)
+
+
 def _run_quick(mod):
     buf = io.StringIO()
+    kwargs = {}
+    if "out" in inspect.signature(mod.main).parameters:
+        kwargs["out"] = FIGURES / mod.__name__.removeprefix("_example_")
     with warnings.catch_warnings(), redirect_stdout(buf):
         warnings.simplefilter("ignore")
-        res = mod.main(quick=True)
+        res = mod.main(quick=True, **kwargs)
     return res, buf.getvalue()
+
+
+def _figure(name: str) -> Path:
+    """The one PNG the example's quick run wrote, checked to be an image with content."""
+    import matplotlib.image
+
+    (png,) = sorted((FIGURES / name).glob("*.png"))
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] > 200 and image.shape[1] > 400 and image.std() > 0.01, png
+    return png
 
 
 def _tol(v: float, rel: float = 1e-6) -> float:
@@ -546,7 +568,8 @@ def test_relative_fairness_printed_monotonicity_follows_the_rows():
     buf = io.StringIO()
     with warnings.catch_warnings(), redirect_stdout(buf):
         warnings.simplefilter("ignore")
-        rows = mod.main(quick=True, verbose=True, progress=False)
+        rows = mod.main(quick=True, verbose=True, progress=False, out=FIGURES / "relative_fairness_penguins")
+    _figure("relative_fairness_penguins")
     Rs = [r["R"] for r in rows]
     mono = all(b <= a * (1 + 1e-6) for a, b in zip(Rs, Rs[1:]))
     assert f"R_AB non-increasing in phi (Theorem 1): {mono}" in buf.getvalue()
@@ -649,3 +672,33 @@ def test_table1_relative_fairness_bracket_and_convexity_condition(table1):
     assert "no 'optimal' claim" in out
     for m, r in rel["rows"].items():
         assert 0 <= r["worst20"] <= r["all"] <= r["best20"] <= 1 and r["R_AB"] >= 1
+
+
+
+# =============================================================================== gallery figures
+@pytest.mark.parametrize("fixture, name", [("fafl", "fafl_clients"), ("scaffpd", "scaffpd_synthetic"),
+                                           ("figure5", "scaffpd_figure5"), ("table1", "scaffpd_table1")])
+def test_the_quick_run_draws_its_figure(fixture, name, request):
+    """A gallery page shows the figure the example draws (its ``--out`` folder): a picture where a
+    table alone would not do (convergence curves against the certified optimum, Lorenz curves
+    against the ERM baseline)."""
+    request.getfixturevalue(fixture)
+    _figure(name)
+
+
+def test_every_gallery_example_draws_a_figure_with_out():
+    """Every example of the gallery takes ``--out DIR`` and draws a figure there (the docs build passes
+    it: docs/_ext/drflmodel_docs.py); the figures of the quick runs are checked above and in
+    test_relative_fairness_printed_monotonicity_follows_the_rows; flower_verify's in
+    tests/flower/test_flower_example.py; fair_vfl_adult's and drfl_paper_figures' by the docs build."""
+    sys.path.insert(0, str(EXAMPLES.parent / "docs" / "_ext"))
+    try:
+        from drflmodel_docs import GALLERY_EXCLUDED
+    finally:
+        sys.path.pop(0)
+    for script in sorted(EXAMPLES.glob("*.py")):
+        if script.stem in GALLERY_EXCLUDED:
+            continue
+        text = script.read_text()
+        assert '"--out"' in text, script.name
+        assert any(call in text for call in ("save_figure(", "plot_against_optimum(", "path=")), script.name

@@ -153,3 +153,14 @@ def test_sklearn_site_maps_labels_like_from_sklearn(iris):
         sklearn_site(est, X[:3], np.array([0, 1, 7]), classes=[0, 1, 2])
     with pytest.raises(dm.InvalidParameterError, match="needs classes="):
         sklearn_site(LogisticRegression(), X[:3], y[:3])
+
+
+def test_to_theta_reads_a_fitted_estimator_and_names_what_it_takes(iris):
+    X, y, site = iris
+    prob, pmap = dm.from_sklearn(LogisticRegression(), X, y, clients=site)
+    fitted = LogisticRegression(max_iter=500).fit(X, y)
+    np.testing.assert_array_equal(pmap.to_theta(fitted), pmap.to_theta([fitted.coef_, fitted.intercept_]))
+    with pytest.raises(dm.InvalidDataError, match=r"not fitted.*\[coef_, intercept_\]"):
+        pmap.to_theta(LogisticRegression())
+    with pytest.raises(dm.InvalidDataError, match=r"\[coef_, intercept_\]"):
+        pmap.to_theta(fitted.coef_)

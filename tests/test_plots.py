@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+import drflmodel as dm  # noqa: E402
 from drflmodel import plots  # noqa: E402
 from drflmodel.errors import InvalidParameterError  # noqa: E402
 from drflmodel.solution import Solution  # noqa: E402
@@ -100,3 +101,24 @@ def test_lorenz_panels_one_figure_one_panel_per_group(tmp_path):
 def test_convergence_legend_beside_the_axes():
     ax = plots.plot_convergence({"fast": _report(0.5), "slow": _report(0.9)})
     assert _legend_clear_of_every_axes(ax.figure)
+
+
+def test_plot_against_optimum_marks_the_certified_value(tmp_path):
+    """The bottom row's dashed line is at the certified value, its band between L and U, and each
+    run's objective curve is the report's objective column."""
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=20, seed=0)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.ChiSquare(3, rho=0.1), l2=0.1)
+    sol = prob.solve()
+    reports = {name: dm.verify(solver.run(prob, seed=0), sol, tol=1e-8)
+               for name, solver in (("Scaff-PD", dm.solvers.ScaffPD(rounds=60, local_steps=2)),
+                                    ("DRFA", dm.solvers.DRFA(rounds=60, local_steps=2)))}
+    path = tmp_path / "runs.png"
+    axes = plots.plot_against_optimum({"rho = 0.1": (sol, reports), "again": (sol, reports)}, path=path)
+    assert path.is_file() and axes.shape == (2, 2)
+    bottom = axes[1, 0]
+    (optimum,) = [line for line in bottom.lines if line.get_label() == "certified optimum"]
+    assert optimum.get_ydata()[0] == pytest.approx(sol.value)
+    curve = [line for line in bottom.lines if line.get_label() == "Scaff-PD"][0]
+    np.testing.assert_allclose(curve.get_ydata(), [row["objective"] for row in reports["Scaff-PD"].rows])
+    with pytest.raises(dm.InvalidParameterError):
+        plots.plot_against_optimum({})

@@ -877,3 +877,37 @@ def test_lpball_l2_worst_case_with_near_ties_stays_on_the_set(spread):
     assert ball.contains(lam, tol=1e-12)
     assert f.min() - 1e-15 <= value <= f.max() + 1e-15
     assert value == pytest.approx(float(lam @ f), abs=1e-15)
+
+
+def test_one_name_per_weight_set_and_the_former_name_warns(tmp_path):
+    """A weight set has one name -- its ``name`` attribute, the TOML ``weights.name``, the estimators'
+    ``weights=`` -- and the former ``"chi2"`` still works with a DeprecationWarning naming the new one."""
+    import drflmodel as dm
+    from drflmodel._config import WEIGHT_SETS, build_problem, load_config
+
+    assert dm.sets.WEIGHT_SET_NAMES == WEIGHT_SETS
+    made = {"simplex": dm.sets.Simplex(3), "cvar": dm.sets.CVaR(3, 0.5), "chi_square": dm.sets.ChiSquare(3, 0.1),
+            "qffl": dm.sets.QFFL(3, 1.0), "hcvar": dm.sets.HCVaR(np.full(3, 1 / 3), 0.5),
+            "lp_ball": dm.sets.LpBall(np.full(3, 1 / 3), 0.1)}
+    assert {name: type(s).__name__ for name, s in made.items()} == WEIGHT_SETS
+    assert all(s.name == name for name, s in made.items())
+    with pytest.warns(DeprecationWarning, match="weights='chi2' is now weights='chi_square'"):
+        assert dm.sets.canonical_name("chi2") == "chi_square"
+    with pytest.raises(dm.InvalidParameterError, match="weights must be one of 'simplex'"):
+        dm.sets.canonical_name("chisq")
+    config = tmp_path / "c.toml"
+    config.write_text('[data]\nsource = "synthetic_regression"\noptions = { n_clients = 3, dim = 2, samples = 10 }\n'
+                      '[loss]\nname = "squared"\n[problem]\nfamily = "dro"\noptions = { l2 = 0.1 }\n'
+                      'weights = { name = "chi2", rho = 0.1 }\n')
+    with pytest.warns(DeprecationWarning, match="problem.weights.name='chi2' is now problem.weights.name='chi_square'"):
+        old = build_problem(load_config(config))
+    assert isinstance(old.weights, dm.sets.ChiSquare)
+    sklearn = pytest.importorskip("sklearn")   # noqa: F841
+    from drflmodel.sklearn import FederatedDRORegressor
+
+    rng = np.random.default_rng(0)
+    X, y, site = rng.normal(size=(60, 2)), rng.normal(size=60), np.repeat(["a", "b", "c"], 20)
+    new = FederatedDRORegressor(weights="chi_square", rho=0.5).fit(X, y, clients=site)
+    with pytest.warns(DeprecationWarning, match="weights='chi2' is now weights='chi_square'"):
+        former = FederatedDRORegressor(weights="chi2", rho=0.5).fit(X, y, clients=site)
+    np.testing.assert_array_equal(former.coef_, new.coef_)

@@ -18,6 +18,7 @@ sklearn = pytest.importorskip("sklearn")
 from scipy.optimize import minimize  # noqa: E402
 from scipy.special import expit  # noqa: E402
 from sklearn.base import clone  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -122,8 +123,8 @@ def test_fit_intercept_is_an_unpenalized_intercept_where_the_family_allows_it():
     what fit_intercept=False on [1, X] fits). Relative fairness keeps an explicit penalized column."""
     X, s, site = _data()
     Z = np.c_[np.ones(len(X)), X]
-    with_icpt = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5).fit(X, s, clients=site)
-    manual = FederatedDRORegressor(weights="chi2", rho=0.5, l2=0.5, fit_intercept=False).fit(Z, s, clients=site)
+    with_icpt = FederatedDRORegressor(weights="chi_square", rho=0.5, l2=0.5).fit(X, s, clients=site)
+    manual = FederatedDRORegressor(weights="chi_square", rho=0.5, l2=0.5, fit_intercept=False).fit(Z, s, clients=site)
     Xs, ss, names = _split(Z, s, site)
     fed = dm.Federation.from_arrays(Xs, ss, names=names)
     free = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.ChiSquare(3, 0.5), l2=0.5, penalize_intercept=False)
@@ -280,11 +281,11 @@ def test_deo_needs_two_groups():
 def test_pipeline_with_scaler_and_legacy_fit_params():
     X, s, site = _data()
     X = 100 * X + 5
-    pipe = make_pipeline(StandardScaler(), FederatedDROClassifier(weights="chi2", rho=1.0))
+    pipe = make_pipeline(StandardScaler(), FederatedDROClassifier(weights="chi_square", rho=1.0))
     pipe.fit(X, s > 0, federateddroclassifier__clients=site)
     est = pipe[-1]
     assert est.client_names_ == ["clinic-a", "clinic-b", "clinic-c"] and est.status_ == "optimal"
-    ref = FederatedDROClassifier(weights="chi2", rho=1.0).fit(StandardScaler().fit_transform(X), s > 0,
+    ref = FederatedDROClassifier(weights="chi_square", rho=1.0).fit(StandardScaler().fit_transform(X), s > 0,
                                                               clients=site)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-8)
     assert pipe.score(X, s > 0) > 0.7
@@ -375,3 +376,53 @@ def test_import_drflmodel_does_not_import_sklearn_or_pandas():
             "print([m for m in sys.modules if m.split('.')[0] in ('sklearn', 'pandas', 'pyarrow')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------ sample_weight
+@pytest.mark.parametrize("make", [
+    lambda: FederatedDROClassifier(weights="cvar", cvar_level=0.5),
+    lambda: FederatedDRORegressor(weights="chi_square", rho=0.5, l2=0.1),
+])
+def test_integer_sample_weight_is_repeating_rows(make):
+    """Integer weights give exactly the fit on the rows repeated (zero: the row left out), clients
+    repeated with their rows; and the weighted fit differs from the unweighted one."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(90, 3))
+    site = np.repeat(["a", "b", "c"], 30)
+    regression = isinstance(make(), FederatedDRORegressor)
+    y = X @ [1.0, -0.5, 0.3] + rng.normal(0, 0.5, 90) if regression else np.where(X[:, 0] + rng.normal(0, 1, 90) > 0, "yes", "no")
+    w = rng.integers(0, 4, size=90)
+    rows = np.repeat(np.arange(90), w)
+    weighted = make().fit(X, y, clients=site, sample_weight=w)
+    repeated = make().fit(X[rows], y[rows], clients=site[rows])
+    np.testing.assert_allclose(weighted.coef_, repeated.coef_, atol=1e-9)
+    np.testing.assert_allclose(weighted.intercept_, repeated.intercept_, atol=1e-9)
+    assert weighted.status_ == "optimal"
+    plain = make().fit(X, y, clients=site)
+    assert np.max(np.abs(plain.coef_ - weighted.coef_)) > 1e-3
+
+
+def test_sample_weight_matches_scikit_learns_weighted_logistic_regression():
+    """Over one client, FederatedDROClassifier with l2 = 1/(C * sum(w)) and integer weights fits the
+    objective of LogisticRegression(C) with the same sample_weight (scikit-learn sums the weighted
+    losses): the optima agree."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = np.where(X @ [1.0, -1.0, 0.5] + rng.normal(0, 1, 120) > 0, 1, 0)
+    w = rng.integers(1, 4, size=120)
+    C = 2.0
+    ours = FederatedDROClassifier(l2=1.0 / (C * w.sum())).fit(X, y, sample_weight=w)
+    ref = LogisticRegression(C=C, tol=1e-12, max_iter=10_000).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, atol=1e-5)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, atol=1e-5)
+
+
+def test_fractional_or_bad_sample_weight_is_refused():
+    X, y = np.random.default_rng(0).normal(size=(20, 2)), np.r_[np.zeros(10), np.ones(10)]
+    clf = FederatedDROClassifier()
+    with pytest.raises(dm.InvalidDataError, match=r"whole numbers.*row 0 has 0\.5"):
+        clf.fit(X, y, sample_weight=np.full(20, 0.5))
+    with pytest.raises(ValueError, match=r"shape \(20,\)"):
+        clf.fit(X, y, sample_weight=np.ones(19))
+    with pytest.raises(dm.InvalidDataError, match="zero for every row"):
+        clf.fit(X, y, sample_weight=np.zeros(20))

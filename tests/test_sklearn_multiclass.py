@@ -159,7 +159,7 @@ def test_a_client_without_some_classes_is_fine():
     X, y, site = _mc_data(seed=3)
     site = site.copy()
     site[np.isin(y, ["alpha", "bravo"])] = "site-a"       # site-b and site-c: charlie and delta only
-    clf = FederatedDROClassifier(weights="chi2", rho=0.5).fit(X, y, clients=site)
+    clf = FederatedDROClassifier(weights="chi_square", rho=0.5).fit(X, y, clients=site)
     assert clf.status_ == "optimal" and len(clf.classes_) == 4
     assert clf.client_weights_.sum() == pytest.approx(1.0)
 

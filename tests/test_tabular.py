@@ -17,7 +17,8 @@ from drflmodel.errors import InvalidDataError, InvalidParameterError
 
 pd = pytest.importorskip("pandas")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
 def _table(n=60, seed=0):
@@ -100,7 +101,7 @@ def test_from_dataframe_without_pandas_objects_gives_the_same_federation():
     (lambda d: d.assign(site=d.site.where(d.index != 5)), {}, "client column 'site' has 1 missing"),
     (lambda d: d.assign(age=pd.Timestamp("2024-01-01")), {}, "feature column 'age' cannot be encoded"),
     (lambda d: d.assign(age=[1, "x"] * 30), {}, "feature column 'age' cannot be encoded: it must be numeric, boolean or string categories; it holds int, str values"),
-    (lambda d: d.assign(outcome=np.resize(["a", "b", "c"], 60)), {}, "target column 'outcome' has 3 class(es) ['a', 'b', 'c']; a classifier needs exactly two"),
+    (lambda d: d.assign(outcome=np.resize(["a", "b", "c"], 60)), {}, "target column 'outcome' has 3 class(es) ['a', 'b', 'c']; a binary classifier needs exactly two; task='multiclass'"),
     (lambda d: d.assign(site=pd.Categorical(d.site, categories=["east", "north", "south", "west"])), {},
      "client column 'site': client 'west' has no rows"),
 ])
@@ -274,17 +275,19 @@ def test_readme_csv_config_solves(tmp_path):
 
 
 # ------------------------------------------------------------------------------ issue 25
+def _make_clinics():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_clinics", ROOT / "examples" / "data" / "make_clinics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _clinics(n=200, seed=0):
-    """The README's CSV example as a newcomer would have it: 3 clinics, raw columns (age 25-85)."""
-    rng = np.random.default_rng(seed)
-    site = rng.choice(["north", "south", "east"], n)
-    age = rng.uniform(25, 85, n).round(0)
-    bmi = rng.normal(27, 4.5, n).round(1)
-    smoker = rng.choice(["no", "yes"], n, p=[0.7, 0.3])
-    shift = {"north": -0.3, "south": 0.2, "east": 0.5}
-    z = -6 + 0.06 * age + 0.1 * bmi + 0.8 * (smoker == "yes") + np.array([shift[s] for s in site])
-    outcome = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
-    return pd.DataFrame({"site": site, "age": age, "bmi": bmi, "smoker": smoker, "outcome": outcome})
+    """The README's CSV example as a newcomer would have it: 3 clinics, raw columns (age 25-85);
+    the seeded recipe of examples/data/make_clinics.py, which wrote the shipped clinics.csv."""
+    return _make_clinics().clinics(n, seed)
 
 
 def test_from_dataframe_infers_the_task_from_the_target():
@@ -338,6 +341,27 @@ def test_standardize_records_the_scaling_and_maps_theta_back():
         dm.Federation.from_dataframe(df, target="outcome", client="site", standardize="yes")
 
 
+def _readme_output(name: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_outputs", ROOT / "docs" / "_ext" / "readme_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.shown(name)
+
+
+def test_the_shipped_clinics_files_are_the_readmes_and_regenerate():
+    """examples/data/clinics.csv is what make_clinics.py writes (this test's own recipe, too), and
+    examples/data/clinics.toml is the README's CSV block, so `drflmodel verify
+    examples/data/clinics.toml` reproduces the README's output from a clone."""
+    shipped = pd.read_csv(ROOT / "examples" / "data" / "clinics.csv")
+    assert shipped.equals(_clinics())
+    assert shipped.shape == (200, 5) and sorted(shipped.site.unique()) == ["east", "north", "south"]
+    assert shipped.age.between(25, 85).all() and set(shipped.outcome) == {0, 1}
+    (toml,) = re.findall(r"```toml csv\n(.*?)```", README.read_text(), flags=re.S)
+    assert (ROOT / "examples" / "data" / "clinics.toml").read_text() == toml
+
+
 def _readme_csv(tmp_path, edit=lambda t: t):
     (toml,) = re.findall(r"```toml csv\n(.*?)```", README.read_text(), flags=re.S)
     _clinics().to_csv(tmp_path / "clinics.csv", index=False)
@@ -355,8 +379,7 @@ def test_readme_csv_example_verifies(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "PASSED: ScaffPD vs dro (2000 rounds, on the theorem's bound; NOT converged: dist_theta_sq = " in out, out
     # the README shows this very output
-    (shown,) = re.findall(r"```text\n(optimal: .*?)```", README.read_text(), flags=re.S)
-    assert out == shown
+    assert out == _readme_output("clinics")
     for line in ("  theory: O(1/R^2)", "  rate check: over rounds 1000-2000", ": matches",
                  "  rounds to tolerance: not reached; predicted at the theory's rate",
                  "  cause: CVaR is not strongly concave in lambda",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import inspect
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -47,7 +48,7 @@ class GalleryArgv:
     def __call__(self, gallery_conf, script_vars) -> list[str]:
         name = Path(script_vars["src_file"]).stem
         argv = ["--quick"]
-        if name == "drfl_paper_figures":
+        if "--out" in Path(script_vars["src_file"]).read_text():      # the example writes its figures there
             argv += ["--out", str(GALLERY_OUTPUT / name)]
         return argv
 
@@ -55,13 +56,42 @@ class GalleryArgv:
 gallery_argv = GalleryArgv()
 
 
+class GalleryProgress:
+    """A line on the build's output when each example starts and ends (with its time): the full
+    build runs every example for several minutes, and sphinx-gallery says nothing in between.
+    Used as a ``reset_modules`` entry (called before and after each example)."""
+
+    def __init__(self):
+        self.started: dict[str, float] = {}
+
+    def __repr__(self) -> str:  # sphinx-gallery caches on the repr of the configuration
+        return "GalleryProgress"
+
+    def __call__(self, gallery_conf, fname, when) -> None:
+        import time
+
+        name = Path(fname).stem
+        if when == "before":
+            self.started[name] = time.perf_counter()
+            logger.info(f"[gallery] running examples/{name}.py --quick ...")
+        elif name in self.started:
+            logger.info(f"[gallery] examples/{name}.py done in {time.perf_counter() - self.started.pop(name):.0f} s")
+
+
+gallery_progress = GalleryProgress()
+
+
 def staged_example(text: str) -> str:
-    """An example script as the gallery shows it: the first line of its docstring becomes the
-    page title (sphinx-gallery needs an underlined title); nothing else changes."""
+    """An example script as the gallery shows it: the first paragraph of its docstring becomes the
+    page title (sphinx-gallery needs an underlined title; a first sentence that wraps onto a second
+    line is joined, not cut); nothing else changes."""
     head, sep, rest = text.partition('"""')
-    first, newline, body = rest.partition("\n")
-    title = first.strip()
-    return f'{head}{sep}{title}\n{"=" * len(title)}\n{newline}{body}'
+    paragraph, blank, body = rest.partition("\n\n")
+    if '"""' in paragraph:                     # a one-paragraph docstring: the title ends at the quotes
+        paragraph, closing, after = paragraph.partition('"""')
+        body, blank = closing + after, ""
+    title = " ".join(paragraph.split())
+    return f'{head}{sep}{title}\n{"=" * len(title)}\n{blank}{body}'
 
 
 def stage_gallery(app, config) -> None:
@@ -106,6 +136,85 @@ class OutputImageScraper:
             shutil.move(str(png), target)
             names.append(target)
         return figure_rst(names, gallery_conf["src_dir"])
+
+
+# ------------------------------------------------------------------------------------- numpydoc fields
+#: numpydoc sections whose entries are ``name : type`` lines followed by an indented description
+FIELD_SECTIONS = ("Parameters", "Other Parameters", "Returns", "Yields", "Receives", "Attributes", "Raises",
+                  "Warns")
+_SECTIONS = ("Parameters", "Other Parameters", "Returns", "Yields", "Receives", "Attributes", "Methods", "Raises",
+             "Warns", "Warnings", "See Also", "Notes", "References", "Examples")
+_FIELD = re.compile(r"^(?P<name>\*{0,2}[A-Za-z_][\w.]*(?:\s*,\s*\*{0,2}[A-Za-z_][\w.]*)*)(?:\s+:\s*(?P<type>.*))?$")
+
+
+def is_prose(text: str) -> bool:
+    """Whether the text after ``name :`` reads as a description rather than a type: it ends with a
+    period or a comma, holds a semicolon or a math role, wraps onto the next line (an open
+    parenthesis, a last word such as "or"), or has more than four words outside literals and
+    parentheses (``int``, ``str, optional``, ``array of shape (n, d)``, ``float or None`` are types)."""
+    text = text.strip()
+    if not text:
+        return False
+    if text.endswith((".", ";", ":", ",")) or ";" in text or ":math:" in text:
+        return True
+    if text.count("(") != text.count(")") or text.split()[-1] in ("or", "and", "of", "the", "a", "to", "in"):
+        return True                                  # a sentence that wraps onto the next line
+    bare = re.sub(r"``.*?``|`[^`]*`|\([^()]*\)|\{[^{}]*\}", "X", text)
+    return len(bare.split()) > 4
+
+
+def _is_header(lines: list[str], i: int) -> bool:
+    return (lines[i].strip() in _SECTIONS and i + 1 < len(lines)
+            and set(lines[i + 1].strip()) == {"-"} and len(lines[i + 1].strip()) >= 3)
+
+
+def numpydoc_fields(lines: list[str]) -> list[str]:
+    """drflmodel's docstrings write a field as ``name : description`` (the description runs on the
+    type line). numpydoc renders the text after the colon as the *type* (bold italic), so before
+    numpydoc reads a docstring this moves prose off the type line: ``name : text`` becomes ``name``
+    with ``text`` as the first line of its description (a real type, e.g. ``tol : float``, stays).
+    A paragraph at the left margin after a field section's entries (free text, not a field) is
+    moved into the ``Notes`` section, where numpydoc renders it as text instead of as a bogus field.
+    """
+    out: list[str] = []
+    trailing: list[str] = []
+    section, i, n = None, 0, len(lines)
+    while i < n:
+        line = lines[i]
+        if _is_header(lines, i):
+            section = line.strip()
+            out += [line, lines[i + 1]]
+            i += 2
+            continue
+        if section in FIELD_SECTIONS and line and not line[0].isspace():
+            match = _FIELD.match(line.rstrip())
+            previous_blank = not out or not out[-1].strip()
+            if match and match.group("type") is not None and is_prose(match.group("type")):
+                out += [match.group("name"), "    " + match.group("type").strip()]
+                i += 1
+                continue
+            if not match and previous_blank and section != "Returns":
+                while i < n and not _is_header(lines, i):       # free text: to the Notes section
+                    trailing.append(lines[i])
+                    i += 1
+                continue
+        out.append(line)
+        i += 1
+    if trailing:
+        while trailing and not trailing[-1].strip():
+            trailing.pop()
+        notes = next((k for k in range(len(out) - 1) if out[k].strip() == "Notes" and _is_header(out, k)), None)
+        if notes is None:
+            while out and not out[-1].strip():
+                out.pop()
+            out += ["", "Notes", "-----", *trailing, ""]
+        else:
+            out[notes + 2:notes + 2] = [*trailing, ""]
+    return out
+
+
+def _fix_fields(app, what, name, obj, options, lines) -> None:
+    lines[:] = numpydoc_fields(list(lines))
 
 
 # ------------------------------------------------------------------------------------- API pages
@@ -345,4 +454,5 @@ def setup(app):
     app.add_directive("drflmodel-references", References)
     app.connect("config-inited", write_api_pages)      # before the sources are listed
     app.connect("config-inited", stage_gallery)
+    app.connect("autodoc-process-docstring", _fix_fields, priority=400)   # before numpydoc (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -85,6 +85,8 @@ _LAZY = {
     # any Flower app graded without editing it
     "graded": ("drflmodel.flower.graded", "graded"),
     "answering": ("drflmodel.flower.graded", "answering"),
+    # the rows a Flower app loads with Flower Datasets, for the oracle
+    "FlowerDatasets": ("drflmodel.flower.partitions", "FlowerDatasets"),
 }
 __all__ = sorted([*_LAZY, "network_hygiene"])
 

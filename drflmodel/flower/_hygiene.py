@@ -4,6 +4,9 @@
   reads the switch when ``flwr.supercore.telemetry`` is first imported, so the variable is set
   before that, and the module's copy is switched off if Flower was imported earlier.
 * ``RAY_USAGE_STATS_ENABLED=0`` -- Ray's usage reporting.
+* ``HF_HUB_DISABLE_TELEMETRY=1`` -- Hugging Face's usage reporting (Flower Datasets loads data
+  through Hugging Face ``datasets``); Flower Datasets' own telemetry reads ``FLWR_TELEMETRY_ENABLED``
+  like Flower, and its module's copy is switched off too when it was imported earlier.
 * ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` -- with it, every Ray listener (GCS, raylet, workers)
   binds 127.0.0.1 only; without it Ray listens on the machine's network address and on wildcard
   addresses, and ``init_args={"_node_ip_address": "127.0.0.1"}`` does not change that (checked on
@@ -24,6 +27,7 @@ HYGIENE_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
 }
 
 
@@ -35,7 +39,8 @@ def network_hygiene(environ=None) -> dict:
     """
     env = os.environ if environ is None else environ
     env.update(HYGIENE_ENV)
-    telemetry = sys.modules.get("flwr.supercore.telemetry")
-    if environ is None and telemetry is not None:
-        telemetry.FLWR_TELEMETRY_ENABLED = "0"
+    for name in ("flwr.supercore.telemetry", "flwr_datasets.common.telemetry"):
+        telemetry = sys.modules.get(name)
+        if environ is None and telemetry is not None:
+            telemetry.FLWR_TELEMETRY_ENABLED = "0"
     return env

@@ -207,13 +207,15 @@ def config_client_app(app_dir):
     return with_oracle(client_app(view), site, policy)
 
 
-def run_app(app_dir, num_supernodes: int, run_config: dict | None = None):
+def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None):
     """Run a Flower App directory in this process, like ``flwr run`` but on the in-process grid:
     its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
     ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
     ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
     Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.graded.graded` app, whose
-    ``report`` then holds the verdict)."""
+    ``report`` then holds the verdict). Flower's per-round INFO log stays off the terminal unless
+    you configured Flower's logger or pass ``verbose=True``; Flower's warnings and drflmodel's own
+    lines always show."""
     import importlib
 
     from flwr.app import Context, RecordDict
@@ -237,7 +239,8 @@ def run_app(app_dir, num_supernodes: int, run_config: dict | None = None):
 
     server = component(app_table["components"]["serverapp"])
     client = component(app_table["components"]["clientapp"])
-    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused) as grid:
+    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused,
+                   verbose=verbose) as grid:
         server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
                              run_config=fused))
     return server

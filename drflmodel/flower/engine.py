@@ -15,7 +15,6 @@ processes: ``flower-superlink``, ``flower-supernode``, ``flwr run``) is ``exampl
 
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
 import numpy as np
@@ -25,6 +24,7 @@ from .._validation import check_choice, check_int
 from ..errors import InvalidParameterError
 from ..solvers._base import Trace
 from ._hygiene import network_hygiene
+from ._logs import flower_logs
 from .algorithms import port_for
 from .client import client_app
 from .grid import LocalGrid
@@ -80,18 +80,19 @@ class FlowerRun:
         return client_app({self.key or "run": self.problem})
 
     def run(self, engine: str = "inprocess", num_supernodes: int | None = None,
-            backend_config: dict | None = None) -> Trace:
-        """Run on ``engine`` (:data:`ENGINES`) with ``num_supernodes`` (default: one per client)."""
-        return run_many([self], engine, num_supernodes, backend_config)[0]
+            backend_config: dict | None = None, verbose: bool | None = None) -> Trace:
+        """Run on ``engine`` (:data:`ENGINES`) with ``num_supernodes`` (default: one per client);
+        ``verbose`` as in :func:`run_many`."""
+        return run_many([self], engine, num_supernodes, backend_config, verbose=verbose)[0]
 
     def __repr__(self) -> str:
         return f"FlowerRun({self.solver!r}, problem={self.problem!r}, seed={self.seed})"
 
 
 def run(problem, solver, seed: int = 0, engine: str = "inprocess", num_supernodes: int | None = None,
-        backend_config: dict | None = None, **options) -> Trace:
-    """``FlowerRun(problem, solver, seed, **options).run(engine, num_supernodes)``."""
-    return FlowerRun(problem, solver, seed=seed, **options).run(engine, num_supernodes, backend_config)
+        backend_config: dict | None = None, verbose: bool | None = None, **options) -> Trace:
+    """``FlowerRun(problem, solver, seed, **options).run(engine, num_supernodes, verbose=verbose)``."""
+    return FlowerRun(problem, solver, seed=seed, **options).run(engine, num_supernodes, backend_config, verbose)
 
 
 def _server_app(runs) -> ServerApp:
@@ -106,10 +107,12 @@ def _server_app(runs) -> ServerApp:
 
 
 def run_many(runs, engine: str = "inprocess", num_supernodes: int | None = None,
-             backend_config: dict | None = None) -> list[Trace]:
+             backend_config: dict | None = None, verbose: bool | None = None) -> list[Trace]:
     """Run several :class:`FlowerRun` s one after the other in **one** Flower session (one Ray
     start-up). Their problems must have the same number of clients; runs without a ``key`` get
-    ``"run0"``, ``"run1"``, ... Returns their traces in order."""
+    ``"run0"``, ``"run1"``, ... Returns their traces in order. Flower's per-round INFO log stays
+    off the terminal unless you configured Flower's logger or pass ``verbose=True``
+    (Flower's warnings and drflmodel's own lines always show)."""
     runs = list(runs)
     if not runs:
         raise InvalidParameterError("run_many needs at least one FlowerRun")
@@ -127,11 +130,11 @@ def run_many(runs, engine: str = "inprocess", num_supernodes: int | None = None,
     nodes = n if num_supernodes is None else check_int(num_supernodes, "num_supernodes", low=1)
     capp = client_app({r.key: r.problem for r in runs})
     if engine == "inprocess":
-        with LocalGrid(capp, nodes) as grid:
+        with LocalGrid(capp, nodes, verbose=verbose) as grid:
             return [r.serve(grid) for r in runs]
     for r in runs:
         r.trace = None
-    simulate(_server_app(runs), capp, nodes, backend_config)
+    simulate(_server_app(runs), capp, nodes, backend_config, verbose=verbose)
     missing = [r.key for r in runs if r.trace is None]
     if missing:
         raise RuntimeError(f"Flower's simulation ended without finishing the run(s) {missing}")
@@ -139,9 +142,10 @@ def run_many(runs, engine: str = "inprocess", num_supernodes: int | None = None,
 
 
 def simulate(server_app, client_app, num_supernodes: int, backend_config: dict | None = None,
-             verbose: bool = False) -> None:
+             verbose: bool | None = None) -> None:
     """Flower's simulation engine (Ray) with drflmodel's defaults: network hygiene, one CPU per
-    client actor, quiet Flower logs unless ``verbose``, and Ray shut down afterwards.
+    client actor, Flower's INFO log off the terminal unless you configured Flower's logger or pass
+    ``verbose=True`` (Flower's warnings always show), and Ray shut down afterwards.
 
     ``backend_config`` is merged over ``{"client_resources": {"num_cpus": 1, "num_gpus": 0}}``.
     An exception raised by the ``ServerApp`` is raised here."""
@@ -151,16 +155,12 @@ def simulate(server_app, client_app, num_supernodes: int, backend_config: dict |
     config = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}}
     for key, value in (backend_config or {}).items():
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-    flwr_logger = logging.getLogger("flwr")
-    level = flwr_logger.level
-    if not verbose:
-        flwr_logger.setLevel(logging.WARNING)
     try:
-        run_simulation(server_app=server_app, client_app=client_app,
-                       num_supernodes=check_int(num_supernodes, "num_supernodes", low=1),
-                       backend_name="ray", backend_config=config)
+        with flower_logs(verbose):
+            run_simulation(server_app=server_app, client_app=client_app,
+                           num_supernodes=check_int(num_supernodes, "num_supernodes", low=1),
+                           backend_name="ray", backend_config=config)
     finally:
-        flwr_logger.setLevel(level)
         import ray
 
         if ray.is_initialized():

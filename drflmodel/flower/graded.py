@@ -22,14 +22,17 @@ r"""Grade any Flower app without editing it: :func:`graded` (its ``ServerApp``) 
 :func:`answering` adds the oracle's query handlers to the app's ``ClientApp`` (its own handlers
 are untouched): each supernode answers from the rows the app trains on.
 
-The recipe for a Flower app training a scikit-learn model (Flower's scikit-learn quickstart;
-``examples/flower_sklearn``), five lines next to the app::
+The recipe for a Flower app training a scikit-learn model on data it loads with Flower Datasets
+(Flower's scikit-learn quickstart; ``examples/flower_sklearn``), next to the app: the oracle's rows
+come from the same partitioner (:class:`~drflmodel.flower.partitions.FlowerDatasets`)::
 
     from drflmodel import flower as dmf
+    from flwr_datasets.partitioner import IidPartitioner
     from sklearnexample import client_app, server_app, task                      # the app, not edited
-    rows = lambda ctx: task.load_data(ctx.node_config["partition-id"], ctx.node_config["num-partitions"])[::2]
-    server = dmf.graded(server_app.app, estimator=task.get_model("l2", 1), trace_out="fedavg.npz")
-    client = dmf.answering(client_app.app, estimator=task.get_model("l2", 1), rows=rows, classes=task.UNIQUE_LABELS)
+    rows = dmf.FlowerDatasets("hitorilabs/iris", IidPartitioner, target="species", features=task.FEATURES, take=0.8)
+    model = task.create_log_reg_and_instantiate_parameters("l2")                # what each client trains
+    server = dmf.graded(server_app.app, estimator=model)                        # run config trace-out: saved
+    client = dmf.answering(client_app.app, estimator=model, rows=rows, classes=task.UNIQUE_LABELS)
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from ..errors import InvalidParameterError
+from ._logs import flower_logs
 from .oracle import solve_on_grid, with_oracle
 from .recorder import Recorder
 
@@ -136,7 +140,7 @@ def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
            live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
-           robust_aggregators: str = "refuse", **solve_options) -> ServerApp:
+           robust_aggregators: str = "refuse", verbose: bool | None = None, **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -164,6 +168,9 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         computes (:func:`unmatched_objective`: Krum, MultiKrum, FedMedian, FedTrimmedAvg with
         ``beta > 0``, Bulyan) is refused by name when it starts; ``"warn"`` records it, logs a warning
         and puts the reason on the report as a ``caveat`` line.
+    verbose : Flower's per-round INFO log during the run: ``None`` (default) keeps it off unless you
+        configured Flower's logger, ``True`` shows it (drflmodel's lines and Flower's warnings always
+        show).
     """
     if not isinstance(server_app, ServerApp):
         raise InvalidParameterError(f"server_app must be a Flower ServerApp; got {type(server_app).__name__}")
@@ -185,6 +192,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
 
     @app.main()
     def main(grid, context) -> None:
+        with flower_logs(verbose):
+            _graded_main(grid, context)
+
+    def _graded_main(grid, context) -> None:
         n = n_clients if n_clients is not None else len(list(grid.get_node_ids()))
         pmap = parameters
         if holds_rows:
@@ -251,8 +262,9 @@ def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None
 
     Either ``sites`` (a problem, or ``factory(context) -> problem | Site``), or ``estimator`` with
     ``rows(context) -> (X, y)`` -- the rows the app trains on at that supernode, in scikit-learn's
-    form -- and ``classes`` (classifiers: every class label, in ``classes_`` order; default the
-    estimator's ``classes_``). ``policy``: the supernode's
+    form, e.g. a :class:`~drflmodel.flower.partitions.FlowerDatasets` describing how the app loads
+    its partitions -- and ``classes`` (classifiers: every class label, in ``classes_`` order;
+    default the estimator's ``classes_``). ``policy``: the supernode's
     :class:`~drflmodel._client_policy.QueryPolicy` (default: what a certified solve and live grading
     ask, one point per value query; grading every round at the end, ``graded(..., live=False)``,
     needs ``QueryPolicy(points_per_values=rounds + 1)``)."""

@@ -41,6 +41,7 @@ from flwr.supercore.task_identity import TaskIdentity
 
 from .._validation import check_int
 from ..errors import InvalidParameterError
+from ._logs import flower_logs
 
 __all__ = ["LocalGrid"]
 
@@ -87,10 +88,13 @@ class LocalGrid(Grid):
     run_config : the ``Context.run_config`` every client sees.
     seed : seed of the random node ids.
     decode : decode every message from its protobuf bytes (default: encode and copy; module docstring).
+    verbose : Flower's INFO log while the grid is open: ``None`` (default) keeps it quiet unless you
+        configured Flower's logger, ``True`` shows it, ``False`` hides it
+        (Flower's warnings and drflmodel's own lines always show).
     """
 
     def __init__(self, client_app, num_supernodes: int, node_configs=None, run_config=None,
-                 seed: int = 0, decode: bool = False):
+                 seed: int = 0, decode: bool = False, verbose: bool | None = None):
         n = check_int(num_supernodes, "num_supernodes", low=1)
         if node_configs is not None and len(node_configs) != n:
             raise InvalidParameterError(f"node_configs must have {n} entries; got {len(node_configs)}")
@@ -105,12 +109,17 @@ class LocalGrid(Grid):
         self.decode = bool(decode)
         self._replies: dict[str, Message] = {}
         self._saved = None
+        self._logs = None
+        self.verbose = verbose
         self.open()
 
     # ------------------------------------------------------------------ task identity
     def open(self) -> "LocalGrid":
-        """Set Flower's task identity to this grid's run (done by the constructor)."""
+        """Set Flower's task identity to this grid's run, and quiet Flower's log (done by the
+        constructor)."""
         if self._saved is None:
+            self._logs = flower_logs(self.verbose)
+            self._logs.__enter__()
             self._saved = tuple(getattr(TaskIdentity, f"_{k}") for k in ("run_id", "node_id", "task_id"))
             TaskIdentity.run_id = self._run.run_id
             TaskIdentity.node_id = SUPERLINK_NODE_ID
@@ -118,10 +127,12 @@ class LocalGrid(Grid):
         return self
 
     def close(self) -> None:
-        """Restore the task identity that was set before this grid opened."""
+        """Restore the task identity that was set before this grid opened, and Flower's log."""
         if self._saved is not None:
             TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = self._saved
             self._saved = None
+            self._logs.__exit__(None, None, None)
+            self._logs = None
 
     def __enter__(self) -> "LocalGrid":
         return self.open()

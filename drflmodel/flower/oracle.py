@@ -271,11 +271,12 @@ ENGINES = ("inprocess", "ray")
 
 
 def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | None = None,
-                    backend_config: dict | None = None, **options):
+                    backend_config: dict | None = None, verbose: bool | None = None, **options):
     """The federated certified solve of a problem whose rows this process holds, on the in-process
     grid (``engine="inprocess"``: Flower's messages and serialization, milliseconds each) or on
     Flower's simulation engine (``"ray"``): the clients answer from their own partitions of
-    ``problem``, the server sees only their answers. ``options`` go to :func:`solve_on_grid`."""
+    ``problem``, the server sees only their answers. ``options`` go to :func:`solve_on_grid`;
+    ``verbose=True`` shows Flower's INFO log (quiet by default unless you configured Flower's logger)."""
     from .engine import simulate
     from .grid import LocalGrid
 
@@ -284,11 +285,11 @@ def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | No
     run = options.setdefault("run", "oracle")
     capp = oracle_client_app({run: problem})
     if engine == "inprocess":
-        with LocalGrid(capp, n) as grid:
+        with LocalGrid(capp, n, verbose=verbose) as grid:
             return solve_on_grid(grid, problem, **options)
     out: dict = {}
     simulate(oracle_server_app(problem, on_solution=lambda s: out.setdefault("solution", s), **options),
-             capp, n, backend_config)
+             capp, n, backend_config, verbose=verbose)
     if "solution" not in out:
         raise RuntimeError("Flower's simulation ended without the federated solve's answer")
     return out["solution"]

@@ -42,7 +42,7 @@ from ..errors import InvalidDataError, InvalidParameterError, SolverError
 from ..layout import ParameterLayout
 
 __all__ = ["CertificateWarning", "SingleClientWarning", "OracleEstimator", "RegressorPredictMixin",
-           "expected_failed_checks"]
+           "expected_failed_checks", "repeated_rows"]
 
 
 class CertificateWarning(ConvergenceWarning):
@@ -60,6 +60,27 @@ def expected_failed_checks(estimator) -> dict:
     (scikit-learn >= 1.6: ``parametrize_with_checks(..., expected_failed_checks=expected_failed_checks)``
     or ``check_estimator(est, expected_failed_checks=expected_failed_checks(est))``)."""
     return dict(getattr(estimator, "_unsupported_checks", {}))
+
+
+def repeated_rows(sample_weight, n_samples: int) -> np.ndarray:
+    """The row indices of a fit with integer ``sample_weight``: row *j* repeated ``sample_weight[j]``
+    times (scikit-learn's meaning of an integer weight). Raises
+    :class:`~drflmodel.errors.InvalidDataError` (a ``ValueError``) for a weight that is not a whole
+    number >= 0, a wrong shape, or weights that are all zero."""
+    w = np.asarray(sample_weight, dtype=float)
+    if w.ndim != 1 or w.shape[0] != n_samples:
+        raise InvalidDataError(f"sample_weight must hold one weight per row, shape ({n_samples},); got shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise InvalidDataError("sample_weight must be finite and >= 0")
+    if np.any(w != np.round(w)):
+        k = int(np.flatnonzero(w != np.round(w))[0])
+        raise InvalidDataError(
+            f"sample_weight must hold whole numbers (how many times each row counts); row {k} has {float(w[k])!r}: "
+            "the oracles' certificates are written for clients whose rows count equally, so a fractional "
+            "weight has no exact model here")
+    if w.sum() <= 0:
+        raise InvalidDataError("sample_weight is zero for every row: nothing to fit")
+    return np.repeat(np.arange(n_samples), w.astype(np.int64))
 
 
 def _loss_name(loss) -> str:
@@ -95,6 +116,16 @@ def refuse_undeclared_parameters(estimator_type, params) -> None:
         if key in _NOT_PARAMETERS:
             raise InvalidParameterError(f"{key} is not a parameter of {estimator_type.__name__}: "
                                         f"{_NOT_PARAMETERS[key]}")
+
+
+#: scikit-learn's check that weighted and repeated rows give the same model to 1e-7 relative: the two
+#: fits see the rows in another order and each stops within its certificate's tolerance (gap_tol,
+#: default 1e-6 relative on the objective), so their predicted probabilities agree to ~1e-6, not 1e-7
+#: (tests/test_sklearn.py checks the equivalence itself, with the rows in the same order)
+SAMPLE_WEIGHT_TOLERANCE = {
+    "check_sample_weight_equivalence_on_dense_data":
+        "weighted and repeated rows fit the same objective; the two fits stop within the certificate's "
+        "gap_tol (1e-6 relative), so probabilities agree to ~1e-6, not the check's 1e-7"}
 
 
 class OracleEstimator(BaseEstimator):

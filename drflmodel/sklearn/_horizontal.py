@@ -20,12 +20,12 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from .. import sets as _sets
 from .._validation import check_choice, check_real
 from ..data import Federation
-from ..errors import InvalidParameterError
+from ..errors import InvalidDataError, InvalidParameterError
 from ..problems.minmax.dro import FederatedDRO
 from ..problems.minmax.fafl import FairnessAwareFL
 from ..problems.relative import RelativeFairness
 from ..problems.wasserstein import WassersteinDRFL
-from ._base import OracleEstimator, RegressorPredictMixin, SingleClientWarning
+from ._base import SAMPLE_WEIGHT_TOLERANCE, OracleEstimator, RegressorPredictMixin, SingleClientWarning, repeated_rows
 from ._classifier import OracleClassifierMixin
 
 __all__ = ["FederatedDROClassifier", "FederatedDRORegressor", "FairnessAwareClassifier",
@@ -37,7 +37,7 @@ REGRESSION_LOSSES = ("squared", "huber", "epsilon_insensitive", "pinball")
 WASSERSTEIN_REGRESSION_LOSSES = ("huber", "epsilon_insensitive", "pinball")
 
 #: FederatedDRO weight sets and the estimator parameters each one uses
-DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi2": ("rho",), "lp_ball": ("radius", "p"),
+DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi_square": ("rho",), "lp_ball": ("radius", "p"),
                "hcvar": ("cvar_level",), "qffl": ("q",)}
 #: domain of each weight-set parameter, checked even when it has no effect (one client)
 _DOMAINS = {"alpha": dict(low=0.0, high=1.0, low_open=True), "rho": dict(low=0.0),
@@ -61,7 +61,7 @@ class _HorizontalEstimator(OracleEstimator):
     #: warn that one client makes the weight set {1} (not for Wasserstein)
     _one_client_is_erm = True
 
-    def fit(self, X, y, clients=None):
+    def fit(self, X, y, clients=None, sample_weight=None):
         """Fit the certified model.
 
         Parameters
@@ -71,9 +71,24 @@ class _HorizontalEstimator(OracleEstimator):
             family has a multi-class oracle).
         clients : array of n_samples client labels (strings or numbers), or ``None`` for one
             client holding every row (see the module documentation).
+        sample_weight : ``None`` or n_samples whole numbers >= 0: how many times each row counts.
+            The fit is then exactly the fit on the rows repeated that many times (a row of weight 0
+            is left out): each client's loss is the weighted mean of its rows' losses and its share
+            :math:`p_i` the sum of its weights over the total, as scikit-learn's integer weights
+            mean. Fractional weights are refused: the oracles' certificates are written for clients
+            whose rows count equally.
         """
         loss = self._resolve_loss()
         X, y = self._validate_fit_data(X, y)
+        if sample_weight is not None:
+            rows = repeated_rows(sample_weight, X.shape[0])
+            if clients is not None:
+                clients = np.asarray(clients, dtype=object)
+                if clients.ndim != 1 or clients.shape[0] != X.shape[0]:
+                    raise InvalidDataError(f"clients must hold one label per row ({X.shape[0]}); got shape "
+                                           f"{clients.shape}")
+                clients = clients[rows]
+            X, y = X[rows], np.asarray(y)[rows]
         y_fit, task, loss = self._fit_targets(y, loss)
         design = self._design(X)
         labels = np.full(X.shape[0], "all", dtype=object) if clients is None else clients
@@ -98,7 +113,8 @@ class _FederatedDRO(_HorizontalEstimator):
     _renamed_parameters = {"alpha": "cvar_level"}     # scikit-learn's alpha is a regularization strength
 
     def _weight_set(self, fed):
-        name = check_choice(self.weights, "weights", tuple(DRO_WEIGHTS))
+        name = self.weights if self.weights not in _sets._FORMER_NAMES else _sets.canonical_name(self.weights)
+        name = check_choice(name, "weights", tuple(DRO_WEIGHTS))
         used = DRO_WEIGHTS[name]
         _check_unused(self, used, _DRO_PARAMETERS, f"weights={name!r}")
         values = {}
@@ -114,7 +130,7 @@ class _FederatedDRO(_HorizontalEstimator):
             return _sets.Simplex(1)   # every set inside the simplex is {1} over one client
         build = {"simplex": lambda: _sets.Simplex(n),
                  "cvar": lambda: _sets.CVaR(n, values["cvar_level"]),
-                 "chi2": lambda: _sets.ChiSquare(n, values["rho"]),
+                 "chi_square": lambda: _sets.ChiSquare(n, values["rho"]),
                  "lp_ball": lambda: _sets.LpBall(fed.proportions, values["radius"], values["p"]),
                  "hcvar": lambda: _sets.HCVaR(fed.proportions, values["cvar_level"]),
                  "qffl": lambda: _sets.QFFL(n, values["q"])}
@@ -143,7 +159,7 @@ _DRO_DOC = """Federated distributionally robust {kind} (Scaff-PD family, ``drflm
     loss : {losses} or a :class:`drflmodel.losses.Loss` instance of one of them
         (default ``{default}``).
     weights : the client-weight set :math:`\\Lambda` by name: ``"simplex"`` (AFL, default),
-        ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi2"`` (:math:`\\chi^2` penalty, needs
+        ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi_square"`` (:math:`\\chi^2` penalty, needs
         ``rho >= 0``), ``"lp_ball"`` (ball of ``radius`` > 0 in the ``p``-norm (default 2) around the
         sample proportions, within the simplex), ``"hcvar"`` (needs ``cvar_level``), ``"qffl"``
         (needs ``q > 0``). A parameter the chosen set does not use must stay ``None``.
@@ -193,6 +209,7 @@ class FederatedDROClassifier(OracleClassifierMixin, ClassifierMixin, _FederatedD
         shapes="shapes ``(K, n_features)`` and ``(K,)`` for :math:`K>2` classes,\n        "
                "``(1, n_features)`` and ``(1,)`` for two, as scikit-learn's.")
     _losses = CLASSIFICATION_LOSSES
+    _unsupported_checks = SAMPLE_WEIGHT_TOLERANCE
 
     def __init__(self, loss="logistic", weights="simplex", cvar_level=None, rho=None, radius=None, p=None,
                  q=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
@@ -263,6 +280,8 @@ class FairnessAwareClassifier(OracleClassifierMixin, ClassifierMixin, _Horizonta
     ``(1,)`` for two classes), classes_, status_, lower_bound_, upper_bound_, gap_, relative_gap_,
     client_weights_, client_names_, solution_, n_features_in_.
     """
+
+    _unsupported_checks = SAMPLE_WEIGHT_TOLERANCE
 
     _losses = CLASSIFICATION_LOSSES
     _unpenalized_intercept = True
@@ -363,6 +382,7 @@ class WassersteinDRClassifier(OracleClassifierMixin, ClassifierMixin, _Wasserste
     __doc__ = _WASSERSTEIN_DOC.format(kind="binary classifier", losses=CLASSIFICATION_LOSSES,
                                       default="logistic", label_cost="1[y\\ne y']", classes="classes_, ",
                                       shapes="``(1, n_features)`` and ``(1,)``, as scikit-learn's")
+    _unsupported_checks = SAMPLE_WEIGHT_TOLERANCE
     _losses = CLASSIFICATION_LOSSES
     _binary_only_reason = "the Wasserstein reformulation is written for one score per sample"
 

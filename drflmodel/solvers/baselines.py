@@ -394,7 +394,7 @@ class StochasticAFL(Solver):
         return self._descent_ascent(r, state, x, g, v)
 
     def _descent_ascent(self, r, state, x, g, v):
-        """Round *r*'s update from the gradient estimate ``g`` and loss estimate ``v`` (shared with
+        r"""Round *r*'s update from the gradient estimate ``g`` and loss estimate ``v`` (shared with
         the Flower port): :math:`\theta\leftarrow x-\gamma_x g`,
         :math:`\lambda\leftarrow\mathrm{prox}_\Lambda(\lambda+\gamma_\lambda v)` with the steps
         decayed like :math:`1/\sqrt{r+1}` when ``decay="sqrt"``, and the running averages the

@@ -109,3 +109,38 @@ def erm_solution(erm):
 
 def rounds_differ(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a.theta) - np.asarray(b.theta))))
+
+
+# ------------------------------------------------------------------------------ Flower Datasets offline
+def write_offline_iris(folder) -> dict:
+    """The offline stand-in of ``hitorilabs/iris`` (examples/flower_sklearn/offline_iris.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("datasets")
+    path = Path(__file__).resolve().parents[2] / "examples" / "flower_sklearn" / "offline_iris.py"
+    spec = importlib.util.spec_from_file_location("offline_iris", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_offline_iris(folder)
+
+
+IRIS_FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+
+
+@pytest.fixture()
+def offline_iris(tmp_path, monkeypatch):
+    """The working directory holds the offline ``hitorilabs/iris`` (:func:`write_offline_iris`) and
+    Hugging Face is offline, its cache in ``tmp_path``."""
+    pytest.importorskip("flwr_datasets")
+    env = write_offline_iris(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-home" / "datasets")
+    monkeypatch.chdir(tmp_path)
+    datasets.disable_progress_bars()
+    return tmp_path

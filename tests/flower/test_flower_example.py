@@ -14,13 +14,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower_verify.py"
 
 
 @pytest.fixture(scope="module")
-def example():
+def example(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("_example_flower_verify", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     buf = io.StringIO()
+    figures = tmp_path_factory.mktemp("flower_verify")
     with redirect_stdout(buf):
-        rows = mod.main(quick=True)
+        rows = mod.main(quick=True, out=figures)
+    assert [p.name for p in figures.glob("*.png")] == ["flower_verify.png"]      # the gallery's figure
     return mod, {(r["strategy"], r["local_steps"]): r for r in rows}, buf.getvalue()
 
 

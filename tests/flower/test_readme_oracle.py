@@ -1,4 +1,5 @@
-"""The README's federated-oracle, grading and deployment blocks work as printed."""
+"""The README's federated-oracle and grading blocks, and the Flower tutorial's deployment block, work as
+printed."""
 
 import os
 import re
@@ -30,12 +31,12 @@ def test_the_federated_oracle_block_runs(capsys):
 
 
 def test_the_grading_recipe_is_the_example_apps_file():
-    """The five lines shown are the code of examples/flower_sklearn/graded.py (which
-    tests/flower/test_graded.py runs), line for line."""
+    """The seven lines shown are the code of examples/flower_sklearn/graded.py (which
+    tests/flower/test_graded.py and test_flower_datasets.py run), line for line."""
     shown = [line for line in _block("python graded").splitlines() if line.strip()]
     code = (ROOT / "examples" / "flower_sklearn" / "graded.py").read_text()
     lines = [line for line in code.split('"""', 2)[2].splitlines() if line.strip()]
-    assert shown == lines and len(shown) == 5
+    assert shown == lines and len(shown) == 7
 
 
 @pytest.mark.slow
@@ -44,7 +45,8 @@ def test_the_deployment_block_works_on_first_paste(tmp_path):
     bash in an empty directory: the server streams its rounds, the trace is saved and graded, and
     no process is left. Bounded by the run's end (an hour's hang guard)."""
     port, nodes = free_port(), [free_port() for _ in range(3)]
-    (script,) = [b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if "flower-superlink" in b]
+    tutorial = (ROOT / "docs" / "tutorials" / "flower.md").read_text()
+    (script,) = [b for b in re.findall(r"```bash\n(.*?)```", tutorial, flags=re.S) if "flower-superlink" in b]
     script = script.replace("9093", str(port))
     script = script.replace("--port 910$i", '--port "${NODE_PORTS[$i]}"')
     script = script.replace("examples/flower_app", str(ROOT / "examples" / "flower_app"))

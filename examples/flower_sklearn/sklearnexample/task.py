@@ -1,15 +1,18 @@
-"""sklearnexample: the model and the data (iris, an IID split into partitions, 80% train / 20% test)."""
+"""sklearnexample: the model and the data of Flower's scikit-learn quickstart (iris, loaded with
+Flower Datasets: ``hitorilabs/iris`` split IID into the run's partitions, shuffled with Flower's
+seed 42; each partition trains on its first 80% of rows and evaluates on the rest)."""
 
 import numpy as np
-from sklearn.datasets import load_iris
+from flwr_datasets import FederatedDataset
+from flwr_datasets.partitioner import IidPartitioner
 from sklearn.linear_model import LogisticRegression
 
+DATASET = "hitorilabs/iris"
 UNIQUE_LABELS = [0, 1, 2]
-FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+FEATURES = ["petal_length", "petal_width", "sepal_length", "sepal_width"]
+TARGET = "species"
 
-
-def get_model(penalty: str, local_epochs: int) -> LogisticRegression:
-    return LogisticRegression(penalty=penalty, max_iter=local_epochs, warm_start=True)
+_fds = None          # one FederatedDataset per process (it downloads and shuffles once)
 
 
 def get_model_params(model):
@@ -24,18 +27,27 @@ def set_model_params(model, params):
     return model
 
 
-def set_initial_params(model):
-    """Zeros: the parameters exist before the first fit."""
-    model.classes_ = np.array(UNIQUE_LABELS)
-    model.coef_ = np.zeros((len(UNIQUE_LABELS), len(FEATURES)))
+def set_initial_params(model, n_classes: int, n_features: int):
+    """Zeros: the parameters exist before the first fit (the server sends them in round 1)."""
+    model.classes_ = np.arange(n_classes)
+    model.coef_ = np.zeros((n_classes, n_features))
     if model.fit_intercept:
-        model.intercept_ = np.zeros((len(UNIQUE_LABELS),))
+        model.intercept_ = np.zeros((n_classes,))
+
+
+def create_log_reg_and_instantiate_parameters(penalty: str) -> LogisticRegression:
+    """One SAGA epoch per round, continuing from the global model (warm start)."""
+    model = LogisticRegression(penalty=penalty, max_iter=1, warm_start=True, solver="saga")
+    set_initial_params(model, n_classes=len(UNIQUE_LABELS), n_features=len(FEATURES))
+    return model
 
 
 def load_data(partition_id: int, num_partitions: int):
-    """This partition's rows: ``X_train, X_test, y_train, y_test``."""
-    X, y = load_iris(return_X_y=True)
-    order = np.random.default_rng(42).permutation(len(y))
-    part = np.array_split(order, num_partitions)[partition_id]
-    cut = int(0.8 * len(part))
-    return X[part[:cut]], X[part[cut:]], y[part[:cut]], y[part[cut:]]
+    """This partition's rows: ``X_train, y_train, X_test, y_test`` (the first 80% train)."""
+    global _fds
+    if _fds is None:
+        _fds = FederatedDataset(dataset=DATASET, partitioners={"train": IidPartitioner(num_partitions=num_partitions)})
+    frame = _fds.load_partition(partition_id, "train").with_format("pandas")[:]
+    X, y = frame[FEATURES].to_numpy(), frame[TARGET].to_numpy()
+    cut = int(0.8 * len(X))
+    return X[:cut], y[:cut], X[cut:], y[cut:]
