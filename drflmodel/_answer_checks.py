@@ -119,7 +119,7 @@ def value_at_zero(value: float, expected: float) -> Violation | None:
 
 def value_lipschitz(theta_a, value_a: float, theta_b, value_b: float, lipschitz: float,
                     row_norm: float | None) -> Violation | None:
-    """:math:`|h(\theta_b)-h(\theta_a)|\le\mathrm{Lip}(\ell)\max_j\|x_j\|\,\|\theta_b-\theta_a\|` (a
+    r""":math:`|h(\theta_b)-h(\theta_a)|\le\mathrm{Lip}(\ell)\max_j\|x_j\|\,\|\theta_b-\theta_a\|` (a
     Lipschitz loss: every score moves by at most :math:`\|x_j\|\|d\|`); catches a huge value asked
     without its gradient."""
     if row_norm is None or not np.isfinite(lipschitz):
@@ -144,7 +144,7 @@ def gradient_length(gradient, lipschitz: float, row_norm: float | None) -> Viola
 
 
 def _psd_defect(M) -> tuple[float, float] | None:
-    """``(smallest eigenvalue, largest)`` of the symmetric ``M`` scaled to unit diagonal,
+    r"""``(smallest eigenvalue, largest)`` of the symmetric ``M`` scaled to unit diagonal,
     :math:`D^{-1/2}MD^{-1/2}`, when it is not PSD beyond rounding; ``None`` when it is PSD.
 
     The scaling keeps a small column from hiding behind a large one: PSD is invariant under it, and

@@ -170,7 +170,7 @@ class TheoremBound:
         return out
 
     def slow_dual_note(self) -> str | None:
-        """When the bound is dominated by its dual term :math:`\|\lambda^0-\lambda^\star\|^2/\gamma_0`
+        r"""When the bound is dominated by its dual term :math:`\|\lambda^0-\lambda^\star\|^2/\gamma_0`
         (the strongly-convex--concave chain), why the distance may stall or grow inside it: the dual
         step :math:`\sigma_r=\gamma_r\tau_r` is small and :math:`x` tracks the minimizer of the
         current weighting while :math:`\lambda` moves slowly towards :math:`\lambda^\star`."""
@@ -366,7 +366,7 @@ def _scaffpd(trace, problem, solution) -> TheoremBound:
 
 
 def _scaffpd_ia(trace, problem, solution) -> TheoremBound:
-    """Scaff-PD-IA (Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi, "Federated Learning with Relative
+    r"""Scaff-PD-IA (Nakakita, Kaneko, Takamaeda-Yamazaki, Imaizumi, "Federated Learning with Relative
     Fairness"): Theorem 3 with the schedule of Assumption 8 (``schedule="theory"``): Lemma 16 at the
     saddle point, Lemma 17 and Proposition 19 give the same chain as Scaff-PD's Theorem 3.1, with
     :math:`\kappa_\Lambda` for :math:`\mu_x/4`; Assumption 7 asks the box projection to stay inactive."""
