@@ -12,7 +12,8 @@ import pytest
 
 import drflmodel as dm
 from drflmodel._answer_validation import CheckedChannel
-from drflmodel.client_oracle import ClientFault, LocalChannel, Site, federated_solve
+from drflmodel.client_oracle import ClientFault, LocalChannel, federated_solve
+from tests._lying import Lying, edit
 
 
 def _problem(loss=None, weights="cvar", scale=None, seed=0):
@@ -26,23 +27,10 @@ def _problem(loss=None, weights="cvar", scale=None, seed=0):
     return dm.FederatedDRO(fed, loss, weights=w, l2=0.01)
 
 
-class Liar(Site):
-    """A site that corrupts its answers (``corrupt(query, answer, call)`` returns the new answer)."""
-
-    def __init__(self, site: Site, corrupt):
-        self.__dict__.update(site.__dict__)
-        self.corrupt, self.calls = corrupt, 0
-
-    def answer(self, query, arrays=None, options=None):
-        self.calls += 1
-        out = dict(Site.answer(self, query, arrays, options))
-        return out if query in ("describe", "row_norm") else self.corrupt(query, out, self.calls)
-
-
 def _channel(problem, corrupt=None, retries=2):
     inner = LocalChannel.from_problem(problem, retries=retries)
     if corrupt is not None:
-        inner.sites[0] = Liar(inner.sites[0], corrupt)
+        inner.sites[0] = Lying(inner.sites[0], corrupt)
     return CheckedChannel(inner)
 
 
@@ -64,27 +52,14 @@ def test_honest_clients_certify_as_without_checks(loss, weights, scale):
 
 
 def _scale(key, factor):
-    def corrupt(query, out, call):
-        if key in out:
-            out[key] = factor * np.asarray(out[key], float)
-        return out
-    return corrupt
+    return edit(key, lambda a: factor * a)
 
 
 def _shift(key, by):
-    def corrupt(query, out, call):
-        if key in out:
-            out[key] = np.asarray(out[key], float) + by
-        return out
-    return corrupt
+    return edit(key, lambda a: a + by)
 
 
-def _replace(key, make):
-    def corrupt(query, out, call):
-        if key in out:
-            out[key] = make(np.asarray(out[key], float))
-        return out
-    return corrupt
+_replace = edit
 
 
 LIES = {

@@ -14,6 +14,7 @@ from drflmodel.client_oracle import Site
 from drflmodel.errors import InvalidParameterError
 from drflmodel.flower.grid import LocalGrid
 from drflmodel.flower.oracle import oracle_client_app, solve_on_grid
+from tests._lying import Lying, edit
 
 N = 4
 
@@ -28,17 +29,6 @@ def _problem(loss=None, scale=None):
     return dm.FederatedDRO(fed, loss, weights=dm.sets.CVaR(N, 0.5), l2=0.01)
 
 
-class Lying(Site):
-    def __init__(self, site, corrupt):
-        self.__dict__.update(site.__dict__)
-        self.corrupt, self.calls = corrupt, 0
-
-    def answer(self, query, arrays=None, options=None):
-        self.calls += 1
-        out = dict(Site.answer(self, query, arrays, options))
-        return out if query in ("describe", "row_norm") else self.corrupt(query, out, self.calls)
-
-
 def _solve(problem, corrupt=None, liar=0, **options):
     sites = [Site.from_problem(problem, i) for i in range(N)]
     if corrupt is not None:
@@ -49,24 +39,16 @@ def _solve(problem, corrupt=None, liar=0, **options):
         return solve_on_grid(grid, problem, **options)
 
 
-def _edit(key, change):
-    def corrupt(query, out, call):
-        if key in out:
-            out[key] = change(np.asarray(out[key], float))
-        return out
-    return corrupt
-
-
 LIES = {
-    "NaN values": _edit("value", lambda v: np.full_like(v, np.nan)),
-    "inf gradients": _edit("gradient", lambda g: np.full_like(g, np.inf)),
-    "a gradient one entry short": _edit("gradient", lambda g: g[:-1]),
-    "huge values (1e300)": _edit("value", lambda v: np.full_like(v, 1e300)),
-    "gradients x10": _edit("gradient", lambda g: 10 * g),
-    "gradients negated": _edit("gradient", lambda g: -g),
-    "values x0.1": _edit("value", lambda v: 0.1 * v),
-    "values - 1": _edit("value", lambda v: v - 1),
-    "non-PSD Hessians": _edit("hessian", lambda h: -h),
+    "NaN values": edit("value", lambda v: np.full_like(v, np.nan)),
+    "inf gradients": edit("gradient", lambda g: np.full_like(g, np.inf)),
+    "a gradient one entry short": edit("gradient", lambda g: g[:-1]),
+    "huge values (1e300)": edit("value", lambda v: np.full_like(v, 1e300)),
+    "gradients x10": edit("gradient", lambda g: 10 * g),
+    "gradients negated": edit("gradient", lambda g: -g),
+    "values x0.1": edit("value", lambda v: 0.1 * v),
+    "values - 1": edit("value", lambda v: v - 1),
+    "non-PSD Hessians": edit("hessian", lambda h: -h),
     "inconsistent values (noise 1e-6)": lambda q, out, call: (
         {**out, "value": np.asarray(out["value"], float) + 1e-6 * np.cos(call)} if "value" in out else out),
 }
@@ -82,9 +64,9 @@ def test_no_detectable_lie_ends_optimal(lie):
 
 
 @pytest.mark.parametrize("loss_name, corrupt, check", [
-    ("squared", _edit("yy", lambda v: -1e6 + 0 * v), "statistics"),
-    ("squared", _edit("gram", lambda g: -g), "statistics"),
-    ("squared", _edit("gram", lambda g: g[:-1]), "shape"),
+    ("squared", edit("yy", lambda v: -1e6 + 0 * v), "statistics"),
+    ("squared", edit("gram", lambda g: -g), "statistics"),
+    ("squared", edit("gram", lambda g: g[:-1]), "shape"),
 ])
 def test_sufficient_statistics_that_no_rows_have_are_refused(loss_name, corrupt, check):
     sol = _solve(_problem(dm.losses.Squared()), corrupt)
