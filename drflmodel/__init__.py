@@ -36,9 +36,12 @@ _LAZY = {
     "Report": ("drflmodel.verify", "Report"),
     # scikit-learn models -> the objective their federated training minimizes
     "from_sklearn": ("drflmodel._from_sklearn", "from_sklearn"),
+    # where a federated strategy lands, certified, and whether a run landed there
+    "fixed_point": ("drflmodel.landing", "fixed_point"),
+    "conformance": ("drflmodel.landing", "conformance"),
 }
 _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "errors", "objectives",
-               "problems", "solvers", "verify", "plots", "cli"}
+               "problems", "solvers", "verify", "plots", "cli", "landing", "instances"}
 
 __all__ = sorted(list(_LAZY) + list(_SUBMODULES) + ["__version__"])
 

@@ -231,6 +231,8 @@ API_MODULES = [
     ("solution", "drflmodel.solution", "Solutions and certificates"),
     ("solvers", "drflmodel.solvers", "Distributed solvers"),
     ("verify", "drflmodel.verify", "Verification"),
+    ("landing", "drflmodel.landing", "Where a strategy lands: certified fixed points and conformance"),
+    ("instances", "drflmodel.instances", "Certified benchmark instances"),
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
     ("objectives", "drflmodel.objectives", "Client objectives"),
     ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),

@@ -15,8 +15,10 @@ returns the live error each round as a ``MetricRecord`` (``dist_theta``, ``objec
     report = rec.report()          # dm.verify of the run so far: distance, gap, rate, verdict
 
 :meth:`Recorder.watch` (optional) also records, per round, which clients the strategy sampled,
-which replied and which failed (a ``ClientApp`` error or no reply), and the messages and payload
-floats each way; clients are named by the ``partition-id`` metric of their reply when they send
+which replied and which failed (a ``ClientApp`` error or no reply), the messages and payload
+floats each way, and the training configuration the strategy sent (``train_config``: e.g.
+``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` given to ``start(train_config=...)``,
+which :func:`drflmodel.landing.conformance` reads); clients are named by the ``partition-id`` metric of their reply when they send
 one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
 :class:`~drflmodel.solvers.Trace` (``dm.verify`` grades it; rounds where not every client took
 part are listed in ``info["partial_participation"]`` and reported by ``dm.verify``).
@@ -161,6 +163,7 @@ class Recorder:
             row["sampled"] = sorted(m.metadata.dst_node_id for m in messages)
             row["messages_down"] = len(messages)
             row["floats_down"] = sum(record_floats(m.content) for m in messages)
+            row["train_config"] = _scalars(config)     # what the strategy sent (e.g. FedProx's proximal-mu)
             return messages
 
         def aggregate_train(server_round, replies):
@@ -238,6 +241,21 @@ class Recorder:
                                         "or report(solution)")
         kwargs.setdefault("expected_rate", None)
         return grade(self.trace(), sol, problem=self.problem, tol=tol, **kwargs)
+
+
+def _scalars(config) -> dict:
+    """A training ``ConfigRecord`` as a JSON-ready dict of its scalar entries (numbers, strings, booleans)."""
+    out = {}
+    for key, value in dict(config or {}).items():
+        if isinstance(value, (bool, np.bool_)):
+            out[str(key)] = bool(value)
+        elif isinstance(value, (int, np.integer)):
+            out[str(key)] = int(value)
+        elif isinstance(value, (float, np.floating)):
+            out[str(key)] = float(value)
+        elif isinstance(value, str):
+            out[str(key)] = value
+    return out
 
 
 class _Recorded:

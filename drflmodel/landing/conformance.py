@@ -1,0 +1,427 @@
+r"""The conformance verdict: did a run land where the strategy it claims to be provably lands?
+
+``conformance(run, problem, strategy)`` grades a run -- a simulator
+:class:`~drflmodel.solvers.Trace`, a Flower run recorded by :class:`drflmodel.flower.Recorder` or a
+:func:`drflmodel.flower.graded` app (its ``trace``), or an array of iterates -- against **both**
+the certified optimum of the objective (the oracle) and the strategy's certified landing point
+(:func:`~drflmodel.landing.fixed_point.fixed_point`). A FedAvg or FedProx run with local steps
+legitimately stops away from the optimum (client drift); the verdict separates that from a run
+that is not the strategy it claims to be:
+
+``"landed"``
+    the last iterate is within ``tol`` (plus the landing point's certified radius) of the landing
+    point: "landed on its fixed point (drift from the optimum: ..., expected)".
+``"elsewhere"``
+    proved or observed not to be the claimed strategy: "landed elsewhere: not the strategy it
+    claims to be". *Proved* for strategies whose round map :math:`T` is a certified contraction
+    (FedAvg, FedProx; :mod:`drflmodel.landing.contraction`) with a plain server step
+    :math:`\theta^{r+1}=\theta^r+\eta_g(T(\theta^r)-\theta^r)`: every round of such a run obeys
+    Banach's a-posteriori bound
+
+    .. math:: \|\theta^r-\theta^\star\|\le\frac{\|\theta^{r+1}-\theta^r\|}{\eta_g(1-q)},
+
+    and the a-priori one :math:`\|\theta^R-\theta^\star\|\le\kappa^R\|\theta^0-\theta^\star\|`,
+    :math:`\kappa=|1-\eta_g|+\eta_gq`; a round that breaks either (beyond the landing point's radius
+    and a rounding allowance) cannot come from the claimed strategy. *Observed* otherwise: the run
+    has stopped away from the landing point (over the last 10% of the rounds its distance fell by
+    less than 1%, and its last step is below ``1e-3`` of the distance) -- evidence, not a proof.
+    The nearest alternative landing point is named when the run matches one (FedAvg's point with
+    the same steps -- "the proximal term had no effect" --, FedProx with exact local solves, the
+    optimum).
+``"not_landed"``
+    still moving and consistent with the strategy so far; the rounds still needed at the certified
+    rate are estimated.
+``"incomplete"``
+    the landing point depends on configuration the run does not record (the local steps
+    :math:`J`, the step :math:`\eta`, FedProx's :math:`\mu`): the report names what it needs and
+    still grades the distance to the optimum.
+
+The configuration is read from the run where it is recorded (a simulator trace's parameters and
+``info["step_size_used"]``; the training configuration a Flower strategy sent -- ``proximal-mu``,
+``lr``, ``local-steps`` -- as recorded by :class:`drflmodel.flower.Recorder`), and any keyword given
+here takes precedence (its source is reported).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._validation import as_finite_array, check_real
+from ..errors import InvalidDataError, InvalidParameterError
+from ..solution import jsonable
+from .fixed_point import CONFIG_KEYS, fixed_point, missing_configuration, optimum_point
+from .result import FixedPoint
+from .strategies import StrategyNotCharacterized, characterize
+
+__all__ = ["conformance", "Conformance", "VERDICTS", "recorded_configuration"]
+
+VERDICTS = ("landed", "elsewhere", "not_landed", "incomplete")
+
+#: Flower training-configuration keys -> drflmodel's configuration keys
+FLOWER_CONFIG_KEYS = {"proximal-mu": "mu", "lr": "step_size", "learning-rate": "step_size",
+                      "local-steps": "local_steps", "local-epochs": None}
+#: server optimizers: their fixed point is FedAvg's, but no per-round contraction holds for them
+_SERVER_OPTIMIZERS = ("FedAdam", "FedYogi", "FedAdagrad", "FedAvgM")
+#: relative rounding allowance on a run's own arithmetic (per unit of max(1, ||theta||))
+_RUN_ROUNDING = 1e-10
+
+
+@dataclass
+class Conformance:
+    """A run graded against the optimum and the strategy's certified landing point (module docstring).
+
+    Attributes
+    ----------
+    strategy : the strategy the run claims to be.
+    verdict : one of :data:`VERDICTS`; ``passed`` is ``verdict == "landed"``.
+    text : the verdict in one sentence.
+    reasons : the evidence, one line each.
+    config : the configuration used (``config_source`` says, per key, ``"recorded"`` or ``"given"``).
+    missing : the configuration keys the landing point needs that neither the run nor the call gave.
+    fixed_point : the certified :class:`~drflmodel.landing.result.FixedPoint` (``None`` when incomplete).
+    optimum : the objective's certified :class:`~drflmodel.solution.Solution`.
+    rows : per round: ``dist_fixed_point``, ``dist_optimum``, ``step`` (the move to the next round).
+    drift : distance from the landing point to the optimum, and ``drift_objective`` the relative
+        objective excess there -- what the strategy gives up by design.
+    evidence : str
+        ``"proved"`` (a certified bound broken), ``"observed"`` (stopped away from the point) or ``""``.
+    matches : the alternative landing point the run matches, when it landed elsewhere.
+    """
+
+    strategy: str
+    verdict: str
+    text: str
+    reasons: list
+    config: dict
+    config_source: dict
+    missing: list
+    fixed_point: FixedPoint | None
+    optimum: Any
+    rows: list
+    drift: float | None
+    drift_objective: float | None
+    tol: float
+    evidence: str = ""
+    matches: str | None = None
+    rounds_to_land: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "landed"
+
+    @property
+    def final(self) -> dict:
+        return self.rows[-1] if self.rows else {}
+
+    def summary(self) -> str:
+        lines = [f"{'PASSED' if self.passed else 'FAILED'}: {self.strategy} -- {self.text}"]
+        f = self.final
+        if f:
+            parts = [f"{k}={f[k]:.3e}" for k in ("dist_fixed_point", "dist_optimum")
+                     if f.get(k) is not None and np.isfinite(f[k])]
+            lines.append(f"  after {len(self.rows) - 1} rounds: " + ", ".join(parts))
+        if self.drift is not None:
+            lines.append(f"  drift of the landing point from the optimum: {self.drift:.3e} "
+                         f"(objective {self.drift_objective:+.3e} relative)")
+        shown = {k: v for k, v in self.config.items() if k != "weights" and v is not None}
+        if shown:
+            lines.append("  configuration: " + ", ".join(
+                f"{k}={v:g} ({self.config_source.get(k, '?')})" if isinstance(v, float)
+                else f"{k}={v} ({self.config_source.get(k, '?')})" for k, v in shown.items()))
+        for reason in self.reasons:
+            lines.append(f"  {reason}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return jsonable({"strategy": self.strategy, "verdict": self.verdict, "passed": self.passed,
+                         "text": self.text, "reasons": self.reasons, "config": self.config,
+                         "config_source": self.config_source, "missing": self.missing,
+                         "fixed_point": None if self.fixed_point is None else self.fixed_point.to_dict(),
+                         "optimum": None if self.optimum is None else {
+                             "theta": self.optimum.theta, "value": self.optimum.value,
+                             "status": self.optimum.status},
+                         "rows": self.rows, "drift": self.drift, "drift_objective": self.drift_objective,
+                         "tol": self.tol, "evidence": self.evidence, "matches": self.matches,
+                         "rounds_to_land": self.rounds_to_land, "extra": self.extra})
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def plot(self, ax=None, path=None, label: str | None = None):
+        """Distances to the landing point (solid) and to the optimum (dashed) per round, log scale,
+        onto ``ax`` or into ``path``; returns the axes."""
+        import matplotlib
+
+        if ax is None:
+            if path is not None:
+                matplotlib.use("Agg", force=False)
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(6, 4))
+        r = [row["round"] for row in self.rows]
+        name = label or self.strategy
+        tiny = 1e-300
+        line, = ax.semilogy(r, [max(row["dist_fixed_point"], tiny) if row["dist_fixed_point"] is not None
+                               else np.nan for row in self.rows],
+                            label=f"{name}: to its fixed point ({self.verdict})")
+        ax.semilogy(r, [max(row["dist_optimum"], tiny) for row in self.rows], "--", color=line.get_color(),
+                    alpha=0.7, label=f"{name}: to the optimum")
+        ax.set_xlabel("round")
+        ax.set_ylabel(r"$\|\theta^r-\cdot\|$")
+        ax.legend(fontsize="small")
+        if path is not None:
+            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+        return ax
+
+
+# --------------------------------------------------------------------------- reading the run
+def recorded_configuration(run) -> tuple[str | None, dict]:
+    """``(strategy name, configuration)`` a run records: a simulator trace's solver and parameters
+    (``step_size`` from ``info["step_size_used"]`` when the solver chose it), or the training
+    configuration a Flower strategy sent (:class:`drflmodel.flower.Recorder` keeps it per round;
+    the last round's is used)."""
+    params = dict(getattr(run, "params", None) or {})
+    info = dict(getattr(run, "info", None) or {})
+    name = getattr(run, "solver", None) or None
+    config = {k: params[k] for k in CONFIG_KEYS if params.get(k) is not None}
+    if "step_size" not in config and info.get("step_size_used") is not None:
+        config["step_size"] = float(info["step_size_used"])
+    sent = [row.get("train_config") for row in info.get("participation", []) if row.get("train_config")]
+    if sent:
+        for key, value in sent[-1].items():
+            ours = FLOWER_CONFIG_KEYS.get(key)
+            if ours is not None and ours not in config:
+                config[ours] = value
+    if name in ("flower", "iterates"):
+        name = None
+    return name, config
+
+
+def _iterates(run) -> np.ndarray:
+    thetas = getattr(run, "theta", None)
+    if thetas is None and not hasattr(run, "solver"):
+        thetas = run
+    if thetas is None:
+        raise InvalidDataError("run has no per-round models: pass a Trace, a graded app or an array (R+1, P)")
+    return as_finite_array(thetas, "iterates", ndim=2)
+
+
+# --------------------------------------------------------------------------- the verdict
+def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
+                global_step=None, solution=None, tol: float = 1e-6) -> Conformance:
+    r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
+    docstring).
+
+    Parameters
+    ----------
+    run : a :class:`~drflmodel.solvers.Trace` (simulator or recorded Flower run), an object with a
+        ``trace`` attribute (a :func:`drflmodel.flower.graded` app), or iterates of shape ``(R+1, P)``.
+    problem : the problem the run trains on (the objective the strategy claims to minimize).
+    strategy : the strategy the run claims to be (default: the one the trace records).
+    local_steps, step_size, mu, weights, global_step : the configuration; recorded values are used
+        where these are ``None``.
+    solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
+    tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
+
+    Returns
+    -------
+    Conformance
+        The verdict, its evidence, the distances per round, the drift of the landing point.
+    """
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    if not isinstance(run, (np.ndarray, list, tuple)) and hasattr(run, "trace") and not hasattr(run, "theta"):
+        if solution is None:
+            solution = getattr(run, "solution", None)
+        run = run.trace
+        if run is None:
+            raise InvalidParameterError("the graded app has no trace yet: run it first")
+    T = _iterates(run)
+    recorded_name, recorded = recorded_configuration(run) if hasattr(run, "solver") else (None, {})
+    name = strategy if strategy is not None else recorded_name
+    if name is None:
+        raise InvalidParameterError("strategy: name the strategy the run claims to be (e.g. 'FedProx'); "
+                                    "these iterates record none")
+    if not isinstance(name, str):
+        name = type(name).__name__
+    char = characterize(name)
+    given = {"local_steps": local_steps, "step_size": step_size, "mu": mu, "global_step": global_step}
+    config, source = {}, {}
+    for key in CONFIG_KEYS:
+        if given.get(key) is not None:
+            config[key], source[key] = given[key], "given"
+        elif recorded.get(key) is not None:
+            config[key], source[key] = recorded[key], "recorded"
+    if T.shape[1] != int(problem.dim):
+        raise InvalidDataError(f"iterates must have {problem.dim} columns (the problem's P); got {T.shape[1]}")
+    sol = solution if solution is not None else problem.solve()
+    identify = getattr(problem, "identifiable", lambda t: np.asarray(t, float))
+    T_id = np.array([identify(t) for t in T])
+    opt_theta, opt_radius, _ = optimum_point(problem, sol)
+    opt_id = identify(opt_theta)
+    d_opt = np.linalg.norm(T_id - opt_id[None, :], axis=1)
+    steps = np.append(np.linalg.norm(np.diff(T, axis=0), axis=1), np.nan)
+
+    missing = missing_configuration(name, config)
+    if char.name == "FedProx" and config.get("local_steps") == "exact":
+        missing = [k for k in missing if k != "step_size"]
+    if missing:
+        rows = [{"round": r, "dist_fixed_point": None, "dist_optimum": float(d_opt[r]), "step": float(steps[r])}
+                for r in range(len(T))]
+        needs = "; ".join(f"{k} ({CONFIG_KEYS[k]})" for k in missing)
+        call = ", ".join(f"{k}=..." for k in missing)
+        text = (f"cannot grade the landing: {char.name}'s landing point depends on {', '.join(char.needs)}, "
+                f"and the run records no {', '.join(missing)}; pass them: conformance(run, problem, "
+                f"{char.name!r}, {call})")
+        return Conformance(strategy=char.name, verdict="incomplete", text=text,
+                           reasons=[f"needs: {needs}", f"distance to the optimum after {len(T) - 1} rounds: "
+                                    f"{d_opt[-1]:.3e}"],
+                           config=config, config_source=source, missing=missing, fixed_point=None, optimum=sol,
+                           rows=rows, drift=None, drift_objective=None, tol=tol)
+
+    fp_config = {k: v for k, v in config.items() if k in ("local_steps", "step_size", "mu", "global_step")}
+    if char.kind == "optimum":
+        fp_config = {k: v for k, v in fp_config.items() if k in char.needs}
+    fp_config["batch_size"] = config.get("batch_size")
+    fp = fixed_point(problem, char.name, weights=weights, solution=sol if char.kind == "optimum" else None,
+                     theta0=opt_theta if char.kind != "optimum" else None, **fp_config)
+    if fp.theta is None:
+        raise InvalidParameterError(f"{char.name}'s landing point could not be computed ({fp.status}): "
+                                    f"{fp.info.get('reason', '')}")
+    fp_id = identify(fp.theta)
+    d_fp = np.linalg.norm(T_id - fp_id[None, :], axis=1)
+    rows = [{"round": r, "dist_fixed_point": float(d_fp[r]), "dist_optimum": float(d_opt[r]),
+             "step": float(steps[r])} for r in range(len(T))]
+    drift = float(np.linalg.norm(fp_id - opt_id))
+    objective = problem.objective_for(sol) if hasattr(problem, "objective_for") else problem.objective
+    g_star = float(sol.value)
+    drift_objective = (float(objective(fp.theta)) - float(objective(opt_theta))) / max(1.0, abs(g_star))
+    return _verdict(char, fp, problem, sol, T, d_fp, d_opt, steps, config, source, rows, drift,
+                    drift_objective, tol, weights, opt_theta, opt_radius)
+
+
+def _verdict(char, fp, problem, sol, T, d_fp, d_opt, steps, config, source, rows, drift, drift_objective,
+             tol, weights, opt_theta, opt_radius) -> Conformance:
+    R = len(T) - 1
+    scale = max(1.0, float(np.linalg.norm(fp.theta)))
+    tol_abs = tol * scale
+    radius = fp.radius if np.isfinite(fp.radius) else 0.0
+    slack = _RUN_ROUNDING * scale
+    near = tol_abs + radius + (opt_radius if np.isfinite(opt_radius) else 0.0)
+    expected = (f"drift from the optimum: {drift:.3e} in theta, {drift_objective:+.3e} relative in the "
+                f"objective, expected" if drift > near else "it is the optimum")
+    common = dict(strategy=char.name, config=_shown(config, fp), config_source=source, missing=[], fixed_point=fp,
+                  optimum=sol, rows=rows, drift=drift, drift_objective=drift_objective, tol=tol)
+    reasons = [f"landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
+               f"source: {fp.source}"]
+    if d_fp[-1] <= tol_abs + radius:
+        text = f"landed on its fixed point (distance {d_fp[-1]:.2e} <= tol {tol_abs:.1e}; {expected})"
+        return Conformance(verdict="landed", text=text, reasons=reasons, **common)
+
+    proof = _broken_bound(char, fp, config, d_fp, steps, radius, slack)
+    stopped = _stopped(d_fp, steps)
+    if proof is not None or stopped:
+        matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs, weights)
+        evidence = "proved" if proof is not None else "observed"
+        why = proof if proof is not None else (
+            f"the run stopped (last step {steps[R - 1]:.2e}; its distance fell by less than 1% over the last "
+            f"10% of the rounds) at distance {d_fp[-1]:.3e} from the landing point -- observed, not proved: "
+            f"no per-round bound is certified for {char.name}")
+        text = (f"landed elsewhere: not the strategy it claims to be ({why}); distance to its fixed point "
+                f"{d_fp[-1]:.3e}, to the optimum {d_opt[-1]:.3e}")
+        if matches:
+            text += f"; it matches {matches}"
+        return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
+                           evidence=evidence, matches=matches, **common)
+    rounds = _rounds_to_land(fp, config, d_fp[-1], tol_abs)
+    text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
+            f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
+    if rounds is not None:
+        text += f"; about {rounds} more rounds at the certified rate"
+    return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, **common)
+
+
+def _stopped(d_fp, steps) -> bool:
+    """The run has stopped away from the point: over the last 10% of the rounds (at least 10) its
+    distance fell by less than 1% (a sublinear O(1/r) method still gains about 10% there), and the last
+    step is below 1e-3 of the distance."""
+    R = len(d_fp) - 1
+    window = max(10, R // 10)
+    if R < window + 1:
+        return False
+    return bool(d_fp[-1] >= 0.99 * d_fp[R - window] and steps[R - 1] <= 1e-3 * d_fp[-1])
+
+
+def _shown(config: dict, fp: FixedPoint) -> dict:
+    out = dict(config)
+    for key in ("local_steps", "step_size", "mu"):
+        if fp.config.get(key) is not None:
+            out[key] = fp.config[key]
+    return out
+
+
+def _plain_round(char, config) -> tuple[bool, float]:
+    """Whether the server step is :math:`\\theta+\\eta_g(T(\\theta)-\\theta)` (FedAvg, FedProx), and :math:`\\eta_g`."""
+    if char.kind != "local_steps" or char.name in _SERVER_OPTIMIZERS:
+        return False, 1.0
+    return True, float(config.get("global_step") or 1.0)
+
+
+def _broken_bound(char, fp, config, d_fp, steps, radius, slack) -> str | None:
+    """The first certified bound the run breaks (module docstring), as a sentence, or ``None``."""
+    plain, g = _plain_round(char, config)
+    q = fp.contraction
+    if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
+        return None
+    R = len(d_fp) - 1
+    # a posteriori: ||theta_r - theta*|| <= ||theta_{r+1} - theta_r|| / (g (1 - q)) (+ the point's radius)
+    allowed = steps[:R] / (g * (1.0 - q)) + radius + slack / (1.0 - q)
+    over = np.flatnonzero(d_fp[:R] > allowed * (1.0 + 1e-9))
+    if over.size:
+        r = int(over[0])
+        return (f"round {r}: distance {d_fp[r]:.3e} to the landing point exceeds the bound "
+                f"step/(eta_g (1-q)) = {allowed[r]:.3e} that every round of {char.name} obeys (q = {q:.4f})")
+    kappa = fp.round_factor(g)
+    if kappa is not None and kappa < 1:
+        prior = kappa ** R * (d_fp[0] + radius) + radius + slack / (1.0 - q)
+        if d_fp[-1] > prior * (1.0 + 1e-9):
+            return (f"after {R} rounds the distance {d_fp[-1]:.3e} exceeds the certified contraction bound "
+                    f"kappa^R d_0 = {prior:.3e} (kappa = {kappa:.4f})")
+    return None
+
+
+def _rounds_to_land(fp, config, distance, tol_abs) -> int | None:
+    kappa = fp.round_factor(float(config.get("global_step") or 1.0))
+    if kappa is None or not (0 < kappa < 1) or distance <= tol_abs:
+        return None
+    return int(np.ceil(np.log(tol_abs / distance) / np.log(kappa)))
+
+
+def _nearest_alternative(char, fp, problem, opt_theta, opt_radius, theta, tol_abs, weights) -> str | None:
+    """The alternative landing point ``theta`` is within tolerance of, in words (module docstring)."""
+    identify = getattr(problem, "identifiable", lambda t: np.asarray(t, float))
+    candidates = [("the objective's optimum (the local steps made no drift)", opt_theta, opt_radius)]
+    if fp.kind in ("local_steps", "moreau"):
+        J, eta, mu = fp.config.get("local_steps"), fp.config.get("step_size"), fp.config.get("mu")
+        try:
+            if char.name == "FedProx" and isinstance(J, int):
+                avg = fixed_point(problem, "FedAvg", local_steps=J, step_size=eta, weights=weights, theta0=fp.theta)
+                candidates.insert(0, (f"FedAvg's fixed point with the same J={J} and step {eta:.3g}: the proximal "
+                                      "term had no effect (mu ignored or the term evaluated to zero)",
+                                      avg.theta, avg.radius))
+                exact = fixed_point(problem, "FedProx", local_steps="exact", mu=mu, weights=weights, theta0=fp.theta)
+                candidates.append((f"FedProx's point with exact local solves (mu={mu:g})", exact.theta, exact.radius))
+        except (InvalidParameterError, StrategyNotCharacterized):
+            pass
+    for text, point, rad in candidates:
+        if point is None:
+            continue
+        rad = rad if np.isfinite(rad) else 0.0
+        if np.linalg.norm(identify(theta) - identify(point)) <= tol_abs + rad:
+            return text
+    return None
+
