@@ -1,7 +1,7 @@
 """What the explanations cost: ``dm.verify`` against the per-round table alone, same process.
 
 ``verify`` computes the per-round table (one exact objective per round -- the baseline here,
-``drflmodel.verify._rows``), then describes the error, fits the rate, predicts the theory's rate
+``drflmodel.verification._rows``), then describes the error, fits the rate, predicts the theory's rate
 (``drflmodel._rates``), compares and extrapolates (``drflmodel._diagnosis``). For Scaff-PD runs
 of 2,000 rounds on the README's CSV example (standardized; CVaR: the accelerated SC-C envelope,
 whose extrapolation to the tolerance runs the schedule's recursion for 2^14 rounds; chi^2: a
@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import drflmodel as dm
-from drflmodel.verify import _rows
+from drflmodel.verification import _rows
 
 
 def clinics(n: int = 200, seed: int = 0):

@@ -84,7 +84,7 @@ def run_one(fed, loss, norm, solver):
     out = {"solver": solver, "build_s": t_build, "compile_s": t_compile, "solve_wall_s": t_solve,
            "solver_time_s": own, "status": cpp.status}
     if cpp.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        sol = prob._certify(solver)
+        sol = prob.certify_solved(solver)
         out.update(U=sol.upper_bound, L=sol.lower_bound, rel_gap=sol.relative_gap,
                    certified=bool(sol.relative_gap <= 1e-6),
                    L_conic_dual=sol.info.get("dual_objective"), L_rigorous=sol.info.get("rigorous_lower_bound"),

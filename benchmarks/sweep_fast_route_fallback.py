@@ -14,6 +14,12 @@ family, the number of instances, the fallback rates, the certified fraction of t
 and the median time.
 Run: ``python benchmarks/sweep_fast_route_fallback.py [--instances 300] [--seed 0]``
 (~10-20 minutes for 300 on two cores).
+
+``--newton-in-auto`` answers whether the dense ``newton`` route (one Hessian factor per client)
+still earns its place in ``auto`` after ``sqp``: on the min-max instances only, it runs ``sqp``
+and, where ``sqp`` does not certify, both continuations -- ``newton`` then ``conic`` (the chain
+``auto`` used to take) and ``conic`` alone (today's ``auto``) -- interleaved in one process, and
+counts the certificates each chain ends with and its time.
 """
 
 from __future__ import annotations
@@ -85,13 +91,61 @@ def draw(rng):
         weights=weights, l2=float(rng.choice([0.0, l2])))
 
 
+def _timed(problem, method):
+    t0 = time.perf_counter()
+    sol = problem.solve(method=method)
+    return sol, time.perf_counter() - t0
+
+
+def newton_in_auto(args, rng):
+    """The ``--newton-in-auto`` comparison (module docstring)."""
+    counts = {"instances": 0, "sqp certified": 0, "with newton certified": 0, "without newton certified": 0}
+    times = {"with newton": [], "without newton": []}
+    lost, started = [], time.perf_counter()
+    while counts["instances"] < args.instances:
+        label, problem = draw(rng)
+        if label.startswith("WassersteinDRFL"):
+            continue                      # its 'newton' is the trust-region SQP, another route
+        counts["instances"] += 1
+        sol, t_sqp = _timed(problem, "sqp")
+        if sol.status == "optimal":
+            counts["sqp certified"] += 1
+            counts["with newton certified"] += 1
+            counts["without newton certified"] += 1
+            times["with newton"].append(t_sqp)
+            times["without newton"].append(t_sqp)
+            continue
+        newton_applies = next(r for r in problem.routes() if r.name == "newton").applies(problem.structure) is None
+        order = ["newton", "conic"] if counts["instances"] % 2 else ["conic", "newton"]      # interleaved
+        runs = {m: _timed(problem, m) for m in order if m != "newton" or newton_applies}
+        conic, t_conic = runs["conic"]
+        newton, t_newton = runs.get("newton", (None, 0.0))
+        with_newton_ok = newton is not None and newton.status == "optimal"
+        counts["with newton certified"] += with_newton_ok or conic.status == "optimal"
+        counts["without newton certified"] += conic.status == "optimal"
+        times["with newton"].append(t_sqp + t_newton + (0.0 if with_newton_ok else t_conic))
+        times["without newton"].append(t_sqp + t_conic)
+        print(f"sqp {sol.status} (gap {sol.relative_gap:.1e}) on {label} N*P={problem.structure.size}: "
+              f"newton {newton.status if newton is not None else 'does not apply'} ({t_newton:.1f} s), "
+              f"conic {conic.status} ({t_conic:.1f} s)")
+        if with_newton_ok and conic.status != "optimal":
+            lost.append(label)
+    print(f"\n{counts} ({time.perf_counter() - started:.0f} s, seed {args.seed})")
+    for chain, ts in times.items():
+        print(f"{chain:>15}: total {sum(ts):.1f} s, median {statistics.median(ts):.2f} s")
+    print(f"certificates lost without newton: {len(lost)} {lost}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--newton-in-auto", action="store_true", help="compare auto with and without 'newton'")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(args.seed)
+    if args.newton_in_auto:
+        return newton_in_auto(args, rng)
     rows = collections.defaultdict(lambda: {"count": 0, "fast": 0, "fallback": 0, "conic": 0, "certified": 0,
                                             "times": []})
     started = time.perf_counter()

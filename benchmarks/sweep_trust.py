@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import drflmodel as dm  # noqa: E402
-from drflmodel._answer_validation import CheckedChannel  # noqa: E402
+from drflmodel.client_oracle import CheckedChannel  # noqa: E402
 from drflmodel._bounds import theorem_bound  # noqa: E402
 from drflmodel.client_oracle import LocalChannel, Site, federated_solve  # noqa: E402
 

@@ -30,10 +30,10 @@ _LAZY = {
     "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
     "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
     # verification
-    "verify": ("drflmodel.verify", "verify"),
-    "verify_iterates": ("drflmodel.verify", "verify_iterates"),
-    "Verifier": ("drflmodel.verify", "Verifier"),
-    "Report": ("drflmodel.verify", "Report"),
+    "verify": ("drflmodel.verification", "verify"),
+    "verify_iterates": ("drflmodel.verification", "verify_iterates"),
+    "Verifier": ("drflmodel.verification", "Verifier"),
+    "Report": ("drflmodel.verification", "Report"),
     # scikit-learn models -> the objective their federated training minimizes
     "from_sklearn": ("drflmodel._from_sklearn", "from_sklearn"),
     # where a federated strategy lands, certified, and whether a run landed there
@@ -41,7 +41,7 @@ _LAZY = {
     "conformance": ("drflmodel.landing", "conformance"),
 }
 _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "errors", "objectives",
-               "problems", "solvers", "verify", "plots", "cli", "landing", "instances"}
+               "problems", "solvers", "plots", "cli", "landing", "instances"}
 
 __all__ = sorted(list(_LAZY) + list(_SUBMODULES) + ["__version__"])
 

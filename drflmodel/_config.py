@@ -66,7 +66,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ConfigError", "load_config", "build_problem", "build_solver", "SCHEMA", "ENGINES", "KEY_HELP",
+__all__ = ["ConfigError", "load_config", "build_federation", "build_problem", "build_solver", "SCHEMA", "ENGINES", "KEY_HELP",
            "FAMILY_CLASSES", "WEIGHT_SETS"]
 
 
@@ -415,13 +415,19 @@ def _lp_ball(spec: dict, n: int, fed):
     return sets.LpBall(np.asarray(center, float), **spec)
 
 
+def build_federation(cfg: dict):
+    """The federation of a validated configuration's ``[data]`` section (its ``[problem]`` family
+    decides horizontal or vertical, its ``[loss]`` the task) -- what a client process needs."""
+    return _federation(cfg["data"], cfg["problem"]["family"], _loss_task(cfg["loss"]["name"]))
+
+
 def build_problem(cfg: dict):
     """The drflmodel Problem described by a validated configuration."""
     from . import losses
     from .errors import InvalidDataError
     import drflmodel as dm
 
-    fed = _federation(cfg["data"], cfg["problem"]["family"], _loss_task(cfg["loss"]["name"]))
+    fed = build_federation(cfg)
     loss_options = cfg["loss"].get("options", {})
     try:
         loss = losses.get(cfg["loss"]["name"], **loss_options)

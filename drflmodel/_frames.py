@@ -1,6 +1,6 @@
 """Tables of results as pandas DataFrames when pandas is installed (extra ``drflmodel[pandas]``).
 
-Two accessors with one meaning everywhere (:class:`~drflmodel.verify.Report` and
+Two accessors with one meaning everywhere (:class:`~drflmodel.verification.Report` and
 :class:`SweepResult`):
 
 * ``.table`` -- a ``pandas.DataFrame`` when pandas is importable, else the plain list of row

@@ -12,7 +12,7 @@ Even when enabled, nothing appears before :data:`DELAY` seconds have passed, so 
 silent. The display is **transient**: it is erased when the work ends, leaving the program's own
 output as it would be without it. It shows the count done out of the total, the current error when
 a callback supplies one (a callback writes it on the round result as ``intermediate_result.error``,
-as :class:`~drflmodel.verify.Verifier` and :class:`ErrorProbe` do) and the elapsed time.
+as :class:`~drflmodel.verification.Verifier` and :class:`ErrorProbe` do) and the elapsed time.
 
 ``tqdm`` (extra ``drflmodel[progress]``) draws the bar when installed; otherwise a one-line plain
 display is used. Neither this module nor ``import drflmodel`` imports tqdm until a display starts.
@@ -205,7 +205,7 @@ def progress_callback(callback: Callable | None, total: int, desc: str, progress
 
 class ErrorProbe:
     """A solver callback that never stops the run: every ``interval`` seconds it evaluates
-    ``error(theta)`` (e.g. :meth:`~drflmodel.verify.Verifier.error`) and writes the latest value
+    ``error(theta)`` (e.g. :meth:`~drflmodel.verification.Verifier.error`) and writes the latest value
     on the round result as ``intermediate_result.error``, for the progress display."""
 
     def __init__(self, error: Callable[[Any], float], interval: float = 0.5):

@@ -72,7 +72,7 @@ def _record_data(problem, sol) -> None:
 
 def _cmd_verify(args) -> int:
     from ._config import build_problem, build_solver, describe, load_config
-    from .verify import verify
+    from .verification import verify
 
     cfg = load_config(args.config, need_solver=True)
     problem = build_problem(cfg)

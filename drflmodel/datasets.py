@@ -58,6 +58,7 @@ __all__ = [
     "iid_partition",
     "imbalance",
     "adult",
+    "adult_arrays",
     "adult_horizontal",
     "adult_attribute_blocks",
     "synthetic_vertical",
@@ -70,7 +71,7 @@ __all__ = [
     "PENGUIN_SPECIES",
 ]
 
-from ._drfl_benchmarks import abalone, breast_cancer_original, heart  # noqa: E402  (re-exported)
+from . import _drfl_benchmarks as _drfl  # noqa: E402  (the shipped files of the DRFL benchmark loaders)
 
 _DATA_EXTRA_HINT = "install the optional data dependencies with `pip install drflmodel[data]`"
 
@@ -681,6 +682,17 @@ def _adult_raw(split: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def adult_arrays(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """The Adult census rows of LIBSVM's ``a8a`` preprocessing as read-only arrays ``(X, y)``:
+    ``X`` the 123 binary features (``uint8`` 0/1, column ``j`` is LIBSVM's feature ``j + 1``),
+    ``y`` in {-1, +1} (+1: income > 50K). ``split`` is ``"train"`` (``a8a``) or ``"test"``
+    (``a8a.t``). For protocols that split the rows by a feature column themselves (e.g.
+    :func:`drflmodel.instances.adult_doctorate`); :func:`adult` builds federations."""
+    if split not in _ADULT_FILES:
+        raise InvalidParameterError(f"split must be one of {sorted(_ADULT_FILES)}; got {split!r}")
+    return _adult_raw(split)
+
+
 def _adult_attrs(drop_sensitive: bool) -> list[tuple[str, int, int]]:
     return [a for a in ADULT_ATTRIBUTES if not (drop_sensitive and a[0] == "sex")]
 
@@ -904,3 +916,76 @@ def synthetic_vertical(n_samples: int = 500, dim: int = 10, n_parties: int = 3,
     if return_params:
         return vfed, {"w": w}
     return vfed
+
+
+# ---------------------------------------------------------------------------------- DRFL paper's benchmark sets
+def _drfl_finish(X, y, task, n_clients, partition, alpha, seed, add_intercept, return_X_y):
+    """The DRFL benchmark loaders' common end: the intercept column, then the arrays or the split."""
+    if not isinstance(return_X_y, bool):
+        raise InvalidParameterError(f"return_X_y must be True or False; got {return_X_y!r}")
+    if not isinstance(add_intercept, bool):
+        raise InvalidParameterError(f"add_intercept must be True or False; got {add_intercept!r}")
+    X, y = np.array(X, float), np.array(y, float)
+    if add_intercept:
+        X = _prepend_ones(X)
+    if return_X_y:
+        return X, y
+    n_clients = check_int(n_clients, "n_clients", low=1, high=len(y))
+    return _split_rows(X, y, partition, n_clients, alpha, seed, 1, task)
+
+
+def breast_cancer_original(n_clients: int = 3, partition: str = "iid", alpha: float = 0.5,
+                           keep_code_number: bool = False, add_intercept: bool = False,
+                           seed: int = 0, return_X_y: bool = False):
+    """Breast Cancer Wisconsin (**Original**; Wolberg 1992, UCI DOI 10.24432/C5HP4Z) as LIBSVM's
+    ``breast-cancer_scale``: 683 rows (the 16 of 699 with a missing value dropped), labels
+    ``-1`` = benign (444 rows, raw class 2), ``+1`` = malignant (239 rows, raw class 4).
+
+    Features, each scaled to :math:`[-1, 1]` by LIBSVM: **feature 1 is the scaled sample code
+    number** (a patient identifier) and features 2–10 are the nine clinical attributes (clump
+    thickness, uniformity of cell size, uniformity of cell shape, marginal adhesion, single
+    epithelial cell size, bare nuclei, bland chromatin, normal nucleoli, mitoses; integers 1–10
+    before scaling). By default the code number is **dropped** (``keep_code_number=False``, 9
+    features): an identifier carries no signal about the tumour, and a linear model fitted on it
+    would learn the order in which samples were collected (the UCI file is in collection order,
+    from 1989 to 1991). ``keep_code_number=True`` keeps the LIBSVM file's 10 columns.
+
+    No intercept by default (the DRFL paper's models have none); ``add_intercept=True`` prepends
+    the constant column. ``partition``/``alpha``/``seed`` split the rows over ``n_clients`` as
+    :func:`drflmodel.datasets.breast_cancer` does; ``return_X_y=True`` returns the arrays instead.
+    """
+    X, y = _drfl.read_breast_cancer_original(keep_code_number)
+    return _drfl_finish(X, y, "classification", n_clients, partition, alpha, seed, add_intercept, return_X_y)
+
+
+def heart(n_clients: int = 3, partition: str = "iid", alpha: float = 0.5, add_intercept: bool = False,
+          seed: int = 0, return_X_y: bool = False):
+    """Statlog (Heart) (UCI DOI 10.24432/C57303) as LIBSVM's ``heart_scale``: 270 rows, 13
+    attributes (age, sex, chest pain type, resting blood pressure, serum cholesterol, fasting blood
+    sugar > 120, resting ECG, maximum heart rate, exercise-induced angina, ST depression, slope of
+    the peak ST segment, number of major vessels, thal), each scaled to :math:`[-1, 1]`. Labels:
+    ``-1`` = absence of heart disease (150 rows), ``+1`` = presence (120 rows).
+
+    Arguments as in :func:`breast_cancer_original` (no intercept by default, the paper's models
+    have none).
+    """
+    X, y = _drfl.read_heart()
+    return _drfl_finish(X, y, "classification", n_clients, partition, alpha, seed, add_intercept, return_X_y)
+
+
+def abalone(n_clients: int = 3, partition: str = "iid", alpha: float = 0.5, add_intercept: bool = False,
+            seed: int = 0, return_X_y: bool = False):
+    """Abalone (Nash et al. 1995, UCI DOI 10.24432/C55C7W): 4,177 rows, target = **rings** (an
+    integer age proxy, 1–29, unscaled, as in LIBSVM's ``abalone_scale``).
+
+    Features as LIBSVM encodes them: Sex as a number, M = 1, F = 2, I = 3
+    (:data:`drflmodel._drfl_benchmarks.ABALONE_SEX_CODES`), then the seven measurements (length, diameter, height, whole,
+    shucked, viscera and shell weight); all eight columns scaled to :math:`[-1, 1]` over all rows
+    (:func:`drflmodel._drfl_benchmarks.libsvm_scale`), so Sex becomes M = -1, F = 0, I = +1. (One ordinal column for a
+    categorical attribute is LIBSVM's choice, kept for fidelity to the paper's data.)
+
+    Arguments as in :func:`breast_cancer_original`; ``partition="dirichlet"`` bins the rings into
+    quantile classes first.
+    """
+    X, rings = _drfl.read_abalone()
+    return _drfl_finish(X, rings, "regression", n_clients, partition, alpha, seed, add_intercept, return_X_y)

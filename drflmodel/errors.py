@@ -9,6 +9,9 @@ Every error raised on purpose by the package derives from :class:`DrflmodelError
 * :class:`NotConvexError` -- the requested formulation is not convex (or not DCP) for the
   given data; the message names the failing condition and the exact alternative.
 * :class:`SolverError` -- no open solver produced an answer that passed its certificate.
+* :class:`MemoryLimitError` -- an allocation the request needs (a dense :math:`P\\times P`
+  Hessian, a copy of the data) would exceed the memory available; refused, with the estimate,
+  before anything is allocated.
 
 Warnings derive from :class:`DrflmodelWarning` (a ``UserWarning``):
 
@@ -25,6 +28,7 @@ __all__ = [
     "InvalidParameterError",
     "NotConvexError",
     "SolverError",
+    "MemoryLimitError",
     "DrflmodelWarning",
     "SolverFallbackWarning",
 ]
@@ -51,6 +55,15 @@ class NotConvexError(DrflmodelError):
 
 class SolverError(DrflmodelError, RuntimeError):
     """No available solver produced an answer that passed its certificate."""
+
+
+class MemoryLimitError(DrflmodelError, MemoryError):
+    """An allocation would exceed the available memory: refused before it is made. Attributes
+    ``what`` (the allocation), ``needed`` and ``available`` (bytes)."""
+
+    def __init__(self, message: str, what: str = "", needed: int = 0, available: int | None = None):
+        super().__init__(message)
+        self.what, self.needed, self.available = what, int(needed), available
 
 
 class DrflmodelWarning(UserWarning):

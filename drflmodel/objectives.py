@@ -143,6 +143,11 @@ class ClientObjectives:
         """:math:`P=Kd`, the length of :math:`\\theta`."""
         return self.n_features * self.n_outputs
 
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the rows held here (the stacked, padded ``X``, ``y`` and mask arrays)."""
+        return int(self._X.nbytes + self._y.nbytes + self._mask.nbytes)
+
     def restricted(self, i: int) -> "ClientObjectives":
         """The objective of client *i* alone (a copy holding only that client's own rows; its
         results have one row). Used by :class:`~drflmodel.problems.engine.problem.ClientView`."""

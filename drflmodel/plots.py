@@ -58,7 +58,7 @@ def _axes(ax):
 
 
 def plot_report(report, path=None, ax=None):
-    """Error curves of one :class:`~drflmodel.verify.Report` (log scale)."""
+    """Error curves of one :class:`~drflmodel.verification.Report` (log scale)."""
     return plot_convergence({report.solver or "iterates": report}, path=path, ax=ax)
 
 

@@ -61,6 +61,8 @@ __all__ = [
 
 #: tolerances of the small CVXPY solves done inside this module (Clarabel)
 _CLARABEL_OPTS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 500}
+#: the tolerances of the sets' internal problems (tighter than the oracles' documented ones)
+_SUBPROBLEM_TOLERANCES = {"CLARABEL": _CLARABEL_OPTS, "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100_000}}
 #: largest vertex list we agree to build
 _MAX_VERTICES = 200_000
 
@@ -211,16 +213,15 @@ def _unique_rows(V, decimals: int = 12) -> np.ndarray:
 
 
 def _solve(problem: cp.Problem, what: str):
-    """Solve a small internal CVXPY problem with Clarabel (tight tolerances), falling back to SCS."""
-    for solver, opts in (("CLARABEL", _CLARABEL_OPTS), ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9,
-                                                                  "max_iters": 100_000})):
-        try:
-            problem.solve(solver=solver, **opts)
-        except cp.error.SolverError:
-            continue
-        if problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            return problem.value
-    raise SolverError(f"{what}: no solver succeeded (last status {problem.status})")
+    """Solve a small internal CVXPY problem through the package's solver sequence (Clarabel at
+    tight tolerances first, then the other installed solvers; SCS at 1e-9); its optimal value, or
+    :class:`~drflmodel.errors.SolverError` naming ``what`` and every attempt."""
+    from .problems.engine.solvers import failure_reason, solve_with_fallback
+
+    attempts = []
+    if solve_with_fallback(problem, tolerances=_SUBPROBLEM_TOLERANCES, attempts=attempts) is None:
+        raise SolverError(f"{what}: {failure_reason(attempts)}")
+    return problem.value
 
 
 def _check_vector(v, n: int, name: str) -> np.ndarray:

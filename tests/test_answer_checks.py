@@ -1,4 +1,4 @@
-"""The server's checks of a client's answers (drflmodel._answer_checks), one function per check:
+"""The server's checks of a client's answers (drflmodel.client_oracle.checks), one function per check:
 honest answers of real sites pass every check -- also on ill-conditioned rows (features scaled
 1e-3 .. 1e3) -- and each corruption of the issue's list is caught by the check named for it."""
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel import _answer_checks as C
-from drflmodel.client_oracle import Site, _untriu
+from drflmodel.client_oracle import checks as C
+from drflmodel.client_oracle import Site
+from drflmodel.client_oracle.protocol import unpack_symmetric as _untriu
 
 LOSSES = [(dm.losses.Logistic(), 1), (dm.losses.Squared(), 1), (dm.losses.Multinomial(), 3),
           (dm.losses.Huber(1.0), 1), (dm.losses.SmoothHinge(), 1)]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel._answer_validation import CheckedChannel
+from drflmodel.client_oracle import CheckedChannel
 from drflmodel.client_oracle import ClientFault, LocalChannel, federated_solve
 from tests._lying import Lying, edit
 
@@ -87,7 +87,7 @@ def test_a_lying_client_is_rejected_by_the_named_check_and_never_certifies(lie):
     rejected = [r for r in channel.rejections if r["client"] == 0]
     assert rejected and rejected[0]["check"] == check, channel.rejections[:2]
     assert all(r["client"] == 0 for r in channel.rejections)          # the honest clients are never blamed
-    assert "client 0 failed" in sol.info["fault"]
+    assert sol.info["fault"]["message"].startswith("client 0 failed") and sol.info["fault"]["partition"] == 0
 
 
 def test_the_fault_names_the_check_and_its_numbers():

@@ -138,3 +138,43 @@ def test_federated_solve_over_the_local_channel_is_the_centralized_one():
     sol = federated_solve(prob, LocalChannel.from_problem(prob))
     assert sol.status == central.status == "optimal" and sol.info["federated"]["transport"] == "LocalChannel"
     assert abs(sol.upper_bound - central.upper_bound) <= 1e-10 and abs(sol.lower_bound - central.lower_bound) <= 1e-10
+
+
+def test_the_federated_solve_is_the_dispatch_of_the_family_over_what_the_clients_answer():
+    """The server's problem is the family's own, built on the declared federation (its objectives
+    ask the clients from construction on): no method, objectives or certify_at replaced at run time,
+    and the route is the one dispatch chose among those whose needs the clients answer."""
+    fed = dm.datasets.synthetic_classification(n_clients=3, dim=3, samples=[30, 40, 50], seed=1)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(3, 0.5), l2=0.05)
+    sol = federated_solve(prob, LocalChannel.from_problem(prob))
+    server = sol.problem
+    assert type(server) is dm.FederatedDRO and server is not prob
+    assert isinstance(server.objectives, FederatedObjectives) and not server.structure.rows_local
+    assert {"certify_at", "solve", "routes", "fixed_weight_minimum"}.isdisjoint(vars(server))   # the class's methods
+    assert server.federation.channel is not None
+    info = sol.info["federated"]
+    assert sol.info["method"] == info["method"] == "sqp"
+    assert info["queries_needed"] == ["gradients", "hessians", "values"]
+    assert "rows" not in info["queries_available"] and {"values", "gradients", "hessians"} <= set(info["queries_available"])
+    with pytest.raises(dm.InvalidParameterError, match="method 'conic' needs the clients' rows: a federated server "
+                                                       "holds no row.*'sqp', 'bundle'"):
+        federated_solve(prob, LocalChannel.from_problem(prob), method="conic")
+
+
+def test_the_client_oracle_patches_nothing_and_switches_on_no_type():
+    """An AST scan of drflmodel/client_oracle: no ``type(x) is ...`` switch, no assignment to a
+    problem's ``objectives`` or ``certify_at``."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    for path in sorted((Path(dm.__file__).parent / "client_oracle").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) \
+                    and getattr(node.left.func, "id", None) == "type" and isinstance(node.ops[0], (ast.Is, ast.Eq)):
+                found.append(f"{path.name}:{node.lineno} type(...) is")
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and target.attr in ("objectives", "certify_at"):
+                        found.append(f"{path.name}:{node.lineno} .{target.attr} =")
+    assert not found, found

@@ -409,10 +409,15 @@ def test_sklearn_loaders_bad_arguments(fn, kwargs, name):
 
 
 # ------------------------------------------------------------------------------- Adult
-SHARED_ADULT = Path("/work/shared/data/adult-a8a")
+REPOSITORY = Path(__file__).resolve().parents[1]
+#: the workspace's independent reference copy of a8a, looked up next to the repository (its
+#: ``../shared``, or two levels up for a git worktree): never an absolute machine path
+SHARED_ADULT = next((p for p in (REPOSITORY.parent / "shared/data/adult-a8a",
+                                 REPOSITORY.parent.parent / "shared/data/adult-a8a") if p.exists()),
+                    REPOSITORY.parent / "shared/data/adult-a8a")
 SHIPPED_ADULT = Path(ds.__file__).parent / "_data"
 # the raw-file checks read the shared reference copy when this machine has it (the project's
-# workspace), else the shipped copy; the byte-equality test below ties the two together
+# workspace), else the shipped copy (a fresh clone); the byte-equality test below ties the two together
 RAW_ADULT = SHARED_ADULT if SHARED_ADULT.exists() else SHIPPED_ADULT
 needs_shared = pytest.mark.skipif(not SHARED_ADULT.exists(),
                                   reason="the shared reference copy of a8a is not on this machine")

@@ -379,6 +379,27 @@ def test_examples_survive_the_galleries_empty_docstring():
     assert offenders == []
 
 
+def test_the_architecture_page_names_only_modules_that_exist():
+    """docs/architecture.md and its figure name the engine's modules; each one must exist (a module
+    moved or renamed makes the page wrong, and this test fails)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    figure = (DOCS / "architecture.svg").read_text(encoding="utf-8")
+    assert "architecture.svg" in page and "architecture" in (DOCS / "index.md").read_text(encoding="utf-8")
+    package = ROOT / "drflmodel"
+    named = set(re.findall(r"drflmodel/[\w/]+(?:\.py|/)", page))
+    assert len(named) >= 15, named
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    # the figure abbreviates: a path there is under drflmodel/ or drflmodel/problems/ (engine/...)
+    drawn = set(re.findall(r"(?<![\w/])((?:[a-z_]+/)*[a-z_]+\.py)", figure))
+    assert len(drawn) >= 10, drawn
+    missing += sorted(p for p in drawn if not ((package / p).exists() or (package / "problems" / p).exists()))
+    assert not missing, missing
+    for name in re.findall(r"`(drflmodel(?:\.\w+)+)`", page):      # dotted names, if any
+        module, _, attr = name.rpartition(".")
+        assert hasattr(__import__(module, fromlist=[attr]), attr), name
+    assert (package / "problems" / "engine" / "route.py").is_file()
+
+
 # ------------------------------------------------------------------------------ API pages read right
 class _Classifiers(HTMLParser):
     """The text of numpydoc's type spans (``<span class="classifier">``) of a page."""
@@ -420,7 +441,7 @@ def test_api_pages_say_what_verify_returns_and_name_no_private_module(site):
     assert "Returns" in page and "Report" in page
     for name in ("times", "solver", "require_rate", "prediction"):
         assert f"<strong>{name}</strong>" in page, name
-    rates = (site / "api" / "generated" / "drflmodel.verify.RATE_KINDS.html").read_text()
+    rates = (site / "api" / "generated" / "drflmodel.verification.RATE_KINDS.html").read_text()
     assert "Built-in immutable sequence" not in rates and "contraction factor" in rates
     leaks = [p.name for p in (site / "api").rglob("*.html")
              if re.search(r"drflmodel\.(_rates|_diagnosis|flower\._logs)\b", p.read_text(encoding="utf-8"))]

@@ -11,7 +11,7 @@ import drflmodel as dm  # noqa: E402
 from drflmodel import plots  # noqa: E402
 from drflmodel.errors import InvalidParameterError  # noqa: E402
 from drflmodel.solution import Solution  # noqa: E402
-from drflmodel.verify import verify_iterates  # noqa: E402
+from drflmodel.verification import verify_iterates  # noqa: E402
 
 
 class _Toy:

@@ -115,7 +115,7 @@ def _config_example() -> list[str]:
 
 def test_readme_config_example_solves_and_verifies(tmp_path):
     from drflmodel._config import build_problem, build_solver, load_config
-    from drflmodel.verify import verify
+    from drflmodel.verification import verify
 
     (toml,) = _config_example()
     cfg_path = tmp_path / "readme.toml"

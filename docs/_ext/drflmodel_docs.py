@@ -230,7 +230,7 @@ API_MODULES = [
     ("deo", "drflmodel.problems.deo", "DEO-constrained vertical FL: party and server views"),
     ("solution", "drflmodel.solution", "Solutions and certificates"),
     ("solvers", "drflmodel.solvers", "Distributed solvers"),
-    ("verify", "drflmodel.verify", "Verification"),
+    ("verify", "drflmodel.verification", "Verification"),
     ("landing", "drflmodel.landing", "Where a strategy lands: certified fixed points and conformance"),
     ("instances", "drflmodel.instances", "Certified benchmark instances"),
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
@@ -306,7 +306,7 @@ def config_reference_rst() -> list[str]:
     import drflmodel as dm
     from drflmodel import _config, datasets, losses, sets, solvers
     from drflmodel.solvers import Solver
-    from drflmodel.verify import RATE_KINDS
+    from drflmodel.verification import RATE_KINDS
 
     lines: list[str] = []
     for table, keys in _config.SCHEMA.items():

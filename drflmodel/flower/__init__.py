@@ -83,8 +83,8 @@ _LAZY = {
     "with_oracle": ("drflmodel.flower.oracle", "with_oracle"),
     "FlowerChannel": ("drflmodel.flower.oracle", "FlowerChannel"),
     # any Flower app graded without editing it
-    "graded": ("drflmodel.flower.graded", "graded"),
-    "answering": ("drflmodel.flower.graded", "answering"),
+    "graded": ("drflmodel.flower.app_grading", "graded"),
+    "answering": ("drflmodel.flower.app_grading", "answering"),
     # the rows a Flower app loads with Flower Datasets, for the oracle
     "FlowerDatasets": ("drflmodel.flower.partitions", "FlowerDatasets"),
 }

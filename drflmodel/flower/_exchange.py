@@ -26,7 +26,7 @@ from flwr.app import Message
 
 from .._validation import check_real
 from ..errors import InvalidParameterError
-from ..solvers._base import CommLedger
+from ..solvers import CommLedger
 from ._records import (METRICS, diagnostic_arrays, down_content, payload_arrays, payload_floats,
                        payload_name)
 

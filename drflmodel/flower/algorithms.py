@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import InvalidParameterError
-from ..solvers._sampling import sample_by_weights, sample_uniform, sampling_probabilities
+from ..solvers.sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from ._exchange import Exchange, combine, losses_or_stale
 from ._port import Port, batch_size
 from .vertical import FairVFLPort, FedBCDPort

@@ -66,7 +66,7 @@ from flwr.clientapp import ClientApp
 
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
-from ..solvers._base import client_generators
+from ..solvers import client_generators
 from ._records import CONFIG, payload_arrays, rng_from_text, rng_to_text, up_content
 
 __all__ = ["client_app", "strategy_client_app", "partition_of"]

@@ -124,7 +124,7 @@ def grade_against_oracle(trace, oracle):
     """Grade a trace against a federated oracle of the same deployment: the clients' values at
     every round's model in **one** exchange, then :func:`drflmodel.verify`; the measured objectives
     and the oracle go into the trace (``iterates["objective"]``, ``info["oracle"]``)."""
-    from ..verify import verify
+    from ..verification import verify
 
     server = oracle.problem
     server.objectives.prefetch_values(trace.theta)
@@ -168,7 +168,7 @@ def config_client_app(app_dir):
     :class:`~drflmodel.objectives.ClientObjectives` -- not the oracle (no CVXPY, no weight set); the
     families whose clients compute something else (Wasserstein, DEO) build the whole problem."""
     from .. import losses
-    from .._config import _federation, _loss_task, build_problem, load_config
+    from .._config import build_federation, build_problem, load_config
     from ..client_oracle import Site
     from ..objectives import ClientObjectives
     from .client import client_app, partition_of
@@ -179,7 +179,7 @@ def config_client_app(app_dir):
         family = cfg["problem"]["family"]
         if family not in _LIGHT_FAMILIES:
             return build_problem(cfg), None
-        fed = _federation(cfg["data"], family, _loss_task(cfg["loss"]["name"]))
+        fed = build_federation(cfg)
         loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
         opts = cfg["problem"].get("options", {})
         return fed, ClientObjectives(fed, loss, float(opts.get("l2", 0.0)), opts.get("penalize_intercept", True))
@@ -199,7 +199,7 @@ def config_client_app(app_dir):
     def policy(context):
         """The default policy, with one value per round at once: the server grades the run's every
         model in one exchange (:func:`grade_against_oracle`)."""
-        from .._client_policy import QueryPolicy
+        from ..client_oracle import QueryPolicy
 
         cfg = load_config(_config_path(app_dir, context))
         return QueryPolicy(points_per_values=int(cfg.get("solver", {}).get("options", {}).get("rounds", 0)) + 1)
@@ -212,7 +212,7 @@ def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbos
     its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
     ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
     ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
-    Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.graded.graded` app, whose
+    Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.app_grading.graded` app, whose
     ``report`` then holds the verdict). Flower's per-round INFO log stays off the terminal unless
     you configured Flower's logger or pass ``verbose=True``; Flower's warnings and drflmodel's own
     lines always show."""

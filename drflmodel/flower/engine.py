@@ -22,7 +22,7 @@ from flwr.serverapp import ServerApp
 
 from .._validation import check_choice, check_int
 from ..errors import InvalidParameterError
-from ..solvers._base import Trace
+from ..solvers import Trace
 from ._hygiene import network_hygiene
 from ._logs import flower_logs
 from .algorithms import port_for

@@ -97,12 +97,12 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
     partition. Nothing else of the app changes; its own handlers keep working.
 
-    ``policy``: the client's :class:`~drflmodel._client_policy.QueryPolicy`, or ``f(context)``
+    ``policy``: the client's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
     returning one (default: the one a certified solve needs and no more: one point per value query,
     budgets per run); a query it does not allow is refused with a message naming the rule, which the
     server reports. The answers of a run are counted in the supernode's ``Context.state`` (it
     outlives Flower's per-message process)."""
-    from .._client_policy import PolicySite, QueryPolicy
+    from ..client_oracle import PolicySite, QueryPolicy
 
     resolve = _Sites(sites)
     policy = QueryPolicy() if policy is None else policy
@@ -231,23 +231,17 @@ def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "au
     (then ``n_clients`` is required). ``method``, ``gap_tol`` and ``options`` as in
     :func:`drflmodel.client_oracle.federated_solve`; ``timeout``, ``retries`` as in
     :class:`FlowerChannel`. ``check_answers`` (default ``True``): every answer is validated before
-    the route uses it (:class:`~drflmodel._answer_validation.CheckedChannel`; the rejections are in
-    ``info["federated"]["rejections"]``). Returns the :class:`~drflmodel.solution.Solution`."""
-    from .._answer_validation import CheckedChannel
-
+    the route uses it (:class:`~drflmodel.client_oracle.CheckedChannel`; the rejections are in
+    ``info["federated"]["rejections"]``, a fault in ``info["fault"]`` names the partition and its
+    node). Returns the :class:`~drflmodel.solution.Solution`."""
     if n_clients is None:
         if not hasattr(problem, "n_clients"):
             raise InvalidParameterError("n_clients is required when problem is a problem factory")
         n_clients = problem.n_clients
-    if not isinstance(check_answers, bool):
-        raise InvalidParameterError(f"check_answers must be True or False; got {check_answers!r}")
     channel = FlowerChannel(grid, check_int(n_clients, "n_clients", low=1), run=run, timeout=timeout,
                             retries=retries, poll_interval=poll_interval, connect_timeout=connect_timeout)
-    checked = CheckedChannel(channel, getattr(problem, "loss", None)) if check_answers else None
-    sol = federated_solve(problem, checked or channel, method=method, gap_tol=gap_tol, **options)
+    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, check_answers=check_answers, **options)
     sol.info["federated"]["transport"] = "flower"
-    if checked is not None:
-        sol.info["federated"]["rejections"] = list(checked.rejections)
     return sol
 
 

@@ -13,7 +13,7 @@ built with each run's ``num_partitions``), the columns, which rows are trained o
 same ``FederatedDataset`` (Flower's defaults: shuffled with seed 42), so that
 
 * ``FlowerDatasets(...)(context)`` gives a supernode the ``(X, y)`` its app trains on (the
-  ``rows=`` of :func:`~drflmodel.flower.graded.answering`): the federated oracle is computed from
+  ``rows=`` of :func:`~drflmodel.flower.app_grading.answering`): the federated oracle is computed from
   exactly those rows;
 * :meth:`FlowerDatasets.federation` gives the same rows as a :class:`~drflmodel.data.Federation`
   (one client per partition, :meth:`~drflmodel.data.Federation.from_partitions`), for the
@@ -111,7 +111,7 @@ class FlowerDatasets:
 
     def __call__(self, context) -> tuple[np.ndarray, np.ndarray]:
         """``rows(partition-id, num-partitions)`` of a supernode's ``Context`` (the ``rows=`` of
-        :func:`~drflmodel.flower.graded.answering`)."""
+        :func:`~drflmodel.flower.app_grading.answering`)."""
         config = context.node_config
         return self.rows(config["partition-id"], config["num-partitions"])
 

@@ -50,7 +50,7 @@ from flwr.common.logger import log
 
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import Solution
-from ..solvers._base import Trace
+from ..solvers import Trace
 from ._records import record_floats
 
 __all__ = ["Recorder", "grade", "NOT_RECERTIFIED"]
@@ -357,7 +357,7 @@ def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
       ``"oracle read from file, not re-certified"``.
     """
     from ..layout import ParameterLayout
-    from ..verify import verify
+    from ..verification import verify
 
     if not isinstance(trace, Trace):
         trace = Trace.load(trace)

@@ -29,13 +29,12 @@ from flwr.serverapp import ServerApp
 
 from .._validation import as_finite_array, check_int
 from ..errors import InvalidDataError, InvalidParameterError
-from ..solvers._base import ClientRuntime, RoundResult, Trace
+from ..solvers import ClientRuntime, RoundLog, Trace
 from ._exchange import Exchange
 from .algorithms import port_for
 
 __all__ = ["run_on_grid", "server_app"]
 
-_COMM = ("messages_up", "floats_up", "messages_down", "floats_down")
 
 
 def _start(problem, solver, seed, theta0):
@@ -74,49 +73,25 @@ def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Cal
     ex.connect(seed)
     port.setup(state, ex, solver, problem)
     setup_time = time.perf_counter() - t_start
-    record = tuple(solver.record)
-    thetas = [np.array(state["theta"], float)]
-    weights = [np.array(state["weights"], float)] if state.get("weights") is not None else None
-    iterates: dict[str, list] = {k: [] for k in record}
-    rows, round_time, stopped = [], [], False
-    for r in range(solver.rounds):
-        t0 = time.perf_counter()
+    log = RoundLog(state, solver.record)
+
+    def step(r, state):
         ex.begin_round()
         state = port.round(r, state, ex, solver, rng)
-        row = ex.end_round()
-        round_time.append(time.perf_counter() - t0)
-        rows.append(row)
-        thetas.append(np.array(state["theta"], float))
-        if weights is not None:
-            weights.append(np.array(state["weights"], float))
-        for k in record:
-            iterates[k].append(np.array(state[k], float))
-        if callback is not None:
-            res = RoundResult(round=r + 1, theta=thetas[-1].copy(),
-                              weights=None if weights is None else weights[-1].copy(),
-                              iterates={k: iterates[k][-1] for k in record},
-                              elapsed=time.perf_counter() - t_start, **{k: row[k] for k in _COMM})
-            try:
-                callback(res)
-            except StopIteration:
-                stopped = True
-                break
+        return state, ex.end_round()
+
+    state = log.run(solver.rounds, state, step, callback, t_start)
     partial = [p["round"] for p in ex.participation if len(p["participants"]) < problem.n_clients]
     failed = [p["round"] for p in ex.participation if p["missing"]]
-    info = {"seed": seed, "stopped_by_callback": stopped, "rounds_run": len(rows),
+    info = {"seed": seed, "stopped_by_callback": log.stopped, "rounds_run": len(log.comm_rows),
             "gradient_evaluations": ex.gradient_evaluations,
-            "comm_schedule": rows[0]["log"] if rows else [], "problem": repr(problem),
+            "comm_schedule": log.comm_rows[0]["log"] if log.comm_rows else [], "problem": repr(problem),
             "engine": "flower", "setup_time": setup_time, "participation": ex.participation,
             "partial_participation": partial, "failed_rounds": failed}
     info.update(state.get("info", {}))
     info["gradient_evaluations"] = ex.gradient_evaluations
     rate = state.get("expected_rate", solver.expected_rate)
-    return Trace(solver=type(solver).__name__, params=dict(solver.params),
-                 theta=np.array(thetas), weights=None if weights is None else np.array(weights),
-                 iterates={k: np.array(v) for k, v in iterates.items()},
-                 **{k: np.array([row[k] for row in rows], int) for k in _COMM},
-                 round_time=np.array(round_time), info=info,
-                 expected_rate=None if failed else rate, problem=problem)
+    return log.trace(solver, problem, info, None if failed else rate)
 
 
 def _resolve(obj, context, is_ready: Callable):

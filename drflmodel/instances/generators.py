@@ -266,12 +266,12 @@ def adult_doctorate(l2: float = 1e-3) -> Instance:
     """The AFL / q-FFL Adult protocol (module docstring): clients ``"doctorate"`` and
     ``"non-doctorate"`` of ``a8a`` (22,696 rows; held out: ``a8a.t``), 123 binary features plus an
     intercept, labels +1 = income > 50K, logistic regression with ridge ``l2`` (ours)."""
-    from ..datasets import _adult_raw
+    from ..datasets import adult_arrays
 
     l2 = check_real(l2, "l2", low=0.0)
 
     def split(part):
-        X, y = _adult_raw(part)
+        X, y = adult_arrays(part)
         doc = X[:, ADULT_DOCTORATE_COLUMN - 1] == 1
         Xf = _with_intercept(X.astype(float))
         return Federation.from_arrays([Xf[doc], Xf[~doc]], [y[doc].copy(), y[~doc].copy()],

@@ -17,13 +17,13 @@ and grades runs against it:
 The mathematics of each kind of point is in :mod:`drflmodel.landing.contraction` (FedAvg /
 FedProx with local steps: Banach's fixed-point bound), :mod:`drflmodel.landing.moreau` (FedProx
 with exact local solves: the Moreau-envelope problem with lower and upper bounds) and
-:mod:`drflmodel.landing.fixed_point` (strategies that land on the optimum).
+:mod:`drflmodel.landing.points` (strategies that land on the optimum).
 """
 
 from __future__ import annotations
 
-from .conformance import VERDICTS, Conformance, conformance
-from .fixed_point import fixed_point
+from .verdict import VERDICTS, Conformance, conformance
+from .points import fixed_point
 from .result import FIXED_POINT_STATUSES, FixedPoint
 from .strategies import CHARACTERIZED, REFUSED, Characterization, StrategyNotCharacterized
 

@@ -36,6 +36,8 @@ _LAZY = {
     "RoundResult": ("drflmodel.solvers._base", "RoundResult"),
     "ClientRuntime": ("drflmodel.solvers._base", "ClientRuntime"),
     "client_generators": ("drflmodel.solvers._base", "client_generators"),
+    "CommLedger": ("drflmodel.solvers._base", "CommLedger"),
+    "RoundLog": ("drflmodel.solvers._base", "RoundLog"),
     "ScaffPD": ("drflmodel.solvers.scaffpd", "ScaffPD"),
     "ScaffPDIA": ("drflmodel.solvers.scaffpd_ia", "ScaffPDIA"),
     "FedAvg": ("drflmodel.solvers.baselines", "FedAvg"),

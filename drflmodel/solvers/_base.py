@@ -94,7 +94,7 @@ from .._validation import as_finite_array, check_int, check_real
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
 
-__all__ = ["Solver", "Trace", "RoundResult", "ClientRuntime", "CommLedger",
+__all__ = ["Solver", "Trace", "RoundResult", "RoundLog", "ClientRuntime", "CommLedger",
            "check_step", "check_rounds", "client_generators"]
 
 
@@ -458,6 +458,58 @@ class Trace:
                        expected_rate=meta["expected_rate"])
 
 
+# ---------------------------------------------------------------------------------- the round loop
+class RoundLog:
+    """The round loop of a run, written once for the simulator (:meth:`Solver.run`) and Flower
+    (:func:`drflmodel.flower.server.run_on_grid`), and what it records: every round's model (and
+    weights, and the solver's recorded iterates), communication row and wall time.
+
+    ``step(r, state) -> (state, communication row)`` runs round ``r``; after each round
+    ``callback`` gets a :class:`RoundResult` (``StopIteration`` stops the run)."""
+
+    def __init__(self, state: dict, record=()):
+        self.record = tuple(record)
+        self.thetas = [np.array(state["theta"], float)]
+        self.weights = [np.array(state["weights"], float)] if state.get("weights") is not None else None
+        self.iterates: dict[str, list] = {k: [] for k in self.record}
+        self.comm_rows: list[dict] = []
+        self.round_time: list[float] = []
+        self.stopped = False
+
+    def run(self, rounds: int, state: dict, step, callback, t_start: float) -> dict:
+        """Run up to ``rounds`` rounds from ``state``; return the last state."""
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            state, row = step(r, state)
+            self.round_time.append(time.perf_counter() - t0)
+            self.comm_rows.append(row)
+            self.thetas.append(np.array(state["theta"], float))
+            if self.weights is not None:
+                self.weights.append(np.array(state["weights"], float))
+            for k in self.record:
+                self.iterates[k].append(np.array(state[k], float))
+            if callback is not None:
+                res = RoundResult(round=r + 1, theta=self.thetas[-1].copy(),
+                                  weights=None if self.weights is None else self.weights[-1].copy(),
+                                  iterates={k: self.iterates[k][-1] for k in self.record},
+                                  elapsed=time.perf_counter() - t_start, **{k: row[k] for k in _COMM})
+                try:
+                    callback(res)
+                except StopIteration:
+                    self.stopped = True
+                    break
+        return state
+
+    def trace(self, solver, problem, info: dict, expected_rate) -> "Trace":
+        """The :class:`Trace` of the rounds run."""
+        return Trace(solver=type(solver).__name__, params=dict(solver.params),
+                     theta=np.array(self.thetas), weights=None if self.weights is None else np.array(self.weights),
+                     iterates={k: np.array(v) for k, v in self.iterates.items()},
+                     **{k: np.array([row[k] for row in self.comm_rows], int) for k in _COMM},
+                     round_time=np.array(self.round_time), info=info, expected_rate=expected_rate,
+                     problem=problem)
+
+
 # ---------------------------------------------------------------------------------- solver
 def _resolve(spec: str):
     module, name = spec.split(":")
@@ -543,51 +595,22 @@ class Solver:
                 raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
         runtime = ClientRuntime(problem, rng, batch_size=self._batch_size(), client_rngs=client_rngs)
         state = self._initialize(problem, runtime, theta0.copy())
-        record = tuple(self.record)
-
-        thetas = [np.array(state["theta"], float)]
-        weights = [np.array(state["weights"], float)] if state.get("weights") is not None else None
-        iterates: dict[str, list] = {k: [] for k in record}
-        comm_rows, round_time = [], []
+        log = RoundLog(state, self.record)
         callback = progress_callback(callback, self.rounds, type(self).__name__, progress)
-        stopped = False
-        t_start = time.perf_counter()
-        for r in range(self.rounds):
-            t0 = time.perf_counter()
+
+        def step(r, state):
             runtime.begin_round()
             state = self._round(r, state, runtime)
-            row = runtime.end_round()
-            round_time.append(time.perf_counter() - t0)
-            comm_rows.append(row)
-            thetas.append(np.array(state["theta"], float))
-            if weights is not None:
-                weights.append(np.array(state["weights"], float))
-            for k in record:
-                iterates[k].append(np.array(state[k], float))
-            if callback is not None:
-                res = RoundResult(round=r + 1, theta=thetas[-1].copy(),
-                                  weights=None if weights is None else weights[-1].copy(),
-                                  iterates={k: iterates[k][-1] for k in record},
-                                  elapsed=time.perf_counter() - t_start,
-                                  **{k: row[k] for k in _COMM})
-                try:
-                    callback(res)
-                except StopIteration:
-                    stopped = True
-                    break
+            return state, runtime.end_round()
 
+        state = log.run(self.rounds, state, step, callback, time.perf_counter())
         info = {"seed": seed if not isinstance(seed, np.random.Generator) else None,
-                "stopped_by_callback": stopped, "rounds_run": len(comm_rows),
+                "stopped_by_callback": log.stopped, "rounds_run": len(log.comm_rows),
                 "gradient_evaluations": runtime.gradient_evaluations,
-                "comm_schedule": comm_rows[0]["log"] if comm_rows else [],
+                "comm_schedule": log.comm_rows[0]["log"] if log.comm_rows else [],
                 "problem": repr(problem)}
         info.update(state.get("info", {}))
-        return Trace(solver=type(self).__name__, params=dict(self.params),
-                     theta=np.array(thetas), weights=None if weights is None else np.array(weights),
-                     iterates={k: np.array(v) for k, v in iterates.items()},
-                     **{k: np.array([row[k] for row in comm_rows], int) for k in _COMM},
-                     round_time=np.array(round_time), info=info,
-                     expected_rate=state.get("expected_rate", self.expected_rate), problem=problem)
+        return log.trace(self, problem, info, state.get("expected_rate", self.expected_rate))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

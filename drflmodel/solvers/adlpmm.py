@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import copy
 
-import cvxpy as cp
 import numpy as np
 
 from .._validation import check_choice, check_int, check_real
@@ -243,21 +242,17 @@ class ADLPMM(Solver):
         return trace
 
     def _client_step(self, view, s, w, z, psi, zeta, info) -> dict:
-        r""":math:`\mathfrak C_s` by ``view.admm_step`` with ``client_solver``; if that solver fails
-        (e.g. a numerical failure of Clarabel at its 1e-9 tolerances), ECOS then SCS are tried and
-        the fallback is counted in ``Trace.info["client_solver_fallbacks"]``."""
+        r""":math:`\mathfrak C_s` by ``view.admm_step`` with ``client_solver`` first; if that solver
+        fails (e.g. a numerical failure of Clarabel at its 1e-9 tolerances), the step's solver
+        sequence tries the other installed solvers and the fallback is counted in
+        ``Trace.info["client_solver_fallbacks"]``."""
         first = self.params["client_solver"].upper()
-        for name in [first] + [x for x in ("ECOS", "SCS", "CLARABEL") if x != first]:
-            try:
-                o = view.admm_step(w, z, psi, zeta, self.c, solver=name)
-            except cp.error.SolverError:
-                o = {"status": "solver_error"}
-            if o["status"] in ("optimal", "optimal_inaccurate"):
-                if name != first:
-                    info["client_solver_fallbacks"] = info.get("client_solver_fallbacks", 0) + 1
-                return o
-        raise SolverError(f"client {s}: the ADMM client step C_s failed with every solver "
-                          f"(last status {o['status']})")
+        o = view.admm_step(w, z, psi, zeta, self.c, solver=first)
+        if o["status"] not in ("optimal", "optimal_inaccurate"):
+            raise SolverError(f"client {s}: the ADMM client step C_s failed with every solver ({o['reason']})")
+        if o["solver"] != first:
+            info["client_solver_fallbacks"] = info.get("client_solver_fallbacks", 0) + 1
+        return o
 
     @staticmethod
     def _to_weight_set(problem, v) -> np.ndarray:

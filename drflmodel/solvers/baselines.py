@@ -16,7 +16,7 @@ listed per class:
   min–max problem over the problem's weight set (the simplex in the papers; any set with a
   ``prox`` works, which for a penalized set is DRFA-Prox). Both run with full participation
   (default) or, with ``clients_per_round=m``, with the client sampling of their papers, drawn
-  by the server from ``runtime.rng`` (:mod:`drflmodel.solvers._sampling`): :math:`m` clients
+  by the server from ``runtime.rng`` (:mod:`drflmodel.solvers.sampling`): :math:`m` clients
   with replacement by :math:`\\lambda` for the model (their average is unbiased for the
   :math:`\\lambda`-weighted one) and :math:`m` distinct clients uniformly for the losses
   (:math:`v_i=\\frac nmf_i` on them, 0 elsewhere: unbiased for :math:`f`). Only the sampled
@@ -38,7 +38,7 @@ import numpy as np
 from .._validation import check_choice, check_int, check_real
 from ..errors import InvalidParameterError
 from ._base import Solver, check_batch_size, check_rounds, check_step
-from ._sampling import sample_by_weights, sample_uniform, sampling_probabilities
+from .sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from .scaffpd import _initial_weights
 
 __all__ = ["FedAvg", "FedProx", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]

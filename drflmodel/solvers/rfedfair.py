@@ -97,7 +97,7 @@ from scipy.special import expit
 from .._validation import check_choice, check_int, check_real
 from ..errors import InvalidParameterError
 from ._base import Solver, check_batch_size, check_step
-from ._sampling import sample_by_weights
+from .sampling import sample_by_weights
 
 __all__ = ["RFedFair", "rfedfair_constants", "iterations_to_rounds"]
 

@@ -1,4 +1,4 @@
-"""A client's own policy (drflmodel._client_policy): an allow-list of query kinds and a budget per
+"""A client's own policy (drflmodel.client_oracle.policy): an allow-list of query kinds and a budget per
 run. The issue's measurements -- one 'values' query at 100,000 points answered, three Hessian-vector
 products returning X'X/(4N) exactly -- are refused by the default policy or an allow-list, by name,
 on the in-process Flower grid; the default policy answers every query a certified solve asks."""
@@ -8,7 +8,7 @@ from flwr.clientapp import ClientApp
 import pytest
 
 import drflmodel as dm
-from drflmodel._client_policy import PolicySite, QueryPolicy, QueryRefused
+from drflmodel.client_oracle import PolicySite, QueryPolicy, QueryRefused
 from drflmodel.client_oracle import ClientFault, LocalChannel, Site, federated_solve
 from drflmodel.errors import InvalidParameterError
 from drflmodel.flower.grid import LocalGrid

@@ -58,7 +58,7 @@ LIES = {
 def test_no_detectable_lie_ends_optimal(lie):
     sol = _solve(_problem(), LIES[lie])
     assert sol.status == "failed" and sol.theta is None, (lie, sol.status)
-    assert sol.info["fault"].startswith("client 0 failed"), sol.info["fault"]
+    assert sol.info["fault"]["message"].startswith("client 0 failed"), sol.info["fault"]
     rejections = sol.info["federated"]["rejections"]
     assert rejections and {r["client"] for r in rejections} == {0}, rejections[:2]
 

@@ -112,7 +112,7 @@ def test_grading_at_the_end_asks_every_rounds_values_in_one_exchange(quickstart)
     server = dmf.graded(graded.server_app.app, estimator=_model(task), live=False, progress=False)
     # the supernodes' default policy answers one point per value query: grading every round at the
     # end asks num-server-rounds + 1 at once, so the clients allow that many
-    from drflmodel._client_policy import QueryPolicy
+    from drflmodel.client_oracle import QueryPolicy
 
     fresh = importlib.reload(graded.client_app)        # the app's ClientApp before graded.py added handlers
     client = dmf.answering(fresh.app, estimator=graded.model, rows=graded.rows, classes=task.UNIQUE_LABELS,
@@ -216,7 +216,7 @@ def test_a_robust_aggregator_recorded_on_request_carries_its_caveat(erm, erm_sol
     assert "caveat: FedMedian" in dmf.grade(tmp_path / "median.npz").summary()      # offline too
     # a weighted-mean strategy, and a trimmed mean that trims nothing, carry none
     assert dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm) is not None
-    from drflmodel.flower.graded import unmatched_objective
+    from drflmodel.flower.app_grading import unmatched_objective
     assert unmatched_objective(FedAvg()) is None and unmatched_objective(FedTrimmedAvg(beta=0.0)) is None
     with pytest.raises(dm.InvalidParameterError, match="robust_aggregators must be one of"):
         dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm, robust_aggregators="ignore")

@@ -30,7 +30,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_import_drflmodel_does_not_import_flower():
-    out = _python("import drflmodel, drflmodel.solvers, drflmodel.verify, drflmodel.cli, sys; "
+    out = _python("import drflmodel, drflmodel.solvers, drflmodel.verification, drflmodel.cli, sys; "
                   "print(sorted({m.split('.')[0] for m in sys.modules} & {'flwr', 'ray', 'grpc'}))")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -156,9 +156,7 @@ def test_a_graded_flower_app_is_graded_for_its_landing(logistic):
         strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(prob.dim)]), num_rounds=300,
                        train_config=ConfigRecord({"lr": eta, "local-steps": J}))
 
-    # the function itself: once the submodule drflmodel.flower.graded is imported (as the docs tests do),
-    # the package attribute dmf.graded is that module (a known shadowing, left to the solve-engine work)
-    from drflmodel.flower.graded import graded
+    from drflmodel.flower import graded
 
     server = graded(app, prob, solution=sol, progress=False)
     logger = logging.getLogger("flwr")

@@ -166,7 +166,7 @@ def _agree(prob, fast, conic, l2):
     assert abs(fast.upper_bound - conic.upper_bound) <= max(tol, conic.upper_bound - conic.lower_bound + 1e-12)
     assert fast.upper_bound - fast.lower_bound <= 1e-9 * scale
     assert prob.objective(fast.theta) == pytest.approx(fast.upper_bound, rel=1e-12, abs=1e-14)
-    if prob._weight_set().in_simplex:
+    if prob.weight_set.in_simplex:
         # Phi is l2-strongly convex: ||theta - theta*||^2 <= 2 (Phi(theta) - p*) / l2, and p* >= the
         # active-set route's rigorous L
         radius = (np.sqrt(2 * max(fast.upper_bound - fast.lower_bound, 0) / l2)

@@ -62,7 +62,7 @@ class AverageRisk(Problem):
     def objective(self, theta):
         return float(self.client_losses(theta).mean()) + self.shift
 
-    def _certify(self, solver):
+    def certify_solved(self, solver):
         th = np.asarray(self.theta.value, float)
         U = self.objective(th)
         g = self.objectives.gradients(th).mean(axis=0)

@@ -15,6 +15,8 @@ import pytest
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
 from drflmodel.problems.engine import steps
+from drflmodel.problems.engine.solvers import default_solver
+from tests.clarabel_faults import fail_clarabel
 from drflmodel.problems.minmax import hessian_sqp, lagrangian_sqp
 
 L2 = 1e-2
@@ -149,6 +151,7 @@ def test_options_are_validated():
 
 
 def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
+    """sqp, then conic (the dense newton route is forced only: it stays usable that way)."""
     big = _fed("classification", 3000, dim=5, seed=10)
     prob = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2)
 
@@ -156,26 +159,28 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
         raise ArithmeticError("step problem: infeasible (injected)")
 
     monkeypatch.setattr(lagrangian_sqp.WeightStepModel, "solve", broken)
-    sol = prob.solve()                                  # the next fast route certifies
-    assert sol.status == "optimal" and sol.info["method"] == "newton"
-    assert sol.info["route_attempts"][0]["method"] == "sqp"
-    assert sol.info["route_attempts"][0]["status"] == "failed"
-    monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
-    sol = prob.solve()                                  # both fast routes fail: the conic route
+    sol = prob.solve()          # the fast route fails: the conic route ('newton' is no longer in auto)
     assert sol.status == "optimal" and sol.info["method"] == "conic"
-    assert [a["method"] for a in sol.info["route_attempts"][:2]] == ["sqp", "newton"]
-    assert all(a["status"] == "failed" for a in sol.info["route_attempts"][:2])
+    assert [a["method"] for a in sol.info["route_attempts"]] == ["sqp"]
+    assert sol.info["route_attempts"][0]["status"] == "failed"
+    forced = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2).solve(method="newton")
+    assert forced.status == "optimal"                   # still there when forced
+    monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
+    sol = prob.solve()                                  # neither fast route is usable: the conic route
+    assert sol.status == "optimal" and sol.info["method"] == "conic"
+    assert [a["method"] for a in sol.info["route_attempts"]] == ["sqp"]
+    assert all(a["status"] == "failed" for a in sol.info["route_attempts"])
 
 
 def test_sweep_reuses_the_step_problem_and_warm_starts():
     fed = _fed("classification", [40, 25, 60, 30], seed=11)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.3), l2=L2)
     first = prob.solve(method="newton")
-    model = prob._sqp_model()
+    model = hessian_sqp.step_model(prob, default_solver())
     for alpha in (0.4, 0.6, 0.8):
         prob.set_parameter("alpha", alpha)
         sol = prob.solve(method="newton")
-        assert prob._sqp_model() is model                    # DPP: compiled once
+        assert hessian_sqp.step_model(prob, default_solver()) is model     # DPP: compiled once
         ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, alpha), l2=L2).solve(method="conic")
         _agree(prob, sol, ref)
     assert first.status == "optimal"
@@ -200,16 +205,7 @@ def test_sqp_route_recovers_from_a_failing_step_solver_and_vanishing_curvature(m
     assert sol.status == "optimal" and ref.status == "optimal"
     assert sol.value == pytest.approx(ref.value, rel=1e-7)
 
-    calls = {"n": 0}
-    original = lagrangian_sqp.quiet_solve
-
-    def clarabel_fails_once(problem, solver, **kwargs):
-        if solver == "CLARABEL" and calls["n"] == 0:
-            calls["n"] += 1
-            raise __import__("cvxpy").error.SolverError("injected")
-        return original(problem, solver=solver, **kwargs)
-
-    monkeypatch.setattr(lagrangian_sqp, "quiet_solve", clarabel_fails_once)
+    calls = fail_clarabel(monkeypatch, times=1)          # the first weight step's Clarabel solve fails
     again = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4).solve(method="sqp")
-    assert calls["n"] == 1 and again.status == "optimal"
+    assert calls["failed"] == 1 and calls["passed"] > 0 and again.status == "optimal"
     assert again.value == pytest.approx(ref.value, rel=1e-7)

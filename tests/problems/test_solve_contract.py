@@ -242,7 +242,7 @@ class _TriedFirst(Route):
         self.reason = reason
         self.calls = []
 
-    def applies(self, problem):
+    def applies(self, structure):
         return self.reason
 
     def solve(self, problem, request):

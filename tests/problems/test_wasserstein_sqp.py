@@ -18,6 +18,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError
+from drflmodel.problems.engine.steps import warm_start
 from drflmodel.problems.wasserstein import trust_region_sqp
 from drflmodel.problems.wasserstein import WassersteinDRFL
 
@@ -161,7 +162,7 @@ def test_radius_sweep_warm_starts_and_stays_certified():
     prob.solve(method="newton")
     for radius in (0.05, 0.1):
         prob.set_parameter("radius", radius)
-        assert prob._sqp_previous is not None                       # the sweep's warm start
+        assert warm_start(prob) is not None                         # the sweep's warm start
         sol = prob.solve(method="newton")
         ref = WassersteinDRFL(fed, dm.losses.Logistic(), radius=radius, kappa=1.0, norm=2,
                               weights=_weights("cvar", fed), l2=1e-3).solve(method="conic")

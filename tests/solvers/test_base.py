@@ -141,7 +141,7 @@ def test_callback_receives_results_and_stops(problem):
 
 
 def test_callback_with_verifier_interface(problem):
-    """drflmodel.verify.Verifier is a callback: it stops once the error meets tol."""
+    """drflmodel.verification.Verifier is a callback: it stops once the error meets tol."""
     from drflmodel.solution import Solution
     x_star = ToyGD(rounds=3000, step_size=0.1).run(problem).theta[-1]
     sol = Solution(theta=x_star, weights=None, client_losses=None, value=0.0, lower_bound=0.0,

@@ -138,9 +138,8 @@ def test_linear_convergence_chi_square(chi2, chi2_run):
     assert np.exp(slope) <= tr.info["theta"]
     # dual iterate also converges to the oracle's worst-case weights
     assert np.linalg.norm(tr.weights[-1] - sol.weights) <= 1e-3
-    # drflmodel.verify agrees (imported from the module: ``dm.verify`` can be shadowed by the
-    # submodule of the same name once ``drflmodel.verify`` has been imported -- reported)
-    from drflmodel.verify import verify
+    # drflmodel.verify agrees (the function, from its module drflmodel.verification)
+    from drflmodel.verification import verify
     rep = verify(tr, sol, tol=1e-7)
     assert rep.passed, rep.reasons
 

@@ -28,7 +28,8 @@ class Lagrangian:
     the losses and ``eps_deo``); also the server's quantities :math:`\\nu` and
     :math:`\\nabla_\\lambda\\tilde f` of Algorithm 1."""
 
-    def _c(self) -> float:
+    def penalty_coefficient(self) -> float:
+        """:math:`c` of the penalty form :math:`P_c` (0 for the constrained problem (4))."""
         return 0.0 if self.penalty_c is None else self.penalty_c
 
     def nu(self, scores, lam=(0.0, 0.0)) -> np.ndarray:
@@ -38,7 +39,7 @@ class Lagrangian:
         z = self._scores(scores)
         lam = np.asarray(lam, float)
         rho = float(lam[0] - lam[1])
-        return self.loss.derivative(z, self.y) / self.n + rho * self._dw * self.fair.derivative(z, self.y)
+        return self.loss.derivative(z, self.y) / self.n + rho * self.group_weights * self.fair.derivative(z, self.y)
 
     def dual_gradient(self, scores, lam=(0.0, 0.0), c: float = 0.0) -> np.ndarray:
         r""":math:`\nabla_\lambda \tilde f = (D - \varepsilon - c\lambda_1,\ -D - \varepsilon - c\lambda_2)` (paper (8))."""
@@ -48,7 +49,7 @@ class Lagrangian:
 
     def lagrangian(self, theta, lam, c: float | None = None) -> float:
         r""":math:`f(\theta, \lambda) - \frac c2\|\lambda\|^2` (paper (6); :math:`c` defaults to ``penalty_c`` or 0)."""
-        c = self._c() if c is None else c
+        c = self.penalty_coefficient() if c is None else c
         lam = np.asarray(lam, float)
         D = self.fairness_gap(theta)
         return (self.loss_value(theta) + lam[0] * (D - self.eps_deo) - lam[1] * (D + self.eps_deo)
@@ -86,7 +87,7 @@ class Lagrangian:
         g = self.lagrangian_gradient(theta_hat, lam)
         return self.lagrangian(theta_hat, lam, c) - float(g @ g) / (2.0 * mu)
 
-    def _polished_bound(self, theta_hat, lam, c=None) -> float:
+    def polished_bound(self, theta_hat, lam, c=None) -> float:
         """:meth:`lagrangian_bound` at ``theta_hat`` and at a Newton-polished minimizer of
         :math:`f(\\cdot,\\lambda)` (twice-differentiable losses; the bound holds at any point)."""
         best = self.lagrangian_bound(theta_hat, lam, c)
@@ -102,7 +103,7 @@ class Lagrangian:
 
         def hess(t):
             z = self.X @ t
-            w = self.loss.second_derivative(z, self.y) / self.n + rho * self._dw * self.fair.second_derivative(z, self.y)
+            w = self.loss.second_derivative(z, self.y) / self.n + rho * self.group_weights * self.fair.second_derivative(z, self.y)
             return (self.X * w[:, None]).T @ self.X + self.l2 * np.eye(self.dim)
 
         try:
@@ -129,7 +130,7 @@ class Lagrangian:
         else:
             out["multiplier_consistency"] = float(np.abs(lam - self.penalty_multipliers(theta)).max())
         # (13) at the solution with eta = beta = 1: (grad_theta f, lambda - [lambda + grad_lambda f]_+)
-        gl = self.dual_gradient(self.X @ self._theta(theta), lam, c=self._c())
+        gl = self.dual_gradient(self.X @ self._theta(theta), lam, c=self.penalty_coefficient())
         gap_lam = lam - np.maximum(lam + gl, 0.0)
         out["stationarity_gap_13"] = float(np.sqrt(g @ g + gap_lam @ gap_lam))
         return out

@@ -30,16 +30,16 @@ def unconstrained(problem, request, record):
     independent of :math:`\\varepsilon`, so an :math:`\\varepsilon` sweep computes it once per
     solver choice)."""
     key = (request.solver, request.fallback, repr(sorted(request.solver_options.items())))
-    cache = problem.__dict__.setdefault("_unc_cache", {})
+    cache = problem.cache("unconstrained")
     if key in cache:
         return cache[key]
     theta = cp.Variable(problem.dim)
-    prob = cp.Problem(cp.Minimize(problem._loss_expr(theta)))
+    prob = cp.Problem(cp.Minimize(problem.loss_expression(theta)))
     used = solve_subproblem(problem, prob, request, record)
     if used is None:
         return None, -np.inf
     th = np.asarray(theta.value, float)
-    lb = problem._polished_bound(th, np.zeros(2), c=0.0)
+    lb = problem.polished_bound(th, np.zeros(2), c=0.0)
     if problem.loss.piecewise_linear:     # the exact dual bound (the subgradient one is loose at kinks)
         lb = max(lb, piecewise_dual_bound(problem, th, np.zeros(2), problem.loss_value(th),
                                           lambda qp: solve_subproblem(problem, qp, request),
@@ -62,9 +62,9 @@ def penalty_bound(problem, request, record):
     theta = cp.Variable(problem.dim)
     t = cp.Variable()
     base = np.full(problem.n, 1.0 / problem.n)
-    cons = [t >= problem._weighted_expr(theta, base, np.zeros(problem.n)),
-            t >= problem._weighted_expr(theta, base + w1 * problem._dw, np.zeros(problem.n), -w1 * eps),
-            t >= problem._weighted_expr(theta, base - w2 * problem._dw, np.zeros(problem.n), -w2 * eps)]
+    cons = [t >= problem.weighted_expression(theta, base, np.zeros(problem.n)),
+            t >= problem.weighted_expression(theta, base + w1 * problem.group_weights, np.zeros(problem.n), -w1 * eps),
+            t >= problem.weighted_expression(theta, base - w2 * problem.group_weights, np.zeros(problem.n), -w2 * eps)]
     prob = cp.Problem(cp.Minimize(t), cons)
     used = solve_subproblem(problem, prob, request, record)
     if used is None:
@@ -73,7 +73,7 @@ def penalty_bound(problem, request, record):
     beta = np.maximum(np.array([float(c.dual_value) for c in cons]), 0.0)
     beta = beta / beta.sum() if beta.sum() > 0 else np.array([1.0, 0.0, 0.0])
     lam = np.array([beta[1] * w1, beta[2] * w2])
-    return th, problem._polished_bound(th, lam, c=0.0), lam
+    return th, problem.polished_bound(th, lam, c=0.0), lam
 
 
 def ccp(problem, theta0, request):
@@ -89,12 +89,12 @@ def ccp(problem, theta0, request):
             Xs = problem.X[other]
             v = problem.fair.value(z[other], problem.y[other])
             g = Xs.T @ problem.fair.derivative(z[other], problem.y[other]) / Xs.shape[0]
-            problem._lin[s][0].value = g
-            problem._lin[s][1].value = float(v.mean() - g @ th)
+            problem.linearization[s][0].value = g
+            problem.linearization[s][1].value = float(v.mean() - g @ th)
         if solve_subproblem(problem, prob, request) is None:
             break
-        new = np.asarray(problem._theta_var.value, float)
-        lam = np.maximum(np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel(), 0.0)
+        new = np.asarray(problem.theta_variable.value, float)
+        lam = np.maximum(np.array([problem.deo_constraints[0].dual_value, problem.deo_constraints[1].dual_value], float).ravel(), 0.0)
         values.append(problem.loss_value(new))
         step = np.linalg.norm(new - th)
         th = new
@@ -157,7 +157,7 @@ def local_status(lb: float, ub: float, gap_tol: float, lb_method: str) -> tuple[
 
 def certify_local(problem, theta, lam, lb_global):
     """Lagrangian-convexity certificate (c2) at a KKT point; returns (lb, method)."""
-    lb_c2 = problem._polished_bound(theta, lam)
+    lb_c2 = problem.polished_bound(theta, lam)
     if np.isfinite(lb_c2) and lb_c2 > lb_global:
         return lb_c2, "lagrangian_convex"
     return lb_global, None
@@ -177,11 +177,11 @@ class DCRoute(DEORoute):
         # 1. unconstrained test (c1)
         theta_u, lb_u = unconstrained(problem, request, record)
         if theta_u is None:
-            return problem._failed_solution(record)
+            return problem.failed_solution(record)
         info = {"attempts": record, "lb_unconstrained": lb_u}
         if problem.constraint_violation(theta_u) <= problem.feasibility_tol:
             ub = problem.objective(theta_u)
-            return problem._make_solution(theta_u, np.zeros(2), lb_u, "unconstrained_minimum",
+            return problem.make_solution(theta_u, np.zeros(2), lb_u, "unconstrained_minimum",
                                           status_from_gap(lb_u, ub, gap_tol), "unconstrained_feasible", info)
         # 2. penalty lower bound (c3)
         theta_pen, lb_pen, lam_pen = penalty_bound(problem, request, record)
@@ -191,7 +191,7 @@ class DCRoute(DEORoute):
             ub = problem.objective(theta_pen)
             st = status_from_gap(lb, ub, gap_tol)
             if st == "optimal":
-                return problem._make_solution(theta_pen, lam_pen, lb, lb_method, st, "penalty_bound_attained",
+                return problem.make_solution(theta_pen, lam_pen, lb, lb_method, st, "penalty_bound_attained",
                                               info)
         # 3. CCP from several feasible starts
         runs = []
@@ -203,7 +203,7 @@ class DCRoute(DEORoute):
                          "slsqp_presolve": pre is not None, **rec})
         runs = [r for r in runs if np.isfinite(r["value"])]
         if not runs:
-            return problem._failed_solution(record)
+            return problem.failed_solution(record)
         best = min(runs, key=lambda r: r["value"])
         info["local_search"] = {"n_starts": len(runs),
                                 "values": [float(r["value"]) for r in runs],
@@ -217,7 +217,7 @@ class DCRoute(DEORoute):
         ub = problem.objective(best["theta"])
         # 5. the status from the bounds: optimal with whichever bound closed the gap, else local
         st, cert = local_status(lb, ub, gap_tol, lb_method)
-        return problem._make_solution(best["theta"], best["lam"], lb, lb_method, st, cert, info)
+        return problem.make_solution(best["theta"], best["lam"], lb, lb_method, st, cert, info)
 
 
 class PenaltyLocalRoute(DEORoute):
@@ -232,7 +232,7 @@ class PenaltyLocalRoute(DEORoute):
         record = []
         theta_u, lb_u = unconstrained(problem, request, record)
         if theta_u is None:
-            return problem._failed_solution(record)
+            return problem.failed_solution(record)
         rng = np.random.default_rng(request.seed)
         scale = max(np.linalg.norm(theta_u), 1.0) / np.sqrt(problem.dim)
         starts = [np.zeros(problem.dim), theta_u] + [rng.standard_normal(problem.dim) * scale
@@ -252,11 +252,11 @@ class PenaltyLocalRoute(DEORoute):
         vals = [problem.objective(t) for t in runs]
         theta = runs[int(np.argmin(vals))]
         lam = problem.penalty_multipliers(theta)
-        lb_c2 = problem._polished_bound(theta, lam)
+        lb_c2 = problem.polished_bound(theta, lam)
         info = {"attempts": record, "lb_unconstrained": lb_u,
                 "local_search": {"n_starts": len(runs), "values": vals, "spread": float(max(vals) - min(vals))}}
         # min L <= min P_c (the penalty is >= 0): lb_u bounds P_c too, and closes the gap when the
         # unconstrained minimum is fair enough to pay no penalty
         lb, lb_method = (lb_c2, "lagrangian_convex") if lb_c2 > lb_u else (lb_u, "unconstrained_minimum")
         st, cert = local_status(lb, problem.objective(theta), gap_tol, lb_method)
-        return problem._make_solution(theta, lam, lb, lb_method, st, cert, info)
+        return problem.make_solution(theta, lam, lb, lb_method, st, cert, info)

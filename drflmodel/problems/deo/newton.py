@@ -55,16 +55,14 @@ class NewtonRoute(DEORoute):
     passes_solver_options = False
     may_fall_back = True
 
-    def applies(self, problem) -> str | None:
-        reason = super().applies(problem)
+    def applies(self, structure) -> str | None:
+        reason = super().applies(structure)
         if reason is not None:
             return reason
-        try:
-            problem.loss.ddphi(np.zeros(1))
-        except NotImplementedError:
-            return (f"the loss {problem.loss.name!r} is not twice differentiable (Newton's method needs its "
+        if not structure.twice_differentiable:
+            return (f"the loss {structure.loss!r} is not twice differentiable (Newton's method needs its "
                     f"curvature); method='convex' solves it")
-        if problem.l2 <= 0:
+        if structure.l2 <= 0:
             return ("it needs l2 > 0: its certificate is the strong-convexity Lagrangian bound "
                     "(with l2 = 0, method='convex' falls back on the solver's value and says so)")
         return None
@@ -100,7 +98,7 @@ class NewtonRoute(DEORoute):
         status = status_from_gap(lb, ub, request.gap_tol)
         info = {"solver": "numpy-newton", "newton_steps": steps, "data_passes": model.passes,
                 "bound_allowance": allowance, "route_time": time.perf_counter() - started}
-        return problem._make_solution(theta, lam, lb, lb_method, status, "lagrangian_dual_bound", info)
+        return problem.make_solution(theta, lam, lb, lb_method, status, "lagrangian_dual_bound", info)
 
 
 def _rounding_allowance(problem, theta, lam) -> float:
@@ -111,7 +109,7 @@ def _rounding_allowance(problem, theta, lam) -> float:
     eps = np.finfo(float).eps
     gamma = problem.n * eps / (1.0 - problem.n * eps)
     z = problem.X @ theta
-    fair = float(np.abs(problem._dw) @ np.abs(problem.fair.value(z, problem.y)))
+    fair = float(np.abs(problem.group_weights) @ np.abs(problem.fair.value(z, problem.y)))
     return gamma * (problem.data_loss_from_scores(z) + abs(float(lam[0] - lam[1])) * fair
                     + float(np.sum(lam)) * problem.eps_deo) + 16.0 * eps * 0.5 * problem.l2 * float(theta @ theta)
 

@@ -92,7 +92,8 @@ from ...errors import InvalidDataError, InvalidParameterError
 from ...losses import Loss, Squared
 from ...solution import Solution
 from ..engine.problem import VerticalProblem
-from ..engine.solvers import installed_solvers
+from ..engine.structure import Structure, loss_fields
+from ..engine.solvers import solver_order
 from .lagrangian import Lagrangian
 from .local import DCRoute, PenaltyLocalRoute
 from .routes import ConvexRoute
@@ -210,7 +211,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         else:
             self.fair = loss
         # signed per-sample weights of D_f: +1/|N_a| on N_a, -1/|N_b| on N_b
-        self._dw = self.N_a / self.n_a - self.N_b / self.n_b
+        self.group_weights = self.N_a / self.n_a - self.N_b / self.n_b
         self.u_a = self.X[self.N_a].mean(axis=0)
         self.u_b = self.X[self.N_b].mean(axis=0)
         self.d = self.u_a - self.u_b
@@ -280,7 +281,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
     def fairness_gap_from_scores(self, scores) -> float:
         r""":math:`D_f = \hat l_f^a - \hat l_f^b` from the scores (what the server computes, (8))."""
-        return float(self._dw @ self.fair.value(self._scores(scores), self.y))
+        return float(self.group_weights @ self.fair.value(self._scores(scores), self.y))
 
     def group_losses(self, theta) -> np.ndarray:
         r""":math:`(\hat l_f^a(\theta), \hat l_f^b(\theta))`."""
@@ -299,7 +300,7 @@ class DEOConstrained(Lagrangian, VerticalProblem):
     def fairness_gap_gradient(self, theta) -> np.ndarray:
         r""":math:`\nabla D_f(\theta) = X^\top(w^D \odot \partial_z l_f)`."""
         t = self._theta(theta)
-        return self.X.T @ (self._dw * self.fair.derivative(self.X @ t, self.y))
+        return self.X.T @ (self.group_weights * self.fair.derivative(self.X @ t, self.y))
 
     def deo(self, theta) -> float:
         r""":math:`\mathrm{DEO}_f(\theta) = |D_f(\theta)|` (paper (2))."""
@@ -378,14 +379,15 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
 
     # ------------------------------------------------------------------ CVXPY side
-    def _loss_expr(self, theta):
+    def loss_expression(self, theta):
+        """CVXPY :math:`L(\\theta)`: the mean loss plus the ridge."""
         return cp.sum(self.loss.expr(self.X @ theta, self.y)) / self.n + 0.5 * self.l2 * cp.sum_squares(theta)
 
     def _group_expr(self, theta, mask):
         Xs = self.X[mask]
         return cp.sum(self.fair.expr(Xs @ theta, np.ones(Xs.shape[0]))) / Xs.shape[0]
 
-    def _weighted_expr(self, theta, w_loss, w_fair, const=0.0):
+    def weighted_expression(self, theta, w_loss, w_fair, const=0.0):
         """:math:`\\sum_i w^{l}_i l(z_i) + \\sum_i w^{f}_i l_f(z_i) + \\frac{\\ell_2}2\\|\\theta\\|^2 + const`
         with non-negative weights (rows with zero weight are dropped; DCP)."""
         terms = [0.5 * self.l2 * cp.sum_squares(theta) + const]
@@ -406,28 +408,28 @@ class DEOConstrained(Lagrangian, VerticalProblem):
         :math:`D`, the Shor SDP, or the CCP subproblem."""
         eps = self._eps_param()
         theta = cp.Variable(self.dim, name="theta")
-        self._theta_var = theta
+        self.theta_variable = theta
         cls = self.problem_class
         if cls == "affine_fair":
             D = -0.5 * (self.d @ theta)
-            self._cons = (D - eps <= 0, -D - eps <= 0)
-            return cp.Problem(cp.Minimize(self._loss_expr(theta)), list(self._cons))
+            self.deo_constraints = (D - eps <= 0, -D - eps <= 0)
+            return cp.Problem(cp.Minimize(self.loss_expression(theta)), list(self.deo_constraints))
         if cls == "penalty_c_affine":
             D = -0.5 * (self.d @ theta)
             pen = cp.square(cp.pos(cp.abs(D) - eps)) / (2.0 * self.penalty_c)
-            return cp.Problem(cp.Minimize(self._loss_expr(theta) + pen))
+            return cp.Problem(cp.Minimize(self.loss_expression(theta) + pen))
         if cls == "squared_fair_qcqp":
             prob, Y, cons = build_shor_sdp(self.quadratic, eps)
-            self._Y, self._cons = Y, cons
+            self.lifted_variable, self.deo_constraints = Y, cons
             return prob
         # CCP subproblem: convex <= affine
-        self._lin = {s: (cp.Parameter(self.dim, name=f"grad_{s}"), cp.Parameter(name=f"off_{s}"))
+        self.linearization = {s: (cp.Parameter(self.dim, name=f"grad_{s}"), cp.Parameter(name=f"off_{s}"))
                      for s in ("a", "b")}
-        ga, ka = self._lin["a"]
-        gb, kb = self._lin["b"]
+        ga, ka = self.linearization["a"]
+        gb, kb = self.linearization["b"]
         la, lb = self._group_expr(theta, self.N_a), self._group_expr(theta, self.N_b)
-        self._cons = (la - (gb @ theta + kb) <= eps, lb - (ga @ theta + ka) <= eps)
-        return cp.Problem(cp.Minimize(self._loss_expr(theta)), list(self._cons))
+        self.deo_constraints = (la - (gb @ theta + kb) <= eps, lb - (ga @ theta + ka) <= eps)
+        return cp.Problem(cp.Minimize(self.loss_expression(theta)), list(self.deo_constraints))
 
     def set_parameter(self, name: str, value) -> None:
         """Sweepable: ``"eps"`` (validated :math:`\\ge 0`, in the problem's tolerance convention)."""
@@ -438,9 +440,9 @@ class DEOConstrained(Lagrangian, VerticalProblem):
             self._parameters["eps"].value = self.eps_deo
 
     def solver_order(self) -> list[str]:
-        avail = set(installed_solvers())
-        order = ["CLARABEL", "SCS"] if self.problem_class == "squared_fair_qcqp" else ["CLARABEL", "ECOS", "SCS"]
-        return [s for s in order if s in avail]
+        """The documented solver order; the semidefinite one for the squared-loss QCQP (its route
+        solves a Shor SDP)."""
+        return solver_order(semidefinite=self.problem_class == "squared_fair_qcqp")
 
     # ------------------------------------------------------------------ feasibility
     def shrink_to_feasible(self, theta, margin: float = 0.0) -> tuple[np.ndarray, float]:
@@ -490,7 +492,19 @@ class DEOConstrained(Lagrangian, VerticalProblem):
 
         return [NewtonRoute(), ConvexRoute(), SDPRoute(), DCRoute(), PenaltyLocalRoute()]
 
-    def _annotate(self, sol: Solution, request, started: float) -> None:
+    federated_refusal = "a vertical federation: its parties hold feature blocks, not rows"
+
+    def describe_structure(self) -> Structure:
+        """The structure of the vertical problem: its loss, :math:`n` rows over ``n_clients``
+        parties, :math:`P` = ``dim``, the ridge (every coordinate) and ``facts["problem_class"]``,
+        which decides the route."""
+        return Structure(family=self.family, **loss_fields(self.loss), n_clients=int(self.n_clients), n_outputs=1,
+                         rows=int(self.n), dim=int(self.dim), l2=float(self.l2), unpenalized=(),
+                         strong_convexity=float(self.l2), rows_local=True,
+                         data_bytes=int(self.X.nbytes + self.y.nbytes),
+                         facts={"problem_class": self.problem_class})
+
+    def annotate(self, sol: Solution, request, started: float) -> None:
         """``info``: ``problem_class``, the tolerance, ``kkt`` residuals and ``metrics`` (training
         data), the party blocks, :math:`L`, :math:`D`, DEO and the violation at the answer."""
         sol.info["problem_class"] = self.problem_class
@@ -508,7 +522,9 @@ class DEOConstrained(Lagrangian, VerticalProblem):
             sol.info["violation"] = self.constraint_violation(sol.theta)
             sol.info["metrics"] = self.metrics(sol.theta)
 
-    def _make_solution(self, theta, lam, lb, lb_method, status, certificate, info) -> Solution:
+    def make_solution(self, theta, lam, lb, lb_method, status, certificate, info) -> Solution:
+        """The :class:`Solution` at ``theta`` with multipliers ``lam`` and lower bound ``lb`` (how:
+        ``lb_method``); :math:`U` is the objective at ``theta`` (its violation, if any, reported)."""
         lam = np.maximum(np.asarray(lam, float), 0.0)
         ub = self.objective(theta)
         duals = {"lambda1": float(lam[0]), "lambda2": float(lam[1]), "rho": float(lam[0] - lam[1])}

@@ -35,6 +35,7 @@ import cvxpy as cp
 from ...solution import relative_gap, status_from_gap
 from ..engine.solvers import SolverSequence
 from ..engine.route import Route
+from ...errors import InvalidParameterError
 from .dual import piecewise_dual_bound
 
 __all__ = ["DEORoute", "ConvexRoute", "solve_subproblem", "smaller_gap"]
@@ -70,13 +71,17 @@ class DEORoute(Route):
     uses_solver = True
     passes_solver_options = True
 
-    def applies(self, problem) -> str | None:
-        if problem.problem_class in self.classes:
+    def applies(self, structure) -> str | None:
+        problem_class = structure.facts["problem_class"]
+        if problem_class in self.classes:
             return None
-        right = [repr(r.name) for r in problem.routes()
-                 if problem.problem_class in r.classes and r.applies(problem) is None]
-        return (f"it solves the problem class(es) {', '.join(self.classes)}; this problem is "
-                f"{problem.problem_class!r} (method {' or '.join(right) or None})")
+        return f"it solves the problem class(es) {', '.join(self.classes)}; this problem is {problem_class!r}"
+
+    def refusal(self, problem, reason: str) -> Exception:
+        """The refusal names the routes that do apply to this problem's class."""
+        right = [repr(r.name) for r in problem.routes() if r.applies(problem.structure) is None]
+        return InvalidParameterError(f"method {self.name!r} does not apply to this problem: {reason} "
+                                     f"(method {' or '.join(right) or None})")
 
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()
@@ -100,16 +105,16 @@ class ConvexRoute(DEORoute):
         for name in seq:
             if seq.run(prob, name) is None or prob.status not in _OK:
                 continue
-            theta = np.asarray(problem._theta_var.value, float)
+            theta = np.asarray(problem.theta_variable.value, float)
             if problem.penalty_c is None:
-                lam = np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel()
+                lam = np.array([problem.deo_constraints[0].dual_value, problem.deo_constraints[1].dual_value], float).ravel()
                 theta = problem.project_to_slab(theta)     # the nearest feasible point (exact)
                 lam = np.maximum(lam, 0.0)
                 lb_method = "lagrangian_at_solver_duals"
             else:
                 lam = problem.penalty_multipliers(theta)
                 lb_method = "lagrangian_at_penalty_multipliers"
-            lb = problem._polished_bound(theta, lam)
+            lb = problem.polished_bound(theta, lam)
             certificate = "lagrangian_dual_bound"
             info = {"solver": name, "attempts": seq.attempts}
             if problem.loss.piecewise_linear:
@@ -122,19 +127,19 @@ class ConvexRoute(DEORoute):
                 certificate = "solver"
             ub = problem.objective(theta)
             status = status_from_gap(lb, ub, request.gap_tol)
-            sol = problem._make_solution(theta, lam, lb, lb_method, status, certificate, info)
+            sol = problem.make_solution(theta, lam, lb, lb_method, status, certificate, info)
             if best is None or smaller_gap(sol, best):
                 best = sol
             if status == "optimal":
                 break
-        return best if best is not None else problem._failed_solution(seq.attempts)
+        return best if best is not None else problem.failed_solution(seq.attempts, seq.failure())
 
     @staticmethod
     def _piecewise_dual(problem, request, theta, lam, lb, lb_method, certificate, info):
         """A piecewise-linear loss: the exact dual bound of :mod:`.dual` (the subgradient Lagrangian
         bound is loose at the kinks), and the dual's primal point where it is feasible and better."""
         dual = piecewise_dual_bound(problem, theta, lam, problem.objective(theta),
-                                    lambda qp: solve_subproblem(problem, qp, request), c=problem._c())
+                                    lambda qp: solve_subproblem(problem, qp, request), c=problem.penalty_coefficient())
         info["piecewise_dual"] = {"bound": dual.bound, "free_samples": dual.n_free, "qp_rounds": dual.rounds}
         if dual.bound > lb:
             lb, lb_method, certificate = dual.bound, "piecewise_linear_dual", "piecewise_linear_dual"

@@ -268,8 +268,8 @@ class SDPRoute(DEORoute):
         for name in seq:
             if seq.run(prob, name) is None or prob.status not in _OK:
                 continue
-            lam = np.maximum(np.array([problem._cons[0].dual_value, problem._cons[1].dual_value], float).ravel(), 0.0)
-            theta, ext = extract_theta(q, np.asarray(problem._Y.value, float), lam, eps, problem.rank_tol)
+            lam = np.maximum(np.array([problem.deo_constraints[0].dual_value, problem.deo_constraints[1].dual_value], float).ravel(), 0.0)
+            theta, ext = extract_theta(q, np.asarray(problem.lifted_variable.value, float), lam, eps, problem.rank_tol)
             ext["polished"] = False
             rho_sdp = float(lam[0] - lam[1])
             if abs(rho_sdp) <= 1e-7:
@@ -302,11 +302,11 @@ class SDPRoute(DEORoute):
                                 "holds": bool(lmin >= -1e-9 * max(1.0, abs(np.linalg.eigvalsh(M)[-1])))}}
             ub = problem.objective(theta)
             status = status_from_gap(lb, ub, request.gap_tol)
-            sol = problem._make_solution(theta, lam, lb, "s_lemma_dual_function", status,
+            sol = problem.make_solution(theta, lam, lb, "s_lemma_dual_function", status,
                                          "s_lemma" + ("" if ext["method"] == "rank_one" else f"+{ext['method']}"),
                                          info)
             if best is None or smaller_gap(sol, best):
                 best = sol
             if status == "optimal":
                 break
-        return best if best is not None else problem._failed_solution(seq.attempts)
+        return best if best is not None else problem.failed_solution(seq.attempts, seq.failure())

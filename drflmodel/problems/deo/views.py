@@ -5,15 +5,10 @@ labels, groups and loss) and :class:`ServerView` (the server: aggregated scores,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..._validation import check_int
 from ...errors import InvalidDataError, InvalidParameterError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .problem import DEOConstrained
 
 __all__ = ["PartyView", "ServerView"]
 

@@ -2,11 +2,15 @@ r"""The solve engine shared by every formulation family.
 
 * :mod:`.route` -- the route contract (:class:`~.route.Route`, :class:`~.route.SolveRequest`)
   and :func:`~.route.dispatch`, the one chooser of a route;
+* :mod:`.structure` -- :class:`~.structure.Structure`, the summary of a problem the routes decide
+  on (computed once per problem);
+* :mod:`.queries` -- the client query kinds a route may need (``Route.needs``);
 * :mod:`.solvers` -- conic solver names and settings, and :class:`~.solvers.SolverSequence`,
   the one loop over solvers (with fallback) every CVXPY solve of the package goes through;
 * :mod:`.conic` -- :class:`~.conic.ConicRoute`, the default route of every family;
 * :mod:`.steps` -- what the SQP routes share (the ``auto`` size threshold, option checks, the
   recovery of a failed step problem);
+* :mod:`.memory` -- the refusal, by name and before allocating, of what would not fit in memory;
 * :mod:`.problem` -- the problem base classes (:class:`~.problem.ProblemBase`, the horizontal
   :class:`~.problem.Problem`, :class:`~.problem.VerticalProblem`, :class:`~.problem.ClientView`).
 
@@ -21,6 +25,7 @@ _LAZY = {
     "Route": "route", "SolveRequest": "route", "dispatch": "route",
     "SolverSequence": "solvers", "SOLVER_OPTIONS": "solvers", "installed_solvers": "solvers",
     "ConicRoute": "conic",
+    "Structure": "structure", "Available": "queries", "check_memory": "memory",
     "ProblemBase": "problem", "Problem": "problem", "VerticalProblem": "problem", "ClientView": "problem",
 }
 __all__ = sorted(_LAZY)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...solution import relative_gap
 from .route import Route
-from .solvers import _INFEASIBLE, _OK, SolverSequence
+from .solvers import INFEASIBLE_STATUSES, OK_STATUSES, SolverSequence
 
 __all__ = ["ConicRoute", "better"]
 
@@ -42,19 +42,19 @@ class ConicRoute(Route):
             record = seq.run(prob, name)
             if record is None:
                 continue
-            if prob.status in _INFEASIBLE:
-                return problem._infeasible_solution(name, seq.attempts)
-            if prob.status not in _OK:
+            if prob.status in INFEASIBLE_STATUSES:
+                return problem.infeasible_solution(name, seq.attempts)
+            if prob.status not in OK_STATUSES:
                 continue
-            sol = problem._certify(name)
-            sol.status = problem._status(sol, request.gap_tol)
+            sol = problem.certify_solved(name)
+            sol.status = problem.status_of(sol, request.gap_tol)
             record.update(status=sol.status, relative_gap=sol.relative_gap)
             if best is None or better(sol, best):
                 best = sol
             if sol.status in ("optimal", "local"):
                 break
         if best is None:
-            return problem._failed_solution(seq.attempts)
+            return problem.failed_solution(seq.attempts, seq.failure())
         best.info.setdefault("solver", seq.attempts[-1]["solver"] if seq.attempts else None)
         best.info["attempts"] = seq.attempts
         best.info["gap_tol"] = request.gap_tol

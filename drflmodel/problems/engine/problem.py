@@ -17,7 +17,7 @@ whose status comes from an independent certificate:
 
 * upper bound :math:`U` = the exact robust objective at the returned :math:`\\theta`, computed in
   numpy by :meth:`ProblemBase.objective` (no CVXPY);
-* lower bound :math:`L` = a dual argument supplied by the subclass in :meth:`ProblemBase._certify`.
+* lower bound :math:`L` = a dual argument supplied by the subclass in :meth:`ProblemBase.certify_solved`.
 
 If the certificate does not close (relative gap above ``gap_tol``) the next solver in
 :meth:`ProblemBase.solver_order` is tried; the best answer is returned with an honest status, and
@@ -42,7 +42,8 @@ from ...objectives import ClientObjectives, minibatch_indices
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
 from .route import Route, dispatch
-from .solvers import installed_solvers
+from .solvers import failure_reason, solver_order
+from .structure import Structure, describe_objectives
 
 __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
@@ -109,7 +110,7 @@ class ProblemBase:
 
     Subclasses implement :meth:`_build` (return a ``cp.Problem``; keep handles to its variables),
     :meth:`objective` (exact robust objective in numpy), :meth:`client_losses` and
-    :meth:`_certify` (turn the solved CVXPY problem into a :class:`Solution` with an independent
+    :meth:`certify_solved` (turn the solved CVXPY problem into a :class:`Solution` with an independent
     lower bound) -- or their own :meth:`routes`. Constructors only store and validate parameters
     (scikit-learn style); nothing is built until :meth:`build`.
     """
@@ -123,6 +124,8 @@ class ProblemBase:
         self.l2 = check_real(l2, "l2", low=0.0)
         self._cp_problem: cp.Problem | None = None
         self._parameters: dict[str, cp.Parameter] = {}
+        self._structure: Structure | None = None
+        self._route_caches: dict[str, dict] = {}
 
     @property
     def dim(self) -> int:
@@ -164,17 +167,57 @@ class ProblemBase:
         raise NotImplementedError
 
     def solver_order(self) -> list[str]:
-        """Open solvers to try, in order, for this problem's cone types."""
-        prob = self.build()
-        has_sdp = (any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
-                   or any(v.attributes.get("PSD") or v.attributes.get("NSD") for v in prob.variables()))
-        order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
-        avail = set(installed_solvers())
-        return [s for s in order if s in avail]
+        """Open solvers to try, in order, for this problem's cone types (:func:`~.solvers.solver_order`)."""
+        return solver_order(self.build())
 
-    def _certify(self, solver: str) -> Solution:
-        """Turn the solved CVXPY problem into a certified :class:`Solution`."""
+    def certify_solved(self, solver: str) -> Solution:
+        """Turn the solved CVXPY problem of :meth:`build` into a certified :class:`Solution`
+        (the conic route's inversion; ``solver`` answered)."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ what routes read
+    @property
+    def structure(self) -> Structure:
+        """The :class:`~.structure.Structure` summary routes decide on (computed once; dropped by
+        :meth:`invalidate_structure`)."""
+        if self._structure is None:
+            self._structure = self.describe_structure()
+        return self._structure
+
+    def describe_structure(self) -> Structure:
+        """Compute the :class:`~.structure.Structure` (subclasses; see :meth:`structure_facts`)."""
+        raise NotImplementedError
+
+    def structure_facts(self) -> dict:
+        """What only this family's routes read, for ``structure.facts`` (default: nothing)."""
+        return {}
+
+    def invalidate_structure(self) -> None:
+        """A parameter that changes the structure was set: drop the summary and every route cache."""
+        self._structure = None
+        self._route_caches.clear()
+
+    def cache(self, name: str) -> dict:
+        """Route ``name``'s cache on this problem (a dict: compiled step models, warm starts, ...),
+        cleared with the structure (:meth:`invalidate_structure`)."""
+        return self._route_caches.setdefault(name, {})
+
+    #: why this family has no federated certified solve (``None``: it has one, :meth:`on_federation`)
+    federated_refusal: str | None = "its routes are not written on the client-oracle interface"
+
+    def check_federated(self) -> None:
+        """Refuse (:class:`~drflmodel.errors.InvalidParameterError` with :attr:`federated_refusal`)
+        if this family has no federated certified solve."""
+        if self.federated_refusal is not None:
+            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: "
+                                        f"{self.federated_refusal}")
+
+    def on_federation(self, federation):
+        """The same problem (family and parameters) on another federation -- e.g. the
+        :class:`~drflmodel.client_oracle.DeclaredFederation` of a federated server, whose client
+        objectives ask the clients. Families without a federated solve refuse with the reason."""
+        self.check_federated()
+        raise NotImplementedError(f"{type(self).__name__}.on_federation")
 
     # ------------------------------------------------------------------ the solve contract
     def routes(self) -> list[Route]:
@@ -210,21 +253,25 @@ class ProblemBase:
         return dispatch(self, self.routes(), solver=solver, gap_tol=gap_tol, method=method, seed=seed,
                         verbose=verbose, fallback=fallback, options=options)
 
-    def _annotate(self, solution: Solution, request, started: float) -> None:
+    def annotate(self, solution: Solution, request, started: float) -> None:
         """Family-specific ``info`` added to every answer (after the route; default: nothing)."""
 
-    def _status(self, sol: Solution, gap_tol: float) -> str:
+    def status_of(self, sol: Solution, gap_tol: float) -> str:
         """Status from the certificate (subclasses with ``"local"`` answers override)."""
         if sol.status == "local":
             return "local"
         return status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)
 
-    def _failed_solution(self, attempts) -> Solution:
+    def failed_solution(self, attempts, reason: str | None = None) -> Solution:
+        """The honest ``"failed"`` answer: no point, no bound; ``info["reason"]`` says why (default:
+        each solver attempt's error or status, :func:`~.solvers.failure_reason`)."""
         return Solution(theta=None, weights=None, client_losses=None, value=float("nan"),
                         lower_bound=float("-inf"), upper_bound=float("inf"), status="failed",
-                        certificate="none", info={"attempts": attempts}, problem=self)
+                        certificate="none",
+                        info={"attempts": attempts, "reason": reason or failure_reason(attempts)}, problem=self)
 
-    def _infeasible_solution(self, solver, attempts) -> Solution:
+    def infeasible_solution(self, solver, attempts) -> Solution:
+        """The ``"infeasible"`` answer backed by ``solver``'s infeasibility certificate."""
         return Solution(theta=None, weights=None, client_losses=None, value=float("inf"),
                         lower_bound=float("inf"), upper_bound=float("inf"), status="infeasible",
                         certificate=f"{solver} infeasibility certificate",
@@ -262,7 +309,12 @@ class Problem(ProblemBase):
     """An oracle on a horizontal :class:`~drflmodel.data.Federation`: client *i* owns rows
     :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta)=\\frac1{N_i}\\sum_j\\ell+\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2`
     (:class:`~drflmodel.objectives.ClientObjectives`; ``penalize_intercept=False`` sets
-    :math:`\\omega=0` on the intercept column, scikit-learn's convention)."""
+    :math:`\\omega=0` on the intercept column, scikit-learn's convention).
+
+    A federation may supply its own client objectives (``federation.client_objectives(loss, l2,
+    penalize_intercept)``): a federated server's :class:`~drflmodel.client_oracle.DeclaredFederation`
+    over a channel supplies objectives that ask the clients, so the same family, built the same way,
+    is the server's problem (:func:`drflmodel.client_oracle.federated_solve`)."""
 
     #: whether the family accepts the multi-class (softmax) loss; the others refuse it with a reason
     supports_multiclass = False
@@ -278,7 +330,9 @@ class Problem(ProblemBase):
             raise InvalidParameterError(
                 f"{type(self).__name__} does not support the multi-class loss {loss!r}: "
                 f"{self.multiclass_refusal}; FederatedDRO, FairnessAwareFL and RelativeFairness do")
-        self.objectives = ClientObjectives(federation, loss, self.l2, penalize_intercept)
+        supply = getattr(federation, "client_objectives", None)     # a federated server's federation
+        self.objectives = (supply(loss, self.l2, penalize_intercept) if callable(supply)
+                           else ClientObjectives(federation, loss, self.l2, penalize_intercept))
         self.penalize_intercept = self.objectives.penalize_intercept
 
     @property
@@ -305,6 +359,11 @@ class Problem(ProblemBase):
     def client_view(self, i: int) -> ClientView:
         """What client *i* may compute on its own data."""
         return ClientView(self, i)
+
+    def describe_structure(self) -> Structure:
+        """The structure of a horizontal problem, read from its client objectives
+        (:func:`~.structure.describe_objectives`) and the family's :meth:`structure_facts`."""
+        return describe_objectives(self.family, self.objectives, self.structure_facts())
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim}, "

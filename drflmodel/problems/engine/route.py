@@ -1,8 +1,10 @@
 r"""Solve routes: the ways an oracle can be solved, one small object each.
 
 Modelled on CVXPY's reductions (``Reduction.accepts`` / ``apply`` / ``invert``, chained by
-``SolvingChain``): a :class:`Route` knows **when it applies** to a problem and **how to produce a
-certified** :class:`~drflmodel.solution.Solution` for it. ``Problem.routes()`` lists a family's
+``SolvingChain``): a :class:`Route` knows **when it applies** -- from the problem's structure
+summary (:class:`~.structure.Structure`, computed once), never from the problem's internals --
+**which client queries it needs** (:mod:`.queries`), and **how to produce a certified**
+:class:`~drflmodel.solution.Solution`. ``Problem.routes()`` lists a family's
 routes in order of preference; ``Problem.solve(method="auto")`` takes the first that applies (and,
 for a route that may fall back, the next one when its answer does not certify), while
 ``solve(method=<name>)`` forces one. ``solution.info["method"]`` records the route that answered.
@@ -27,9 +29,15 @@ The contract (stable; families and helpers code against it):
     ``True`` for a route that is only *tried* first (a fast structure-exploiting method): when its
     answer is not ``"optimal"``, ``method="auto"`` goes on to the next applicable route and records
     the attempt in ``info["route_attempts"]``.
-``Route.applies(problem) -> str | None``
-    ``None`` when the route can solve ``problem``; otherwise a one-line reason (shown to the user
-    when the route is forced with ``method=`` and does not apply).
+``Route.needs``
+    The client query kinds the route reads (a frozenset of :data:`~.queries.QUERY_KINDS`;
+    default ``{"rows"}``: the route reads the rows themselves). :func:`dispatch` runs a route only
+    when its needs are available: everything for a problem holding its rows, what the clients
+    answer for a federated server (:mod:`drflmodel.client_oracle`).
+``Route.applies(structure) -> str | None``
+    ``None`` when the route can solve a problem of this :class:`~.structure.Structure`;
+    otherwise a one-line reason (shown to the user when the route is forced with ``method=`` and
+    does not apply).
 ``Route.solve(problem, request) -> Solution``
     Solve and certify. ``request`` is a :class:`SolveRequest` (the user's choices, options
     validated and completed with the route's defaults).
@@ -41,17 +49,21 @@ Extensions (optional; the defaults keep the contract above):
     solver (``solve(solver="SCS", eps_abs=1e-8)``). Those are validated against the solver's
     documented settings (:func:`drflmodel.problems.engine.solvers.check_solver_options`) and arrive in
     ``request.solver_options``; a route option of the same name wins.
-``Route.auto_skip(problem) -> str | None``
+``Route.auto_skip(structure) -> str | None``
     Why ``method="auto"`` passes over a route that applies (``None``: it may take it). For a route
     that can be forced but is not the preferred answer to every problem it applies to.
 ``Route.refusal(problem, reason) -> Exception``
     The error raised when the route is forced but does not apply (default
     :class:`~drflmodel.errors.InvalidParameterError`).
 
-**Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction): ``method="auto"``
-keeps, in order, the routes that apply, that ``auto_skip`` does not pass over, that use a solver
-if one is named, and that accept every given option; it solves with the first, and with the next
-only after a ``may_fall_back`` route's non-optimal answer.
+**Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction, the one chooser of
+the centralized and the federated solve alike): ``method="auto"`` keeps, in order, the routes
+whose needs are available, that apply, that ``auto_skip`` does not pass over, that use a solver if
+one is named, and that accept every given option; it solves with the first, and with the next only
+after a ``may_fall_back`` route's non-optimal answer.
+
+**Caches.** A route keeps what it reuses between solves (compiled step models, a sweep's warm
+start) in ``problem.cache(route_name)``, a dict the problem clears with its structure.
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ import numpy as np
 
 from ..._validation import check_bool, check_int, check_real
 from ...errors import InvalidParameterError
+from .queries import QUERY_KINDS, ROWS, why_not
 
 __all__ = ["Route", "SolveRequest", "dispatch"]
 
@@ -99,17 +112,27 @@ class Route:
 
     name: ClassVar[str] = ""
     options: ClassVar[Mapping[str, Any]] = {}
+    needs: ClassVar[frozenset] = frozenset({ROWS})
     uses_solver: ClassVar[bool] = True
     may_fall_back: ClassVar[bool] = False
     passes_solver_options: ClassVar[bool] = False
 
-    def applies(self, problem) -> str | None:
-        """``None`` if this route can solve ``problem``, else a one-line reason why not."""
+    def applies(self, structure) -> str | None:
+        """``None`` if this route can solve a problem of this structure, else a one-line reason."""
         return None
 
-    def auto_skip(self, problem) -> str | None:
+    def auto_skip(self, structure) -> str | None:
         """Why ``method="auto"`` passes over this route although it applies (``None``: it may not)."""
         return None
+
+    def missing(self, available) -> str | None:
+        """Why this route cannot run on the query kinds ``available`` (``None``: its needs are met)."""
+        lacking = [k for k in QUERY_KINDS if k in self.needs and k not in available]
+        if not lacking:
+            return None
+        explain = getattr(available, "why_not", why_not)
+        return (f"method {self.name!r} needs the clients' {' and '.join(k.replace('_', ' ') for k in lacking)}: "
+                + "; ".join(explain(k) for k in lacking))
 
     def refusal(self, problem, reason: str) -> Exception:
         """The error for ``solve(method=self.name)`` when the route does not apply."""
@@ -182,9 +205,14 @@ def _describe(routes) -> str:
     return ", ".join(repr(r.name) for r in routes)
 
 
-def _forced(problem, routes, method: str, solver) -> list:
+def _forced(problem, structure, available, routes, method: str, solver) -> list:
     route = next(r for r in routes if r.name == method)
-    reason = route.applies(problem)
+    lacking = route.missing(available)
+    if lacking is not None:
+        runnable = [r.name for r in routes if r.missing(available) is None and r.applies(structure) is None]
+        raise InvalidParameterError(f"{lacking}; the methods that run on what is available here: "
+                                    f"{', '.join(map(repr, runnable)) or 'none'}")
+    reason = route.applies(structure)
     if reason is not None:
         raise route.refusal(problem, reason)
     if solver is not None and not route.uses_solver:
@@ -194,13 +222,18 @@ def _forced(problem, routes, method: str, solver) -> list:
     return [route]
 
 
-def _candidates(problem, routes, solver, options) -> list:
-    """The routes ``method="auto"`` uses, in order: the first that applies, is not skipped, uses a
-    solver if one is named and accepts every option -- and, after a ``may_fall_back`` route, the
-    next such route (see the module docstring)."""
+def _why_not(route, structure, available) -> str | None:
+    """Why ``method="auto"`` cannot take ``route`` here (needs, applies, auto_skip), or ``None``."""
+    return route.missing(available) or route.applies(structure) or route.auto_skip(structure)
+
+
+def _candidates(problem, structure, available, routes, solver, options) -> list:
+    """The routes ``method="auto"`` uses, in order: the first whose needs are available, that
+    applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
+    ``may_fall_back`` route, the next such route (see the module docstring)."""
     applicable, fitting = [], []
     for r in routes:
-        if r.applies(problem) is not None or r.auto_skip(problem) is not None:
+        if _why_not(r, structure, available) is not None:
             continue
         applicable.append(r)
         if solver is not None and not r.uses_solver:
@@ -213,7 +246,7 @@ def _candidates(problem, routes, solver, options) -> list:
     if fitting:
         return fitting
     if not applicable:
-        reasons = "; ".join(f"{r.name}: {r.applies(problem) or r.auto_skip(problem)}" for r in routes)
+        reasons = "; ".join(f"{r.name}: {_why_not(r, structure, available)}" for r in routes)
         raise InvalidParameterError(f"no method applies to this problem ({reasons})")
     pool = applicable
     if solver is not None:
@@ -233,13 +266,18 @@ def _candidates(problem, routes, solver, options) -> list:
 
 
 def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
-             fallback=True, options=None):
-    """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body).
+             fallback=True, options=None, available=None):
+    """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body, and the
+    federated solve's: :func:`drflmodel.client_oracle.federated_solve`).
 
-    Raises :class:`~drflmodel.errors.InvalidParameterError` for an unknown solver, method or
-    option (listing the valid ones) and the route's :meth:`Route.refusal` for a forced route that
-    does not apply. ``info["method"]`` names the route that answered; ``info["route_attempts"]``
-    lists routes that answered first without certifying (``may_fall_back``).
+    ``available``: the client query kinds the routes may use (:mod:`.queries`; an
+    :class:`~.queries.Available` says why the others are missing); default: those of
+    ``problem.structure`` (every kind where the rows are held). Raises
+    :class:`~drflmodel.errors.InvalidParameterError` for an unknown solver, method or option
+    (listing the valid ones) or a forced route whose needs are not available, and the route's
+    :meth:`Route.refusal` for a forced route that does not apply. ``info["method"]`` names the
+    route that answered; ``info["route_attempts"]`` lists routes that answered first without
+    certifying (``may_fall_back``).
     """
     from .solvers import check_solver
 
@@ -255,10 +293,12 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     choices = dict(solver=solver, gap_tol=check_real(gap_tol, "gap_tol", low=0.0),
                    seed=_check_seed(getattr(problem, "seed", 0) if seed is None else seed),
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
+    structure = problem.structure
+    available = structure.queries if available is None else available
     if method == "auto":
-        chosen = _candidates(problem, routes, solver, options)
+        chosen = _candidates(problem, structure, available, routes, solver, options)
     else:
-        chosen = _forced(problem, routes, method, solver)
+        chosen = _forced(problem, structure, available, routes, method, solver)
     requests = [r.request(problem, options, **choices) for r in chosen]   # validates before solving
     route_attempts = []
     for k, (route, request) in enumerate(zip(chosen, requests)):
@@ -272,5 +312,5 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     if route_attempts:
         sol.info["route_attempts"] = route_attempts
     sol.problem = problem
-    problem._annotate(sol, request, started)
+    problem.annotate(sol, request, started)
     return sol

@@ -27,6 +27,7 @@ and feasibility tolerances of 1e-9; SCS (first-order, the last resort and for co
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import sys
@@ -38,8 +39,10 @@ import numpy as np
 
 from ...errors import InvalidParameterError, SolverFallbackWarning
 
-__all__ = ["SOLVER_OPTIONS", "installed_solvers", "check_solver", "solver_settings", "solver_setting_types",
-           "check_solver_options", "default_solver", "quiet_solve", "SolverSequence"]
+__all__ = ["SOLVER_OPTIONS", "SOLVER_DEFAULTS", "DEFAULT_ORDER", "SDP_ORDER", "OK_STATUSES", "INFEASIBLE_STATUSES", "SOLVE_ERRORS",
+           "installed_solvers", "solver_order", "has_semidefinite_cones", "check_solver", "solver_settings",
+           "solver_setting_types", "check_solver_options", "default_solver", "quiet_solve", "SolverSequence",
+           "solve_with_fallback", "solve_or_raise", "failure_reason"]
 
 #: the documented tolerances per solver
 SOLVER_OPTIONS = {
@@ -65,19 +68,52 @@ _DOCUMENTED_SETTINGS = {
 _TYPE_WORDS = {int: "an integer", float: "a real number", bool: "True or False", str: "a string",
                list: "a list"}
 
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-_INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
-_DEFAULT_ORDER = ("CLARABEL", "ECOS", "SCS")
+#: CVXPY statuses of a solved problem (an inaccurate answer is recorded; the certificate decides)
+OK_STATUSES = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+#: CVXPY statuses of a solver's infeasibility certificate
+INFEASIBLE_STATUSES = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+#: ``tolerances`` of a :class:`SolverSequence` that runs Clarabel and ECOS at their own default
+#: tolerances (1e-8) instead of :data:`SOLVER_OPTIONS` (SCS keeps its documented ones: its own
+#: default, 1e-4, is too loose) -- for small problems whose answer is only a point to check
+SOLVER_DEFAULTS = {"CLARABEL": {}, "ECOS": {}}
+#: the documented order of the open conic solvers (the first installed one is the default)
+DEFAULT_ORDER = ("CLARABEL", "ECOS", "SCS")
+#: the documented order for problems with semidefinite cones (ECOS has none)
+SDP_ORDER = ("CLARABEL", "SCS")
+#: the errors a solve may raise that mean "this solver gave no answer" (the next one is tried)
+SOLVE_ERRORS = (cp.error.SolverError, ValueError, ArithmeticError)
+
+
+@functools.lru_cache(maxsize=1)
+def _installed() -> tuple[str, ...]:
+    return tuple(cp.installed_solvers())
 
 
 def installed_solvers() -> list[str]:
-    """The CVXPY solvers available in this environment."""
-    return list(cp.installed_solvers())
+    """The CVXPY solvers available in this environment (asked of CVXPY once per process: the
+    answer costs ~3 ms and cannot change while the process runs)."""
+    return list(_installed())
+
+
+def has_semidefinite_cones(prob: cp.Problem) -> bool:
+    """Whether ``prob`` has a PSD constraint or a PSD / NSD variable (ECOS cannot take it)."""
+    return (any(isinstance(c, cp.constraints.PSD) for c in prob.constraints)
+            or any(v.attributes.get("PSD") or v.attributes.get("NSD") for v in prob.variables()))
+
+
+def solver_order(prob: cp.Problem | None = None, *, semidefinite: bool | None = None) -> list[str]:
+    """The installed solvers of the documented order (:data:`DEFAULT_ORDER`, or
+    :data:`SDP_ORDER` when ``prob`` has semidefinite cones or ``semidefinite=True``)."""
+    if semidefinite is None:
+        semidefinite = prob is not None and has_semidefinite_cones(prob)
+    installed = set(_installed())
+    return [s for s in (SDP_ORDER if semidefinite else DEFAULT_ORDER) if s in installed]
 
 
 def quiet_solve(prob: cp.Problem, **kwargs):
     """``prob.solve`` without CVXPY's "Solution may be inaccurate" warning (the status is recorded
-    and the certificate decides) -- for a route's internal subproblems."""
+    and the certificate decides). Only :meth:`SolverSequence.run` calls it: every solve of the
+    package goes through a :class:`SolverSequence`."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         return prob.solve(**kwargs)
@@ -85,8 +121,8 @@ def quiet_solve(prob: cp.Problem, **kwargs):
 
 def default_solver() -> str | None:
     """The first installed solver of the documented order (Clarabel where installed)."""
-    avail = set(installed_solvers())
-    return next((s for s in _DEFAULT_ORDER if s in avail), None)
+    order = solver_order()
+    return order[0] if order else None
 
 
 def check_solver(solver) -> str | None:
@@ -103,7 +139,7 @@ def check_solver(solver) -> str | None:
     if name not in known:
         raise InvalidParameterError(f"unknown solver {solver!r}; valid names: {', '.join(known)}; "
                                     f"installed: {installed}")
-    if name not in installed_solvers():
+    if name not in _installed():
         raise InvalidParameterError(f"solver {name!r} is not installed; installed solvers: {installed}")
     return name
 
@@ -111,6 +147,12 @@ def check_solver(solver) -> str | None:
 def solver_setting_types(solver: str | None) -> dict | None:
     """``{setting: type}`` for the settings ``solver`` documents (``None`` if drflmodel cannot
     check them; a type ``None``: any value). Clarabel's types are those of its defaults."""
+    types = _setting_types(solver)
+    return None if types is None else dict(types)
+
+
+@functools.lru_cache(maxsize=None)
+def _setting_types(solver: str | None):
     if solver == "CLARABEL":
         import clarabel
 
@@ -169,36 +211,54 @@ def check_solver_options(solver: str | None, options, route_options=()) -> dict:
 
 
 class SolverSequence:
-    """The solvers to try for one request, in order, with the records of every attempt.
+    """The one loop over solvers: the solvers to try for one solve, in order, with the records of
+    every attempt. Every CVXPY solve of the package goes through one (a route's main problem and
+    its internal subproblems alike), so every solve falls back to the other installed solvers.
 
-    Iterating yields solver names: the requested solver first (alone if ``fallback=False``), then
-    ``default_order``. Moving past a requested solver warns (:class:`SolverFallbackWarning`) and
-    marks its record. :meth:`run` solves a ``cp.Problem`` with one of them and records the attempt.
+    Iterating yields solver names: the user's requested solver first (alone if
+    ``fallback=False``), else ``first`` (a route's own choice, no warning), then the documented
+    order. Moving past a requested solver warns (:class:`SolverFallbackWarning`) and marks its
+    record. :meth:`run` solves a ``cp.Problem`` with one of them and records the attempt;
+    :meth:`first_optimal` runs them in turn until one reports an optimal status.
 
     Parameters
     ----------
-    request : the :class:`~drflmodel.problems.engine.route.SolveRequest`.
-    default_order : the route's documented solver order.
+    request : the :class:`~drflmodel.problems.engine.route.SolveRequest` (its ``solver``,
+        ``fallback``, ``verbose`` and ``solver_options``), or ``None`` for a route's internal
+        subproblem (no user solver, no user options).
+    default_order : the solvers after the first; default :func:`solver_order` of ``prob``.
+    prob : the problem whose cones decide the default order.
+    first : a solver to try first that the user did not name (e.g. the one a step model was
+        compiled for); falling back from it does not warn.
+    tolerances : per-solver options that replace :data:`SOLVER_OPTIONS` for those solvers
+        (a subproblem solved tighter than the documented tolerances).
     record_value : add CVXPY's optimal value to each record.
     quiet : which solver warnings to silence while solving -- ``"inaccurate"`` (CVXPY's "Solution
         may be inaccurate": the status is recorded and the certificate decides) or ``"user"``
         (every ``UserWarning`` raised inside the solve).
     """
 
-    def __init__(self, request, default_order, record_value: bool = True, quiet: str = "inaccurate"):
-        self.request = request
+    def __init__(self, request=None, default_order=None, *, prob: cp.Problem | None = None,
+                 first: str | None = None, tolerances: dict | None = None, record_value: bool = True,
+                 quiet: str = "inaccurate"):
+        self.requested = getattr(request, "solver", None)
+        self.fallback = getattr(request, "fallback", True)
+        self.verbose = getattr(request, "verbose", False)
+        self.user_options = dict(getattr(request, "solver_options", None) or {})
+        self.tolerances = dict(tolerances or {})
         self.record_value = record_value
         self.quiet = quiet
-        order = list(default_order)
-        if request.solver is not None:
-            order = [request.solver] + ([s for s in order if s != request.solver] if request.fallback else [])
+        order = list(solver_order(prob) if default_order is None else default_order)
+        lead = self.requested or first
+        if lead is not None:
+            order = [lead] + ([s for s in order if s != lead] if self.fallback or not self.requested else [])
         self.order = order
         self.attempts: list[dict] = []
         self.record: dict | None = None
 
     def __iter__(self):
         for k, name in enumerate(self.order):
-            if k == 1 and self.request.solver is not None:
+            if k == 1 and self.requested is not None:
                 self._fall_back()
             yield name
 
@@ -219,22 +279,25 @@ class SolverSequence:
             SolverFallbackWarning, stacklevel=_caller_level())
 
     def options_for(self, name: str) -> dict:
-        """The documented tolerances of ``name``, and the user's options if it is tried first."""
+        """The documented tolerances of ``name`` (or this sequence's ``tolerances`` for it), and the
+        user's options if it is the user's requested solver or the first tried."""
         first = name == self.order[0]
-        return {**SOLVER_OPTIONS.get(name, {}), **(self.request.solver_options if first else {})}
+        base = self.tolerances.get(name, SOLVER_OPTIONS.get(name, {}))
+        return {**base, **(self.user_options if first else {})}
 
     def run(self, prob: cp.Problem, name: str) -> dict | None:
-        """Solve ``prob`` with ``name``; append and return the record (``None`` on a solver error)."""
+        """Solve ``prob`` with ``name``; append and return the record (``None`` on a solver error,
+        recorded with its message)."""
         t0 = time.perf_counter()
-        requested = self.request.solver is not None and name == self.order[0] and not self.attempts
+        requested = self.requested is not None and name == self.order[0] and not self.attempts
         try:
             with warnings.catch_warnings():
                 if self.quiet == "user":
                     warnings.simplefilter("ignore", UserWarning)
                 else:
                     warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                prob.solve(solver=name, verbose=self.request.verbose, **self.options_for(name))
-        except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
+                prob.solve(solver=name, verbose=self.verbose, **self.options_for(name))
+        except SOLVE_ERRORS as exc:
             self.record = {"solver": name, "error": str(exc)[:200]}
             self._append(self.record, requested)
             return None
@@ -253,12 +316,55 @@ class SolverSequence:
         """Solve ``prob`` with the first solver that reports an optimal status (its name, or
         ``None``) -- for subproblems whose answer the route checks itself."""
         for name in self:
-            if self.run(prob, name) is not None and prob.status in _OK:
+            if self.run(prob, name) is not None and prob.status in OK_STATUSES:
                 return name
         return None
 
+    def failure(self) -> str:
+        """One line saying why no solver answered (each attempt's error or status)."""
+        return failure_reason(self.attempts)
 
-#: the drflmodel package directory (three levels up: drflmodel/problems/engine/solvers.py)
+
+def solve_or_raise(prob: cp.Problem, solver: str, what: str = "subproblem", tolerances: dict | None = None) -> None:
+    """Solve ``prob`` with ``solver`` alone (one :meth:`SolverSequence.run`, the documented
+    tolerances); raise :class:`ArithmeticError` naming ``what`` and the error or status when it
+    gives no optimal answer -- one try of a recovery loop that chooses the next solver itself
+    (:func:`~drflmodel.problems.engine.steps.recovered_step`)."""
+    seq = SolverSequence(None, [solver], tolerances=tolerances, record_value=False)
+    if seq.run(prob, solver) is None or prob.status not in OK_STATUSES:
+        raise ArithmeticError(f"{what}: {seq.failure()}")
+
+
+def failure_reason(attempts) -> str:
+    """``"no solver gave an optimal answer: CLARABEL: <error>; ECOS: <status>"`` from the records
+    of a :class:`SolverSequence` (or ``"no solver was tried"``)."""
+    solvers, routes = [], []
+    for a in attempts:
+        if "solver" in a:
+            solvers.append(f"{a['solver']}: {a.get('error') or a.get('status') or a.get('cvxpy_status')}")
+        elif "history" in a:        # a route's own iterations (SQP steps, bundle steps, ...)
+            errors = [h["error"] for h in a["history"] if "error" in h]
+            routes.append(f"method {a.get('method')!r} stopped after {len(a['history'])} step(s)"
+                          + (f": {errors[-1]}" if errors else ""))
+    if solvers:
+        return "no solver gave an optimal answer: " + "; ".join(solvers)
+    if routes:
+        return "; ".join(routes)
+    return "no solver was tried (none of the documented solvers is installed)"
+
+
+def solve_with_fallback(prob: cp.Problem, *, first: str | None = None, request=None, order=None,
+                        tolerances: dict | None = None, attempts: list | None = None) -> str | None:
+    """Solve a route's internal subproblem ``prob`` with the first solver of a
+    :class:`SolverSequence` that reports an optimal status; return its name, or ``None`` when
+    none did (never a raw solver error). The records are appended to ``attempts``."""
+    seq = SolverSequence(request, order, prob=prob, first=first, tolerances=tolerances, record_value=False)
+    used = seq.first_optimal(prob)
+    if attempts is not None:
+        attempts.extend(seq.attempts)
+    return used
+
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -10,11 +10,10 @@ Newton route of the DEO family.
 from __future__ import annotations
 
 import cvxpy as cp
-import numpy as np
 
-from .solvers import installed_solvers
+from .solvers import SolverSequence
 
-__all__ = ["AUTO_MIN_SIZE", "STEP_SOLVERS", "RECOVERY_RADII", "step_solvers", "recovered_step",
+__all__ = ["AUTO_MIN_SIZE", "RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
            "too_small_for_sqp", "check_sqp_options"]
 
 #: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
@@ -22,17 +21,15 @@ __all__ = ["AUTO_MIN_SIZE", "STEP_SOLVERS", "RECOVERY_RADII", "step_solvers", "r
 AUTO_MIN_SIZE = 50_000
 
 
-#: step solvers in the order a failed step is retried with (the installed ones)
-STEP_SOLVERS = ("CLARABEL", "ECOS", "SCS")
 #: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
 #: step solver before the route declares the step failed
 RECOVERY_RADII = (1.0, 1e-1, 1e-2, 1e-3)
 
 
 def step_solvers(first: str) -> list[str]:
-    """``first`` and then the other installed step solvers."""
-    installed = set(installed_solvers())
-    return [first] + [s for s in STEP_SOLVERS if s != first and s in installed]
+    """``first`` and then the other installed solvers of the documented order (the order of a
+    :class:`~.solvers.SolverSequence` that tries ``first`` first)."""
+    return SolverSequence(first=first).order
 
 
 def recovered_step(step, first: str, scale: float, record: dict):
@@ -55,13 +52,15 @@ def recovered_step(step, first: str, scale: float, record: dict):
     raise ArithmeticError("every step solve failed: " + "; ".join(errors))
 
 
-def too_small_for_sqp(problem) -> str | None:
-    """Why ``method="auto"`` leaves ``problem`` to the conic route (N*d below
-    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None``."""
-    size = int(np.sum(problem.federation.sizes)) * problem.dim
-    if size < AUTO_MIN_SIZE:
-        return (f"N*P = {size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on small "
-                f"problems; force a fast route with method='sqp' or 'newton'")
+def too_small_for_sqp(structure) -> str | None:
+    """Why ``method="auto"`` leaves a problem of this structure to the conic route (N*P below
+    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None`` -- always
+    ``None`` where the rows are remote (a federated server: the conic route cannot run there)."""
+    if not structure.rows_local:
+        return None
+    if structure.size < AUTO_MIN_SIZE:
+        return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
+                f"small problems; force a fast route with method='sqp' or 'newton'")
     return None
 
 
@@ -73,3 +72,32 @@ def check_sqp_options(opts: dict) -> dict:
     opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
     opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
     return opts
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or (isinstance(a, (str, int, float, bool)) and type(a) is type(b) and a == b)
+
+
+def cached(problem, name: str, key, build):
+    """``build()``, kept in the route cache ``problem.cache(name)`` and rebuilt when ``key``
+    changes (a tuple compared item by item: objects by identity -- e.g. the weight set a step model
+    was compiled for -- and strings or numbers by value). The problem clears the cache with its
+    structure."""
+    cache = problem.cache(name)
+    if "key" not in cache or not _same(cache["key"], key):
+        cache["key"], cache["value"] = key, build()
+    return cache["value"]
+
+
+def warm_start(problem):
+    """The last certified point of a fast route on this problem (a sweep's previous answer), or
+    ``None``: the one warm-start slot every SQP route of a problem shares."""
+    theta = problem.cache("warm_start").get("theta")
+    return None if theta is None or theta.shape != (problem.dim,) else theta.copy()
+
+
+def keep_warm_start(problem, theta) -> None:
+    """Keep ``theta`` as the warm start of the next fast solve of ``problem``."""
+    problem.cache("warm_start")["theta"] = theta.copy()

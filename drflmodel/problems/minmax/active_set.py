@@ -49,8 +49,9 @@ from ..._validation import check_int, check_real
 from ...objectives import ClientObjectives
 from ...sets import feasible_weights
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
-from .lagrangian_sqp import LagrangianSQPRoute, _Point
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..engine.queries import ROWS
+from .lagrangian_sqp import _Point, weight_step_model
 from .pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound
 from ..engine.route import Route
 
@@ -88,7 +89,7 @@ class ReducedProblem:
         self.theta = cp.Variable(P, name="theta")
         self.t = cp.Variable(n, name="t")
         q = cp.Variable(name="ridge")
-        support, extra = problem._model_support(self.t)
+        support, extra = problem.support_expression(self.t)
         rhs = self.c + self.g @ self.theta + q
         self.piece_constraints = []
         cons = [q >= 0.5 * cp.sum_squares(cp.multiply(np.sqrt(problem.objectives.penalty_diagonal), self.theta))]
@@ -109,21 +110,14 @@ class ReducedProblem:
 
     def solve(self):
         """``(theta, raw weights, piece multipliers (|K|, pieces), model value, solver)``."""
-        last = None
-        for solver in [s for s in ("CLARABEL", "ECOS") if s in installed_solvers()]:
-            try:
-                quiet_solve(self.problem, solver=solver,
-                            **_REDUCED_TOLERANCES.get(solver, SOLVER_OPTIONS.get(solver, {})))
-            except (cp.error.SolverError, ArithmeticError, ValueError) as exc:   # pragma: no cover
-                last = f"{solver}: {str(exc)[:200]}"
-                continue
-            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-                nu = (np.column_stack([np.maximum(np.asarray(c.dual_value, float).reshape(-1), 0.0)
-                                       for c in self.piece_constraints]) if self.piece_constraints else None)
-                lam = np.asarray(self.epigraph.dual_value, float).reshape(-1)
-                return (np.asarray(self.theta.value, float), lam, nu, float(self.problem.value), solver)
-            last = f"{solver}: {self.problem.status}"
-        raise ArithmeticError(f"reduced problem: {last}")
+        attempts = []
+        solver = solve_with_fallback(self.problem, tolerances=_REDUCED_TOLERANCES, attempts=attempts)
+        if solver is None:
+            raise ArithmeticError(f"reduced problem: {failure_reason(attempts)}")
+        nu = (np.column_stack([np.maximum(np.asarray(c.dual_value, float).reshape(-1), 0.0)
+                               for c in self.piece_constraints]) if self.piece_constraints else None)
+        lam = np.asarray(self.epigraph.dual_value, float).reshape(-1)
+        return (np.asarray(self.theta.value, float), lam, nu, float(self.problem.value), solver)
 
 
 class ActiveSetRoute(Route):
@@ -135,17 +129,15 @@ class ActiveSetRoute(Route):
 
     name = "active_set"
     options = {"max_rounds": 30, "max_kink_rows": 20_000, "tol": 1e-10}
+    needs = frozenset({ROWS})          # every row's score and pieces (a federated server takes 'bundle')
     uses_solver = False
     may_fall_back = True
 
-    def applies(self, problem) -> str | None:
-        if not getattr(problem.objectives, "holds_rows", True):
-            return ("the rows are remote (a federated server's objectives): the route reads every row's "
-                    "score; a federated non-smooth solve takes method='bundle'")
-        if not getattr(problem.loss, "piecewise_linear", False):
-            return (f"the loss {problem.loss.name!r} is not piecewise linear (the route keeps each row's affine "
+    def applies(self, structure) -> str | None:
+        if not structure.piecewise_linear:
+            return (f"the loss {structure.loss!r} is not piecewise linear (the route keeps each row's affine "
                     f"pieces); smooth losses take method='sqp'")
-        if not np.all(problem.objectives.penalty_diagonal > 0):
+        if not structure.ridge_covers_all:
             return ("its Lagrangian bound needs every coordinate penalized (l2 > 0 and penalize_intercept=True): "
                     "along an unpenalized direction the piecewise-linear minorant is unbounded below; "
                     "use method='conic'")
@@ -215,8 +207,8 @@ class ActiveSetRoute(Route):
                 break
             kink |= violated
         if best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
-        best.duals = problem._sqp_duals(None, best.duals["epigraph"], best.theta)
+            return problem.failed_solution([{"method": self.name, "history": history}])
+        best.duals = problem.answer_duals(best.duals["epigraph"], best.theta)
         best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
         best.info.update({"rounds": len(history), "history": history, "gap_tol": request.gap_tol,
                           "smoothing": smoothing,
@@ -234,7 +226,7 @@ def _violated(pieces: Pieces, z: np.ndarray, fixed: np.ndarray) -> np.ndarray:
 
 def _certify(problem, table, pieces, theta, lam_raw, nu, fixed, kink_rows, z, model_value, solver):
     """The certified Solution at the reduced problem's answer (module docstring, step 3)."""
-    W = problem._weight_set()
+    W = problem.weight_set
     lam, _ = feasible_weights(W, lam_raw)
     slope, intercept = pieces.slopes[fixed].copy(), pieces.intercepts[fixed].copy()
     if kink_rows.size:
@@ -267,9 +259,9 @@ def _smoothed_minimizer(problem, pieces: Pieces, table: SampleTable, request):
     :math:`\theta=0`; the next :math:`\mu` is scaled by ``target / (2 band rows)`` (the band's
     row count is about proportional to :math:`\mu`), at least by 1/1000 and at most by 1/2.
     Intermediate runs stop at a looser tolerance. Returns ``(theta, info)``."""
-    W = problem._weight_set()
-    solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
-    model = LagrangianSQPRoute()._model(problem, solver)
+    W = problem.weight_set
+    solver = default_solver()
+    model = weight_step_model(problem, solver)
     z0 = table.offset[table.valid]                       # the arguments at theta = 0
     scale = float(np.median(pieces.kink_distance(z0))) if pieces.kinks.size else 1.0
     scale = scale if np.isfinite(scale) and scale > 0 else 1.0

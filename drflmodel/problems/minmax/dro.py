@@ -41,6 +41,7 @@ the fixed-weight solver's :math:`\hat\theta` (valid for any subgradient).
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -50,12 +51,10 @@ from ...errors import InvalidParameterError, NotConvexError
 from ...solution import Solution
 from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers
+from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
-
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 
 CERTIFICATE = "fixed-weight minimization at dual weights"
 
@@ -67,8 +66,11 @@ class WeightedMinMax(Problem):
     r"""Shared machinery of :math:`\min_\theta\max_{\lambda\in\Lambda}\lambda^\top f(\theta)-\psi(\lambda)`
     problems with :math:`\Lambda\subset\mathbb R^n_{\ge0}` (FederatedDRO, FairnessAwareFL).
 
-    Subclasses provide :meth:`_support` (the convex support expression of :math:`t`), the weight
-    set used for the numpy side (:meth:`_weight_set`) and :meth:`objective`.
+    Subclasses provide :meth:`_support` (the convex support expression of :math:`t` in this
+    problem's own CVXPY model), the weight set :math:`\Lambda` as ``weights`` (:attr:`weight_set`
+    is what the routes read) and :meth:`objective`. What the routes read of the family is public:
+    :attr:`weight_set`, :meth:`support_expression`, :meth:`certify_at`, :meth:`answer_duals`,
+    :meth:`fixed_weight_minimum`; their own state lives in their caches (``problem.cache(name)``).
     """
 
     certificate_name = CERTIFICATE
@@ -83,8 +85,10 @@ class WeightedMinMax(Problem):
         self._support_value = None
 
     # ------------------------------------------------------------------ to override
-    def _weight_set(self) -> WeightSet:
-        raise NotImplementedError
+    @property
+    def weight_set(self) -> WeightSet:
+        """The weight set :math:`\\Lambda` (the family's ``weights``)."""
+        return self.weights
 
     def _support(self, t: cp.Variable):
         """``(expression, constraints)`` of :math:`\\sigma_\\Lambda(t)`."""
@@ -93,18 +97,17 @@ class WeightedMinMax(Problem):
     def _extra_duals(self) -> dict:
         return {}
 
-    def _model_support(self, t):
-        r"""``(expression, constraints)`` of :math:`\sigma_\Lambda(t)` for a *separate* model (the
-        SQP step problem): the set's ``support_expr``, sharing its DPP parameters, and no side
+    def support_expression(self, t):
+        r"""``(expression, constraints)`` of :math:`\sigma_\Lambda(t)` for a *separate* model (a
+        route's step problem): the set's ``support_expr``, sharing its DPP parameters, and no side
         effect on this problem's own CVXPY model."""
-        expr = self._weight_set().support_expr(t)
+        expr = self.weight_set.support_expr(t)
         return expr if isinstance(expr, tuple) else (expr, [])
 
-    def _sqp_key(self):
-        return id(self._weight_set())
-
-    def _sqp_duals(self, model, lam_raw, theta) -> dict:
-        """Duals of an SQP answer (family-specific; default: the raw multipliers)."""
+    def answer_duals(self, lam_raw, theta, step_model=None) -> dict:
+        """The ``duals`` of a route's answer at ``theta`` with raw weights ``lam_raw``
+        (family-specific; default: the raw multipliers). ``step_model``: the route's step problem
+        at its last step, whose auxiliary variables some families report."""
         return {"epigraph": lam_raw}
 
     # ------------------------------------------------------------------ routes
@@ -112,7 +115,8 @@ class WeightedMinMax(Problem):
         """``[LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute, LevelBundleRoute]``:
         the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
         piecewise-linear loss with every coordinate penalized: the active set), each falling back to
-        the next when it cannot certify. ``method="auto"`` takes the SQP routes from
+        the next when it cannot certify. The dense ``newton`` SQP is taken only when forced (the
+        Lagrangian-Hessian ``sqp`` supersedes it). ``method="auto"`` takes the SQP route from
         :data:`~drflmodel.problems.engine.steps.AUTO_MIN_SIZE` on (rows x parameters), below it the conic route is as fast; the
         active-set route at every size (measured as fast as the conic route at 50 rows, faster from
         200). The bundle route (values and subgradients only: the route of a federated server for
@@ -124,27 +128,6 @@ class WeightedMinMax(Problem):
         from .hessian_sqp import NewtonSQPRoute
 
         return [LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(), LevelBundleRoute()]
-
-    def _sqp_model(self, solver: str = "CLARABEL"):
-        """The SQP step problem (:class:`~.hessian_sqp.SQPModel`), compiled once per weight set."""
-        from .hessian_sqp import SQPModel
-
-        key = (self._sqp_key(), solver)
-        if getattr(self, "_sqp", None) is None or self._sqp[0] != key:
-            self._sqp = (key, SQPModel(self, solver))
-        return self._sqp[1]
-
-    def _sqp_start(self) -> np.ndarray:
-        r"""Start of the SQP route: the previous answer of a sweep if any, else the minimizer of
-        :math:`\sum_i\lambda^0_if_i` with :math:`\lambda^0` the worst-case weights at
-        :math:`\theta=0` (a point of :math:`\Lambda`), by Newton's method."""
-        previous = getattr(self, "_sqp_previous", None)
-        if previous is not None and previous.shape == (self.dim,):
-            return previous.copy()
-        zero = np.zeros(self.dim)
-        lam0 = np.asarray(self._weight_set().worst_case(self.objectives.values(zero))[1], float)
-        mu = float(lam0 @ self.objectives.strong_convexity())
-        return weighted_newton_bound(self.objectives, lam0, zero, mu, rtol=1e-8).theta
 
     # ------------------------------------------------------------------ CVXPY
     def _build(self) -> cp.Problem:
@@ -201,17 +184,12 @@ class WeightedMinMax(Problem):
                     "theta": None, "solver": None, "status": "no numpy bound applies and the rows are remote"}
         prob, theta, lam_par = self.fixed_weight_problem()
         lam_par.value = lam
-        order = [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()]
-        if solver is not None and solver.upper() in order:
-            order = [solver.upper()] + [s for s in order if s != solver.upper()]
-        last_err = None
-        for name in order:
-            try:
-                prob.solve(solver=name, **SOLVER_OPTIONS.get(name, {}))
-            except (cp.error.SolverError, ValueError, ArithmeticError) as exc:  # pragma: no cover
-                last_err = str(exc)[:200]
+        first = solver.upper() if solver is not None and solver.upper() in solver_order(prob) else None
+        seq = SolverSequence(first=first, prob=prob, record_value=False)
+        for name in seq:
+            if seq.run(prob, name) is None:
                 continue
-            if prob.status in _OK:
+            if prob.status in OK_STATUSES:
                 th = self.identifiable(np.asarray(theta.value, float))
                 out = {"solver_value": float(prob.value), "theta": th, "solver": name,
                        "status": prob.status}
@@ -221,11 +199,10 @@ class WeightedMinMax(Problem):
                 # solver's accuracy) is tight; otherwise try the next solver
                 tight = (out["numpy_bound"] is not None and out["solver_value"] - out["numpy_bound"]
                          <= 1e-9 * max(1.0, abs(out["solver_value"])))
-                if prob.status == cp.OPTIMAL or tight or name == order[-1]:
+                if prob.status == cp.OPTIMAL or tight or name == seq.order[-1]:
                     return out
-            last_err = prob.status
         return {"value": float("-inf"), "solver_value": float("-inf"), "numpy_bound": None,
-                "theta": None, "solver": None, "status": last_err}
+                "theta": None, "solver": None, "status": seq.failure()}
 
     def _numpy_bound_applies(self, mu: float) -> bool:
         """Whether :func:`.fixed_weight_bound.certified_lower_bound` can certify the fixed-weight minimum:
@@ -248,7 +225,7 @@ class WeightedMinMax(Problem):
     def _raw_dual_weights(self) -> np.ndarray:
         return np.asarray(self._epigraph.dual_value, float).reshape(-1)
 
-    def _certify(self, solver: str) -> Solution:
+    def certify_solved(self, solver: str) -> Solution:
         theta = self.identifiable(np.asarray(self._theta.value, float))
         return self.certify_at(theta, self._raw_dual_weights(), solver, float(self.build().value),
                                 {"epigraph": self._raw_dual_weights(), **self._extra_duals()})
@@ -263,8 +240,13 @@ class WeightedMinMax(Problem):
         A route that already holds a certified fixed-weight bound for exactly these (feasible)
         weights passes it as ``fixed`` (the dict of :meth:`fixed_weight_minimum`), and the client
         values and gradients at :math:`\theta` as ``evaluated = (values, gradients)``, so no data
-        pass is repeated."""
-        W = self._weight_set()
+        pass is repeated.
+
+        Every certificate made here covers the whole federation, so it is a valid interval whatever
+        happens next: the one with the smallest gap is kept in ``cache("certificates")["best"]``
+        (the federated solve returns it when a client fault interrupts the route; it clears the
+        record before it starts)."""
+        W = self.weight_set
         losses, grads = evaluated if evaluated is not None else (self.client_losses(theta), None)
         U, lam_wc = W.worst_case(losses)
         lam, projected = feasible_weights(W, lam_raw)
@@ -296,9 +278,13 @@ class WeightedMinMax(Problem):
             "theta_fixed_weight_distance": (float(np.linalg.norm(fixed["theta"] - theta))
                                             if fixed["theta"] is not None else None),
         }
-        return Solution(theta=theta, weights=lam, client_losses=losses, value=float(U),
-                        lower_bound=float(L), upper_bound=float(U), status="optimal",
-                        certificate=self.certificate_name, duals=duals, info=info)
+        sol = Solution(theta=theta, weights=lam, client_losses=losses, value=float(U),
+                       lower_bound=float(L), upper_bound=float(U), status="optimal",
+                       certificate=self.certificate_name, duals=duals, info=info)
+        kept = self.cache("certificates")
+        if "best" not in kept or sol.relative_gap < kept["best"].relative_gap:
+            kept["best"] = copy.copy(sol)
+        return sol
 
 
 def lower_bound_kind(fixed: dict) -> str:
@@ -359,9 +345,6 @@ class FederatedDRO(WeightedMinMax):
                 f"certifies the non-convex case")
         self.weights = weights
 
-    def _weight_set(self) -> WeightSet:
-        return self.weights
-
     def _support(self, t):
         expr = self.weights.support_expr(t)
         cons = []
@@ -372,18 +355,15 @@ class FederatedDRO(WeightedMinMax):
                             if getattr(getattr(self.weights, attr, None), "id", None) in in_problem}
         return expr, list(cons)
 
-    def _sqp_key(self):
-        return (id(self.weights), self._structure_key())
-
     def _extra_duals(self) -> dict:
         return self._support_duals(self._support_value, self._t)
 
-    def _sqp_duals(self, model, lam_raw, theta) -> dict:
+    def answer_duals(self, lam_raw, theta, step_model=None) -> dict:
         """The step problem's auxiliary variables (at the last step); ``eta`` recomputed exactly
         at ``theta`` by the set's greedy ``worst_case`` where it has one (Simplex, CVaR, HCVaR)."""
         duals = {"epigraph": lam_raw}
-        if model is not None:                 # the SQP step problem's auxiliaries, where it has them
-            duals.update(self._support_duals(model.problem.objective.expr, model.t))
+        if step_model is not None:            # the SQP step problem's auxiliaries, where it has them
+            duals.update(self._support_duals(step_model.problem.objective.expr, step_model.t))
         try:
             duals["eta"] = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
         except TypeError:
@@ -423,6 +403,8 @@ class FederatedDRO(WeightedMinMax):
         if callable(getattr(W, f"set_{name}", None)):
             before = self._structure_key()
             getattr(W, f"set_{name}")(value)
+            if before != self._structure_key():
+                self.invalidate_structure()        # the support expression changes form
             if self._cp_problem is not None and (before != self._structure_key()
                                                  or not self._cp_problem.parameters()):
                 self._cp_problem = None
@@ -432,10 +414,19 @@ class FederatedDRO(WeightedMinMax):
             new = type(W)(**{**params, name: value})
             self.weights = new
             self._cp_problem = None
+            self.invalidate_structure()            # a new set: the routes' compiled models are stale
             return
         raise InvalidParameterError(
             f"{type(W).__name__} has no parameter {name!r}; available: "
             f"{sorted(k for k in params if k != 'n')}")
+
+    federated_refusal = None
+
+    def on_federation(self, federation) -> "FederatedDRO":
+        """The same problem (loss, weight set, ridge) on ``federation`` -- e.g. a federated server's
+        declared federation (:mod:`drflmodel.client_oracle`)."""
+        return FederatedDRO(federation, self.loss, weights=self.weights, l2=self.l2,
+                            penalize_intercept=self.penalize_intercept)
 
     def _structure_key(self):
         """What decides the shape of the support expression besides DPP parameters."""

@@ -44,7 +44,8 @@ from ...errors import InvalidParameterError
 from ...solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from ... import sets as _sets
 from ...sets import feasible_weights
-from ..engine.solvers import SolverSequence, installed_solvers
+from ..engine.solvers import OK_STATUSES, SolverSequence
+from ..engine.queries import ROWS
 from ..engine.route import Route, dispatch
 from .dro import WeightedMinMax, lower_bound_kind
 
@@ -144,10 +145,15 @@ class FairnessAwareFL(WeightedMinMax):
         if self._cap is not None:
             self._cap.value = self.cap
 
-    # ------------------------------------------------------------------ numpy
-    def _weight_set(self):
-        return self.weights
+    federated_refusal = None
 
+    def on_federation(self, federation) -> "FairnessAwareFL":
+        """The same problem (loss, levels, ridge) on ``federation`` -- e.g. a federated server's
+        declared federation (:mod:`drflmodel.client_oracle`)."""
+        return FairnessAwareFL(federation, self.loss, alpha=self.alpha, l2=self.l2,
+                               alpha_below_p=self.alpha_below_p, penalize_intercept=self.penalize_intercept)
+
+    # ------------------------------------------------------------------ numpy
     def objective(self, theta) -> float:
         r"""Primal :math:`f_\alpha(\theta)=\sup_{q\in Q_\alpha}\sum_iq_ip_if_i(\theta)` (greedy)."""
         return float(self.weights.worst_case(self.client_losses(theta))[0])
@@ -169,7 +175,7 @@ class FairnessAwareFL(WeightedMinMax):
         r"""The exact minimizer :math:`\eta` of :math:`F^\mu_\alpha(\theta,\cdot)`: the root of
         :math:`\sum_ic_i\,\mathrm{sigmoid}((f_i-\eta)/\mu)=1` (needs :math:`\tau_\alpha>1`)."""
         mu = check_real(mu, "mu", low=0.0, low_open=True)
-        self._check_tau_for_smoothing()
+        self.check_tau_for_smoothing()
         f = self.client_losses(theta)
         c, tau = self.cap, self.tau_alpha
         g = lambda eta: float(c @ expit((f - eta) / mu)) - 1.0  # noqa: E731 (decreasing in eta)
@@ -189,7 +195,8 @@ class FairnessAwareFL(WeightedMinMax):
             return lambda theta: self.smoothed_value(theta, mu)
         return self.objective
 
-    def _check_tau_for_smoothing(self):
+    def check_tau_for_smoothing(self) -> None:
+        r"""Refuse the smoothed problem (5) when :math:`\tau_\alpha\le1` (its infimum is not attained)."""
         if self.tau_alpha - 1.0 <= 1e-12:
             raise InvalidParameterError(
                 "the smoothed problem (5) needs tau_alpha = sum_i p_i/alpha_i > 1; with alpha_i = 1 for "
@@ -208,7 +215,7 @@ class FairnessAwareFL(WeightedMinMax):
         eta_greedy = self.weights.worst_case(self.client_losses(theta), return_eta=True)[2]
         return {"eta": float(self._eta.value), "q": lam / self.p, "eta_greedy": float(eta_greedy)}
 
-    def _sqp_duals(self, model, lam_raw, theta) -> dict:
+    def answer_duals(self, lam_raw, theta, step_model=None) -> dict:
         r"""SQP answers: ``eta`` is the greedy minimizer of :math:`F_\alpha(\theta,\cdot)` (exact)."""
         lam = feasible_weights(self.weights, lam_raw)[0]
         eta = float(self.weights.worst_case(self.client_losses(theta), return_eta=True)[2])
@@ -246,7 +253,9 @@ class FairnessAwareFL(WeightedMinMax):
         return dispatch(self, [SmoothedRoute()], solver=solver, gap_tol=gap_tol, method="smoothed",
                         verbose=verbose, fallback=fallback, options={"mu": mu, **solver_options})
 
-    def _certify_smoothed(self, mu: float, theta: np.ndarray, eta_solver: float, solver: str) -> Solution:
+    def certify_smoothed(self, mu: float, theta: np.ndarray, eta_solver: float, solver: str) -> Solution:
+        r"""The certified :class:`Solution` of problem (5) at ``theta`` (the certificate of
+        :meth:`solve_smoothed`); ``eta_solver`` is the solver's :math:`\eta`, reported only."""
         c = self.cap
         losses = self.client_losses(theta)
         eta = self.smoothed_eta(theta, mu)
@@ -278,6 +287,7 @@ class SmoothedRoute(Route):
 
     name = "smoothed"
     options = {"mu": None}
+    needs = frozenset({ROWS})
     passes_solver_options = True
 
     def complete_options(self, given) -> dict:
@@ -287,16 +297,15 @@ class SmoothedRoute(Route):
 
     def solve(self, problem, request):
         mu = request.options["mu"]
-        problem._check_tau_for_smoothing()
+        problem.check_tau_for_smoothing()
         prob, theta_v, eta_v = problem.smoothed_problem(mu)
-        seq = SolverSequence(request, [s for s in ("CLARABEL", "ECOS", "SCS") if s in installed_solvers()],
-                             record_value=False)
+        seq = SolverSequence(request, prob=prob, record_value=False)
         best = None
         for name in seq:
             record = seq.run(prob, name)
-            if record is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            if record is None or prob.status not in OK_STATUSES:
                 continue
-            sol = problem._certify_smoothed(mu, problem.identifiable(np.asarray(theta_v.value, float)),
+            sol = problem.certify_smoothed(mu, problem.identifiable(np.asarray(theta_v.value, float)),
                                             float(eta_v.value), name)
             sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
             record.update(status=sol.status, relative_gap=sol.relative_gap)
@@ -305,7 +314,7 @@ class SmoothedRoute(Route):
             if sol.status == "optimal":
                 break
         if best is None:
-            return problem._failed_solution(seq.attempts)
+            return problem.failed_solution(seq.attempts, seq.failure())
         best.info["attempts"] = seq.attempts
         best.info["gap_tol"] = request.gap_tol
         return best

@@ -1,5 +1,8 @@
-r"""The fast certified route of the client-weight min-max problems: SQP with exact client Hessians
-(``solve(method="newton")``, chosen by ``method="auto"`` when it applies).
+r"""SQP with exact client Hessians for the client-weight min-max problems (``solve(method="newton")``,
+taken only when forced: ``method="auto"`` takes the Lagrangian-Hessian SQP, :mod:`.lagrangian_sqp`,
+then the conic route -- on 1,150 random large instances of ``benchmarks/sweep_fast_route_fallback.py
+--newton-in-auto`` the ``sqp`` route certified every one, so this route never ran after it and no
+certificate is lost without it. It stays as an independent second fast route).
 
 Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`: ``FederatedDRO`` with every nonnegative
 weight set, and the FAFL dual): :math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,
@@ -34,7 +37,7 @@ not within ``gap_tol`` then (or after ``max_steps`` steps), ``method="auto"`` fa
 route and records the attempt in ``info["route_attempts"]``.
 
 **Recovery.** A step problem a solver cannot solve (Clarabel's ``NumericalError`` was seen on
-badly scaled clients) is retried with the next installed solver (:data:`~drflmodel.problems.engine.steps.STEP_SOLVERS`), then
+badly scaled clients) is retried with the next installed solver (:func:`~drflmodel.problems.engine.steps.step_solvers`), then
 inside a shrinking trust region :math:`\|\Delta\|_\infty\le r` (:data:`~drflmodel.problems.engine.steps.RECOVERY_RADII`, a second
 compiled model); only when none answers does the route give up, listing every failure
 (:func:`~drflmodel.problems.engine.steps.recovered_step`, shared with the Wasserstein route).
@@ -47,12 +50,15 @@ import time
 import cvxpy as cp
 import numpy as np
 
-from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ...solution import relative_gap
+from ..engine.solvers import default_solver, solve_or_raise
+from ..engine.queries import ROWS
 from ..engine.route import Route
-from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp
+from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
+from .fixed_weight_bound import weighted_newton_bound
+from .lagrangian_sqp import finish_answer
 
-__all__ = ["NewtonSQPRoute", "SQPModel", "client_hessian_factors"]
+__all__ = ["NewtonSQPRoute", "SQPModel", "client_hessian_factors", "step_model", "start_point"]
 
 class SQPModel:
     """The step problem of the module docstring, compiled once per (problem structure)."""
@@ -65,7 +71,7 @@ class SQPModel:
         self.G = cp.Parameter((n, d), name="G")
         self.R = [cp.Parameter((d, d), name=f"R{i}") for i in range(n)]
         quad = cp.hstack([cp.sum_squares(R @ self.delta) for R in self.R])
-        support, cons = problem._model_support(self.t)
+        support, cons = problem.support_expression(self.t)
         self.epigraph = self.t >= self.c + self.G @ self.delta + 0.5 * quad
         self.radius = cp.Parameter(nonneg=True, name="radius") if trust_region else None
         if trust_region:       # the recovery model: the step confined to ||delta||_inf <= radius
@@ -81,21 +87,29 @@ class SQPModel:
             R.value = Ri
         if self.radius is not None:
             self.radius.value = radius
-        quiet_solve(self.problem, solver=solver, **SOLVER_OPTIONS.get(solver, {}))
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"step problem: {self.problem.status}")
+        solve_or_raise(self.problem, solver, "step problem")
         return (np.asarray(self.delta.value, float), float(self.problem.value),
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
 
 
-def _region_model(problem, solver: str) -> SQPModel:
-    """The step problem with a trust region (the recovery of a failed step), compiled once per
-    weight set and kept on the problem."""
-    key = (problem._sqp_key(), solver)
-    cached = getattr(problem, "_sqp_region", None)
-    if cached is None or cached[0] != key:
-        problem._sqp_region = (key, SQPModel(problem, solver, trust_region=True))
-    return problem._sqp_region[1]
+def step_model(problem, solver: str, trust_region: bool = False) -> SQPModel:
+    """The step problem (with a trust region: the recovery of a failed step), compiled once per
+    weight set and solver and kept in the route's cache on the problem."""
+    name = "newton-region" if trust_region else "newton"
+    return cached(problem, name, (problem.weight_set, solver), lambda: SQPModel(problem, solver, trust_region))
+
+
+def start_point(problem) -> np.ndarray:
+    r"""Start of the SQP route: the previous answer of a sweep if any, else the minimizer of
+    :math:`\sum_i\lambda^0_if_i` with :math:`\lambda^0` the worst-case weights at
+    :math:`\theta=0` (a point of :math:`\Lambda`), by Newton's method."""
+    previous = warm_start(problem)
+    if previous is not None:
+        return previous
+    zero = np.zeros(problem.dim)
+    lam0 = np.asarray(problem.weight_set.worst_case(problem.objectives.values(zero))[1], float)
+    mu = float(lam0 @ problem.objectives.strong_convexity())
+    return weighted_newton_bound(problem.objectives, lam0, zero, mu, rtol=1e-8).theta
 
 
 def client_hessian_factors(objectives, theta) -> np.ndarray:
@@ -115,27 +129,27 @@ class NewtonSQPRoute(Route):
 
     name = "newton"
     options = {"max_steps": 50, "tol": 1e-10}
+    needs = frozenset({ROWS})          # the per-client Hessian factors come from the rows
     uses_solver = False
     may_fall_back = True
 
-    def applies(self, problem) -> str | None:
-        if problem.objectives.n_outputs > 1:
+    def applies(self, structure) -> str | None:
+        if structure.n_outputs > 1:
             return ("the step problem carries one dense (Kd x Kd) Hessian factor per client; for a "
                     "multi-class model use method='sqp' (the Lagrangian-Hessian SQP)")
-        if not np.isfinite(problem.loss.smoothness):
-            return (f"the loss {problem.loss.name!r} is not smooth (the route needs client Hessians); "
+        if not structure.smooth:
+            return (f"the loss {structure.loss!r} is not smooth (the route needs client Hessians); "
                     f"the conic route applies")
-        if not np.all(problem.objectives.strong_convexity() > 0):
+        if not structure.strongly_convex:
             return ("some client objective is not strongly convex (l2 = 0 and a non-quadratic loss or a "
                     "singular Gram matrix); the route needs positive definite client Hessians: set l2 > 0 "
                     "or use method='conic'")
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        if problem.loss.is_quadratic:
-            return ("quadratic loss: the conic model is QR-compressed (one (d+2)-cone per client, "
-                    "whatever N) and faster than the SQP steps; force with method='newton'")
-        return too_small_for_sqp(problem)
+    def auto_skip(self, structure) -> str | None:
+        return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "
+                "of benchmarks/sweep_fast_route_fallback.py --newton-in-auto (1,150), so 'newton' never ran after "
+                "it; force it with method='newton'")
 
     def complete_options(self, given) -> dict:
         return check_sqp_options(super().complete_options(given))
@@ -143,16 +157,16 @@ class NewtonSQPRoute(Route):
     def solve(self, problem, request):
         started = time.perf_counter()
         opts, timing = request.options, {"model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
-        model = problem._sqp_model(solver)
+        model = step_model(problem, solver)
         timing["model"] += time.perf_counter() - t0
-        obj, W = problem.objectives, problem._weight_set()
+        obj, W = problem.objectives, problem.weight_set
 
         def phi(theta):
             return float(W.worst_case(obj.values(theta))[0])
 
-        theta = problem._sqp_start()
+        theta = start_point(problem)
         value, best, history = phi(theta), None, []
         for k in range(1, opts["max_steps"] + 1):
             t0 = time.perf_counter()
@@ -165,7 +179,8 @@ class NewtonSQPRoute(Route):
             def solve_step(step_solver, radius):
                 if radius is None:
                     return model.step(values, grads, factors, step_solver)
-                return _region_model(problem, solver).step(values, grads, factors, step_solver, radius)
+                return step_model(problem, solver, trust_region=True).step(values, grads, factors, step_solver,
+                                                                           radius)
 
             try:
                 delta, m_value, lam_raw = recovered_step(solve_step, solver, max(1.0, float(np.abs(theta).max())),
@@ -201,12 +216,4 @@ class NewtonSQPRoute(Route):
             if stalled:               # theta no longer moves: every further step would repeat this one
                 record["stalled"] = True
                 break
-        if best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
-        best.duals = problem._sqp_duals(model, best.duals["epigraph"], best.theta)
-        best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
-        problem._sqp_previous = best.theta.copy()
-        best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
-                          "time_split": {**timing, "total": time.perf_counter() - started},
-                          "step_solver": solver})
-        return best
+        return finish_answer(problem, self.name, best, history, request, timing, started, solver, step_model=model)

@@ -46,12 +46,13 @@ import numpy as np
 from ...sets import feasible_weights
 from ...solution import relative_gap, status_from_gap
 from ...sets import feasible_weights
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
+from ..engine.queries import GRADIENTS, HESSIANS, VALUES
 from ..engine.route import Route
-from ..engine.steps import check_sqp_options, too_small_for_sqp
+from ..engine.steps import cached, check_sqp_options, keep_warm_start, too_small_for_sqp, warm_start
 
-__all__ = ["LagrangianSQPRoute", "WeightStepModel"]
+__all__ = ["LagrangianSQPRoute", "WeightStepModel", "weight_step_model", "finish_answer"]
 
 #: rows from which the route warm-starts on a 5% subsample (below, the subsample saves nothing)
 WARM_START_ROWS = 100_000
@@ -89,19 +90,41 @@ class WeightStepModel:
         ev, V = np.linalg.eigh(0.5 * (S + S.T))
         self.f.value = f
         self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
-        errors = []
-        for solver in [self.solver] + [s for s in ("CLARABEL", "ECOS", "SCS")
-                                       if s != self.solver and s in installed_solvers()]:
-            try:
-                quiet_solve(self.problem, solver=solver,
-                            **_STEP_TOLERANCES.get(solver, SOLVER_OPTIONS.get(solver, {})))
-            except cp.error.SolverError as exc:
-                errors.append(f"{solver}: {str(exc)[:80]}")
-                continue
-            if self.problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and self.lam.value is not None:
-                return np.asarray(self.lam.value, float), float(self.problem.value)
-            errors.append(f"{solver}: {self.problem.status}")
-        raise ArithmeticError("weight step problem: " + "; ".join(errors))
+        attempts = []
+        if solve_with_fallback(self.problem, first=self.solver, tolerances=_STEP_TOLERANCES,
+                               attempts=attempts) is None or self.lam.value is None:
+            raise ArithmeticError(f"weight step problem: {failure_reason(attempts)}")
+        return np.asarray(self.lam.value, float), float(self.problem.value)
+
+
+def weight_step_model(problem, solver: str) -> WeightStepModel:
+    """The weight step problem of ``problem``'s weight set, compiled once per weight set and solver
+    (kept in the route's cache on the problem)."""
+    return cached(problem, "sqp", (problem.weight_set, solver), lambda: WeightStepModel(problem.weight_set, solver))
+
+
+def finish_answer(problem, method: str, best, history: list, request, timing: dict, started: float,
+                  solver: str, step_model=None):
+    """The answer of an SQP route of the min-max family: the best certified Solution with the duals
+    of its weights (:meth:`~.dro.WeightedMinMax.answer_duals`), the status its gap gives and the
+    iterations' record -- or the named failure when no step certified (``best is None``). The point
+    is kept as the warm start of the next solve (a sweep)."""
+    if best is None:
+        return problem.failed_solution([{"method": method, "history": history}])
+    best.duals = problem.answer_duals(best.duals["epigraph"], best.theta, step_model=step_model)
+    best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
+    keep_warm_start(problem, best.theta)
+    best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
+                      "time_split": {**timing, "total": time.perf_counter() - started},
+                      "step_solver": solver})
+    return best
+
+
+#: what a federated server (no rows, so no conic route) can do when the objective has a free direction
+FREE_DIRECTION_ON_A_SERVER = (
+    "a federated server holds no row, so the conic route is not open to it: penalize every coordinate "
+    "(l2 > 0 and penalize_intercept=True), or use a self-concordant loss (Logistic, Softmax, Squared), or "
+    "certify where the rows are (method='conic' on the pooled problem)")
 
 
 class LagrangianSQPRoute(Route):
@@ -112,45 +135,43 @@ class LagrangianSQPRoute(Route):
 
     name = "sqp"
     options = {"max_steps": 50, "tol": 1e-10}
+    #: one fused pass per step: client values, gradients and the weighted Hessian (a federated
+    #: server asks them of the clients, or computes them from a quadratic loss's statistics)
+    needs = frozenset({VALUES, GRADIENTS, HESSIANS})
     uses_solver = False
     may_fall_back = True
 
-    def applies(self, problem) -> str | None:
-        if not np.isfinite(problem.loss.smoothness):
-            return (f"the loss {problem.loss.name!r} is not smooth (the route needs client Hessians); "
+    def applies(self, structure) -> str | None:
+        if not structure.smooth:
+            return (f"the loss {structure.loss!r} is not smooth (the route needs client Hessians); "
                     f"the conic route applies")
-        obj = problem.objectives
-        if not (np.all(obj.strong_convexity() > 0) or problem.loss.self_concordance is not None):
-            return ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
-                    "nor self-concordant, so the numpy certificate cannot close; use method='conic'")
+        if not (structure.strongly_convex or structure.self_concordant):
+            why = ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
+                   "nor self-concordant, so the numpy certificate cannot close; ")
+            if structure.rows_local:
+                return why + "use method='conic'"
+            return why + FREE_DIRECTION_ON_A_SERVER
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        if problem.loss.is_quadratic and problem.dim < QUADRATIC_MIN_PARAMETERS:
-            return (f"quadratic loss with P = {problem.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
+    def auto_skip(self, structure) -> str | None:
+        if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:
+            return (f"quadratic loss with P = {structure.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
                     f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
                     f"method='sqp'")
-        return too_small_for_sqp(problem)
+        return too_small_for_sqp(structure)
 
     def complete_options(self, given) -> dict:
         return check_sqp_options(super().complete_options(given))
-
-    def _model(self, problem, solver: str) -> WeightStepModel:
-        key = (problem._sqp_key(), solver, "lagrangian")
-        cached = getattr(problem, "_weight_step", None)
-        if cached is None or cached[0] != key:
-            problem._weight_step = (key, WeightStepModel(problem._weight_set(), solver))
-        return problem._weight_step[1]
 
     def solve(self, problem, request):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
-        model = self._model(problem, solver)
+        model = weight_step_model(problem, solver)
         timing["model"] += time.perf_counter() - t0
-        obj, W = problem.objectives, problem._weight_set()
+        obj, W = problem.objectives, problem.weight_set
 
         t0 = time.perf_counter()
         theta, lam = self._start(problem, model, request)
@@ -199,7 +220,7 @@ class LagrangianSQPRoute(Route):
             record.update(model_value=m_value, step=step, ridge=ridge)
             timing["numpy"] += time.perf_counter() - t0
         if best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
+            return problem.failed_solution([{"method": self.name, "history": history}])
         if relative_gap(best.lower_bound, best.upper_bound) > request.gap_tol:
             t0 = time.perf_counter()                     # last resort: polish the bound by Newton steps
             polished = problem.certify_at(best.theta, best.weights, "numpy-sqp", best.info["saddle_value"],
@@ -208,24 +229,17 @@ class LagrangianSQPRoute(Route):
             if relative_gap(polished.lower_bound, polished.upper_bound) < relative_gap(best.lower_bound,
                                                                                       best.upper_bound):
                 best = polished
-        best.duals = problem._sqp_duals(None, best.duals["epigraph"], best.theta)
-        best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
-        problem._sqp_previous = best.theta.copy()
-        best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
-                          "time_split": {**timing, "total": time.perf_counter() - started},
-                          "step_solver": solver})
-        return best
+        return finish_answer(problem, self.name, best, history, request, timing, started, solver)
 
     def _start(self, problem, model, request):
         """``(theta, lambda)`` to start from: a sweep's previous answer; else, for many rows, the SQP
         run on a seeded 5% subsample of every client's rows (a few cheap passes that leave the full
         problem a step or two from its solution); else :math:`\\theta=0` with its worst-case weights."""
-        obj, W = problem.objectives, problem._weight_set()
-        previous = getattr(problem, "_sqp_previous", None)
-        theta = (previous.copy() if previous is not None and previous.shape == (problem.dim,)
-                 else np.zeros(problem.dim))
-        rows = int(np.sum(getattr(obj, "_sizes", [0])))
-        if previous is None and hasattr(obj, "subsample") and rows >= WARM_START_ROWS:
+        obj, W = problem.objectives, problem.weight_set
+        previous = warm_start(problem)
+        theta = previous if previous is not None else np.zeros(problem.dim)
+        structure = problem.structure
+        if previous is None and structure.rows_local and structure.rows >= WARM_START_ROWS:
             sub = obj.subsample(0.05, minimum=4 * problem.dim, seed=request.seed if isinstance(request.seed, int) else 0)
             point = _Point(sub, W, theta, feasible_weights(W, np.asarray(W.worst_case(sub.values(theta))[1]))[0])
             for _ in range(30):

@@ -50,8 +50,10 @@ import numpy as np
 
 from ...sets import feasible_weights
 from ...solution import Solution, relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
+from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE"]
 
@@ -86,23 +88,25 @@ class _Model:
         self.project = cp.Problem(cp.Minimize(cp.sum_squares(self.theta_p - self.center)),
                                   [*cons_p, support_p <= self.level])
         self.solver = solver
-        self.options = SOLVER_OPTIONS.get(solver, {})
 
     def set_cuts(self, A: np.ndarray, G: np.ndarray) -> None:
         self.A.value = A.reshape(-1)
         self.G.value = G.reshape(-1, self.P)
 
     def solve_min(self):
-        quiet_solve(self.minimize, solver=self.solver, **self.options)
-        if self.minimize.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"cutting-plane model: {self.minimize.status}")
+        """``(theta, cut duals)`` of the model's minimization: the compiled solver first, then the
+        other installed ones; :class:`ArithmeticError` when none answers."""
+        attempts = []
+        if solve_with_fallback(self.minimize, first=self.solver, attempts=attempts) is None:
+            raise ArithmeticError(f"cutting-plane model: {failure_reason(attempts)}")
         nu = np.maximum(np.asarray(self.cuts.dual_value, float).reshape(self.n, self.m), 0.0)
         return np.asarray(self.theta.value, float), nu
 
     def solve_projection(self, center: np.ndarray, level: float):
+        """The projection of ``center`` onto the level set (the compiled solver first, then the
+        others), or ``None`` when no solver answers (the route then steps to the model's minimizer)."""
         self.center.value, self.level.value = center, level
-        quiet_solve(self.project, solver=self.solver, **self.options)
-        if self.project.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        if solve_with_fallback(self.project, first=self.solver) is None:
             return None
         return np.asarray(self.theta_p.value, float)
 
@@ -135,19 +139,22 @@ class LevelBundleRoute(Route):
 
     name = "bundle"
     options = {"max_steps": 300, "tol": None, "level": 0.3, "cuts": 40}
+    needs = frozenset({VALUES, GRADIENTS})     # one query of every client's value and subgradient per step
     uses_solver = False
     may_fall_back = False
 
-    def applies(self, problem) -> str | None:
-        pd = problem.objectives.penalty_diagonal
-        if not np.all(pd > 0):
+    def applies(self, structure) -> str | None:
+        if not structure.ridge_covers_all:
             return ("the bundle bound needs every coordinate penalized (l2 > 0 and penalize_intercept=True): "
-                    "along an unpenalized direction the cutting-plane model is unbounded below")
+                    "along an unpenalized direction the cutting-plane model is unbounded below"
+                    + ("" if structure.rows_local else "; " + FREE_DIRECTION_ON_A_SERVER))
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        return ("the conic route is exact on the rows; the bundle route needs only values and subgradients "
-                "(the route of a federated server); force it with method='bundle'")
+    def auto_skip(self, structure) -> str | None:
+        if structure.rows_local:
+            return ("the conic route is exact on the rows; the bundle route needs only values and subgradients "
+                    "(the route of a federated server); force it with method='bundle'")
+        return None
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int, check_real
@@ -164,10 +171,10 @@ class LevelBundleRoute(Route):
         started = time.perf_counter()
         opts = request.options
         tol = request.gap_tol if opts["tol"] is None else opts["tol"]
-        obj, W = problem.objectives, problem._weight_set()
+        obj, W = problem.objectives, problem.weight_set
         n, P, m = problem.n_clients, problem.dim, opts["cuts"]
         pd = np.asarray(obj.penalty_diagonal, float)
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         model = _Model(W, n, P, m, pd, solver)
         A, G = np.zeros((n, m)), np.zeros((n, m, P))
         age = np.full((n, m), -1)                   # step that added the cut (-1: empty slot)
@@ -223,9 +230,9 @@ class LevelBundleRoute(Route):
                 best_theta, U, best_values = theta, value, values
             add_cuts(theta, values, grads, k, nu)
         if lam_best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
+            return problem.failed_solution([{"method": self.name, "history": history}])
         theta = problem.identifiable(best_theta)
-        duals = problem._sqp_duals(None, nu_raw, theta)
+        duals = problem.answer_duals(nu_raw, theta)
         info = {"solver": "numpy-bundle", "step_solver": solver, "iterations": len(history),
                 "value_queries": queries, "history": history, "gap_tol": request.gap_tol, "tol": tol,
                 "lower_bound_kind": "cutting-plane Lagrangian (numpy, from the model's duals)",

@@ -43,14 +43,16 @@ Prop 10, Theorem 3 and Assumption 8, separately) and :meth:`RelativeFairness.max
 :func:`select_phi` implements the paper's rule (8) of §5.3 in a numerically stable form.
 
 Modules: :mod:`.problem` (the formulation and its numpy objective), :mod:`.convexity` (every
-convexity test, ``max_convex_phi``, :func:`select_phi`), :mod:`.routes` (one :class:`Route` per
-row above, each with ``applies`` and its own certificate), :mod:`.local` (the convex--concave
-local search and its lower bounds: Kelley cuts, strong convexity).
+convexity test, ``max_convex_phi``), :mod:`.phi_selection` (:func:`select_phi`, the paper's rule
+(8)), :mod:`.routes` (one :class:`Route` per row above, each with ``applies`` and its own
+certificate), :mod:`.local` (the convex--concave local search and its lower bounds: Kelley cuts,
+strong convexity), :mod:`.quadratic` (the R1/R2/R3 models of quadratic losses).
 """
 
 from __future__ import annotations
 
-from .convexity import MAX_VERTEX_PAIRS, Condition, ConvexityReport, PhiSelection, select_phi  # noqa: F401
+from .convexity import MAX_VERTEX_PAIRS, Condition, ConvexityReport  # noqa: F401
+from .phi_selection import PhiSelection, select_phi
 from .problem import RelativeFairness
 from .routes import RANK_TOL  # noqa: F401
 

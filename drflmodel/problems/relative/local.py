@@ -20,11 +20,9 @@ from __future__ import annotations
 import numpy as np
 import cvxpy as cp
 
-from ..engine.solvers import SOLVER_OPTIONS, quiet_solve as _quiet_solve
+from ..engine.solvers import INFEASIBLE_STATUSES, SOLVER_DEFAULTS, solve_with_fallback
 
 __all__ = ["LocalSearch"]
-
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 
 
 class LocalSearch:
@@ -49,7 +47,7 @@ class LocalSearch:
             self._ccp_cache = (cp.Problem(cp.Minimize(obj), cons), theta, const, J, p1, p2)
         return self._ccp_cache
 
-    def _ccp(self, theta0, max_iter: int = 50, tol: float = 1e-10):
+    def convex_concave(self, theta0, max_iter: int = 50, tol: float = 1e-10):
         r"""Convex--concave procedure (majorize--minimize) from ``theta0``.
 
         :math:`-\varphi F_{B,\min}(\theta)=\varphi\max_{b}(-b^\top f(\theta))` and each
@@ -62,7 +60,7 @@ class LocalSearch:
         prob, theta, const, J, p1, p2 = self._build_ccp()
         p1.value = 1.0 / (1.0 - self.phi)
         p2.value = self.phi / (1.0 - self.phi)
-        th = self._feasible(theta0)
+        th = self.feasible_point(theta0)
         g = self.objective(th)
         it = 0
         for it in range(1, max_iter + 1):
@@ -70,16 +68,9 @@ class LocalSearch:
             Jk = self.objectives.gradients(th)
             const.value = fk - Jk @ th
             J.value = Jk
-            try:
-                _quiet_solve(prob, solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
-            except cp.error.SolverError:
-                try:
-                    _quiet_solve(prob, solver="SCS", **SOLVER_OPTIONS["SCS"])
-                except cp.error.SolverError:
-                    break
-            if prob.status not in _OK or theta.value is None:
+            if solve_with_fallback(prob) is None or theta.value is None:
                 break
-            new = self._feasible(theta.value)
+            new = self.feasible_point(theta.value)
             gn = self.objective(new)
             if gn < g:
                 improved = g - gn
@@ -114,7 +105,7 @@ class LocalSearch:
         runs = []
         best = (None, float("inf"))
         for s in starts:
-            th, g, it = self._ccp(s, max_iter=max_iter)
+            th, g, it = self.convex_concave(s, max_iter=max_iter)
             runs.append({"start": np.asarray(s, float), "theta": th, "value": g, "iterations": it})
             if g < best[1]:
                 best = (th, g)
@@ -125,13 +116,9 @@ class LocalSearch:
         p1.value, p2.value = 1.0, 0.0
         const.value = np.zeros(self.n_clients)
         J.value = np.zeros((self.n_clients, self.dim))
-        try:
-            _quiet_solve(prob, solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
-        except cp.error.SolverError:
-            pass
-        if theta.value is None:
+        if solve_with_fallback(prob) is None or theta.value is None:
             return np.zeros(self.dim) if self.box is None else 0.5 * (self.box[0] + self.box[1])
-        return self._feasible(theta.value)
+        return self.feasible_point(theta.value)
 
     # ---- lower bounds for the local route --------------------------------------------------
     def _weighted_min(self, lam: np.ndarray):
@@ -148,18 +135,11 @@ class LocalSearch:
             self._wmin = (cp.Problem(cp.Minimize(lp @ f), cons), theta, lp)
         prob, theta, lp = self._wmin
         lp.value = np.maximum(lam, 0.0)
-        for name in ("CLARABEL", "SCS"):
-            try:
-                _quiet_solve(prob, solver=name, **SOLVER_OPTIONS[name])
-            except cp.error.SolverError:
-                continue
-            if prob.status in _OK:
-                th = self._feasible(theta.value)
-                rig = self._convex_min_bound(lam, th)
-                return (float(prob.value) if rig is None else rig), th
-            if prob.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-                return float("-inf"), None
-        return float("-inf"), None
+        if solve_with_fallback(prob) is not None:
+            th = self.feasible_point(theta.value)
+            rig = self._convex_min_bound(lam, th)
+            return (float(prob.value) if rig is None else rig), th
+        return float("-inf"), None          # no solver answered, or the minimum is unbounded
 
     def _convex_min_bound(self, lam, theta):
         r"""A numpy lower bound of :math:`\min_{\Theta}h`, :math:`h=\lambda^\top f` (:math:`\lambda\ge0`,
@@ -199,14 +179,11 @@ class LocalSearch:
         for it in range(1, max_iter + 1):
             F = np.array(cuts)
             prob = cp.Problem(cp.Maximize(s), base + [s <= F @ lam])
-            try:
-                _quiet_solve(prob, solver="CLARABEL")
-            except cp.error.SolverError:
-                break
-            if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            answered = solve_with_fallback(prob, tolerances=SOLVER_DEFAULTS) is not None
+            if prob.status in INFEASIBLE_STATUSES:
                 return {"value": float("-inf"), "lam": None, "iterations": it, "model_gap": None,
                         "note": "Lambda_phi has no nonnegative element"}
-            if prob.status not in _OK:
+            if not answered:
                 break
             model = float(prob.value)
             # project a, b onto A, B: lam is then exactly in Lambda_phi; the LP kept lam >= 0, so
@@ -254,11 +231,7 @@ class LocalSearch:
         lam = (a - phi * b) / (1 - phi)
         prob = cp.Problem(cp.Maximize(fv @ lam - cp.sum_squares(G.T @ lam) / (2 * mu)),
                           self.A.constraints(a) + self.B.constraints(b))
-        try:
-            _quiet_solve(prob, solver="CLARABEL")
-        except cp.error.SolverError:
-            return None
-        if prob.status not in _OK:
+        if solve_with_fallback(prob, tolerances=SOLVER_DEFAULTS) is None:
             return None
         av = self.A.project(np.asarray(a.value, float))
         bv = self.B.project(np.asarray(b.value, float))

@@ -141,7 +141,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
             return True
         return bool(np.all(theta >= self.box[0] - tol) and np.all(theta <= self.box[1] + tol))
 
-    def _feasible(self, theta) -> np.ndarray:
+    def feasible_point(self, theta) -> np.ndarray:
         """A box-feasible version of a solver's point (clipping is only used to make a *feasible
         point* out of an approximately feasible solver answer; user input is never clipped)."""
         theta = np.asarray(theta, float).reshape(-1)
@@ -155,13 +155,14 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
             raise InvalidParameterError(f"RelativeFairness has one sweepable parameter 'phi'; got {name!r}")
         self.phi = check_real(value, "phi", low=0.0, high=1.0, high_open=True)
         self.integrated = Integrated(self.A, self.B, self.phi)
+        self.invalidate_structure()          # the routes' facts (convexity at phi) change
 
     @property
     def parameters(self) -> dict:
         r"""The ``cp.Parameter`` s :math:`p_1=1/(1-\varphi)`, :math:`p_2=\varphi/(1-\varphi)` of the
         built problem (set from ``phi`` at each solve)."""
         if self.is_quadratic:
-            h = self._build_r2()[1]
+            h = self.lifted_sdp()[1]
             return {"p1": h["p1"], "p2": h["p2"]}
         prob, _, _, _, p1, p2 = self._build_ccp()
         return {"p1": p1, "p2": p2}
@@ -178,6 +179,20 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         return super().sweep(param, values, progress=progress, **solve_kwargs)
 
     # ------------------------------------------------------------------ routes
+    federated_refusal = "its certified routes (SDP relaxations, branch and bound) are written on the clients' rows"
+
+    def structure_facts(self) -> dict:
+        """What the routes decide on: ``phi``, ``box`` (set or not) and, for quadratic losses, the
+        vertex lists (``vertices_listable``), the exact vertex PSD test (``vertex_psd``: holds,
+        ``None`` when the vertices are too many) and Prop 10's condition (``prop10_convex``)."""
+        facts = {"phi": float(self.phi), "box": self.box is not None}
+        if self.is_quadratic:
+            vt = self.vertex_psd_test()
+            facts.update(vertices_listable=self.vertex_weights() is not None,
+                         vertex_psd=None if vt is None else bool(vt["holds"]),
+                         prop10_convex=bool(self.prop10_condition().holds) if vt is None else None)
+        return facts
+
     def routes(self) -> list:
         """``FederatedDRO``, ``R1``, ``R3``, ``R2``, ``local`` (:mod:`.routes`; the order of
         preference of ``solve(method="auto")``)."""
@@ -188,14 +203,16 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         vertex test passes, few vertices), R3 (quadratic, convex, no box), R2 (quadratic otherwise),
         local (other losses) -- the first of :meth:`routes` that applies and is not skipped."""
         return next(r.name for r in self.routes()
-                    if r.applies(self) is None and r.auto_skip(self) is None)
+                    if r.applies(self.structure) is None and r.auto_skip(self.structure) is None)
 
     def _build(self) -> cp.Problem:
         r"""The lifted SDP (quadratic losses) or the CCP majorizer (other losses); both keep
         :math:`\varphi` in ``cp.Parameter`` s."""
-        return self._build_r2()[0] if self.is_quadratic else self._build_ccp()[0]
+        return self.lifted_sdp()[0] if self.is_quadratic else self._build_ccp()[0]
 
-    def _build_r2(self):
+    def lifted_sdp(self):
+        r"""``(problem, handles)`` of the lifted Shor SDP (:func:`.quadratic.build_r2`, with RLT cuts on a
+        box), built once; :math:`\varphi` enters through its parameters ``p1``, ``p2``."""
         if self._r2 is None:
             Q, r, c = self.objectives.quadratic_forms()
             self._r2 = qd.build_r2(Q, r, c, self.A, self.B, box=self.box, rlt=True)
@@ -207,7 +224,7 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         return branch_and_bound(self, theta, upper, lower, gap_tol=gap_tol, max_nodes=max_nodes,
                                 time_limit=time_limit)
 
-    def _annotate(self, solution: Solution, request, started: float) -> None:
+    def annotate(self, solution: Solution, request, started: float) -> None:
         """``phi``, ``box``, ``gap_tol``, the fairness ``indices`` of the client losses and the
         solve time."""
         self._last_method = solution.info["method"]
@@ -238,8 +255,11 @@ class RelativeFairness(ConvexityAnalysis, LocalSearch, Problem):
         return out
 
 
-    def _solution(self, theta, L, status, certificate, gap_tol, duals=None, info=None) -> Solution:
-        theta = self._feasible(theta)
+    def make_solution(self, theta, L, status, certificate, gap_tol, duals=None, info=None) -> Solution:
+        """The :class:`Solution` at (the box-feasible version of) ``theta`` with lower bound ``L``:
+        :math:`U` the exact objective there, the worst-case weights, ``status`` (``None``: from the
+        gap) and, when ``duals`` hold ``lambda_bar``, the saddle check's stationarity residual."""
+        theta = self.feasible_point(theta)
         losses = self.client_losses(theta)
         U = self.objective(theta)
         lam, a, b = self.worst_case_weights(theta)

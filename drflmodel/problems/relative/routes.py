@@ -41,7 +41,7 @@ from ..._validation import check_int
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import DEFAULT_GAP_TOL, relative_gap
 from . import quadratic as qd
-from ..engine.solvers import SOLVER_OPTIONS, SolverSequence, installed_solvers, quiet_solve
+from ..engine.solvers import OK_STATUSES, SolverSequence, installed_solvers, solve_with_fallback
 from ..engine.route import Route
 from .convexity import MAX_VERTEX_PAIRS
 from .vertex_socp import solve_vertex_socp
@@ -49,17 +49,8 @@ from .vertex_socp import solve_vertex_socp
 __all__ = ["FederatedDRORoute", "R1Route", "R3Route", "R2Route", "LocalRoute", "branch_and_bound",
            "RANK_TOL"]
 
-_OK = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 #: a lifted matrix is "numerically rank one" if lambda_2 <= RANK_TOL * lambda_1
 RANK_TOL = 1e-6
-
-
-def _default_order(prob: cp.Problem) -> list[str]:
-    has_sdp = any(isinstance(c, cp.constraints.PSD) for c in prob.constraints) or any(
-        v.attributes.get("PSD") for v in prob.variables())
-    order = ["CLARABEL", "SCS"] if has_sdp else ["CLARABEL", "ECOS", "SCS"]
-    avail = set(installed_solvers())
-    return [s for s in order if s in avail]
 
 
 def _run_solvers(problem, prob, request, certify, exact: bool = True):
@@ -67,11 +58,11 @@ def _run_solvers(problem, prob, request, certify, exact: bool = True):
     first ``"optimal"`` answer (for a relaxation, ``exact=False``, at the first answer that is not
     ``"failed"``: its gap is structural, another solver cannot close it); returns the best
     (smallest relative gap) with ``info["attempts"]``."""
-    seq = SolverSequence(request, _default_order(prob))
+    seq = SolverSequence(request, prob=prob)
     best = None
     for name in seq:
         record = seq.run(prob, name)
-        if record is None or prob.status not in _OK:
+        if record is None or prob.status not in OK_STATUSES:
             continue
         sol = certify(name)
         record.update(status=sol.status, relative_gap=sol.relative_gap)
@@ -80,15 +71,15 @@ def _run_solvers(problem, prob, request, certify, exact: bool = True):
         if sol.status == "optimal" or (not exact and sol.status != "failed"):
             break
     if best is None:
-        best = problem._failed_solution(seq.attempts)
+        best = problem.failed_solution(seq.attempts, seq.failure())
     best.info["attempts"] = seq.attempts
     best.info.setdefault("solver", next((a["solver"] for a in reversed(seq.attempts) if "status" in a), None))
     return best
 
 
-def _needs_quadratic(problem, name: str) -> str | None:
-    if not problem.is_quadratic:
-        return f"method {name!r} needs a quadratic loss (Squared); got {problem.loss!r}"
+def _needs_quadratic(structure, name: str) -> str | None:
+    if not structure.quadratic:
+        return f"method {name!r} needs a quadratic loss (Squared); got {structure.loss!r}"
     return None
 
 
@@ -109,10 +100,11 @@ class FederatedDRORoute(_ExactRoute):
 
     name = "FederatedDRO"
 
-    def applies(self, problem) -> str | None:
-        if problem.phi != 0 or problem.box is not None:
+    def applies(self, structure) -> str | None:
+        phi, box = structure.facts["phi"], structure.facts["box"]
+        if phi != 0 or box:
             return ("method 'FederatedDRO' is the phi = 0 reduction without a box; got "
-                    f"phi={problem.phi}, box={'set' if problem.box is not None else None}")
+                    f"phi={phi}, box={'set' if box else None}")
         return None
 
     def solve(self, problem, request):
@@ -135,19 +127,18 @@ class R1Route(_ExactRoute):
 
     name = "R1"
 
-    def applies(self, problem) -> str | None:
-        if (reason := _needs_quadratic(problem, self.name)) is not None:
+    def applies(self, structure) -> str | None:
+        if (reason := _needs_quadratic(structure, self.name)) is not None:
             return reason
-        if problem.vertex_weights() is None:
+        if not structure.facts["vertices_listable"]:
             return f"R1 needs at most {MAX_VERTEX_PAIRS} vertex pairs; use method='R2'"
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        vt = problem.vertex_psd_test()
-        return None if vt["holds"] else "the exact vertex test fails (not convex at this phi)"
+    def auto_skip(self, structure) -> str | None:
+        return None if structure.facts["vertex_psd"] else "the exact vertex test fails (not convex at this phi)"
 
     def refusal(self, problem, reason: str) -> Exception:
-        return NotConvexError(reason) if problem.is_quadratic else InvalidParameterError(reason)
+        return NotConvexError(reason) if problem.structure.quadratic else InvalidParameterError(reason)
 
     def solve(self, problem, request):
         """Clarabel's native interface first (:mod:`.vertex_socp`: no CVXPY compilation) when the
@@ -162,15 +153,18 @@ class R1Route(_ExactRoute):
             info = {"solver": name, "r1_value": value, "n_vertices": int(V.shape[0]),
                     "lower_bound_kind": "weak duality: min over Theta of lam_bar^T f, lam_bar = vertex "
                                         "multipliers' convex combination (in Lambda_phi)"}
-            return problem._solution(theta, L, None, "R1 vertex SOCP + weak duality at the multipliers",
+            return problem.make_solution(theta, L, None, "R1 vertex SOCP + weak duality at the multipliers",
                                      request.gap_tol, duals={"lambda_bar": lam_bar, "vertex_multipliers": mu},
                                      info=info)
 
         native_attempt = None
         if request.solver in (None, "CLARABEL") and "CLARABEL" in installed_solvers():
             t0 = time.perf_counter()
-            theta, mu, value, status, iters = solve_vertex_socp(Q, r, c, V, box=problem.box,
-                                                                settings=request.solver_options)
+            try:
+                theta, mu, value, status, iters = solve_vertex_socp(Q, r, c, V, box=problem.box,
+                                                                    settings=request.solver_options)
+            except Exception as exc:  # noqa: BLE001 - Clarabel's own error; the CVXPY sequence follows
+                theta, status, iters = None, f"error: {type(exc).__name__}: {str(exc)[:160]}", 0
             native_attempt = {"solver": "CLARABEL", "interface": "native", "solver_status": status,
                               "iterations": iters, "time": time.perf_counter() - t0}
             if theta is not None:
@@ -197,17 +191,17 @@ class R3Route(_ExactRoute):
 
     name = "R3"
 
-    def applies(self, problem) -> str | None:
-        if (reason := _needs_quadratic(problem, self.name)) is not None:
+    def applies(self, structure) -> str | None:
+        if (reason := _needs_quadratic(structure, self.name)) is not None:
             return reason
-        if problem.box is not None:
+        if structure.facts["box"]:
             return "method 'R3' needs Theta = R^d (box=None); use 'R1' or 'R2' with a box"
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        if problem.vertex_psd_test() is not None:
+    def auto_skip(self, structure) -> str | None:
+        if structure.facts["vertex_psd"] is not None:
             return "the vertices are few enough for the exact test (R1 or R2 decide)"
-        if not problem.convexity_report().conditions["prop10_convexity"].holds:
+        if not structure.facts["prop10_convex"]:
             return "Prop 10 does not certify convexity"
         return None
 
@@ -229,7 +223,7 @@ class R3Route(_ExactRoute):
                 z = np.linalg.lstsq(Pz, qz, rcond=None)[0]
             info = {"solver": name, "r3_value": float(prob.value),
                     "lower_bound_kind": "weak duality: min_theta lam*^T f (closed form) at the R3 dual optimum"}
-            return problem._solution(S @ z, L, None, "R3 matrix-fractional dual + weak duality", request.gap_tol,
+            return problem.make_solution(S @ z, L, None, "R3 matrix-fractional dual + weak duality", request.gap_tol,
                                      duals={"lambda_bar": lam_bar, "a_dual": av, "b_dual": bv}, info=info)
 
         return _run_solvers(problem, prob, request, certify)
@@ -254,15 +248,15 @@ class R2Route(_ExactRoute):
     name = "R2"
     options = {"refine": True, "n_starts": 3, "max_iter": 50, "max_nodes": 100}
 
-    def applies(self, problem) -> str | None:
-        return _needs_quadratic(problem, self.name)
+    def applies(self, structure) -> str | None:
+        return _needs_quadratic(structure, self.name)
 
     def complete_options(self, given) -> dict:
         return _check_search_options(super().complete_options(given))
 
     def solve(self, problem, request):
         opts, gap_tol = request.options, request.gap_tol
-        prob, h = problem._build_r2()
+        prob, h = problem.lifted_sdp()
         h["p1"].value = 1.0 / (1.0 - problem.phi)
         h["p2"].value = problem.phi / (1.0 - problem.phi)
         d, box = problem.dim, problem.box
@@ -275,7 +269,7 @@ class R2Route(_ExactRoute):
             cands = [Mv[:d, d]]
             if abs(V[d, -1]) > 1e-12:
                 cands.append(V[:d, -1] / V[d, -1])
-            cands = [problem._feasible(cnd) for cnd in cands]
+            cands = [problem.feasible_point(cnd) for cnd in cands]
             vals = [problem.objective(cnd) for cnd in cands]
             theta = cands[int(np.argmin(vals))]
             L = float(prob.value)
@@ -285,7 +279,7 @@ class R2Route(_ExactRoute):
                     "lower_bound_kind": "lifted Shor SDP value (a relaxation of the problem)"}
             U = float(min(vals))
             if opts["refine"] and relative_gap(L, U) > gap_tol:
-                th2, U2, it = problem._ccp(theta, max_iter=opts["max_iter"])
+                th2, U2, it = problem.convex_concave(theta, max_iter=opts["max_iter"])
                 info.update(refined=True, refine_iterations=it, refine_improvement=U - U2)
                 if U2 < U:
                     theta, U = th2, U2
@@ -308,7 +302,7 @@ class R2Route(_ExactRoute):
                             f"({bb['nodes']} nodes)")
             if relative_gap(L, U) < -max(gap_tol, 1e-6):
                 status = "failed"
-            return problem._solution(theta, L, status, cert, gap_tol, info=info)
+            return problem.make_solution(theta, L, status, cert, gap_tol, info=info)
 
         return _run_solvers(problem, prob, request, certify, exact=False)
 
@@ -328,13 +322,13 @@ def branch_and_bound(problem, theta, upper: float, lower: float, gap_tol: float 
     """
     if problem.box is None or not problem.is_quadratic:
         raise InvalidParameterError("branch_and_bound needs a quadratic loss and a box")
-    prob, h = problem._build_r2()
+    prob, h = problem.lifted_sdp()
     h["p1"].value = 1.0 / (1.0 - problem.phi)
     h["p2"].value = problem.phi / (1.0 - problem.phi)
     lo0, hi0 = problem.box
     width0 = np.where(hi0 > lo0, hi0 - lo0, 1.0)
     d = problem.dim
-    best_theta, U = problem._feasible(theta), float(upper)
+    best_theta, U = problem.feasible_point(theta), float(upper)
     heap = [(float(lower), 0, lo0.copy(), hi0.copy())]
     closed_min, count, nodes, t0 = float("inf"), 1, 0, time.perf_counter()
     try:
@@ -351,11 +345,7 @@ def branch_and_bound(problem, theta, upper: float, lower: float, gap_tol: float 
                              (np.where(np.arange(d) == j, mid, lo), hi)):
                 qd.set_box(h, clo, chi)
                 nodes += 1
-                try:
-                    quiet_solve(prob, solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
-                    ok = prob.status in _OK
-                except cp.error.SolverError:
-                    ok = False
+                ok = solve_with_fallback(prob) is not None
                 v = bnd
                 if ok:
                     v = max(bnd, float(prob.value))
@@ -407,5 +397,5 @@ class LocalRoute(Route):
                 "lower_bounds": bounds, "lower_bound_kind": bounds["best"]["method"],
                 "note": "no exact reformulation is known for non-quadratic losses with phi > 0 "
                         "(a DC program); theta is a local solution of the convex-concave procedure"}
-        return problem._solution(theta, L, status, f"local CCP; lower bound: {bounds['best']['method']}",
+        return problem.make_solution(theta, L, status, f"local CCP; lower bound: {bounds['best']['method']}",
                                  request.gap_tol, info=info)

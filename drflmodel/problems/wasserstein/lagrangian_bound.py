@@ -58,7 +58,7 @@ import cvxpy as cp
 import numpy as np
 
 from ...sets import project_simplex
-from ..engine.solvers import quiet_solve
+from ..engine.solvers import OK_STATUSES, SOLVER_DEFAULTS, SolverSequence, installed_solvers, solve_with_fallback, solver_order
 from .omega import lambda_min, min_piecewise
 
 __all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows"]
@@ -317,11 +317,7 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
             norm_term = max(c, 0.0) * norm_w
         model = cp.Problem(cp.Minimize(grad @ delta + 0.5 * cp.sum_squares(R @ delta) + norm_term),
                            [cp.norm(delta, "inf") <= 1.0 + float(np.abs(w).max())])
-        try:
-            quiet_solve(model, solver="CLARABEL")
-        except cp.error.SolverError:
-            break
-        if delta.value is None:
+        if solve_with_fallback(model, tolerances=SOLVER_DEFAULTS) is None or delta.value is None:
             break
         w = w + np.asarray(delta.value, float)
         T.retangent(w)
@@ -339,14 +335,19 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
 #: gaps of 4e-6..7e-5 relative on the DRFL paper's heart and breast-cancer folds
 LP_SOLVER = ("SCIPY", {"scipy_options": {"method": "highs-ds", "primal_feasibility_tolerance": 1e-10,
                                          "dual_feasibility_tolerance": 1e-10}})
+#: the small problems of this module run Clarabel at its own default tolerances (1e-8), as they
+#: always did (:data:`~drflmodel.problems.engine.solvers.SOLVER_DEFAULTS`); any answer is made
+#: feasible before it enters the bound
 
 
-def _multiplier_solvers(norm: float) -> list[tuple[str, dict]]:
-    """``(solver, options)`` for the multiplier problem, best first: with a polyhedral transport
-    norm (1, inf) it is a linear program (:data:`LP_SOLVER`, then Clarabel); with the l2 norm a
-    second-order cone program (Clarabel)."""
-    clarabel = ("CLARABEL", {})
-    return [LP_SOLVER, clarabel] if norm in (1, np.inf) else [clarabel]
+def _multiplier_solvers(norm: float) -> SolverSequence:
+    """The solver sequence of the multiplier problem, best first: with a polyhedral transport norm
+    (1, inf) it is a linear program (:data:`LP_SOLVER`, then the documented order from
+    Clarabel); with the l2 norm a second-order cone program (the documented order)."""
+    if norm in (1, np.inf) and LP_SOLVER[0] in installed_solvers():
+        return SolverSequence(None, [LP_SOLVER[0], *solver_order()], record_value=False,
+                              tolerances={LP_SOLVER[0]: LP_SOLVER[1], **SOLVER_DEFAULTS})
+    return SolverSequence(None, solver_order(), record_value=False, tolerances=SOLVER_DEFAULTS)
 
 
 def _choose(T, mu, tau, free):
@@ -386,14 +387,12 @@ def _choose(T, mu, tau, free):
     else:
         objective, cons = C, cons + [t == 0]
     prob = cp.Problem(cp.Maximize(objective), cons)
-    for solver, options in _multiplier_solvers(T.model.norm):
-        try:
-            with warnings.catch_warnings():     # CVXPY's variable-bound inference for the LP
-                warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
-                quiet_solve(prob, solver=solver, **options)
-        except cp.error.SolverError:
-            continue
-        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+    seq = _multiplier_solvers(T.model.norm)
+    for solver in seq:
+        with warnings.catch_warnings():     # CVXPY's variable-bound inference for the LP
+            warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
+            answered = seq.run(prob, solver) is not None
+        if not answered or prob.status not in OK_STATUSES:
             continue
         chosen_mu = mu
         if F:

@@ -52,7 +52,8 @@ from ...errors import InvalidParameterError, SolverError
 from ...sets import Simplex, WeightSet, project_simplex
 from ...solution import DEFAULT_GAP_TOL, Solution, relative_gap
 from ..engine.problem import ClientView, Problem, refuse_unpenalized_intercept
-from ..engine.solvers import SOLVER_OPTIONS
+from ..engine.steps import keep_warm_start
+from ..engine.solvers import SOLVER_DEFAULTS, SolverSequence, failure_reason, installed_solvers, solve_with_fallback, solver_order
 from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
                      worst_case_unbounded)
 
@@ -213,6 +214,11 @@ class WassersteinDRFL(Problem):
             kind = "fixed"
         self.weight_kind = kind
 
+    @property
+    def nominal_weights(self) -> np.ndarray:
+        """The center :math:`\\hat q` of an ``LpBall`` weight set, else the data proportions :math:`N_s/N`."""
+        return self._center.copy() if self.weight_kind == "ball" else np.asarray(self.federation.proportions, float)
+
     # ------------------------------------------------------------------ numpy side
     def outer(self, z) -> tuple[float, np.ndarray]:
         """:math:`(\\max_{q\\in\\mathcal Q} q^\\top z,\\ q^\\star)` (the support function of Q)."""
@@ -283,7 +289,7 @@ class WassersteinDRFL(Problem):
         varpi = cp.multiply(rho, lam) + avg @ alpha
         con_z = varpi <= z
         cons.append(con_z)
-        outer, ocons, oparams = self._outer_expr(z)
+        outer, ocons, oparams = self.outer_expression(z)
         cons += ocons
         self._parameters = {"radius": rho, **{k: v for k, v in oparams.items() if isinstance(v, cp.Parameter)}}
         aux = {k: v for k, v in oparams.items() if k in ("gamma", "eta")}
@@ -291,7 +297,7 @@ class WassersteinDRFL(Problem):
         self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
         return _RawProblem(cp.Minimize(obj), cons)
 
-    def _outer_expr(self, z) -> tuple:
+    def outer_expression(self, z) -> tuple:
         """``(expression, constraints, parameters)`` of the support function of Q at ``z`` (a
         CVXPY expression): fixed weights, the simplex (an epigraph ``gamma``), Thm 4.3's ball dual
         (``gamma``, ``eta`` and the radius parameter ``theta``) or the set's ``support_expr``.
@@ -311,6 +317,17 @@ class WassersteinDRFL(Problem):
             ([] if not isinstance(expr, tuple) else list(expr[1])), {}
 
     # ------------------------------------------------------------------ routes
+    federated_refusal = (
+        "its fast route keeps every sample whose worst-case branch may change inside the trust region "
+        "(the 'tied' samples) as an explicit term of the step problem, and its rigorous lower bound "
+        "solves a small problem over the near-active samples: both read individual rows (x_ij, y_ij), "
+        "which a client would have to send to the server")
+
+    def structure_facts(self) -> dict:
+        """``shared_multiplier`` (WAFL's one ball) and ``support_bounded`` (a polyhedral support)."""
+        return {"shared_multiplier": bool(self.shared_multiplier),
+                "support_bounded": bool(self.model.support.bounded)}
+
     def routes(self):
         """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear
         loss, unbounded support, large N) falling back to the conic model when it cannot certify."""
@@ -334,13 +351,13 @@ class WassersteinDRFL(Problem):
         info = {"solver": solver, "lambda_exact": lam_exact, "q_argmax": self.outer(z_exact)[1],
                 **bound_info, **(extra_info or {}), "weights_kind": self.weight_kind,
                 "support": self.support.kind}
-        self._sqp_previous = w.copy()
+        keep_warm_start(self, w)                 # the next fast solve of a sweep starts here
         return Solution(theta=w, weights=q_cert, client_losses=z_exact, value=U, lower_bound=L,
                         upper_bound=U, status="optimal", certificate="numpy Lagrangian bound of (4)",
                         duals={"lambda": lam, "q_dual": None if q_raw is None else np.asarray(q_raw, float)},
                         info=info)
 
-    def _certify(self, solver: str) -> Solution:
+    def certify_solved(self, solver: str) -> Solution:
         prob, v = self._cp_problem, self._vars
         w = np.asarray(v["w"].value, float)
         z_exact, lam_exact = self.worst_case_losses(w)
@@ -559,27 +576,24 @@ class _LocalWorstCase:
                                               np.zeros(self.X.shape[0], int), [0])
         prob = cp.Problem(cp.Minimize(self.rho * lam[0] + self.c @ alpha), cons)
         # documented tolerances first; the solvers' defaults (1e-8) if the tight run is inaccurate
-        order = ([("HIGHS", SOLVER_OPTIONS["HIGHS"])] if self.lp else []) + [
-            ("CLARABEL", SOLVER_OPTIONS["CLARABEL"]), ("CLARABEL", {}), ("ECOS", {})]
         fallback = None
-        for s, opts in order:
-            if s not in cp.installed_solvers():
-                continue
-            try:
-                prob.solve(solver=s, **opts)
-            except cp.error.SolverError:
-                continue
-            if prob.status == cp.OPTIMAL:
-                return float(prob.value), float(lam.value[0])
-            if prob.status == cp.OPTIMAL_INACCURATE and fallback is None:
-                fallback = (float(prob.value), float(lam.value[0]))
+        tight = [s for s in (("HIGHS", "CLARABEL") if self.lp else ("CLARABEL",)) if s in installed_solvers()]
+        for order, tolerances in ((tight, None), (solver_order(), SOLVER_DEFAULTS)):
+            seq = SolverSequence(None, order, tolerances=tolerances, record_value=False)
+            for s in seq:
+                if seq.run(prob, s) is None:
+                    continue
+                if prob.status == cp.OPTIMAL:
+                    return float(prob.value), float(lam.value[0])
+                if prob.status == cp.OPTIMAL_INACCURATE and fallback is None:
+                    fallback = (float(prob.value), float(lam.value[0]))
         if fallback is not None:
             return fallback
-        raise SolverError(f"local worst-case problem failed (status {prob.status})")
+        raise SolverError(f"local worst-case problem failed ({seq.failure()})")
 
 
 def _local_problem(problem, key, X, y, c, rho) -> _LocalWorstCase:
-    cache = problem.__dict__.setdefault("_local_wc", {})
+    cache = problem.cache("local_worst_case")
     k = (key, float(rho))
     if k not in cache:
         cache[k] = _LocalWorstCase(problem.model, X, y, c, rho)
@@ -641,7 +655,8 @@ class WassersteinClientView(ClientView):
         cons = omega_constraints(self.model, w, np.array([float(lam)]), alpha, self._X, self._y,
                                  np.zeros(self.size, int), [0])
         prob = cp.Problem(cp.Minimize(cp.sum(alpha) / self.size), cons)
-        prob.solve(solver="CLARABEL", **SOLVER_OPTIONS["CLARABEL"])
+        if solve_with_fallback(prob) is None:
+            raise SolverError(f"client {self.index}: the value at a fixed lambda (a small LP) found no solver that answers")
         return self.rho * float(lam) + float(prob.value)
 
     def admm_step(self, w, z, psi, zeta, c: float, solver: str = "CLARABEL") -> dict:
@@ -671,10 +686,13 @@ class WassersteinClientView(ClientView):
         P["sz"].value = sc * float(z)
         P["psi"].value = np.asarray(psi, float)
         P["zeta"].value = float(zeta)
-        prob.solve(solver=solver, **SOLVER_OPTIONS.get(solver, {}))
+        attempts = []
+        used = solve_with_fallback(prob, first=solver, attempts=attempts)
+        if used is None:
+            return {"status": "solver_error", "reason": failure_reason(attempts), "attempts": attempts}
         return {"lambda": float(lam.value[0]), "alpha": np.asarray(alpha.value, float),
                 "w_hat": np.asarray(w_hat.value, float), "varpi": float(varpi.value),
-                "status": prob.status}
+                "status": prob.status, "solver": used}
 
 
 # ====================================================================== functions

@@ -70,11 +70,11 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SOLVER_OPTIONS, installed_solvers, quiet_solve
+from ..engine.solvers import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows
-from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp
+from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp, warm_start
 
 __all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
 
@@ -162,16 +162,14 @@ class WassersteinStepModel:
             lo = dn if not (model.task == "regression" and np.isfinite(model.kappa)) else \
                 cp.maximum(dn, 1.0 / model.kappa)
             cons.append(self.lam[robust] >= model.lip * lo)
-        support, scons, _ = problem._outer_expr(self.t)
+        support, scons, _ = problem.outer_expression(self.t)
         obj = support + (0.5 * problem.l2 * cp.sum_squares(w_new) if problem.l2 > 0 else 0)
         self.problem = cp.Problem(cp.Minimize(obj), [self.epigraph, *cons, *scons])
         self.solver = solver
 
     def solve(self):
         """``(delta, model value, multipliers of the t constraints)``."""
-        quiet_solve(self.problem, solver=self.solver, **SOLVER_OPTIONS.get(self.solver, {}))
-        if self.problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ArithmeticError(f"step problem: {self.problem.status}")
+        solve_or_raise(self.problem, self.solver, "step problem")
         return (np.asarray(self.delta.value, float), float(self.problem.value),
                 np.asarray(self.epigraph.dual_value, float).reshape(-1))
 
@@ -256,18 +254,18 @@ class WassersteinSQPRoute(Route):
     uses_solver = False
     may_fall_back = True
 
-    def applies(self, problem) -> str | None:
-        if getattr(problem, "shared_multiplier", False):
+    def applies(self, structure) -> str | None:
+        if structure.facts.get("shared_multiplier"):
             return "WAFL shares one multiplier across clients; the conic route applies"
-        if problem.model.support.bounded:
+        if structure.facts.get("support_bounded"):
             return "bounded (polyhedral) support: the conic route applies"
-        if not (np.isfinite(problem.loss.smoothness) or problem.loss.piecewise_linear):
-            return (f"the loss {problem.loss.name!r} is neither smooth nor piecewise linear; "
+        if not (structure.smooth or structure.piecewise_linear):
+            return (f"the loss {structure.loss!r} is neither smooth nor piecewise linear; "
                     f"the conic route applies")
         return None
 
-    def auto_skip(self, problem) -> str | None:
-        return too_small_for_sqp(problem)
+    def auto_skip(self, structure) -> str | None:
+        return too_small_for_sqp(structure)
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int
@@ -280,7 +278,7 @@ class WassersteinSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"start": 0.0, "model": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = "CLARABEL" if "CLARABEL" in installed_solvers() else "ECOS"
+        solver = default_solver()
         t0 = time.perf_counter()
         w = _start(problem)
         timing["start"] = time.perf_counter() - t0
@@ -360,7 +358,7 @@ class WassersteinSQPRoute(Route):
             if gap <= opts["tol"] or (gap <= request.gap_tol and stalled) or stalled:
                 break
         if best is None:
-            return problem._failed_solution([{"method": self.name, "history": history}])
+            return problem.failed_solution([{"method": self.name, "history": history}])
         best.status = status_from_gap(best.lower_bound, best.upper_bound, request.gap_tol)
         best.info.update({"iterations": len(history), "history": history, "gap_tol": request.gap_tol,
                           "time_split": {**timing, "total": time.perf_counter() - started}})
@@ -373,9 +371,9 @@ def _start(problem) -> np.ndarray:
     At w = 0 every norm is at its kink and, with a finite label cost, every sample's own and
     flipped losses tie, so the subgradient L-BFGS-B sees there need not point downhill (seen: it
     stayed at 0 with F(0) = log 2 where the optimum was 0.6447)."""
-    previous = getattr(problem, "_sqp_previous", None)
-    if previous is not None and previous.shape == (problem.dim,):
-        return _lbfgs(problem, previous.copy())
+    previous = warm_start(problem)
+    if previous is not None:
+        return _lbfgs(problem, previous)
     w = _lbfgs(problem, np.zeros(problem.dim))
     if float(np.abs(w).max()) > 1e-8:
         return w
@@ -392,9 +390,7 @@ def _nominal_minimizer(problem) -> np.ndarray:
     r"""A few digits of :math:`\arg\min_w\sum_sq_s\frac1{N_s}\sum_iL(x_i^\top w,y_i)+\frac{\ell_2}2\|w\|^2`
     (no transport; ``q`` the center of Q): a start away from the kinks at 0."""
     X, y, cid = problem.federation.pooled()
-    q = getattr(problem, "_center", None)
-    if q is None:
-        q = problem.federation.proportions
+    q = problem.nominal_weights
     weights = np.asarray(q, float)[cid] / problem.federation.sizes[cid]
     loss, l2 = problem.loss, max(problem.l2, 1e-8)
 

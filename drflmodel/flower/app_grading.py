@@ -265,7 +265,7 @@ def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None
     form, e.g. a :class:`~drflmodel.flower.partitions.FlowerDatasets` describing how the app loads
     its partitions -- and ``classes`` (classifiers: every class label, in ``classes_`` order;
     default the estimator's ``classes_``). ``policy``: the supernode's
-    :class:`~drflmodel._client_policy.QueryPolicy` (default: what a certified solve and live grading
+    :class:`~drflmodel.client_oracle.QueryPolicy` (default: what a certified solve and live grading
     ask, one point per value query; grading every round at the end, ``graded(..., live=False)``,
     needs ``QueryPolicy(points_per_values=rounds + 1)``)."""
     if (sites is None) == (estimator is None):

@@ -1,6 +1,6 @@
 r"""Every client answer validated at the server, before any route uses it: :class:`CheckedChannel`
 wraps a client-oracle channel and passes each reply through the checks of
-:mod:`drflmodel._answer_checks` -- alone, and against the same client's earlier answers
+:mod:`.checks` -- alone, and against the same client's earlier answers
 (:class:`ClientBook`).
 
 An answer that fails a check is treated as a failed answer: the channel asks that client again
@@ -23,8 +23,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import _answer_checks as check
-from .losses import Loss
+from ..losses import Loss
+from . import checks as check
+from .channel import Channel
+from .protocol import REJECTED, ClientFault, unpack_symmetric
 
 __all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
 
@@ -37,9 +39,7 @@ def _triu_size(n: int) -> int:
 
 
 def _untriu(v, P: int) -> np.ndarray:
-    H = np.zeros((P, P))
-    H[np.triu_indices(P)] = np.asarray(v, float).reshape(-1)
-    return H + np.triu(H, 1).T
+    return unpack_symmetric(np.asarray(v, float).reshape(-1), P)
 
 
 class ClientBook:
@@ -102,7 +102,7 @@ class ClientBook:
             self.outputs = int(np.asarray(answer.get("outputs", [1])).reshape(-1)[0])
             self.ones_columns = [int(c) for c in np.asarray(answer.get("ones_columns", []), float).reshape(-1)]
             if self.loss is None and "loss" in answer:
-                from .losses import get
+                from ..losses import get
 
                 spec = json.loads(str(answer["loss"]))
                 spec.pop("task", None)
@@ -257,18 +257,12 @@ def validate_replies(books: dict, query: str, contents: dict, replies: dict) -> 
             book.keep(query, request, options, answer)
             passed[i] = answer
         else:
-            rejected[i] = f"answer rejected by the server's check {bad.check!r}: {bad.detail}"
+            rejected[i] = f"{REJECTED} {bad.check!r}: {bad.detail}"
             records.append({"client": int(i), "query": query, **bad.to_dict()})
     return passed, rejected, records
 
 
-def _channel_base():
-    from .client_oracle import Channel
-
-    return Channel
-
-
-class CheckedChannel(_channel_base()):
+class CheckedChannel(Channel):
     """``inner`` (any client-oracle channel) with every reply validated (module docstring). Keeps the
     inner channel's retry budget and ledger; ``rejections`` lists every rejected answer."""
 
@@ -283,6 +277,16 @@ class CheckedChannel(_channel_base()):
         passed, rejected, records = validate_replies(self.books, query, contents, replies)
         self.rejections.extend(records)
         return passed, {**errors, **rejected}
+
+    def fault(self, client: int, query: str, reasons: list) -> ClientFault:
+        """The inner transport's fault, with the check and the numbers of the client's last rejected
+        answer to ``query`` when its last attempt was rejected."""
+        fault = self.inner.fault(client, query, reasons)
+        if fault.kind == "rejected":
+            last = next((r for r in reversed(self.rejections) if r["client"] == client and r["query"] == query), None)
+            if last is not None:
+                fault.check, fault.numbers = last["check"], dict(last.get("numbers") or {})
+        return fault
 
     def __getattr__(self, name):                     # the transport's own attributes (node_of, ...)
         return getattr(self.__dict__["inner"], name)

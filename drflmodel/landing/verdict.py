@@ -4,7 +4,7 @@ r"""The conformance verdict: did a run land where the strategy it claims to be p
 :class:`~drflmodel.solvers.Trace`, a Flower run recorded by :class:`drflmodel.flower.Recorder` or a
 :func:`drflmodel.flower.graded` app (its ``trace``), or an array of iterates -- against **both**
 the certified optimum of the objective (the oracle) and the strategy's certified landing point
-(:func:`~drflmodel.landing.fixed_point.fixed_point`). A FedAvg or FedProx run with local steps
+(:func:`~drflmodel.landing.points.fixed_point`). A FedAvg or FedProx run with local steps
 legitimately stops away from the optimum (client drift); the verdict separates that from a run
 that is not the strategy it claims to be:
 
@@ -53,7 +53,7 @@ import numpy as np
 from .._validation import as_finite_array, check_real
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
-from .fixed_point import CONFIG_KEYS, fixed_point, missing_configuration, optimum_point
+from .points import CONFIG_KEYS, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .strategies import StrategyNotCharacterized, characterize
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_int
-from .errors import DrflmodelError, InvalidParameterError
+from .._validation import check_int
+from ..errors import DrflmodelError, InvalidParameterError
 
-__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "QUERY_KINDS"]
+__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]
 
 #: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
-QUERY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics")
+POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics")
 
 
 class QueryRefused(DrflmodelError, PermissionError):
@@ -40,13 +40,13 @@ class QueryPolicy:
 
     Parameters
     ----------
-    allow : the query kinds answered (:data:`QUERY_KINDS`); default every kind.
+    allow : the query kinds answered (:data:`POLICY_KINDS`); default every kind.
     points_per_values : most points in one ``values`` query (1; grading a run's rounds at once asks
         ``rounds + 1``).
     values, evaluations, hessians, hvps, statistics, row_norms : most answers of each kind per run.
     """
 
-    allow: tuple = QUERY_KINDS
+    allow: tuple = POLICY_KINDS
     points_per_values: int = 1
     values: int = 600
     evaluations: int = 400
@@ -58,9 +58,9 @@ class QueryPolicy:
 
     def __post_init__(self):
         allow = tuple(self.allow)
-        unknown = sorted(set(allow) - set(QUERY_KINDS))
+        unknown = sorted(set(allow) - set(POLICY_KINDS))
         if unknown:
-            raise InvalidParameterError(f"allow: unknown query kind(s) {unknown}; known: {', '.join(QUERY_KINDS)}")
+            raise InvalidParameterError(f"allow: unknown query kind(s) {unknown}; known: {', '.join(POLICY_KINDS)}")
         self.allow = allow
         for name in ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms"):
             setattr(self, name, check_int(getattr(self, name), name, low=0))

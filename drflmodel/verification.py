@@ -556,17 +556,3 @@ class Verifier:
         if abs(e) <= self.tol:
             self.stopped_at = int(r)
             raise StopIteration
-
-
-class _CallableModule(type(json)):
-    """``drflmodel.verify`` is both this module and the function :func:`verify` (the public
-    name is the function ``dm.verify``). Importing the submodule rebinds the package attribute to
-    the module, so the module itself forwards calls to the function."""
-
-    def __call__(self, *args, **kwargs):
-        return verify(*args, **kwargs)
-
-
-import sys as _sys  # noqa: E402
-
-_sys.modules[__name__].__class__ = _CallableModule
