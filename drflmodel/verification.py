@@ -143,6 +143,18 @@ class Report:
     def table(self):
         return table(self.rows)
 
+    def _not_graded_summary(self) -> str:
+        """A run recorded without a certified oracle (:func:`drflmodel.flower.recorder.not_graded`):
+        no verdict on convergence, what was checked without an oracle, and why."""
+        lines = [f"NOT GRADED: {self.solver or 'iterates'} vs {self.family or 'oracle'} (no certified oracle; "
+                 f"checked without one: {self.extra.get('checked', '')})"]
+        lines += [f"  caveat: {c}" for c in self.extra.get("caveats", [])]
+        partial = self.extra.get("partial_participation")
+        if partial:
+            lines.append(f"  partial participation (not every client took part) in {len(partial)} round(s)")
+        lines += [f"  reason: {reason}" for reason in self.reasons]
+        return "\n".join(lines)
+
     def to_frame(self):
         return to_frame(self.rows)
 
@@ -184,6 +196,8 @@ class Report:
         return f"{on}; NOT converged: {metric} = {final:.3e} > tol {tol:g} -- checked instead: {what}"
 
     def summary(self) -> str:
+        if self.extra.get("not_graded"):
+            return self._not_graded_summary()
         f = self.final
         verdict = "PASSED" if self.passed else "FAILED"
         source = self.extra.get("oracle_source")

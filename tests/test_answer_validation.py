@@ -138,3 +138,53 @@ def test_scaled_hessians_are_caught_against_gradient_differences():
     with pytest.raises(ClientFault) as exc:
         channel.ask("evaluate", {"theta": np.full(problem.dim, 1e-3)}, options={"hessian": True})
     assert exc.value.client == 0 and "'curvature vs gradients'" in exc.value.reasons[-1]
+
+
+def test_scaled_hessians_end_the_federated_solve_failed_never_with_an_earlier_certificate():
+    """Before every answer was validated in federated_solve, a Hessian x10 rejected mid-solve returned the
+    certificate completed before the rejection as 'optimal'; a lie ends the solve 'failed'."""
+    problem = _problem()
+    sol = federated_solve(problem, _channel(problem, _scale("hessian", 10.0)))
+    assert sol.status == "failed" and sol.theta is None and sol.lower_bound == -np.inf
+    fault = sol.info["fault"]
+    assert (fault["partition"], fault["node"], fault["query"], fault["kind"], fault["check"]) == \
+        (0, None, "evaluate", "rejected", "curvature vs gradients")
+    assert fault["numbers"]["dHd"] > fault["numbers"]["inner"] > 0 and fault["attempts"] == 3
+    assert fault["message"].endswith("no certificate is returned (any earlier one used this client's answers)")
+    assert sol.info["federated"]["fault"] == fault
+
+
+def test_federated_solve_validates_by_default_and_can_be_told_not_to():
+    """The issue's measurement: a client sending ten times its gradients makes the unchecked solve certify a
+    false optimum (breast cancer / CVaR / logistic, l2 = 1: lower bound 0.43427 above the honest optimum
+    0.41877); the default solve rejects it by name."""
+    fed = dm.datasets.breast_cancer(n_clients=4, seed=0)
+    problem = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(4, 0.5), l2=1.0)
+    honest = problem.solve()
+
+    def lying():
+        channel = LocalChannel.from_problem(problem)
+        channel.sites[0] = Lying(channel.sites[0], _scale("gradient", 10.0))
+        return channel
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unchecked = federated_solve(problem, lying(), check_answers=False)
+    assert not unchecked.info["federated"]["checked"] and unchecked.info["federated"]["rejections"] == []
+    assert unchecked.status == "optimal" and unchecked.lower_bound > honest.upper_bound + 1e-2   # a false claim
+    checked = federated_solve(problem, lying())
+    assert checked.status == "failed" and checked.info["federated"]["checked"]
+    assert checked.info["fault"]["check"] == "first-order convexity" and checked.info["fault"]["partition"] == 0
+    with pytest.raises(dm.InvalidParameterError, match="check_answers must be True or False"):
+        federated_solve(problem, LocalChannel.from_problem(problem), check_answers="yes")
+
+
+def test_a_fault_is_classified_by_its_worst_attempt():
+    from drflmodel.client_oracle.protocol import ClientFault as Fault
+
+    rejected = "answer rejected by the server's check 'finite': value is not finite"
+    refused = "QueryRefused: site refuses the 'statistics' query: its policy allows at most 1 statistics answers"
+    assert Fault(0, "values", [rejected, refused]).kind == "rejected"       # a lie, then a refused re-ask
+    assert Fault(0, "values", [refused]).kind == "refused"
+    assert Fault(0, "values", ["no reply within 60 s", "client error: ValueError: x"]).kind == "no answer"
+    assert Fault(2, "values", [refused], node=7).to_dict()["node"] == 7

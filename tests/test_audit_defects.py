@@ -10,6 +10,7 @@ import pytest
 from scipy.optimize import minimize
 
 import drflmodel as dm
+from drflmodel.client_oracle import Site
 from drflmodel.errors import DrflmodelError, InvalidDataError, InvalidParameterError
 from drflmodel.layout import ParameterLayout
 
@@ -122,3 +123,67 @@ def test_the_identifiable_representative_of_a_nan_model_is_refused():
             layout.identifiable(bad)
         assert "a NaN or infinite model has no identifiable representative" in _one_line(exc)
     np.testing.assert_allclose(layout.identifiable(np.array([1.0, 1, 2, 3, 4, 5])), [-1, 1, 2, 1, 4, 5])
+
+
+# ------------------------------------------------------------------ the client oracle's two defects
+class _Site(Site):
+    """A site whose answers pass through ``change(query, answer, call)`` (its declaration stays honest)."""
+
+    def __init__(self, site, change):
+        self.__dict__.update(site.__dict__)
+        self.change, self.calls = change, 0
+
+    def answer(self, query, arrays=None, options=None):
+        self.calls += 1
+        out = dict(Site.answer(self, query, arrays, options))
+        return out if query == "describe" else self.change(query, out, self.calls)
+
+
+def _federated(problem, client0_change, retries=2):
+    from drflmodel.client_oracle import LocalChannel, federated_solve
+
+    channel = LocalChannel.from_problem(problem, retries=retries)
+    channel.sites[0] = _Site(channel.sites[0], client0_change)
+    return federated_solve(problem, channel)
+
+
+def test_a_gram_triangle_of_the_wrong_length_is_a_named_fault():
+    """Was: a raw ValueError in client_oracle._untriu, not retried, no fault recorded."""
+    prob = dm.FederatedDRO(dm.datasets.diabetes(n_clients=3, seed=0), dm.losses.Squared(),
+                           weights=dm.sets.CVaR(3, 0.5), l2=0.01)
+    short = lambda query, out, call: {**out, "gram": out["gram"][:-1]} if "gram" in out else out  # noqa: E731
+    sol = _federated(prob, short)
+    fault = sol.info["fault"]
+    assert sol.status == "failed" and sol.theta is None
+    assert (fault["partition"], fault["query"], fault["check"], fault["attempts"]) == (0, "statistics", "shape", 3)
+    d = prob.dim
+    assert f"gram (upper triangle) has {d * (d + 1) // 2 - 1} entries" in fault["message"]
+
+
+def test_a_one_off_nan_answer_is_retried_and_the_solve_certifies():
+    """Was: a one-off NaN aborted the solve with a raw error naming no client."""
+    prob = dm.FederatedDRO(dm.datasets.breast_cancer(n_clients=4, seed=0), dm.losses.Logistic(),
+                           weights=dm.sets.CVaR(4, 0.5), l2=0.01)
+    once = lambda query, out, call: {**out, "value": np.array([np.nan])} if call == 3 and "value" in out else out  # noqa: E731
+    sol = _federated(prob, once)
+    assert sol.status == "optimal" and sol.info["federated"]["retries"] == 1
+    assert [(r["client"], r["check"]) for r in sol.info["federated"]["rejections"]] == [(0, "finite")]
+    central = prob.solve()
+    assert sol.lower_bound <= central.upper_bound + 1e-9 and central.lower_bound <= sol.upper_bound + 1e-9
+
+
+def test_a_federated_free_intercept_smooth_loss_is_refused_with_what_a_server_can_do():
+    """Was: refused with "use method='conic'", a route a server without rows cannot take."""
+    from drflmodel.client_oracle import LocalChannel, federated_solve
+
+    for loss, fed in ((dm.losses.Huber(), dm.datasets.diabetes(n_clients=3, seed=0)),
+                      (dm.losses.SmoothHinge(), dm.datasets.breast_cancer(n_clients=3, seed=0))):
+        prob = dm.FederatedDRO(fed, loss, weights=dm.sets.CVaR(3, 0.5), l2=0.01, penalize_intercept=False)
+        with pytest.raises(InvalidParameterError) as exc:
+            federated_solve(prob, LocalChannel.from_problem(prob))
+        text = _one_line(exc)
+        assert "sqp: " in text and "use method='conic'" not in text.split("newton:")[0]
+        assert "a federated server holds no row, so the conic route is not open to it: penalize every coordinate" \
+            in text
+        fixed = dm.FederatedDRO(fed, loss, weights=dm.sets.CVaR(3, 0.5), l2=0.01, penalize_intercept=True)
+        assert federated_solve(fixed, LocalChannel.from_problem(fixed)).status == "optimal"   # as the text says

@@ -10,9 +10,15 @@ losses -- logistic, smooth hinge, hinge, squared, Huber, softmax -- three weight
 and bounded by the routes' own caps: one point per value query (a line search asks one; grading
 every round of a run at once asks more and must be allowed explicitly), 100 Hessians (the SQP route
 asks one per step, at most 50 steps; 23 measured), 400 gradients (the level bundle method's 300
-steps; 33 measured), 600 value queries (16 measured), one statistics answer (the squared loss asks
-once), one row norm. Hessian-vector products are allowed up to 2,000 (the Hessian-free routes'
-conjugate-gradient iterations). A budget counts answers per run (one federated solve) and client.
+steps; 33 measured), 600 value queries (16 measured), three statistics answers and three row norms
+(the squared loss asks its statistics once and a self-concordance bound the row norm once; the two
+more are the server's re-asks within its default retry budget of 2 after an answer was lost or
+rejected -- re-answering the same statistics reveals nothing new). Hessian-vector products are
+allowed up to 2,000 (the Hessian-free routes' conjugate-gradient iterations). A budget counts answers
+per run (one federated solve) and client.
+
+A refusal is final on the server (the channel does not re-ask: the policy would refuse again) and
+ends the federated solve ``"failed"``, naming the client, the query and the rule.
 """
 
 from __future__ import annotations
@@ -52,8 +58,8 @@ class QueryPolicy:
     evaluations: int = 400
     hessians: int = 100
     hvps: int = 2000
-    statistics: int = 1
-    row_norms: int = 1
+    statistics: int = 3
+    row_norms: int = 3
     used: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
@@ -117,7 +123,11 @@ class PolicySite:
     def answer(self, query: str, arrays: dict | None = None, options: dict | None = None) -> dict:
         dim = self.dim if query == "values" else 1
         self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"))
-        return self.site.answer(query, arrays, options)
+        out = self.site.answer(query, arrays, options)
+        if query == "describe" and "answers" in out:     # declare only what the policy allows: the server's
+            out = dict(out)                              # dispatch then takes a route this client answers
+            out["answers"] = ",".join(a for a in str(out["answers"]).split(",") if a in self.policy.allow)
+        return out
 
     def __getattr__(self, name):
         return getattr(self.__dict__["site"], name)

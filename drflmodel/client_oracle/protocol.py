@@ -61,14 +61,17 @@ class ClientFault(DrflmodelError, RuntimeError):
     refusal (never retried: a policy gives the same answer again).
 
     Attributes ``client`` (index: the partition), ``query``, ``attempts``, ``reasons`` (one per
-    attempt), ``kind`` (:data:`FAULT_KINDS`, from the last reason), and, when known, ``node`` (the
+    attempt), ``kind`` (:data:`FAULT_KINDS`: ``"rejected"`` if any attempt was, else the last
+    attempt's), and, when known, ``node`` (the
     transport's node id), ``check`` and ``numbers`` (the server's check that rejected the last answer)."""
 
     def __init__(self, client: int, query: str, reasons: list, node=None, check: str | None = None,
                  numbers: dict | None = None):
         self.client, self.query, self.reasons = int(client), str(query), list(reasons)
         self.attempts = len(self.reasons)
-        self.kind = fault_kind(self.reasons[-1]) if self.reasons else "no answer"
+        kinds = [fault_kind(r) for r in self.reasons]
+        #: a client whose answer was rejected and whose re-ask was then refused or lost is a rejected one
+        self.kind = "rejected" if "rejected" in kinds else (kinds[-1] if kinds else "no answer")
         self.node, self.check, self.numbers = node, check, dict(numbers or {})
         what = "refused" if self.kind == "refused" else "did not answer"
         super().__init__(f"client {self.client} {what} the {self.query!r} query in "

@@ -216,4 +216,6 @@ def _fault_message(fault: ClientFault, retries: int, returned_earlier: bool) -> 
         return what + "; the best certificate computed over every client before the fault is returned"
     if fault.kind == "no answer":
         return what + "; no certificate over every client was completed"
-    return what + "; no certificate is returned: every earlier one used this client's answers"
+    if fault.kind == "refused":
+        return what + "; a refused query ends the solve: no certificate is returned"
+    return what + "; no certificate is returned (any earlier one used this client's answers)"

@@ -6,9 +6,15 @@ wraps a client-oracle channel and passes each reply through the checks of
 An answer that fails a check is treated as a failed answer: the channel asks that client again
 (a one-off glitch -- a NaN, a garbled message -- is retried within the retry budget, like a lost
 message) and only an answer that passes is kept. A client whose answers keep failing exhausts the
-budget and the query raises :class:`~drflmodel.client_oracle.ClientFault`, whose reasons name the
-check and its numbers (``"answer rejected by the server's check 'first-order convexity': ..."``);
-every rejection is also kept in :attr:`CheckedChannel.rejections` (client, query, check, numbers).
+budget and the query raises :class:`~drflmodel.client_oracle.ClientFault` of kind ``"rejected"``,
+with the check and its numbers (its reasons read ``"answer rejected by the server's check
+'first-order convexity': ..."``); every rejection is also kept in :attr:`CheckedChannel.rejections`
+(client, query, check, numbers).
+
+**Adding a check** (e.g. for a new query kind): write it in :mod:`.checks` as one function returning
+``None`` or a :class:`~.checks.Violation`, and call it from the :class:`ClientBook` handler of the
+query (``_<query>``: ``_hvp`` for Hessian-vector products, which already runs the PSD, symmetry and
+Hessian-agreement checks); :meth:`ClientBook.keep` stores what later answers are checked against.
 
 What the checks cannot see: a client that answers, every time and consistently, for another convex
 function -- other rows, rows scaled or duplicated -- passes them all. The certificate then holds for

@@ -19,6 +19,15 @@ r"""Grade any Flower app without editing it: :func:`graded` (its ``ServerApp``) 
    offline) and logs the verdict. ``app.report``, ``app.trace``, ``app.solution`` and
    ``app.recorder`` hold the last run's results.
 
+When the oracle fails -- a client whose answers the server's checks reject, a refused query, a
+client that stops answering (``solution.info["fault"]`` names the partition, its supernode, the
+query, the check and its numbers) -- the run is still recorded and its trace saved, with the fault
+(``info["oracle_fault"]``), and ``app.report`` grades what needs no oracle: its first line says
+``NOT GRADED`` and why, then whether every round's model is finite, which rounds had partial
+participation and whether the faulty client took part in training
+(:func:`~drflmodel.flower.recorder.not_graded`; :func:`~drflmodel.flower.recorder.grade` of the
+saved trace says the same).
+
 :func:`answering` adds the oracle's query handlers to the app's ``ClientApp`` (its own handlers
 are untouched): each supernode answers from the rows the app trains on.
 
@@ -219,11 +228,14 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", sol.summary(),
                 sol.info["federated"]["exchanges"])
         certified = sol.theta is not None
+        fault = sol.info.get("fault") if not certified else None
         if not certified:
             log(WARNING, "[drflmodel] the oracle failed (%s): the run is recorded, not graded",
-                sol.info.get("fault", sol.status))
+                (fault or {}).get("message", sol.status))
         rec = Recorder(problem, sol if certified and live else None, n_clients=n, parameters=pmap,
                        progress=progress)
+        if not certified:
+            rec.oracle_fault = fault or {"message": f"the oracle's status is {sol.status!r}"}
         with _recording(rec, robust_aggregators) as used:
             server_app(grid, context)
         if not used:
@@ -250,9 +262,8 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         if out:
             Path(str(out)).parent.mkdir(parents=True, exist_ok=True)
             app.trace.save(str(out))
-        if certified:
-            app.report = rec.report(tol=tol)
-            log(INFO, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
+        app.report = rec.report(tol=tol)         # without an oracle: NOT GRADED, the fault, what was checked
+        log(INFO if certified else WARNING, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
 
     return app
 

@@ -16,11 +16,13 @@ client reveals is exactly its answers, tabulated in ``solution.info["federated"]
   is a ``ClientApp`` with only those handlers.
 * :class:`FlowerChannel` is the server's transport: it waits for one supernode per client,
   learns which node holds which partition from the setup answers, pushes a query to every client
-  and pulls the answers (its own polling loop). A client that fails (its ``ClientApp`` raised) or
-  does not answer within ``timeout`` seconds is asked again, at most ``retries`` times (the retry
-  budget); then the solve ends ``"failed"`` -- or returns a certificate completed over **every**
-  client before the fault, with the status its gap gives -- never ``"optimal"`` over a partial
-  federation (:func:`drflmodel.client_oracle.federated_solve`).
+  and pulls the answers (its own polling loop). Every answer is checked before a route uses it. A
+  client that fails (its ``ClientApp`` raised), does not answer within ``timeout`` seconds, or
+  whose answer fails a check is asked again, at most ``retries`` times (the retry budget); a query
+  its policy refused is not. Then the solve ends ``"failed"`` -- a silent client's fault alone may
+  return a certificate completed over **every** client before it, with the status its gap gives --
+  never ``"optimal"`` over a partial federation or on a rejected answer; ``info["fault"]`` names
+  the partition and its supernode (:func:`drflmodel.client_oracle.federated_solve`).
 * :func:`solve_on_grid` runs the solve on any Flower ``Grid`` (inside your ``ServerApp``'s
   ``main``); :func:`oracle_server_app` wraps it in a ``ServerApp``; :func:`certified_solve` runs
   it on the in-process grid or on Flower's simulation engine.

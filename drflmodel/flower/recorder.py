@@ -53,7 +53,7 @@ from ..solution import Solution
 from ..solvers import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade", "NOT_RECERTIFIED"]
+__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED"]
 
 
 class Recorder:
@@ -88,6 +88,9 @@ class Recorder:
         self.strategy_name = "flower"
         #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
         self.caveats: list[str] = []
+        #: the federated oracle's fault (``solution.info["fault"]``) when it certified nothing: the run is
+        #: recorded and :meth:`report` says it is not graded, and why
+        self.oracle_fault: dict | None = None
         self._t0: float | None = None
 
     # ------------------------------------------------------------------ evaluate_fn
@@ -227,6 +230,8 @@ class Recorder:
             info["parameters"] = self.parameters.to_dict()
         if self.caveats:
             info["caveats"] = list(self.caveats)
+        if self.oracle_fault is not None:
+            info["oracle_fault"] = dict(self.oracle_fault)
         return Trace(solver=self.strategy_name, params={}, weights=None,
                      theta=np.array([self.thetas[r] for r in range(R + 1)]), iterates=iterates, **counts,
                      round_time=np.diff(times), info=info, expected_rate=None, problem=self.problem)
@@ -236,6 +241,8 @@ class Recorder:
         at construction), using the objective values measured during the run where the problem's
         rows are remote; ``kwargs`` go to ``verify`` (``expected_rate``, ``error_metric``)."""
         sol = solution if solution is not None else self.solution
+        if sol is None and self.oracle_fault is not None:
+            return not_graded(self.trace(), tol=tol)
         if sol is None:
             raise InvalidParameterError("report needs a certified solution: Recorder(problem, solution) "
                                         "or report(solution)")
@@ -366,6 +373,8 @@ def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
     has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
     faults, note = [], None
     if solution is None:
+        if "oracle" not in info and "oracle_fault" in info:
+            return not_graded(trace, tol=tol)
         if "oracle" not in info:
             raise InvalidParameterError("the trace carries no oracle solution: pass solution=")
         solution = _solution_from_dict(info["oracle"])
@@ -389,6 +398,39 @@ def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
         layout = ParameterLayout(lay["n_features"], lay["n_outputs"], lay["intercept_column"], lay["unpenalized"])
     recorded = _Recorded(trace.theta, values, problem, layout, info.get("family", ""))
     return _annotated(verify(trace, solution, tol=tol, problem=recorded, **kwargs), info, note, faults)
+
+
+def not_graded(trace, tol: float = 1e-6):
+    """The report of a run recorded without a certified oracle (the federated oracle failed: its fault
+    is in ``trace.info["oracle_fault"]``): no distance and no verdict on convergence -- the summary's
+    first line says ``NOT GRADED`` and why -- but what needs no oracle is still checked: every round's
+    model is finite, which rounds had partial participation, and whether the faulty client took part
+    in training. ``passed`` is ``False``."""
+    from ..verification import Report
+
+    info = trace.info or {}
+    fault = dict(info.get("oracle_fault") or {})
+    why = fault.get("message") or "the federated oracle certified nothing"
+    theta = np.asarray(trace.theta, float).reshape(len(trace.theta), -1)
+    finite = np.all(np.isfinite(theta), axis=1)
+    rows = [{"round": r, "model_finite": bool(ok)} for r, ok in enumerate(finite)]
+    reasons = [f"no certified oracle: {why}"]
+    if not finite.all():
+        reasons.append(f"the model is not finite from round {int(np.flatnonzero(~finite)[0])} (diverged)")
+    partition = fault.get("partition")
+    took_part = [row.get("round") for row in info.get("participation", [])
+                 if partition is not None and partition in row.get("participants", [])]
+    checked = (f"{len(rows) - 1} rounds recorded; every model finite" if finite.all()
+               else f"{len(rows) - 1} rounds recorded")
+    if took_part:
+        checked += f"; the faulty client (partition {partition}) took part in training in {len(took_part)} round(s)"
+    extra = {"not_graded": why, "checked": checked, "oracle_fault": fault,
+             "partial_participation": list(info.get("partial_participation", []))}
+    if info.get("caveats"):
+        extra["caveats"] = list(info["caveats"])
+    family = info.get("family") or getattr(getattr(trace, "problem", None), "family", "") or "the federated oracle"
+    return Report(rows=rows, rate={}, passed=False, reasons=reasons, tol=float(tol), error_metric="dist_theta_sq",
+                  rounds_to_tol=None, solver=trace.solver, family=family, extra=extra)
 
 
 def _annotated(report, info: dict, note: str | None, faults: list):

@@ -88,3 +88,38 @@ def test_a_certified_solve_on_flower_under_the_default_policy(prob):
     with LocalGrid(app, N) as grid:
         sol = solve_on_grid(grid, prob)
     assert sol.status == "optimal"
+
+
+def test_a_refused_query_is_not_retried_and_ends_the_solve_failed(prob):
+    """A budget refusal: the solve ends 'failed' at once (one attempt, whatever the retry budget),
+    naming the client, the query and the rule -- never the certificate completed before it."""
+    sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy(hessians=2)) for i in range(N)]
+    sol = federated_solve(prob, LocalChannel(sites, retries=5))
+    assert sol.status == "failed" and sol.theta is None and sol.lower_bound == -np.inf
+    fault = sol.info["fault"]
+    assert (fault["query"], fault["kind"], fault["attempts"]) == ("evaluate", "refused", 1)
+    i = fault["partition"]                       # the first client asked for a third Hessian (weight > 0)
+    assert fault["message"].startswith(f"client {i} refused the 'evaluate' query (its policy; not retried)")
+    assert f"client{i} refuses the 'hessian' query: its policy allows at most 2 Hessians per run" in fault["message"]
+    assert sol.info["federated"]["retries"] == 0
+
+
+def test_a_client_that_allows_no_hessian_declares_it_and_the_server_takes_a_route_it_answers(prob):
+    no_hessian = QueryPolicy(allow=("describe", "row_norm", "values", "evaluate"))
+    sites = [PolicySite(Site.from_problem(prob, i), no_hessian) for i in range(N)]
+    assert "hessian" not in sites[0].answer("describe")["answers"]
+    sol = federated_solve(prob, LocalChannel(sites))
+    assert sol.status == "optimal" and sol.info["method"] == "bundle"
+    central = prob.solve()
+    assert sol.lower_bound <= central.upper_bound + 1e-9 and central.lower_bound <= sol.upper_bound + 1e-9
+
+
+def test_a_refusal_over_flower_names_the_partition_and_its_supernode(prob):
+    app = with_oracle(ClientApp(), {"oracle": prob}, policy=QueryPolicy(hessians=2))
+    with LocalGrid(app, N) as grid:
+        sol = solve_on_grid(grid, prob)
+        nodes = {c.node_config["partition-id"]: node for node, c in grid.contexts.items()}
+    fault = sol.info["fault"]
+    assert sol.status == "failed" and fault["kind"] == "refused" and fault["attempts"] == 1
+    assert fault["node"] == nodes[fault["partition"]]
+    assert f"supernode {fault['node']}" in fault["message"]

@@ -263,3 +263,33 @@ def test_the_recorder_refuses_layouts_it_would_have_to_guess(erm, erm_solution):
         rec(2, ArrayRecord([np.zeros((4, 3)), np.zeros(3)]))
     rec(0, ArrayRecord([np.ones((3, 4)), np.zeros(3)]))                # three classes x four features
     assert rec.thetas[0].shape == (15,)
+
+
+def test_a_lying_client_is_reported_and_the_run_graded_for_what_needs_no_oracle(erm, tmp_path):
+    """Client 1 answers y'y = -1e6 (no rows have that): the federated oracle fails naming it; the app still
+    runs, its trace is saved with the fault, and the report says NOT GRADED, why, and what it checked
+    without an oracle -- online and offline alike."""
+    from drflmodel.client_oracle import Site
+    from tests._lying import Lying, edit
+
+    sites = [Site.from_problem(erm, i) for i in range(4)]
+    sites[1] = Lying(sites[1], edit("yy", lambda v: -1e6 + 0 * v))
+    client = dmf.answering(strategy_client_app(erm, step_size=0.05),
+                           lambda context: sites[int(context.node_config["partition-id"])])
+    server = dmf.graded(_one_strategy_app(FedAvg(min_available_nodes=4, min_train_nodes=4), erm.dim),
+                        oracle=lambda fed: dm.FederatedDRO(fed, erm.loss, erm.weights, l2=erm.l2), progress=False,
+                        trace_out=str(tmp_path / "run.npz"))
+    _serve(server, client, 4, {})
+    fault = server.solution.info["fault"]
+    assert server.solution.status == "failed" and server.solution.theta is None
+    assert (fault["partition"], fault["query"], fault["kind"], fault["check"]) == (1, "statistics", "rejected",
+                                                                                    "statistics")
+    assert fault["numbers"]["yy"] == -1e6
+    report = server.report
+    lines = report.summary().splitlines()
+    assert not report.passed and lines[0].startswith("NOT GRADED: ")
+    assert ("3 rounds recorded; every model finite; the faulty client (partition 1) took part in training in "
+            "3 round(s)") in lines[0]
+    assert lines[-1].startswith("  reason: no certified oracle: client 1 failed the 'statistics' query")
+    assert "y'y = -1e+06 < 0" in lines[-1]
+    assert dmf.grade(tmp_path / "run.npz").summary() == report.summary()          # offline: the same
