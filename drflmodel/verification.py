@@ -254,6 +254,7 @@ class Report:
 
     def to_dict(self) -> dict:
         return jsonable({"passed": self.passed, "converged": self.converged, "verdict": self.verdict,
+                         "graded": not self.extra.get("not_graded"),
                          "reasons": self.reasons,
                          "tol": self.tol, "error_metric": self.error_metric,
                          "rounds_to_tol": self.rounds_to_tol, "rate": self.rate, "diagnosis": self.diagnosis,

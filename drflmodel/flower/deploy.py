@@ -71,11 +71,16 @@ def config_server_app(app_dir):
     -- the objective at every round from **one** exchange in which each client returns its values
     at all the rounds' models -- and logs the verdict, (4) saves the trace (``trace-out``) with the
     oracle and the measured objectives, so ``drflmodel.flower.grade(path)`` regrades it offline,
-    and the report as JSON (``report-out``)."""
-    from logging import INFO
+    and the report as JSON (``report-out``). When the oracle fails (a client's answers rejected by
+    the server's checks, a refused query, a silent client), the run still trains and is saved with
+    the fault (``info["oracle_fault"]``), and the report says ``NOT GRADED`` and why
+    (:func:`~drflmodel.flower.recorder.not_graded`)."""
+    from logging import INFO, WARNING
 
     from flwr.common.logger import log
     from flwr.serverapp import ServerApp
+
+    from .recorder import not_graded
 
     from .._config import build_problem, build_solver, load_config
     from ..client_oracle import SUPPORTED
@@ -110,6 +115,11 @@ def config_server_app(app_dir):
         if oracle is not None and oracle.theta is not None:
             report = grade_against_oracle(trace, oracle)
             log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
+        elif oracle is not None:                 # the oracle failed (a named fault): the run is kept, not graded
+            trace.info["oracle_fault"] = dict(oracle.info.get("fault")
+                                              or {"message": f"the oracle's status is {oracle.status!r}"})
+            report = not_graded(trace)
+            log(WARNING, "[drflmodel] %s", report.summary().replace("\n", " | "))
         out = str(rc.get("trace-out", ""))
         if out:
             trace.save(out)

@@ -49,16 +49,26 @@ LIES = {
     "values x0.1": edit("value", lambda v: 0.1 * v),
     "values - 1": edit("value", lambda v: v - 1),
     "non-PSD Hessians": edit("hessian", lambda h: -h),
+    "Hessians x10": edit("hessian", lambda h: 10 * h),
     "inconsistent values (noise 1e-6)": lambda q, out, call: (
         {**out, "value": np.asarray(out["value"], float) + 1e-6 * np.cos(call)} if "value" in out else out),
 }
+
+
+def rejections_check(sol):
+    """The check that rejected client 0's last answer to the query that ended the solve."""
+    fault = sol.info["fault"]
+    return [r["check"] for r in sol.info["federated"]["rejections"] if r["query"] == fault["query"]][-1]
 
 
 @pytest.mark.parametrize("lie", LIES, ids=list(LIES))
 def test_no_detectable_lie_ends_optimal(lie):
     sol = _solve(_problem(), LIES[lie])
     assert sol.status == "failed" and sol.theta is None, (lie, sol.status)
-    assert sol.info["fault"]["message"].startswith("client 0 failed"), sol.info["fault"]
+    fault = sol.info["fault"]
+    assert fault["message"].startswith("client 0 failed"), fault
+    assert (fault["partition"], fault["kind"]) == (0, "rejected") and fault["check"] == rejections_check(sol)
+    assert isinstance(fault["node"], int) and f"supernode {fault['node']}" in fault["message"]
     rejections = sol.info["federated"]["rejections"]
     assert rejections and {r["client"] for r in rejections} == {0}, rejections[:2]
 

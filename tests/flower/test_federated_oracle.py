@@ -206,6 +206,7 @@ def test_a_client_that_stops_answering_times_out_and_the_solve_fails(binary):
     fault = sol.info["federated"]["fault"]
     assert fault["client"] == 3 and fault["attempts"] == 3
     assert all("no reply within" in r for r in fault["reasons"])
+    assert fault["kind"] == "no answer" and sol.info["fault"] == fault and fault["partition"] == 3
 
 
 def test_a_client_disconnecting_mid_solve_fails_the_solve(binary):
