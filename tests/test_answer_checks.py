@@ -52,9 +52,12 @@ def test_honest_answers_pass_every_check(loss, K, scale):
     P = 5 * K
     answers = _answers(site, P, _points(P, SCALES[scale], K))
     found = []
+    rng = np.random.default_rng(3)
     for (ta, va, ga, Ha), (tb, vb, gb, _) in itertools.permutations(answers, 2):
         found += [C.first_order_convexity(ta, va, ga, tb, vb), C.monotone_gradients(ta, ga, tb, gb),
                   C.curvature_matches_gradients(ta, ga, Ha, tb, gb, loss.self_concordance, R)]
+        for v in (rng.normal(size=P), tb - ta, -2.5 * (tb - ta)):      # a random direction, and along d
+            found.append(C.hvp_matches_gradients(ta, v, Ha @ v, ga, tb, gb, loss.self_concordance, R))
     for t, v, g, H in answers:
         found += [C.finite("gradient", g), C.value_range(v), C.hessian_psd(H), C.gradient_length(g, loss.lipschitz, R),
                   C.hessian_size(H, loss.smoothness, R), C.same_value(t, v, float(site.answer("values", {"theta": t})["value"][0]))]
@@ -123,6 +126,15 @@ def test_broken_hessians_and_hvps(logistic):
     assert C.hvp_psd(u, -Ha @ u - u).check == "Hessian-vector product PSD"
     assert C.hvp_symmetry(u, Ha @ u, w, Ha @ w + 0.1).check == "Hessian-vector symmetry"
     assert C.hvp_matches_hessian(Ha, u, 2 * Ha @ u).check == "Hessian-vector product vs Hessian"
+    # products x10 (PSD, symmetric: alone they look honest) against the gradient differences
+    pairs = list(itertools.permutations(answers, 2))
+    along = [C.hvp_matches_gradients(ta, tb - ta, 10 * Ha @ (tb - ta), ga, tb, gb, loss.self_concordance, R)
+             for (ta, _, ga, Ha), (tb, _, gb, _) in pairs]
+    assert _caught(along, "Hessian-vector product vs gradients")
+    rng = np.random.default_rng(4)
+    random = [C.hvp_matches_gradients(ta, w, 10 * Ha @ w, ga, tb, gb, loss.self_concordance, R)
+              for (ta, _, ga, Ha), (tb, _, gb, _) in pairs for w in (rng.normal(size=5) + (tb - ta),)]
+    assert _caught(random, "Hessian-vector product vs gradients")
 
 
 def test_squared_loss_curvature_is_an_equality():
@@ -131,6 +143,10 @@ def test_squared_loss_curvature_is_an_equality():
     (ta, _, ga, Ha), (tb, _, gb, _) = _answers(site, 5, _points(5, SCALES["unit"], 1, n=2))[:2]
     assert C.curvature_matches_gradients(ta, ga, Ha, tb, gb, 0.0, None) is None
     assert C.curvature_matches_gradients(ta, ga, 1.001 * Ha, tb, gb, 0.0, None).check == "curvature vs gradients"
+    d = tb - ta
+    assert C.hvp_matches_gradients(ta, d, Ha @ d, ga, tb, gb, 0.0, None) is None
+    assert C.hvp_matches_gradients(ta, d, 1.001 * Ha @ d, ga, tb, gb, 0.0, None).check == \
+        "Hessian-vector product vs gradients"
 
 
 def test_statistics_that_no_rows_have():

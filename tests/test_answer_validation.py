@@ -188,3 +188,22 @@ def test_a_fault_is_classified_by_its_worst_attempt():
     assert Fault(0, "values", [refused]).kind == "refused"
     assert Fault(0, "values", ["no reply within 60 s", "client error: ValueError: x"]).kind == "no answer"
     assert Fault(2, "values", [refused], node=7).to_dict()["node"] == 7
+
+
+def test_scaled_hessian_vector_products_are_caught_against_gradient_differences():
+    """For the Hessian-free routes (issue 30): products x10 are PSD and symmetric alone; against the gradients
+    at two points they are not -- Cauchy-Schwarz with d'Hd bounded by the gradient difference."""
+    problem = _problem()
+    honest, lying = _channel(problem), _channel(problem, _scale("hvp", 10.0))
+    a, b = np.zeros(problem.dim), np.full(problem.dim, 1e-2)
+    for channel in (honest, lying):
+        channel.ask("describe")
+        channel.ask("row_norm")
+        channel.ask("evaluate", {"theta": a})
+        channel.ask("evaluate", {"theta": b})
+    for direction in (b - a, np.linspace(-1, 1, problem.dim) + (b - a)):
+        honest.ask("hvp", {"theta": a}, per_client={i: {"direction": direction} for i in range(4)})
+    assert honest.rejections == []
+    with pytest.raises(ClientFault) as exc:
+        lying.ask("hvp", {"theta": a}, per_client={i: {"direction": b - a} for i in range(4)})
+    assert exc.value.client == 0 and exc.value.check == "Hessian-vector product vs gradients"

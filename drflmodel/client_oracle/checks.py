@@ -28,8 +28,10 @@ with :math:`c=MR\|d\|`
 .. math:: \varphi(0)\frac{1-e^{-c}}{c}\le d^\top(\nabla h(\theta_b)-\nabla h(\theta_a))\le\varphi(0)\frac{e^{c}-1}{c}
 
 (and the same with :math:`\varphi(1)`); :math:`M=0` (squared loss) makes it an equality. Two
-Hessian-vector products at one point satisfy :math:`u^\top(Hv)=v^\top(Hu)`, and one next to the
-Hessian at that point equals :math:`Hv`.
+Hessian-vector products at one point satisfy :math:`u^\top(Hv)=v^\top(Hu)`, one next to the
+Hessian at that point equals :math:`Hv`, and one next to gradients at two points satisfies
+:math:`(d^\top Hv)^2\le d^\top Hd\,v^\top Hv` with :math:`d^\top Hd` bounded by the gradient
+difference as above (:func:`hvp_matches_gradients`).
 
 **Tolerances** are rounding, never looseness: a quantity computed from answers of size :math:`s`
 may err by :data:`ROUNDING` :math:`\times\,\epsilon\,s` (:math:`\epsilon` the machine epsilon), the
@@ -49,7 +51,7 @@ __all__ = ["Violation", "ROUNDING", "finite", "shape", "value_range", "value_at_
            "gradient_length",
            "hessian_psd", "hessian_size", "hvp_psd", "statistics_gram", "same_value",
            "first_order_convexity", "monotone_gradients", "curvature_matches_gradients", "hvp_symmetry",
-           "hvp_matches_hessian", "AnswerRecord"]
+           "hvp_matches_hessian", "hvp_matches_gradients", "AnswerRecord"]
 
 EPS = float(np.finfo(float).eps)
 #: a check fails only beyond this many machine epsilons times the scale of the quantities involved
@@ -287,6 +289,50 @@ def hvp_symmetry(u, Hu, v, Hv) -> Violation | None:
     scale = float(np.linalg.norm(u) * np.linalg.norm(Hv) + np.linalg.norm(v) * np.linalg.norm(Hu)) * max(1, u.size)
     if abs(a - b) > _tol(scale):
         return Violation("Hessian-vector symmetry", f"u'(Hv) = {a:.10g} but v'(Hu) = {b:.10g}", {"uHv": a, "vHu": b})
+    return None
+
+
+def hvp_matches_gradients(theta_a, direction, product, gradient_a, theta_b, gradient_b,
+                          self_concordance: float | None, row_norm: float | None) -> Violation | None:
+    r"""A Hessian-vector product :math:`Hv` at :math:`\theta_a` against the gradient difference to
+    :math:`\theta_b` (:math:`d=\theta_b-\theta_a`). Generalized self-concordance bounds
+    :math:`d^\top Hd\le\bar\varphi=d^\top(\nabla h(\theta_b)-\nabla h(\theta_a))\,c/(1-e^{-c})`
+    (module docstring; :math:`c=MR\|d\|`, an equality at :math:`c=0`), and :math:`H\succeq0` gives
+    Cauchy-Schwarz, :math:`(d^\top Hv)^2\le d^\top Hd\;v^\top Hv\le\bar\varphi\,v^\top Hv`. A
+    direction along :math:`d` (:math:`v=\alpha d`) gives :math:`d^\top Hd=d^\top Hv/\alpha` itself,
+    checked on both sides as in :func:`curvature_matches_gradients`. Needs the loss's constant and
+    the row norm (``None``: not checked)."""
+    if self_concordance is None or (row_norm is None and self_concordance != 0):
+        return None
+    d = np.asarray(theta_b, float) - np.asarray(theta_a, float)
+    v, Hv = np.asarray(direction, float), np.asarray(product, float)
+    ga, gb = np.asarray(gradient_a, float), np.asarray(gradient_b, float)
+    nd, nv, nHv = float(np.linalg.norm(d)), float(np.linalg.norm(v)), float(np.linalg.norm(Hv))
+    if nd == 0.0 or nv == 0.0:
+        return None
+    inner = float(d @ (gb - ga))
+    c = self_concordance * (row_norm or 0.0) * nd
+    room = 1.0 if c <= 1e-12 else c / -math.expm1(-c)             # phi(0) <= inner * c / (1 - e^-c)
+    inner_tol = _tol(nd * (np.linalg.norm(ga) + np.linalg.norm(gb)))
+    dHv, vHv = float(d @ Hv), float(v @ Hv)
+    dHv_tol, vHv_tol = _tol(nd * nHv * d.size), _tol(nv * nHv * v.size)
+    alpha = float(v @ d) / (nd * nd)
+    if np.linalg.norm(v - alpha * d) <= 1e-12 * nv:              # v along d: d'Hd from the product itself
+        phi = dHv / alpha
+        lo, hi = _integral_range(phi, c)
+        slack = inner_tol + abs(dHv_tol / alpha) * max(1.0, room)
+        if inner < lo - slack or inner > hi + slack:
+            return Violation("Hessian-vector product vs gradients",
+                             f"d'(g_b - g_a) = {inner:.10g}, but the product along d gives d'Hd = {phi:.10g} and "
+                             f"allows [{lo:.10g}, {hi:.10g}] (c = M R ||d|| = {c:.3g})",
+                             {"inner": inner, "dHd": phi, "low": lo, "high": hi})
+        return None
+    bound = max(inner + inner_tol, 0.0) * room * max(vHv + vHv_tol, 0.0)
+    if abs(dHv) - dHv_tol > math.sqrt(bound):
+        return Violation("Hessian-vector product vs gradients",
+                         f"|d'(Hv)| = {abs(dHv):.10g} exceeds sqrt(d'(g_b - g_a) c/(1 - e^-c) v'Hv) = "
+                         f"{math.sqrt(bound):.10g} (Cauchy-Schwarz; c = M R ||d|| = {c:.3g})",
+                         {"dHv": dHv, "inner": inner, "vHv": vHv, "bound": math.sqrt(bound)})
     return None
 
 

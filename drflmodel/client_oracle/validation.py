@@ -38,6 +38,9 @@ __all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
 
 #: answers kept per client for the consistency checks (the most recent points)
 KEPT = 64
+#: Hessian-vector products kept per point (the most recent: a conjugate-gradient solve asks hundreds at
+#: one point, and each new one is checked against every kept one)
+KEPT_PRODUCTS = 16
 
 
 def _triu_size(n: int) -> int:
@@ -126,8 +129,10 @@ class ClientBook:
             if "hessian" in answer:
                 rec.hessian = _untriu(answer["hessian"], rec.gradient.size)
         elif query == "hvp":
-            self._record(request["theta"]).hvps.append((np.asarray(request["direction"], float).reshape(-1),
-                                                        np.asarray(answer["hvp"], float).reshape(-1)))
+            rec = self._record(request["theta"])
+            rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
+                             np.asarray(answer["hvp"], float).reshape(-1)))
+            del rec.hvps[:-KEPT_PRODUCTS]
 
     # ------------------------------------------------------------------ per query
     def _describe(self, request, options, answer):
@@ -203,6 +208,8 @@ class ClientBook:
             if bad:
                 return bad
         M = getattr(loss, "self_concordance", None)
+        mine = self.records.get(theta.tobytes())        # products already answered at this point
+        products = list(mine.hvps) if mine is not None else []
         for rec in self.records.values():
             if np.array_equal(rec.theta, theta):
                 continue
@@ -214,6 +221,10 @@ class ClientBook:
                     bad = check.curvature_matches_gradients(theta, grad, H, rec.theta, rec.gradient, M, R)
                 if not bad and rec.hessian is not None:
                     bad = check.curvature_matches_gradients(rec.theta, rec.gradient, rec.hessian, theta, grad, M, R)
+                for u, hu in ([] if bad else rec.hvps):
+                    bad = bad or check.hvp_matches_gradients(rec.theta, u, hu, rec.gradient, theta, grad, M, R)
+                for u, hu in ([] if bad else products):
+                    bad = bad or check.hvp_matches_gradients(theta, u, hu, grad, rec.theta, rec.gradient, M, R)
             if bad:
                 return bad
         return None
@@ -230,6 +241,12 @@ class ClientBook:
                 bad = check.hvp_matches_hessian(rec.hessian, v, hv)
             for u, hu in rec.hvps:
                 bad = bad or check.hvp_symmetry(u, hu, v, hv)
+            if rec.gradient is not None:                # against the gradient differences to every kept point
+                M, R = getattr(self.loss, "self_concordance", None), self.row_norm
+                for other in self.records.values():
+                    if bad or other.gradient is None or other is rec:
+                        continue
+                    bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R)
         return bad
 
     def _statistics(self, request, options, answer):
