@@ -105,12 +105,14 @@ def compare(errors, prediction: Prediction | None, metric: str, a: int, b: int,
             margin: float) -> dict:
     """The observed fall of the error over rounds ``[a, b]`` against the theory's.
 
-    Returns ``{"comparable", "observed_drop", "predicted_drop", "ratio", "matches", "text"}``:
-    drops are fitted log decreases over the window; ``matches`` is ``ratio >= 1 - margin``
-    (``None`` when the theory gives no bound on ``metric``)."""
+    Returns ``{"comparable", "observed_drop", "predicted_drop", "ratio", "matches", "informative",
+    "text"}``: drops are fitted log decreases over the window; ``matches`` is ``ratio >= 1 - margin``
+    (``None`` when the theory gives no bound on ``metric``); ``informative`` is ``False`` when the
+    bound itself falls by less than 10% over the window (then any error that does not grow
+    "matches" it, and the text says so)."""
     e = np.abs(np.asarray(errors, float))
     out = {"comparable": False, "observed_drop": None, "predicted_drop": None, "ratio": None,
-           "matches": None, "window": [int(a), int(b)]}
+           "matches": None, "informative": False, "window": [int(a), int(b)]}
     if prediction is None or prediction.kind is None:
         out["text"] = "not compared: the theory claims no rate for this run"
         return out
@@ -130,7 +132,9 @@ def compare(errors, prediction: Prediction | None, metric: str, a: int, b: int,
     observed = -slope * (b - a)
     ratio = observed / predicted if predicted > 0 else float("inf")
     matches = bool(ratio >= 1.0 - margin)
-    out.update(comparable=True, observed_drop=observed, predicted_drop=predicted, ratio=ratio, matches=matches)
+    informative = bool(predicted > TREND)
+    out.update(comparable=True, observed_drop=observed, predicted_drop=predicted, ratio=ratio, matches=matches,
+               informative=informative)
     if prediction.kind == "linear":
         obs = f"factor {math.exp(slope):.6g}/round"
         pred = f"{math.exp(-predicted / (b - a)):.6g}/round"
@@ -141,6 +145,9 @@ def compare(errors, prediction: Prediction | None, metric: str, a: int, b: int,
     verdict = ("matches" if matches else "does NOT match") + f" (observed fall {ratio:.3g}x the bound's; " \
               f"at least {1 - margin:.2g}x needed)"
     out["text"] = f"over rounds {a}-{b} the error falls {obs}, the theory's bound {pred}: {verdict}"
+    if not informative:
+        out["text"] += (f"; uninformative: the bound itself falls only {100 * -math.expm1(-predicted):.2g}% over "
+                        "these rounds, so any error that does not grow matches it")
     return out
 
 

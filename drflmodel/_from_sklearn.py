@@ -224,6 +224,18 @@ def _spec(est, n_classes: int):
         f"from_sklearn does not know {type(est).__module__}.{name}; supported: {', '.join(SUPPORTED_ESTIMATORS)}")
 
 
+def _check_estimator(estimator) -> None:
+    """A scikit-learn estimator *instance*; a name or a class is refused, saying what to pass."""
+    if isinstance(estimator, type) or not hasattr(estimator, "get_params"):
+        what = (f"the class {estimator.__name__}" if isinstance(estimator, type)
+                else f"{type(estimator).__name__} {estimator!r}")
+        example = estimator.__name__ if isinstance(estimator, type) else (
+            estimator if isinstance(estimator, str) and estimator in SUPPORTED_ESTIMATORS else "LogisticRegression")
+        raise InvalidParameterError(
+            f"estimator must be a scikit-learn estimator instance, e.g. {example}() from sklearn.linear_model "
+            f"(one of {', '.join(SUPPORTED_ESTIMATORS)}); got {what}")
+
+
 def _classifier(est) -> bool:
     return type(est).__name__ in ("LogisticRegression", "SGDClassifier", "LinearSVC")
 
@@ -231,26 +243,24 @@ def _classifier(est) -> bool:
 def _federation(est, X, y, clients, classes):
     """The federation FedAvg trains on: the intercept column prepended when the estimator fits one,
     labels as drflmodel expects them (+-1 with classes_[1] = +1; class indices)."""
+    from ._validation import as_finite_array
+    from .data import class_indices
     from .datasets import add_intercept
 
-    X = np.asarray(X, float)
+    X = as_finite_array(X, "X", ndim=2)
     if bool(est.get_params().get("fit_intercept", True)):
         X = add_intercept(X)
     if clients is None:
         raise InvalidParameterError("from_sklearn needs clients= (the client of each row): the objective "
                                     "is the average over clients")
     if not _classifier(est):
-        return Federation.from_groups(X, np.asarray(y, float), clients, task="regression"), None
-    y = np.asarray(y, dtype=object)
-    labels = sorted(set(y.tolist())) if classes is None else list(classes)
-    if len(labels) < 2:
-        raise InvalidDataError(f"y has {len(labels)} class(es); a classifier needs at least 2")
+        target = as_finite_array(y, f"y (the target of the regressor {type(est).__name__})", ndim=1)
+        return Federation.from_groups(X, target, clients, task="regression"), None
+    idx, labels = class_indices(y, classes)       # missing, infinite, unknown labels refused, naming y
     if len(labels) == 2:
-        if not set(y.tolist()) <= set(labels):
-            raise InvalidDataError(f"y has labels outside classes {labels}")
-        return Federation.from_groups(X, np.where(y == labels[1], 1.0, -1.0), clients,
-                                      task="classification"), labels
-    return Federation.from_groups(X, y, clients, task="multiclass", classes=labels), labels
+        return Federation.from_groups(X, np.where(idx == 1, 1.0, -1.0), clients, task="classification"), labels
+    return Federation.from_groups(X, np.asarray(y, dtype=object), clients, task="multiclass",
+                                  classes=labels), labels
 
 
 def from_sklearn(estimator, X=None, y=None, clients=None, aggregation: str = "fedavg", federation=None,
@@ -270,6 +280,7 @@ def from_sklearn(estimator, X=None, y=None, clients=None, aggregation: str = "fe
         declared federation of a federated server, which has no rows.
     classes : classifiers: the class labels in order (default: the sorted labels of ``y``).
     """
+    _check_estimator(estimator)
     if aggregation != "fedavg":
         raise InvalidParameterError(f"aggregation must be 'fedavg' (the example-weighted average of the "
                                     f"clients' objectives); got {aggregation!r}")
@@ -315,6 +326,7 @@ def sklearn_site(estimator, X, y, classes=None, name: str | None = None):
     from .data import class_indices
     from .datasets import add_intercept
 
+    _check_estimator(estimator)
     X = np.asarray(X, float)
     if bool(estimator.get_params().get("fit_intercept", True)):
         X = add_intercept(X)

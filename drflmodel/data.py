@@ -46,7 +46,7 @@ def class_indices(labels, classes=None) -> tuple[np.ndarray, list]:
 
     ``classes`` (optional) lists the classes in the wanted order; default: the sorted distinct
     labels (scikit-learn's ``classes_``). Returns ``(indices as floats, classes)``. Raises
-    :class:`InvalidDataError` for missing, unhashable or unorderable labels, a label not in
+    :class:`InvalidDataError` for missing, infinite, unhashable or unorderable labels, a label not in
     ``classes``, or fewer than two classes.
     """
     values = np.asarray(labels, dtype=object)
@@ -57,6 +57,9 @@ def class_indices(labels, classes=None) -> tuple[np.ndarray, list]:
         v = label_key(v)
         if v is None or (isinstance(v, float) and v != v):
             raise InvalidDataError(f"y: missing class label at row {k}")
+        if isinstance(v, float) and not np.isfinite(v):
+            raise InvalidDataError(f"y: class label {v!r} at row {k} is infinite; numeric class labels must be "
+                                   "finite (as scikit-learn requires)")
         try:
             hash(v)
         except TypeError:

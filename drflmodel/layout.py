@@ -89,8 +89,15 @@ class ParameterLayout:
     def identifiable(self, theta) -> np.ndarray:
         """The centred representative of :math:`\\theta` (module docstring): for every
         shift-invariant feature :math:`j`, :math:`W_{j\\cdot}\\leftarrow W_{j\\cdot}-\\mathrm{mean}_kW_{jk}`.
-        Accepts ``(..., Kd)``; the identity when nothing is invariant."""
+        Accepts ``(..., Kd)``; the identity when nothing is invariant. A non-finite entry (NaN or
+        inf, e.g. a diverged iterate) has no representative: :class:`InvalidDataError` naming it."""
         theta = self._check_theta(theta)
+        bad = np.argwhere(~np.isfinite(theta))
+        if bad.size:
+            where = tuple(int(i) for i in bad[0])
+            raise InvalidDataError(f"theta has {len(bad)} non-finite entr{'y' if len(bad) == 1 else 'ies'} (first "
+                                   f"{float(theta[where])} at index {where if theta.ndim > 1 else where[0]}): a NaN or "
+                                   "infinite model has no identifiable representative")
         free = self.shift_invariant
         if free.size == 0:
             return theta.copy()

@@ -65,7 +65,8 @@ def plot_report(report, path=None, ax=None):
 def plot_convergence(reports: Mapping[str, object], metric: str | None = None, path=None, ax=None,
                      title: str | None = None):
     """Convergence of several solvers against one oracle: ``{label: Report}`` → log-scale curves
-    of ``metric`` (default: each report's own error metric) against rounds."""
+    of ``metric`` (default: each report's own error metric) against rounds; on
+    ``dist_theta_sq``, a dashed curve for the theorem's explicit bound where the report checked one."""
     if not reports:
         raise InvalidParameterError("reports must contain at least one Report")
     fig, ax = _axes(ax)
@@ -76,7 +77,11 @@ def plot_convergence(reports: Mapping[str, object], metric: str | None = None, p
         r = np.array([row["round"] for row in rep.rows])
         e = np.abs(np.array([row.get(m, np.nan) for row in rep.rows], dtype=float))
         e = np.where(e > 0, e, np.nan)
-        ax.semilogy(r, e, label=label)
+        line, = ax.semilogy(r, e, label=label)
+        if m == "dist_theta_sq" and "theory_bound" in rep.rows[0]:       # the theorem's bound, every round
+            b = np.array([row.get("theory_bound", np.nan) for row in rep.rows], dtype=float)
+            theorem = (rep.diagnosis.get("bound") or {}).get("theorem", "theorem")
+            ax.semilogy(r, b, color=line.get_color(), ls="--", lw=1, label=f"{label}: {theorem}'s bound")
     # a tolerance line only when every report was judged on the plotted metric with one tolerance
     judged = {(rep.error_metric, rep.tol) for rep in reports.values()}
     if len(judged) == 1 and plotted == {next(iter(judged))[0]}:

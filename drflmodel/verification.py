@@ -28,11 +28,23 @@ matches the theory's bound, and, when the tolerance was not met, the round at wh
 the theory's and at the observed rate, and the causes (a step limited by the smoothness, badly
 scaled features, no strong concavity in :math:`\\lambda`, a minibatch noise floor, client drift).
 
+**The theorem's explicit bound** (:mod:`drflmodel._bounds`). For a run the theorem covers
+(Scaff-PD's Theorems 3.1 and 3.5, deterministic gradients, every client every round), the bound is
+computed with this run's own constants and the certified saddle point, and checked at **every
+round** (rows get ``theory_bound``), together with the proof's potential; the report gives the
+largest ratio error/bound and its round. A round above the bound, or a rise of the potential, means
+a solver defect or a wrong constant -- never a slow run -- and fails either verdict.
+
 Verdicts: ``verdict="tol"`` (default) passes when the final error meets the tolerance, without
 divergence and, when the paper proves a linear rate and the tolerance was not met, with a
-negative linear slope of good fit; ``verdict="rate"`` passes when the error converges and its
-observed fall is at least ``1 - rate_margin`` times the theory's bound's over the measured rounds
-(the tolerance is then reported, not required). Every failed check adds a reason.
+negative linear slope of good fit. ``verdict="rate"`` judges what the theory guarantees instead of
+a tolerance that may be millions of rounds away: where an explicit bound applies, it passes when
+every round is inside it (the error may grow inside the bound: a primal-dual method's distance
+need not fall monotonically); otherwise when the error converges and its observed fall is at least
+``1 - rate_margin`` times the theory's bound's over the measured rounds -- and only if that bound
+itself falls by more than 10% there (else any error that does not grow would "match" it).
+A PASSED on ``verdict="rate"`` for a run that has not met the tolerance says so, and what was
+checked instead, on the verdict line itself. Every failed check adds a reason.
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _diagnosis as diag
+from ._bounds import TheoremBound, theorem_bound
 from ._frames import table, to_frame
 from ._rates import Prediction, predict
 from ._validation import check_choice, check_real
@@ -130,6 +143,18 @@ class Report:
     def table(self):
         return table(self.rows)
 
+    def _not_graded_summary(self) -> str:
+        """A run recorded without a certified oracle (:func:`drflmodel.flower.recorder.not_graded`):
+        no verdict on convergence, what was checked without an oracle, and why."""
+        lines = [f"NOT GRADED: {self.solver or 'iterates'} vs {self.family or 'oracle'} (no certified oracle; "
+                 f"checked without one: {self.extra.get('checked', '')})"]
+        lines += [f"  caveat: {c}" for c in self.extra.get("caveats", [])]
+        partial = self.extra.get("partial_participation")
+        if partial:
+            lines.append(f"  partial participation (not every client took part) in {len(partial)} round(s)")
+        lines += [f"  reason: {reason}" for reason in self.reasons]
+        return "\n".join(lines)
+
     def to_frame(self):
         return to_frame(self.rows)
 
@@ -137,14 +162,48 @@ class Report:
     def final(self) -> dict:
         return self.rows[-1] if self.rows else {}
 
+    @property
+    def converged(self) -> bool:
+        """Whether the last round meets the tolerance -- what ``passed`` means with ``verdict="tol"``;
+        with ``verdict="rate"`` a run may pass without it (the summary's first line then says so)."""
+        value = self.final.get(self.error_metric, float("nan")) if self.final else float("nan")
+        return bool(np.isfinite(value) and abs(value) <= self.tol)
+
+    def _judged_on(self) -> str:
+        """What the verdict judged, in words; a PASSED that is not at the tolerance says so and
+        says what was checked instead (on the same line as the verdict)."""
+        metric, tol = self.error_metric, self.tol
+        if self.verdict == "tol":
+            return f"tolerance {tol:g} on {metric}"
+        d = self.diagnosis
+        by_bound = d.get("decided_by") == "theorem bound"
+        on = "on the theorem's bound" if by_bound else f"on the rate (margin {d.get('margin', 0.25):g})"
+        final = abs(float(self.final.get(metric, np.nan))) if self.final else float("nan")
+        if self.converged:
+            return f"{on}; converged: {metric} met tol {tol:g} at round {self.rounds_to_tol}"
+        if not self.passed:
+            return f"{on}; tolerance {tol:g} on {metric} reported"
+        if by_bound:
+            b = d["bound"]
+            what = (f"||x - x*||^2 stayed below {b['theorem']}'s explicit bound at "
+                    f"every round (largest ratio {b['largest_ratio']:.3g} at round {b['largest_ratio_round']})")
+            if b.get("potential"):
+                what += " and the proof's potential fell at every round"
+        else:
+            c = d["comparison"]
+            what = (f"the error fell {c['ratio']:.3g}x as much as the theory's bound over rounds "
+                    f"{c['window'][0]}-{c['window'][1]}")
+        return f"{on}; NOT converged: {metric} = {final:.3e} > tol {tol:g} -- checked instead: {what}"
+
     def summary(self) -> str:
+        if self.extra.get("not_graded"):
+            return self._not_graded_summary()
         f = self.final
         verdict = "PASSED" if self.passed else "FAILED"
-        on = (f"on the rate (margin {self.diagnosis.get('margin', 0.25):g}); tolerance {self.tol:g} on "
-              f"{self.error_metric} reported" if self.verdict == "rate"
-              else f"tolerance {self.tol:g} on {self.error_metric}")
+        source = self.extra.get("oracle_source")
         lines = [f"{verdict}: {self.solver or 'iterates'} vs {self.family or 'oracle'} "
-                 f"({len(self.rows) - 1} rounds, {on})"]
+                 f"({len(self.rows) - 1} rounds, {self._judged_on()}{'; ' + source if source else ''})"]
+        lines += [f"  caveat: {c}" for c in self.extra.get("caveats", [])]
         if f:
             shown = [self.error_metric] + [k for k in ("rel_gap", "dist_lambda", "constraint_violation")
                                            if k != self.error_metric]
@@ -166,7 +225,12 @@ class Report:
         if theory:
             lines.append(f"  theory: {theory['statement']}" + (f" -- {theory['source']}" if theory["source"] else ""))
         if d.get("comparison", {}).get("text") and theory and theory.get("kind"):
-            lines.append(f"  rate check: {d['comparison']['text']}")
+            aside = " (for information: the verdict is on the theorem's bound)" \
+                if d.get("decided_by") == "theorem bound" else ""
+            lines.append(f"  rate check: {d['comparison']['text']}{aside}")
+        bound = d.get("bound")
+        if bound:
+            lines.append(f"  theorem bound: {bound['text'] if bound['applies'] else 'none checked: ' + bound['why_not']}")
         if self.rounds_to_tol is not None:
             lines.append(f"  rounds to tolerance: {self.rounds_to_tol}")
         else:
@@ -189,7 +253,9 @@ class Report:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return jsonable({"passed": self.passed, "verdict": self.verdict, "reasons": self.reasons,
+        return jsonable({"passed": self.passed, "converged": self.converged, "verdict": self.verdict,
+                         "graded": not self.extra.get("not_graded"),
+                         "reasons": self.reasons,
                          "tol": self.tol, "error_metric": self.error_metric,
                          "rounds_to_tol": self.rounds_to_tol, "rate": self.rate, "diagnosis": self.diagnosis,
                          "solver": self.solver, "family": self.family, "rows": self.rows, "extra": self.extra})
@@ -212,7 +278,7 @@ def _problem_weight_set(problem):
     return None
 
 
-def _rows(problem, solution, T, L, times) -> list[dict]:
+def _rows(problem, solution, T, L, times, bound=None) -> list[dict]:
     """The per-round table (module docstring); distances between the identifiable
     representatives ``problem.identifiable(theta)`` when the problem defines them."""
     theta_star = np.asarray(solution.theta, dtype=float)
@@ -243,6 +309,8 @@ def _rows(problem, solution, T, L, times) -> list[dict]:
             row["constraint_violation"] = float(violation(th))
         if times is not None:
             row["time"] = float(np.asarray(times)[r])
+        if bound is not None and bound.applies:
+            row["theory_bound"] = float(bound.bound[r])
         rows.append(row)
     return rows
 
@@ -284,7 +352,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
                     expected_rate: str | None = None, error_metric: str | None = None,
                     times=None, solver: str = "", require_rate: bool = True,
                     prediction: Prediction | None = None, verdict: str = "tol",
-                    rate_margin: float = 0.25) -> Report:
+                    rate_margin: float = 0.25, bound: TheoremBound | None = None) -> Report:
     """Verify iterates produced anywhere (a user's own implementation included).
 
     Parameters
@@ -312,14 +380,21 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     verdict : ``"tol"`` (the final error meets ``tol``) or ``"rate"`` (the error converges at
         least ``1 - rate_margin`` times as fast as the theory's bound; module docstring).
     rate_margin : in ``[0, 1)``, the margin of ``verdict="rate"`` (default 0.25).
+    bound : the theorem's explicit bound for this run (:func:`drflmodel._bounds.theorem_bound`;
+        ``verify`` computes it from the trace). When it applies, every round is checked against it
+        (rows get ``theory_bound``), a violation fails either verdict, and ``verdict="rate"`` is
+        decided by it instead of the rate comparison.
 
     Returns
     -------
     Report
-        One row per round (``report.rows``; ``report.table`` as a DataFrame with pandas), the final
-        errors (``report.final``), the fitted rate (``report.rate``), the error's course and the
-        theory's prediction (``report.diagnosis``), ``report.rounds_to_tol``, the verdict
-        (``report.passed``, with ``report.reasons`` when it fails) and ``report.summary()``.
+        One row per round (``report.rows``; ``report.table`` as a DataFrame with pandas; a
+        ``theory_bound`` column where the theorem's bound applies), the final errors
+        (``report.final``), the fitted rate (``report.rate``), the error's course, the theory's
+        prediction and the bound's check (``report.diagnosis``: ``behaviour``, ``theory``,
+        ``comparison``, ``bound``, ``decided_by``), ``report.rounds_to_tol``, the verdict
+        (``report.passed``, ``report.converged``, with ``report.reasons`` when it fails) and
+        ``report.summary()``.
     """
     tol = check_real(tol, "tol", low=0.0, low_open=True)
     verdict = check_choice(verdict, "verdict", VERDICTS)
@@ -344,13 +419,19 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
         raise InvalidParameterError(
             f"error_metric must be 'dist_theta_sq', 'dist_theta' or 'rel_gap'; got {error_metric!r}")
 
-    rows = _rows(problem, solution, T, L, times)
+    rows = _rows(problem, solution, T, L, times, bound)
     err = np.array([row[error_metric] for row in rows], dtype=float)
     abs_err = np.abs(err)
     met = np.nonzero(abs_err <= tol)[0]
     rounds_to_tol = int(met[0]) if met.size else None
     rate, diagnosis = _diagnose(abs_err, tol, error_metric, expected_rate or "sublinear", expected_rate,
                                 prediction, problem, solution, rate_margin)
+    by_bound = bound is not None and bound.applies
+    diagnosis["bound"] = None if bound is None else bound.to_dict()
+    slow_dual = bound.slow_dual_note() if by_bound and bound.holds and abs_err[-1] > tol else None
+    if slow_dual and diagnosis["behaviour"] in ("growing", "stalling", "oscillating"):
+        diagnosis["causes"].insert(0, slow_dual)
+    diagnosis["decided_by"] = "tolerance" if verdict == "tol" else ("theorem bound" if by_bound else "rate comparison")
 
     reasons = []
     if not np.all(np.isfinite(T)):
@@ -367,7 +448,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
                 and diagnosis["behaviour"] == "converging" and not (rate["slope"] < 0 and rate["r2"] > 0.8)):
             reasons.append(f"paper proves a linear rate but the fitted slope is {rate['slope']:.3g} "
                            f"(R^2={rate['r2']:.2f})")
-    else:
+    elif not by_bound:
         comparison = diagnosis["comparison"]
         if diagnosis["behaviour"] not in ("converged", "converging"):
             reasons.append(f"no rate to compare: the error is {diagnosis['behaviour']}")
@@ -375,6 +456,11 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
             reasons.append(f"no rate verdict possible: {comparison['text']}")
         elif not comparison["matches"]:
             reasons.append(f"the rate does not match the theory's: {comparison['text']}")
+        elif not comparison["informative"] and abs_err[-1] > tol:
+            reasons.append(f"no rate verdict possible: {comparison['text']}")
+    if by_bound and not bound.holds:
+        reasons.append(f"the theorem's explicit bound fails for this run -- a solver defect or a wrong "
+                       f"constant: {bound.text()}")
     if L is not None and any(row.get("lambda_feasible") is False for row in rows):
         bad = sum(row.get("lambda_feasible") is False for row in rows)
         reasons.append(f"dual iterate infeasible for the weight set in {bad} rounds")
@@ -425,7 +511,8 @@ def verify(trace, solution: Solution, tol: float = 1e-6, expected_rate: str | No
     report = verify_iterates(problem, solution, thetas, lambdas, tol=tol, expected_rate=expected_rate,
                              error_metric=error_metric, times=times,
                              solver=getattr(trace, "solver", "") or "",
-                             prediction=predict(trace, problem), verdict=verdict, rate_margin=rate_margin)
+                             prediction=predict(trace, problem), verdict=verdict, rate_margin=rate_margin,
+                             bound=theorem_bound(trace, problem, solution))
     partial = (getattr(trace, "info", None) or {}).get("partial_participation")
     if partial:       # e.g. a Flower run in which some clients failed or were not sampled
         report.extra["partial_participation"] = list(partial)
@@ -456,6 +543,8 @@ class Verifier:
 
     def error(self, theta) -> float:
         theta = np.asarray(theta, float)
+        if not np.all(np.isfinite(theta)):                   # a diverged iterate: never within tol
+            return float("nan")
         if self.error_metric == "rel_gap":
             objective = getattr(self.problem, "objective_for", lambda s: self.problem.objective)(self.solution)
             g = float(objective(theta))

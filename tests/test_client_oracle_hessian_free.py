@@ -33,6 +33,7 @@ def test_federated_hessian_free_is_the_centralized_one(K, penalize_intercept, se
     assert info["method"] == "hessian_free"
     assert info["queries_needed"] == ["gradients", "hessian_vector_products", "values"]
     assert 0 < info["largest_answer_floats"] <= 4 * prob.dim
+    assert info["checked"] and info["rejections"] == []          # every answer passed the server's checks
     asked = set(info["queries"])
     assert "bound_terms" in asked and "evaluate" in asked and "hvp" not in asked
     assert not any(r["quantity"].startswith("Hessian of h_i (upper") for r in info["reveals"])
@@ -75,3 +76,22 @@ def test_a_quadratic_loss_on_a_server_keeps_its_statistics():
     prob = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.ChiSquare(N_CLIENTS, 0.1), l2=0.1)
     with pytest.raises(dm.InvalidParameterError, match="sufficient statistics, asked once"):
         federated_solve(prob, LocalChannel.from_problem(prob), method="hessian_free")
+
+
+@pytest.mark.parametrize("key, change, check", [
+    ("intercept_value", lambda a: 0.5 * a, "same point, same value"),
+    ("allowance", lambda a: -a, "bound magnitudes"),
+    ("intercept_hessian", lambda a: -a, "Hessian PSD"),
+    ("intercept_gradient", lambda a: a + 0.1, "bound gradient"),
+])
+def test_a_client_lying_in_its_bound_terms_is_rejected_by_name(key, change, check):
+    """The server checks every bound_terms answer (against the client's evaluate answer at the same
+    point): a lie ends the solve 'failed' naming the client and the check, never 'optimal'."""
+    from tests._lying import Lying, edit
+
+    prob = _problem(3, False, "chi2")
+    sites = [Site.from_problem(prob, i) for i in range(N_CLIENTS)]
+    sites[0] = Lying(sites[0], edit(key, change))
+    sol = federated_solve(prob, LocalChannel(sites), method="hessian_free")
+    assert sol.status == "failed" and sol.info["fault"]["client"] == 0
+    assert sol.info["fault"]["check"] == check

@@ -80,30 +80,44 @@ return values of the queries it answers (:class:`Site`, the client side):
 A solve records its own table (quantity, floats per answer, exchanges, answers per client) in
 ``solution.info["federated"]["reveals"]``, with the number of exchanges (rounds of messages).
 
-**Faults never give a wrong claim.** A client that fails or does not answer a query is asked
-again, up to ``retries`` times (the stated budget); after that the query raises
-:class:`ClientFault` and :func:`federated_solve` ends ``"failed"`` -- or, when a certificate over
-**every** client was completed before the fault, returns that certificate with the status its
-gap gives and the fault in ``info["fault"]``. A bound is never computed over part of the
-federation.
+**Trust nothing that crosses the wire.** Every answer is checked by the server before a route uses
+it (:class:`CheckedChannel`, the default of :func:`federated_solve`; the checks, one function each,
+in :mod:`.checks`): alone (finite, shape, the loss's range, PSD curvature, sizes the loss's
+constants allow) and against the same client's earlier answers (first-order convexity, monotone
+gradients, curvature against gradient differences, Hessian-vector products against each other and
+the Hessian). A client answers only what its own :class:`QueryPolicy` allows (:mod:`.policy`).
+
+**Faults never give a wrong claim.** A client whose answer fails a check, or that does not answer,
+is asked again, up to ``retries`` times (the stated budget); a refused query is not asked again.
+Then the query raises :class:`ClientFault` and :func:`federated_solve` ends ``"failed"``, with
+``info["fault"]`` naming the partition, its node, the query, the kind of fault, the check and its
+numbers. Only a client that stopped answering (no check failed, nothing refused) lets it return a
+certificate completed over **every** client before the fault, with the status its gap gives. A
+bound is never computed over part of the federation. A client that answers, every time and
+consistently, for another convex function (other data) passes every check: the certificate holds
+for the functions the clients answered for.
 
 Only the families with routes that need no row are supported (:data:`SUPPORTED`);
 :func:`federated_solve` refuses the others with the family's reason.
 
 Modules, one job each: :mod:`.protocol` (the queries, the :class:`ClientOracle` interface,
-:class:`ClientFault`), :mod:`.site` (the client side), :mod:`.channel` (transport, retries, the
-reveal ledger), :mod:`.server` (the declared federation and the server-side objectives),
-:mod:`.solve` (the federated solve).
+:class:`ClientFault`), :mod:`.site` (the client side), :mod:`.policy` (a client's allow-list and
+budgets), :mod:`.channel` (transport, retries, the reveal ledger), :mod:`.checks` (one function per
+check of an answer), :mod:`.validation` (the channel that checks every answer), :mod:`.server`
+(the declared federation and the server-side objectives), :mod:`.solve` (the federated solve).
 """
 
 from __future__ import annotations
 
 from .channel import Channel, LocalChannel, RevealLedger
+from .policy import POLICY_KINDS, PolicySite, QueryPolicy, QueryRefused
 from .protocol import NEEDS_ROWS, QUERIES, ClientFault, ClientOracle
 from .server import DeclaredFederation, FederatedObjectives, StatisticsObjectives
 from .site import Site
+from .validation import CheckedChannel, ClientBook
 from .solve import SUPPORTED, federated_solve, server_problem
 
 __all__ = ["ClientOracle", "Site", "DeclaredFederation", "Channel", "LocalChannel", "ClientFault",
            "RevealLedger", "FederatedObjectives", "StatisticsObjectives", "federated_solve",
-           "server_problem", "SUPPORTED", "QUERIES", "NEEDS_ROWS"]
+           "server_problem", "SUPPORTED", "QUERIES", "NEEDS_ROWS", "CheckedChannel", "ClientBook",
+           "QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]

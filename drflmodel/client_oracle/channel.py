@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._validation import check_int
-from .protocol import ClientFault
+from .protocol import ClientFault, fault_kind
 from .site import Site
 
 __all__ = ["RevealLedger", "Channel", "LocalChannel"]
@@ -91,11 +91,18 @@ class Channel:
     def _send(self, query: str, contents: dict) -> tuple[dict, dict]:
         raise NotImplementedError
 
+    def fault(self, client: int, query: str, reasons: list) -> ClientFault:
+        """The :class:`ClientFault` of ``client`` on ``query`` (with its node id when the transport
+        maps partitions to nodes, ``node_of``)."""
+        node = (getattr(self, "node_of", None) or {}).get(client)
+        return ClientFault(client, query, reasons, node=node)
+
     def ask(self, query: str, arrays: dict | None = None, clients=None, per_client: dict | None = None,
             options: dict | None = None, per_client_options: dict | None = None) -> dict[int, dict]:
         """Ask ``clients`` (default: all) ``query`` with ``arrays`` (+ ``per_client[i]``) and
         ``options``; returns ``{client: answer arrays}`` from **every** client asked, or raises
-        :class:`ClientFault` after the retry budget."""
+        :class:`ClientFault` after the retry budget -- at once for a refusal (the client's policy
+        would refuse again)."""
         clients = list(range(self.n_clients)) if clients is None else sorted(int(i) for i in clients)
         contents = {i: ({**(arrays or {}), **(per_client or {}).get(i, {})},
                         {**(options or {}), **(per_client_options or {}).get(i, {})}) for i in clients}
@@ -108,10 +115,11 @@ class Channel:
             for i, why in errors.items():
                 reasons[i].append(why)
             pending = {i: pending[i] for i in errors}
-            if pending and attempts > self.retries:
+            refused = sorted(i for i, why in errors.items() if fault_kind(why) == "refused")
+            if refused or (pending and attempts > self.retries):
                 self.ledger.record(query, got, attempts)
-                i = min(pending)
-                raise ClientFault(i, query, reasons[i])
+                i = refused[0] if refused else min(pending)
+                raise self.fault(i, query, reasons[i])
         self.ledger.record(query, got, attempts)
         return got
 

@@ -15,7 +15,7 @@ from ..losses import Loss
 from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES
 
 __all__ = ["QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
-           "unpack_symmetric"]
+           "unpack_symmetric", "REFUSED", "REJECTED", "FAULT_KINDS", "fault_kind"]
 
 #: the queries a :class:`Site` answers, and the arrays of each answer
 QUERIES = {
@@ -40,16 +40,53 @@ NEEDS_ROWS = ("the conic route writes each client's rows into the CVXPY model an
               "reads them for its per-client cones; a federated server holds no row")
 
 
+#: how a query a client's policy refused shows in the reason of its failed answer, over any transport
+#: (the client raised :class:`~drflmodel.client_oracle.QueryRefused`)
+REFUSED = "QueryRefused"
+#: how an answer the server's checks rejected shows in its reason (:mod:`.validation`)
+REJECTED = "answer rejected by the server's check"
+
+#: the kinds of fault: the client lied (an answer the checks rejected), refused by its policy, or was silent
+FAULT_KINDS = ("rejected", "refused", "no answer")
+
+
+def fault_kind(reason: str) -> str:
+    """What a failed answer's ``reason`` says happened: ``"rejected"`` (the server's checks),
+    ``"refused"`` (the client's policy) or ``"no answer"`` (an error, a lost message, a timeout)."""
+    reason = str(reason)
+    if reason.startswith(REJECTED):
+        return "rejected"
+    return "refused" if REFUSED in reason else "no answer"
+
+
 class ClientFault(DrflmodelError, RuntimeError):
-    """A client failed (error or no answer) on every attempt of a query within the retry budget.
+    """A client failed a query: no valid answer on any attempt within the retry budget, or a
+    refusal (never retried: a policy gives the same answer again).
 
-    Attributes ``client`` (index), ``query``, ``attempts`` and ``reasons`` (one per attempt)."""
+    Attributes ``client`` (index: the partition), ``query``, ``attempts``, ``reasons`` (one per
+    attempt), ``kind`` (:data:`FAULT_KINDS`: ``"rejected"`` if any attempt was, else the last
+    attempt's), and, when known, ``node`` (the
+    transport's node id), ``check`` and ``numbers`` (the server's check that rejected the last answer)."""
 
-    def __init__(self, client: int, query: str, reasons: list):
+    def __init__(self, client: int, query: str, reasons: list, node=None, check: str | None = None,
+                 numbers: dict | None = None):
         self.client, self.query, self.reasons = int(client), str(query), list(reasons)
         self.attempts = len(self.reasons)
-        super().__init__(f"client {self.client} did not answer the {self.query!r} query in "
+        kinds = [fault_kind(r) for r in self.reasons]
+        #: a client whose answer was rejected and whose re-ask was then refused or lost is a rejected one
+        self.kind = "rejected" if "rejected" in kinds else (kinds[-1] if kinds else "no answer")
+        self.node, self.check, self.numbers = node, check, dict(numbers or {})
+        what = "refused" if self.kind == "refused" else "did not answer"
+        super().__init__(f"client {self.client} {what} the {self.query!r} query in "
                          f"{self.attempts} attempt(s): {self.reasons[-1]}")
+
+    def to_dict(self) -> dict:
+        """JSON-safe: ``partition`` (= ``client``), ``node``, ``query``, ``kind``, ``check``,
+        ``numbers``, ``attempts``, ``reasons``."""
+        return {"client": self.client, "partition": self.client,
+                "node": None if self.node is None else int(self.node), "query": self.query, "kind": self.kind,
+                "check": self.check, "numbers": dict(self.numbers),
+                "attempts": self.attempts, "reasons": list(self.reasons)}
 
 
 @runtime_checkable

@@ -127,36 +127,56 @@ def _check_family(problem) -> None:
         raise InvalidParameterError(f"{exc}. Supported: {', '.join(SUPPORTED)}") from None
 
 
-def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: float = 1e-6, **options):
+def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: float = 1e-6,
+                    check_answers: bool = True, **options):
     """Certify ``problem`` (a problem or a factory, :func:`server_problem`) from the clients'
     answers over ``channel`` (module docstring): the family's routes, chosen by ``dispatch`` among
     those whose needs the clients answer -- ``"sqp"`` for smooth losses (values, gradients,
     Hessians; for the squared loss all from the clients' statistics), ``"bundle"`` for the others
     (values and subgradients). ``method`` forces one; ``options`` go to the route (``max_steps``,
     ``tol``, ...). Returns a :class:`~drflmodel.solution.Solution` whose ``info["federated"]``
-    holds the exchanges, the reveal table and any fault.
+    holds the exchanges, the reveal table, the rejected answers and any fault.
 
-    **Faults never give a wrong claim.** A client that fails every attempt of a query within the
-    channel's retry budget ends the solve ``"failed"`` -- or, when a certificate over **every**
-    client was completed before the fault, returns that certificate (the best one, kept by the
-    problem in ``cache("certificates")``) with the status its gap gives and the fault in
-    ``info["fault"]``. A bound is never computed over part of the federation."""
+    ``check_answers`` (default ``True``): every answer is validated before a route uses it
+    (:class:`~.validation.CheckedChannel` around ``channel``, unless it is one already); the
+    rejected answers are listed in ``info["federated"]["rejections"]`` (client, query, check, numbers).
+
+    **Faults never give a wrong claim.** ``info["fault"]`` names the client (``partition``, the
+    transport's ``node``), the ``query``, the ``kind`` of fault, the ``check`` and its ``numbers``,
+    and says what was returned (``message``):
+
+    * a client whose answers the checks rejected on every attempt (it lies, or its answers are not
+      those of a convex data term), or that **refused** a query (its policy; not retried): the
+      solve ends ``"failed"``, with no model and no bound -- an earlier certificate used that
+      client's answers, so it is not returned;
+    * a client that did not answer within the retry budget (an error, a lost message, a timeout):
+      ``"failed"`` -- or, when a certificate over **every** client was completed before the fault,
+      that certificate (the best one, kept by the problem in ``cache("certificates")``) with the
+      status its gap gives.
+
+    A bound is never computed over part of the federation."""
     from ..problems.engine.route import dispatch
     from ..solution import Solution, status_from_gap
+    from .validation import CheckedChannel
 
+    if not isinstance(check_answers, bool):
+        raise InvalidParameterError(f"check_answers must be True or False; got {check_answers!r}")
     started = time.perf_counter()
+    if check_answers and not isinstance(channel, CheckedChannel):
+        channel = CheckedChannel(channel, getattr(problem, "loss", None))
     declared, replies = _declare(channel, getattr(problem, "loss", None))
-    problem = server_problem(problem, declared)
-    available = available_kinds(replies, problem.loss, problem.objectives)
-    kept = problem.cache("certificates")
-    kept.clear()                               # this solve's certificates only
+    server, available, kept = None, None, {}
     try:
-        sol = dispatch(problem, problem.routes(), method=method, gap_tol=gap_tol, options=options,
+        server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
+        available = available_kinds(replies, server.loss, server.objectives)
+        kept = server.cache("certificates")
+        kept.clear()                                     # this solve's certificates only
+        sol = dispatch(server, server.routes(), method=method, gap_tol=gap_tol, options=options,
                        available=available)
         fault = None
     except ClientFault as exc:
-        fault = {"client": exc.client, "query": exc.query, "attempts": exc.attempts, "reasons": exc.reasons}
-        best = kept.get("best")
+        fault = exc.to_dict()
+        best = kept.get("best") if exc.kind == "no answer" else None
         if best is not None:
             sol = best
             sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)
@@ -165,16 +185,37 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
                            lower_bound=float("-inf"), upper_bound=float("inf"), status="failed",
                            certificate="none", info={})
         sol.info["method"] = method
-        sol.problem = problem
-        sol.info["fault"] = (f"client {exc.client} failed the {exc.query!r} query on all {exc.attempts} "
-                             f"attempts (retry budget {channel.retries}); "
-                             + ("the best certificate computed over every client before the fault is returned"
-                                if best is not None else "no certificate over every client was completed"))
-    route = next((r for r in problem.routes() if r.name == sol.info.get("method")), None)
-    sol.info["federated"] = {"transport": type(channel).__name__, "clients": channel.n_clients,
-                             "sizes": declared.sizes.tolist(), "method": sol.info.get("method"),
+        sol.problem = server
+        fault["message"] = _fault_message(exc, channel.retries, best is not None)
+        sol.info["fault"] = fault
+    routes = server.routes() if server is not None else []
+    route = next((r for r in routes if r.name == sol.info.get("method")), None)
+    sol.info["federated"] = {"transport": type(getattr(channel, "inner", channel)).__name__,
+                             "clients": channel.n_clients, "sizes": declared.sizes.tolist(),
+                             "method": sol.info.get("method"),
                              "queries_needed": sorted(route.needs) if route is not None else None,
-                             "queries_available": sorted(available),
+                             "queries_available": sorted(available or ()),
                              **channel.ledger.to_dict(), "fault": fault,
+                             "checked": isinstance(channel, CheckedChannel),
+                             "rejections": list(getattr(channel, "rejections", [])),
                              "time": time.perf_counter() - started}
     return sol
+
+
+def _fault_message(fault: ClientFault, retries: int, returned_earlier: bool) -> str:
+    """One sentence: who failed what, how, and what the solve returns."""
+    node = "" if fault.node is None else f"; supernode {fault.node}"
+    if fault.kind == "refused":
+        what = (f"client {fault.client} refused the {fault.query!r} query (its policy; not retried{node}): "
+                f"{fault.reasons[-1]}")
+    else:
+        what = (f"client {fault.client} failed the {fault.query!r} query on all {fault.attempts} attempts "
+                f"(retry budget {retries}{node})")
+        what += f": {fault.reasons[-1]}"          # a rejection's reason names the check and its numbers
+    if returned_earlier:
+        return what + "; the best certificate computed over every client before the fault is returned"
+    if fault.kind == "no answer":
+        return what + "; no certificate over every client was completed"
+    if fault.kind == "refused":
+        return what + "; a refused query ends the solve: no certificate is returned"
+    return what + "; no certificate is returned (any earlier one used this client's answers)"

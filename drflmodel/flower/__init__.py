@@ -62,6 +62,10 @@ _LAZY = {
     "simulate": ("drflmodel.flower.engine", "simulate"),
     "compare_traces": ("drflmodel.flower.engine", "compare_traces"),
     "LocalDeployment": ("drflmodel.flower.deploy", "LocalDeployment"),
+    # a deployment locked with Flower's own TLS and SuperNode authentication
+    "TLSFiles": ("drflmodel.flower.credentials", "TLSFiles"),
+    "loopback_certificates": ("drflmodel.flower.credentials", "loopback_certificates"),
+    "supernode_key_pair": ("drflmodel.flower.credentials", "supernode_key_pair"),
     "run_app": ("drflmodel.flower.deploy", "run_app"),
     "LocalGrid": ("drflmodel.flower.grid", "LocalGrid"),
     "client_app": ("drflmodel.flower.client", "client_app"),

@@ -24,6 +24,7 @@ import time
 import numpy as np
 from flwr.app import Message
 
+from .._validation import check_real
 from ..errors import InvalidParameterError
 from ..solvers import CommLedger
 from ._records import (METRICS, diagnostic_arrays, down_content, payload_arrays, payload_floats,
@@ -50,8 +51,9 @@ class Exchange:
         self.grid = grid
         self.n = int(n_clients)
         self.run = str(run)
-        self.timeout, self.poll_interval = float(timeout), float(poll_interval)
-        self.connect_timeout = float(connect_timeout)
+        self.timeout = check_real(timeout, "timeout", low=0.0, low_open=True)
+        self.poll_interval = check_real(poll_interval, "poll_interval", low=0.0, low_open=True)
+        self.connect_timeout = check_real(connect_timeout, "connect_timeout", low=0.0, low_open=True)
         self.ledger = CommLedger()
         self.node_of: dict[int, int] = {}
         self.nodes: list[int] = []

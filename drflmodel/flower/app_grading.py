@@ -19,6 +19,15 @@ r"""Grade any Flower app without editing it: :func:`graded` (its ``ServerApp``) 
    offline) and logs the verdict. ``app.report``, ``app.trace``, ``app.solution`` and
    ``app.recorder`` hold the last run's results.
 
+When the oracle fails -- a client whose answers the server's checks reject, a refused query, a
+client that stops answering (``solution.info["fault"]`` names the partition, its supernode, the
+query, the check and its numbers) -- the run is still recorded and its trace saved, with the fault
+(``info["oracle_fault"]``), and ``app.report`` grades what needs no oracle: its first line says
+``NOT GRADED`` and why, then whether every round's model is finite, which rounds had partial
+participation and whether the faulty client took part in training
+(:func:`~drflmodel.flower.recorder.not_graded`; :func:`~drflmodel.flower.recorder.grade` of the
+saved trace says the same).
+
 :func:`answering` adds the oracle's query handlers to the app's ``ClientApp`` (its own handlers
 are untouched): each supernode answers from the rows the app trains on.
 
@@ -53,7 +62,7 @@ from ._logs import flower_logs
 from .oracle import solve_on_grid, with_oracle
 from .recorder import Recorder
 
-__all__ = ["graded", "answering"]
+__all__ = ["graded", "answering", "unmatched_objective", "ROBUST_AGGREGATORS"]
 
 _START_LOCK = threading.Lock()
 
@@ -69,10 +78,46 @@ def _compose(ours, theirs):
     return evaluate
 
 
+#: robust aggregators: ``(class name, what its aggregate is, the paper)``
+_ROBUST = (
+    ("Bulyan", "keeps the client models Krum selects repeatedly, then averages a trimmed set per coordinate",
+     "El Mhamdi, Guerraoui, Rouault, \"The Hidden Vulnerability of Distributed Learning in Byzantium\", ICML 2018"),
+    ("FedMedian", "takes the coordinate-wise median of the client models",
+     "Yin, Chen, Ramchandran, Bartlett, \"Byzantine-Robust Distributed Learning\", ICML 2018"),
+    ("FedTrimmedAvg", "averages each coordinate after dropping its beta largest and smallest client values",
+     "Yin, Chen, Ramchandran, Bartlett, \"Byzantine-Robust Distributed Learning\", ICML 2018"),
+    ("MultiKrum", "keeps the client model(s) closest to the others and averages only those",
+     "Blanchard, El Mhamdi, Guerraoui, Stainer, \"Machine Learning with Adversaries\", NeurIPS 2017"),
+)
+ROBUST_AGGREGATORS = ("refuse", "warn")
+
+
+def unmatched_objective(strategy) -> str | None:
+    """Why ``strategy`` minimizes no objective the oracle computes (``None`` when it aggregates by a
+    weighted mean, as FedAvg, FedProx, FedAdam, ... do): the robust aggregators of Flower's
+    ``flwr.serverapp.strategy`` (Krum and MultiKrum, FedMedian, FedTrimmedAvg with ``beta > 0``,
+    Bulyan) land where a median, a trimmed mean or a selection of clients puts them, which is no
+    weighted sum of the clients' objectives."""
+    import flwr.serverapp.strategy as flower_strategies
+
+    for name, what, paper in _ROBUST:
+        cls = getattr(flower_strategies, name, None)
+        if cls is None or not isinstance(strategy, cls):
+            continue
+        if name == "FedTrimmedAvg" and not getattr(strategy, "beta", 1.0) > 0:
+            return None
+        shown = type(strategy).__name__
+        return (f"{shown} {what} ({paper}): it minimizes no weighted sum of the clients' objectives, so the "
+                "oracle's optimum is not where it lands and the distances measure how far it lands from the "
+                "oracle's (e.g. FedAvg's) optimum")
+    return None
+
+
 @contextmanager
-def _recording(recorder: Recorder):
+def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
     """While active, the first ``Strategy.start`` called gets ``recorder`` composed into its
-    ``evaluate_fn`` and its participation watched."""
+    ``evaluate_fn`` and its participation watched; a robust aggregator (:func:`unmatched_objective`)
+    is refused, or with ``robust_aggregators="warn"`` recorded with a warning (``used[1]``)."""
     with _START_LOCK:
         original = Strategy.start
         used = []
@@ -80,7 +125,15 @@ def _recording(recorder: Recorder):
         def start(self, grid, initial_arrays, num_rounds=3, timeout=3600, train_config=None,
                   evaluate_config=None, evaluate_fn=None):
             if not used:
+                why = unmatched_objective(self)
+                if why and robust_aggregators == "refuse":
+                    raise InvalidParameterError(
+                        f"graded() does not grade {type(self).__name__}: {why}. Pass robust_aggregators='warn' "
+                        "to record the run against the oracle anyway (the report then says so)")
                 used.append(type(self).__name__)
+                if why:
+                    log(WARNING, "[drflmodel] %s", why)
+                    used.append(why)
                 recorder.watch(self)
                 evaluate_fn = _compose(recorder, evaluate_fn)
             return original(self, grid, initial_arrays, num_rounds=num_rounds, timeout=timeout,
@@ -96,7 +149,7 @@ def _recording(recorder: Recorder):
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
            live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
-           verbose: bool | None = None, **solve_options) -> ServerApp:
+           robust_aggregators: str = "refuse", verbose: bool | None = None, **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -120,6 +173,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         model costs one exchange: each client's value); ``False`` records the rounds and asks the
         clients for all the values in **one** exchange at the end.
     method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
+    robust_aggregators : ``"refuse"`` (default) -- a strategy that minimizes no objective the oracle
+        computes (:func:`unmatched_objective`: Krum, MultiKrum, FedMedian, FedTrimmedAvg with
+        ``beta > 0``, Bulyan) is refused by name when it starts; ``"warn"`` records it, logs a warning
+        and puts the reason on the report as a ``caveat`` line.
     verbose : Flower's per-round INFO log during the run: ``None`` (default) keeps it off unless you
         configured Flower's logger, ``True`` shows it (drflmodel's lines and Flower's warnings always
         show).
@@ -132,8 +189,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             "(flwr.serverapp.strategy); this app has no main (it uses server_fn, Flower's legacy strategies)")
     if (oracle is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of oracle= (a problem or a factory) and estimator=")
+    from .._validation import check_choice
     from ..problems.engine.problem import Problem
 
+    robust_aggregators = check_choice(robust_aggregators, "robust_aggregators", ROBUST_AGGREGATORS)
     holds_rows = isinstance(oracle, Problem)
     if solution is not None and not holds_rows:
         raise InvalidParameterError("solution= grades against a centralized oracle: pass the problem as oracle=")
@@ -169,12 +228,15 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", sol.summary(),
                 sol.info["federated"]["exchanges"])
         certified = sol.theta is not None
+        fault = sol.info.get("fault") if not certified else None
         if not certified:
             log(WARNING, "[drflmodel] the oracle failed (%s): the run is recorded, not graded",
-                sol.info.get("fault", sol.status))
+                (fault or {}).get("message", sol.status))
         rec = Recorder(problem, sol if certified and live else None, n_clients=n, parameters=pmap,
                        progress=progress)
-        with _recording(rec) as used:
+        if not certified:
+            rec.oracle_fault = fault or {"message": f"the oracle's status is {sol.status!r}"}
+        with _recording(rec, robust_aggregators) as used:
             server_app(grid, context)
         if not used:
             raise InvalidParameterError(
@@ -190,6 +252,8 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
             rec.solution = sol
             rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+        if len(used) > 1:                              # a robust aggregator recorded with robust_aggregators="warn"
+            rec.caveats.append(used[1])
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()
         channel = getattr(getattr(problem, "objectives", None), "channel", None)
         if channel is not None:               # the oracle's queries and the per-round value queries
@@ -198,21 +262,23 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         if out:
             Path(str(out)).parent.mkdir(parents=True, exist_ok=True)
             app.trace.save(str(out))
-        if certified:
-            app.report = rec.report(tol=tol)
-            log(INFO, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
+        app.report = rec.report(tol=tol)         # without an oracle: NOT GRADED, the fault, what was checked
+        log(INFO if certified else WARNING, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
 
     return app
 
 
-def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None):
+def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None, policy=None):
     """``client_app`` with the oracle's query handlers added (:func:`~drflmodel.flower.oracle.with_oracle`).
 
     Either ``sites`` (a problem, or ``factory(context) -> problem | Site``), or ``estimator`` with
     ``rows(context) -> (X, y)`` -- the rows the app trains on at that supernode, in scikit-learn's
     form, e.g. a :class:`~drflmodel.flower.partitions.FlowerDatasets` describing how the app loads
     its partitions -- and ``classes`` (classifiers: every class label, in ``classes_`` order;
-    default the estimator's ``classes_``)."""
+    default the estimator's ``classes_``). ``policy``: the supernode's
+    :class:`~drflmodel.client_oracle.QueryPolicy` (default: what a certified solve and live grading
+    ask, one point per value query; grading every round at the end, ``graded(..., live=False)``,
+    needs ``QueryPolicy(points_per_values=rounds + 1)``)."""
     if (sites is None) == (estimator is None):
         raise InvalidParameterError("pass exactly one of sites= and estimator= (with rows=)")
     if estimator is not None:
@@ -225,4 +291,4 @@ def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None
             return sklearn_site(estimator, np.asarray(X), np.asarray(y), classes=classes,
                                 name=f"partition {context.node_config.get('partition-id')}")
 
-    return with_oracle(client_app, sites)
+    return with_oracle(client_app, sites, policy)

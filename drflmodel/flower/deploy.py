@@ -21,6 +21,15 @@ process (Flower's ``flower-superexec``, ``flwr-serverapp`` and ``flwr-clientapp`
 included) on :meth:`LocalDeployment.stop` -- also when used as a context
 manager that exits with an error. Flower's ``flower-superexec`` starts a session of its own, so
 :meth:`LocalDeployment.stop` also kills what is left in the sessions of every descendant.
+
+**Locked with Flower's own mechanisms.** ``LocalDeployment(n, tls=True, supernode_auth=True)``
+serves the SuperLink over HTTPS (``--ssl-ca-certfile``, ``--ssl-certfile``, ``--ssl-keyfile``; a
+throwaway CA from :mod:`drflmodel.flower.credentials`), makes every supernode and the ``flwr``
+command verify it (``--root-certificates``; ``root-certificates`` in the CLI's ``config.toml``) and
+admits registered supernodes only (``--enable-supernode-auth``, ``flwr supernode register``,
+``--auth-supernode-private-key``). Flower 1.41 serves supernodes, key registration and run
+submission on one port with no account authentication in the open-source SuperLink: restrict who
+reaches that port (the documentation's "Locking a Flower deployment" says how).
 """
 
 from __future__ import annotations
@@ -62,11 +71,16 @@ def config_server_app(app_dir):
     -- the objective at every round from **one** exchange in which each client returns its values
     at all the rounds' models -- and logs the verdict, (4) saves the trace (``trace-out``) with the
     oracle and the measured objectives, so ``drflmodel.flower.grade(path)`` regrades it offline,
-    and the report as JSON (``report-out``)."""
-    from logging import INFO
+    and the report as JSON (``report-out``). When the oracle fails (a client's answers rejected by
+    the server's checks, a refused query, a silent client), the run still trains and is saved with
+    the fault (``info["oracle_fault"]``), and the report says ``NOT GRADED`` and why
+    (:func:`~drflmodel.flower.recorder.not_graded`)."""
+    from logging import INFO, WARNING
 
     from flwr.common.logger import log
     from flwr.serverapp import ServerApp
+
+    from .recorder import not_graded
 
     from .._config import build_problem, build_solver, load_config
     from ..client_oracle import SUPPORTED
@@ -101,6 +115,11 @@ def config_server_app(app_dir):
         if oracle is not None and oracle.theta is not None:
             report = grade_against_oracle(trace, oracle)
             log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
+        elif oracle is not None:                 # the oracle failed (a named fault): the run is kept, not graded
+            trace.info["oracle_fault"] = dict(oracle.info.get("fault")
+                                              or {"message": f"the oracle's status is {oracle.status!r}"})
+            report = not_graded(trace)
+            log(WARNING, "[drflmodel] %s", report.summary().replace("\n", " | "))
         out = str(rc.get("trace-out", ""))
         if out:
             trace.save(out)
@@ -187,7 +206,15 @@ def config_client_app(app_dir):
         client = made.clients[i]
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
-    return with_oracle(client_app(view), site)
+    def policy(context):
+        """The default policy, with one value per round at once: the server grades the run's every
+        model in one exchange (:func:`grade_against_oracle`)."""
+        from ..client_oracle import QueryPolicy
+
+        cfg = load_config(_config_path(app_dir, context))
+        return QueryPolicy(points_per_values=int(cfg.get("solver", {}).get("options", {}).get("rounds", 0)) + 1)
+
+    return with_oracle(client_app(view), site, policy)
 
 
 def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None):
@@ -245,27 +272,55 @@ def _toml_value(value) -> str:
 
 
 class LocalDeployment:
-    """A SuperLink and ``num_supernodes`` supernodes on 127.0.0.1 (module docstring).
+    """A SuperLink and ``num_supernodes`` supernodes on 127.0.0.1 (module docstring), plain or
+    locked with Flower's own mechanisms.
 
     Parameters
     ----------
     num_supernodes : supernode *i* gets ``--node-config "partition-id=i num-partitions=N"``.
     workdir : directory for ``FLWR_HOME`` and the process logs (default: a new temporary one).
     start_timeout : seconds to wait for the SuperLink to accept connections.
+    tls : ``None`` (plain HTTP, ``--insecure`` everywhere), ``True`` (a throwaway CA and a server
+        certificate for 127.0.0.1 made in ``workdir/tls``: :func:`~drflmodel.flower.credentials.loopback_certificates`)
+        or a :class:`~drflmodel.flower.credentials.TLSFiles`. With TLS the SuperLink serves HTTPS
+        (``--ssl-ca-certfile``, ``--ssl-certfile``, ``--ssl-keyfile``), every supernode verifies it
+        (``--root-certificates``) and so does the ``flwr`` command (``root-certificates`` in the
+        connection of ``FLWR_HOME/config.toml``).
+    supernode_auth : start the SuperLink with ``--enable-supernode-auth``: only supernodes whose
+        public key was registered (``flwr supernode register``) are admitted. Each supernode gets its
+        own EC key pair in ``workdir/keys`` (registered before it starts; it signs with
+        ``--auth-supernode-private-key``). Needs ``tls``.
+
+    :meth:`start_supernode` starts one more supernode with its own root certificate and key (a
+    site joining, or a test that a wrong certificate or an unregistered key is refused);
+    :meth:`register` and :meth:`nodes` are ``flwr supernode register`` / ``list``.
     """
 
     CONNECTION = "drflmodel-local"
 
-    def __init__(self, num_supernodes: int, workdir=None, start_timeout: float = 30.0):
+    def __init__(self, num_supernodes: int, workdir=None, start_timeout: float = 30.0, tls=None,
+                 supernode_auth: bool = False):
+        from .credentials import TLSFiles
+
         self.n = check_int(num_supernodes, "num_supernodes", low=1)
+        if not (tls is None or tls is True or isinstance(tls, TLSFiles)):
+            raise InvalidParameterError(f"tls must be None, True or a TLSFiles; got {tls!r}")
+        if not isinstance(supernode_auth, bool):
+            raise InvalidParameterError(f"supernode_auth must be True or False; got {supernode_auth!r}")
+        if supernode_auth and tls is None:
+            raise InvalidParameterError("supernode_auth=True needs tls (Flower authenticates SuperNodes over "
+                                        "TLS connections only): pass tls=True or a TLSFiles")
         self._tmp = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="drflmodel-flower-")
             workdir = self._tmp.name
         self.workdir = Path(workdir)
         self.start_timeout = float(start_timeout)
+        self.tls = tls.check() if isinstance(tls, TLSFiles) else tls
+        self.supernode_auth = supernode_auth
         self.port = None
         self.processes: list[subprocess.Popen] = []
+        self.supernodes: dict[str, subprocess.Popen] = {}
         self._known_sessions: set[int] = set()
         self._logs = []
 
@@ -289,6 +344,33 @@ class LocalDeployment:
                                         'pip install "drflmodel[flower]"')
         return str(path)
 
+    def _flwr(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """``flwr ARGS`` against this deployment's connection (its output captured)."""
+        return subprocess.run([self._bin("flwr"), *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def register(self, public_key) -> int:
+        """``flwr supernode register PUBLIC_KEY``: the node id the SuperLink gives the key."""
+        import json
+
+        out = self._flwr("supernode", "register", str(public_key), self.CONNECTION, "--format", "json")
+        try:
+            answer = json.loads(out.stdout)
+        except ValueError:
+            answer = {}
+        if out.returncode != 0 or not answer.get("success"):
+            raise RuntimeError(f"flwr supernode register {public_key} failed: {(out.stdout + out.stderr).strip()}")
+        return int(answer["node-id"])
+
+    def nodes(self) -> list[dict]:
+        """``flwr supernode list``: the SuperLink's nodes (``node-id``, ``status``: registered, online, ...)."""
+        import json
+
+        out = self._flwr("supernode", "list", self.CONNECTION, "--format", "json")
+        if out.returncode != 0:
+            raise RuntimeError(f"flwr supernode list failed: {(out.stdout + out.stderr).strip()}")
+        return json.loads(out.stdout)["nodes"]
+
     def _spawn(self, name: str, args: list) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "w")
         self._logs.append(log)
@@ -298,18 +380,36 @@ class LocalDeployment:
         return proc
 
     # ------------------------------------------------------------------ lifecycle
+    def _superlink_args(self) -> list[str]:
+        args = ["flower-superlink", "--host", "127.0.0.1", "--port", str(self.port),
+                "--disable-runtime-dependency-installation"]
+        if self.tls is None:
+            return args + ["--insecure"]
+        args += ["--ssl-ca-certfile", str(self.tls.ca_cert), "--ssl-certfile", str(self.tls.server_cert),
+                 "--ssl-keyfile", str(self.tls.server_key)]
+        return args + (["--enable-supernode-auth"] if self.supernode_auth else [])
+
+    def _connection_toml(self) -> str:
+        """The ``flwr`` command's connection: HTTPS verified against the CA, or plain HTTP."""
+        trust = ("insecure = true\n" if self.tls is None
+                 else f"root-certificates = {_toml_value(str(self.tls.ca_cert))}\n")
+        return (f'[superlink]\ndefault = "{self.CONNECTION}"\n\n[superlink.{self.CONNECTION}]\n'
+                f'address = "127.0.0.1:{self.port}"\n' + trust)
+
     def start(self) -> "LocalDeployment":
-        """Start the SuperLink, wait until it accepts connections, start the supernodes."""
+        """Start the SuperLink, wait until it accepts connections, start the supernodes (with
+        ``supernode_auth``: each one's key registered first)."""
         import socket
 
+        from .credentials import loopback_certificates
+
         (self.workdir / "flwr-home").mkdir(parents=True, exist_ok=True)
+        if self.tls is True:
+            self.tls = loopback_certificates(self.workdir / "tls")
         self.port = free_port()
-        (self.workdir / "flwr-home" / "config.toml").write_text(
-            f'[superlink]\ndefault = "{self.CONNECTION}"\n\n[superlink.{self.CONNECTION}]\n'
-            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+        (self.workdir / "flwr-home" / "config.toml").write_text(self._connection_toml())
         try:
-            self._spawn("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--disable-runtime-dependency-installation"])
+            self._spawn("superlink", self._superlink_args())
             deadline = time.monotonic() + self.start_timeout
             while True:
                 try:
@@ -320,14 +420,43 @@ class LocalDeployment:
                         raise RuntimeError(f"the SuperLink did not start; see {self.workdir / 'superlink.log'}")
                     time.sleep(0.1)
             for i in range(self.n):
-                self._spawn(f"supernode{i}", [
-                    "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
-                    "--host", "127.0.0.1", "--port", str(free_port()),
-                    "--node-config", f"partition-id={i} num-partitions={self.n}"])
+                self.start_supernode(i)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_supernode(self, partition: int, name: str | None = None, root_certificates=None,
+                        private_key=None, register: bool | None = None, max_retries: int | None = None,
+                        max_wait_time: float | None = None) -> subprocess.Popen:
+        """Start a supernode holding ``partition`` (log ``NAME.log``, default ``supernode{partition}``).
+
+        ``root_certificates`` (default: the deployment's CA) is what it verifies the SuperLink
+        against; ``private_key`` (default with ``supernode_auth``: a new key pair in
+        ``workdir/keys``, registered first unless ``register=False``) is what it signs with.
+        ``max_retries``/``max_wait_time`` bound its attempts to connect (Flower retries forever by
+        default); a supernode that is refused then exits."""
+        from .credentials import supernode_key_pair
+
+        name = name or f"supernode{partition}"
+        args = ["flower-supernode", "--superlink", f"127.0.0.1:{self.port}", "--host", "127.0.0.1",
+                "--port", str(free_port()), "--node-config", f"partition-id={partition} num-partitions={self.n}"]
+        if self.tls is None:
+            args.append("--insecure")
+        else:
+            args += ["--root-certificates", str(root_certificates or self.tls.ca_cert)]
+        if private_key is None and self.supernode_auth:
+            private_key, public_key = supernode_key_pair(self.workdir / "keys", name)
+            if register is not False:
+                self.register(public_key)
+        if private_key is not None:
+            args += ["--auth-supernode-private-key", str(private_key)]
+        if max_retries is not None:
+            args += ["--max-retries", str(check_int(max_retries, "max_retries", low=0))]
+        if max_wait_time is not None:
+            args += ["--max-wait-time", repr(float(max_wait_time))]
+        self.supernodes[name] = self._spawn(name, args)
+        return self.supernodes[name]
 
     def run(self, app_dir, run_config: dict | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
         """``flwr run APP_DIR drflmodel-local --stream`` with ``--run-config`` from ``run_config``;

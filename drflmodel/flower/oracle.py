@@ -16,11 +16,13 @@ client reveals is exactly its answers, tabulated in ``solution.info["federated"]
   is a ``ClientApp`` with only those handlers.
 * :class:`FlowerChannel` is the server's transport: it waits for one supernode per client,
   learns which node holds which partition from the setup answers, pushes a query to every client
-  and pulls the answers (its own polling loop). A client that fails (its ``ClientApp`` raised) or
-  does not answer within ``timeout`` seconds is asked again, at most ``retries`` times (the retry
-  budget); then the solve ends ``"failed"`` -- or returns a certificate completed over **every**
-  client before the fault, with the status its gap gives -- never ``"optimal"`` over a partial
-  federation (:func:`drflmodel.client_oracle.federated_solve`).
+  and pulls the answers (its own polling loop). Every answer is checked before a route uses it. A
+  client that fails (its ``ClientApp`` raised), does not answer within ``timeout`` seconds, or
+  whose answer fails a check is asked again, at most ``retries`` times (the retry budget); a query
+  its policy refused is not. Then the solve ends ``"failed"`` -- a silent client's fault alone may
+  return a certificate completed over **every** client before it, with the status its gap gives --
+  never ``"optimal"`` over a partial federation or on a rejected answer; ``info["fault"]`` names
+  the partition and its supernode (:func:`drflmodel.client_oracle.federated_solve`).
 * :func:`solve_on_grid` runs the solve on any Flower ``Grid`` (inside your ``ServerApp``'s
   ``main``); :func:`oracle_server_app` wraps it in a ``ServerApp``; :func:`certified_solve` runs
   it on the in-process grid or on Flower's simulation engine.
@@ -89,21 +91,43 @@ class _Sites:
         return self._cache[key]
 
 
-def with_oracle(app: ClientApp, sites) -> ClientApp:
+def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     """Register the client-oracle handlers (``query.drflmodel_*``) on ``app`` and return it.
 
     ``sites``: a drflmodel problem (each supernode answers for its ``partition-id``), a dict
     ``{run key: problem}``, or ``factory(context) -> problem | Site`` called in the client's
     process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
-    partition. Nothing else of the app changes; its own handlers keep working."""
+    partition. Nothing else of the app changes; its own handlers keep working.
+
+    ``policy``: the client's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
+    returning one (default: the one a certified solve needs and no more: one point per value query,
+    budgets per run); a query it does not allow is refused with a message naming the rule, which the
+    server reports. The answers of a run are counted in the supernode's ``Context.state`` (it
+    outlives Flower's per-message process)."""
+    from ..client_oracle import PolicySite, QueryPolicy
+
     resolve = _Sites(sites)
+    policy = QueryPolicy() if policy is None else policy
+    if not (isinstance(policy, QueryPolicy) or callable(policy)):
+        raise InvalidParameterError(f"policy must be a QueryPolicy or a function context -> QueryPolicy; "
+                                    f"got {type(policy).__name__}")
+
+    def policy_of(context):
+        made = policy if isinstance(policy, QueryPolicy) else policy(context)
+        if not isinstance(made, QueryPolicy):
+            raise InvalidParameterError(f"the policy function returned {type(made).__name__}, not a QueryPolicy")
+        return made
 
     def register(query: str):
         def handler(msg: Message, context: Context) -> Message:
             config = msg.content.config_records[CONFIG]
-            i, site = resolve.get(context, str(config["run"]))
+            run = str(config["run"])
+            i, site = resolve.get(context, run)
             options = json.loads(str(config.get("options", "{}")))
-            answer = site.answer(query, payload_arrays(msg.content), options)
+            key = f"drflmodel.policy.{run}"
+            counts = dict(context.state[key]) if key in context.state else {}
+            answer = PolicySite(site, policy_of(context), counts).answer(query, payload_arrays(msg.content), options)
+            context.state[key] = ConfigRecord({k: int(v) for k, v in counts.items()})
             text = {k: v for k, v in answer.items() if isinstance(v, str)}
             content = up_content({k: v for k, v in answer.items() if not isinstance(v, str)},
                                  {"partition-id": i})
@@ -202,20 +226,23 @@ class FlowerChannel(Channel):
 
 def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
                   run: str = "oracle", timeout: float = 60.0, retries: int = 2, poll_interval: float = 0.005,
-                  connect_timeout: float = 60.0, **options):
+                  connect_timeout: float = 60.0, check_answers: bool = True, **options):
     """The federated certified solve of ``problem`` over ``grid`` (call it in a ``ServerApp``'s
     ``main``): ``problem`` is a drflmodel problem (only its family and parameters are used: the
     server rebuilds it on the clients' declarations) or a factory ``federation -> problem``
     (then ``n_clients`` is required). ``method``, ``gap_tol`` and ``options`` as in
     :func:`drflmodel.client_oracle.federated_solve`; ``timeout``, ``retries`` as in
-    :class:`FlowerChannel`. Returns the :class:`~drflmodel.solution.Solution`."""
+    :class:`FlowerChannel`. ``check_answers`` (default ``True``): every answer is validated before
+    the route uses it (:class:`~drflmodel.client_oracle.CheckedChannel`; the rejections are in
+    ``info["federated"]["rejections"]``, a fault in ``info["fault"]`` names the partition and its
+    node). Returns the :class:`~drflmodel.solution.Solution`."""
     if n_clients is None:
         if not hasattr(problem, "n_clients"):
             raise InvalidParameterError("n_clients is required when problem is a problem factory")
         n_clients = problem.n_clients
     channel = FlowerChannel(grid, check_int(n_clients, "n_clients", low=1), run=run, timeout=timeout,
                             retries=retries, poll_interval=poll_interval, connect_timeout=connect_timeout)
-    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, **options)
+    sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, check_answers=check_answers, **options)
     sol.info["federated"]["transport"] = "flower"
     return sol
 

@@ -53,7 +53,7 @@ from ..solution import Solution
 from ..solvers import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade"]
+__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED"]
 
 
 class Recorder:
@@ -86,6 +86,11 @@ class Recorder:
         self.rounds: dict[int, dict] = {}
         self.objectives: dict[int, float] = {}
         self.strategy_name = "flower"
+        #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
+        self.caveats: list[str] = []
+        #: the federated oracle's fault (``solution.info["fault"]``) when it certified nothing: the run is
+        #: recorded and :meth:`report` says it is not graded, and why
+        self.oracle_fault: dict | None = None
         self._t0: float | None = None
 
     # ------------------------------------------------------------------ evaluate_fn
@@ -135,6 +140,8 @@ class Recorder:
         """``dist_theta`` to :math:`\\theta^\\star` (identifiable representatives), the
         certified ``objective`` and ``rel_gap``."""
         sol = self.solution
+        if not np.all(np.isfinite(theta)):                   # a diverged strategy: nothing to measure
+            return {"dist_theta": float("nan"), "objective": float("nan"), "rel_gap": float("nan")}
         objective = self.problem.objective_for(sol) if hasattr(self.problem, "objective_for") else self.problem.objective
         g = float(objective(theta))
         identify = getattr(self.problem, "identifiable", lambda t: np.asarray(t, float))
@@ -221,6 +228,10 @@ class Recorder:
             info["family"] = getattr(self.problem, "family", "")
         if self.parameters is not None:
             info["parameters"] = self.parameters.to_dict()
+        if self.caveats:
+            info["caveats"] = list(self.caveats)
+        if self.oracle_fault is not None:
+            info["oracle_fault"] = dict(self.oracle_fault)
         return Trace(solver=self.strategy_name, params={}, weights=None,
                      theta=np.array([self.thetas[r] for r in range(R + 1)]), iterates=iterates, **counts,
                      round_time=np.diff(times), info=info, expected_rate=None, problem=self.problem)
@@ -230,6 +241,8 @@ class Recorder:
         at construction), using the objective values measured during the run where the problem's
         rows are remote; ``kwargs`` go to ``verify`` (``expected_rate``, ``error_metric``)."""
         sol = solution if solution is not None else self.solution
+        if sol is None and self.oracle_fault is not None:
+            return not_graded(self.trace(), tol=tol)
         if sol is None:
             raise InvalidParameterError("report needs a certified solution: Recorder(problem, solution) "
                                         "or report(solution)")
@@ -290,30 +303,145 @@ def _solution_from_dict(d: dict) -> Solution:
                     status=d["status"], certificate=d["certificate"], duals=d.get("duals", {}), info=d.get("info", {}))
 
 
+#: what the verdict says of an oracle (and objective values) taken from a file without rows to check them
+NOT_RECERTIFIED = "oracle read from file, not re-certified"
+
+
+def _stored_oracle_faults(stored: Solution, trace) -> list[str]:
+    """What is inconsistent inside a trace file's oracle and measured objectives (a forged or
+    damaged file): bounds out of order, a value outside them, a model of the wrong size, an objective
+    measured during the run below the oracle's certified lower bound."""
+    faults = []
+    L, U, v = stored.lower_bound, stored.upper_bound, stored.value
+    slack = 1e-9 * max(1.0, abs(U) if np.isfinite(U) else 1.0)
+    if not (np.isfinite(L) and np.isfinite(U)) and stored.status in ("optimal", "optimal_within_gap"):
+        faults.append(f"status {stored.status!r} without finite bounds (L = {L}, U = {U})")
+    elif L > U + slack:
+        faults.append(f"its lower bound {L:.10g} is above its upper bound {U:.10g}")
+    elif not (L - slack <= v <= U + slack):
+        faults.append(f"its value {v:.10g} lies outside its bounds [{L:.10g}, {U:.10g}]")
+    theta = np.asarray(stored.theta, float)
+    if theta.shape != np.shape(trace.theta[0]) or not np.all(np.isfinite(theta)):
+        faults.append(f"its theta has shape {theta.shape} or non-finite entries (the run's models: "
+                      f"{np.shape(trace.theta[0])})")
+    measured = np.asarray((trace.iterates or {}).get("objective", []), float)
+    below = np.nonzero(measured < L - slack)[0] if np.isfinite(L) else np.zeros(0, int)
+    if below.size:
+        k = int(below[0])
+        faults.append(f"the objective measured at round {k} ({measured[k]:.10g}) is below the oracle's certified "
+                      f"lower bound {L:.10g} ({below.size} round(s))")
+    return faults
+
+
+def _recertify(stored: Solution, problem) -> tuple[Solution, str | None]:
+    """Solve ``problem`` (which holds its rows) again and compare with the file's oracle; returns the
+    fresh solution and, when the two disagree beyond their certificates, why."""
+    fresh = problem.solve()
+    if fresh.theta is None or not np.isfinite(fresh.value):
+        return fresh, None
+    room = (abs(fresh.upper_bound - fresh.lower_bound) + abs(stored.upper_bound - stored.lower_bound)
+            + 1e-8 * max(1.0, abs(fresh.value)))
+    if not abs(stored.value - fresh.value) <= room:
+        return fresh, (f"the oracle in the file (value {stored.value:.10g}, {stored.status}) disagrees with the oracle "
+                       f"re-certified from the rows (value {fresh.value:.10g}, {fresh.status}): the file's oracle is "
+                       "not this problem's; graded against the re-certified one")
+    return fresh, None
+
+
 def grade(trace, solution=None, problem=None, tol: float = 1e-6, **kwargs):
     """:func:`drflmodel.verify` of a recorded run (a :class:`~drflmodel.solvers.Trace` or the path
-    of one saved by ``Trace.save``). ``solution`` defaults to the oracle the trace carries
-    (``info["oracle"]``); ``problem`` (with rows) to the trace's. Objective values measured during
-    the run (``iterates["objective"]``) are used where the rows are remote or gone."""
+    of one saved by ``Trace.save``).
+
+    ``solution`` defaults to the oracle the trace carries (``info["oracle"]``); ``problem`` (with
+    rows) to the trace's. What the file claims is re-derived where possible:
+
+    * with a problem holding its rows, the oracle is **re-certified** (solved again; a file whose
+      oracle disagrees fails, naming both values) and every round's objective is recomputed;
+    * without rows, the file's oracle and the objective values measured during the run
+      (``iterates["objective"]``) are all there is: the oracle's internal consistency is checked
+      (bounds in order, value inside them, every measured objective at or above the certified lower
+      bound -- a violation fails the verdict) and the verdict line says
+      ``"oracle read from file, not re-certified"``.
+    """
     from ..layout import ParameterLayout
     from ..verification import verify
 
     if not isinstance(trace, Trace):
         trace = Trace.load(trace)
     info = trace.info or {}
+    problem = problem if problem is not None else getattr(trace, "problem", None)
+    has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
+    faults, note = [], None
     if solution is None:
+        if "oracle" not in info and "oracle_fault" in info:
+            return not_graded(trace, tol=tol)
         if "oracle" not in info:
             raise InvalidParameterError("the trace carries no oracle solution: pass solution=")
         solution = _solution_from_dict(info["oracle"])
-    problem = problem if problem is not None else getattr(trace, "problem", None)
+        if has_rows:
+            solution, disagreement = _recertify(solution, problem)
+            faults = [disagreement] if disagreement else []
+            note = "oracle re-certified from the rows"
+        else:
+            faults = [f"the file's oracle is inconsistent: {f}" for f in _stored_oracle_faults(solution, trace)]
+            note = NOT_RECERTIFIED
+            unusable = [f for f in faults if "its theta has shape" in f]
+            if unusable:                                 # nothing to measure distances against
+                raise InvalidDataError(unusable[0])
     kwargs.setdefault("expected_rate", None)
-    has_rows = problem is not None and getattr(getattr(problem, "objectives", None), "holds_rows", True)
     if has_rows:
-        return verify(trace, solution, tol=tol, problem=problem, **kwargs)
+        return _annotated(verify(trace, solution, tol=tol, problem=problem, **kwargs), info, note, faults)
     values = np.asarray(trace.iterates.get("objective", np.full(len(trace.theta), np.nan)), float)
     layout = None
     if problem is None and "layout" in info:
         lay = info["layout"]
         layout = ParameterLayout(lay["n_features"], lay["n_outputs"], lay["intercept_column"], lay["unpenalized"])
     recorded = _Recorded(trace.theta, values, problem, layout, info.get("family", ""))
-    return verify(trace, solution, tol=tol, problem=recorded, **kwargs)
+    return _annotated(verify(trace, solution, tol=tol, problem=recorded, **kwargs), info, note, faults)
+
+
+def not_graded(trace, tol: float = 1e-6):
+    """The report of a run recorded without a certified oracle (the federated oracle failed: its fault
+    is in ``trace.info["oracle_fault"]``): no distance and no verdict on convergence -- the summary's
+    first line says ``NOT GRADED`` and why -- but what needs no oracle is still checked: every round's
+    model is finite, which rounds had partial participation, and whether the faulty client took part
+    in training. ``passed`` is ``False``."""
+    from ..verification import Report
+
+    info = trace.info or {}
+    fault = dict(info.get("oracle_fault") or {})
+    why = fault.get("message") or "the federated oracle certified nothing"
+    theta = np.asarray(trace.theta, float).reshape(len(trace.theta), -1)
+    finite = np.all(np.isfinite(theta), axis=1)
+    rows = [{"round": r, "model_finite": bool(ok)} for r, ok in enumerate(finite)]
+    reasons = [f"no certified oracle: {why}"]
+    if not finite.all():
+        reasons.append(f"the model is not finite from round {int(np.flatnonzero(~finite)[0])} (diverged)")
+    partition = fault.get("partition")
+    took_part = [row.get("round") for row in info.get("participation", [])
+                 if partition is not None and partition in row.get("participants", [])]
+    checked = (f"{len(rows) - 1} rounds recorded; every model finite" if finite.all()
+               else f"{len(rows) - 1} rounds recorded")
+    if took_part:
+        checked += f"; the faulty client (partition {partition}) took part in training in {len(took_part)} round(s)"
+    extra = {"not_graded": why, "checked": checked, "oracle_fault": fault,
+             "partial_participation": list(info.get("partial_participation", []))}
+    if info.get("caveats"):
+        extra["caveats"] = list(info["caveats"])
+    family = info.get("family") or getattr(getattr(trace, "problem", None), "family", "") or "the federated oracle"
+    return Report(rows=rows, rate={}, passed=False, reasons=reasons, tol=float(tol), error_metric="dist_theta_sq",
+                  rounds_to_tol=None, solver=trace.solver, family=family, extra=extra)
+
+
+def _annotated(report, info: dict, note: str | None, faults: list):
+    """The report with where its oracle came from (on the verdict line), the faults found in the file
+    (each a failed check) and the trace's caveats (e.g. a robust aggregator graded against FedAvg's
+    objective)."""
+    if note:
+        report.extra["oracle_source"] = note
+    if faults:
+        report.reasons.extend(faults)
+        report.passed = False
+    if info.get("caveats"):
+        report.extra["caveats"] = list(info["caveats"])
+    return report

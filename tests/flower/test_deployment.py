@@ -125,3 +125,40 @@ def test_scaffpd_across_processes_verified_against_the_oracle(tmp_path):
     report = dm.verify(flw, problem.solve(), problem=problem)
     dist = [row["dist_theta"] for row in report.rows]
     assert np.all(np.diff(dist) < 0), dist
+
+
+def test_a_lying_client_leaves_the_run_recorded_and_not_graded(app_modules, tmp_path, monkeypatch):
+    """Client 0 of the Flower App (squared loss) answers y'y = -1e6: the federated oracle fails naming it, the solver still
+    runs, and the trace and the JSON report say NOT GRADED with the fault (no verdict on an oracle that lied)."""
+    import json
+
+    from drflmodel.client_oracle import Site
+
+    honest = Site.answer
+
+    def answer(self, query, arrays=None, options=None):
+        out = honest(self, query, arrays, options)
+        if "yy" in out and self.name == first:
+            out = {**out, "yy": np.array([-1e6])}
+        return out
+
+    problem, sim = _simulated()
+    first = problem.federation.clients[0].name
+    monkeypatch.setattr(Site, "answer", answer)
+    config, _ = load_and_validate(APP / "pyproject.toml", check_module=False)
+    run_config = dict(config["tool"]["flwr"]["app"]["config"])
+    server, client = app_modules
+    out, report_out = tmp_path / "trace.npz", tmp_path / "report.json"
+    with LocalGrid(client.app, 3, run_config=run_config) as grid:
+        context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
+                          run_config={**run_config, "trace-out": str(out), "report-out": str(report_out)})
+        server.app(grid, context)
+    flw = Trace.load(out)
+    assert dmf.compare_traces(sim, flw)["theta"] <= 1e-10               # the run itself is unchanged
+    fault = flw.info["oracle_fault"]
+    assert (fault["partition"], fault["query"], fault["kind"], fault["check"]) == (0, "statistics", "rejected",
+                                                                                    "statistics")
+    report = json.loads(report_out.read_text())
+    assert report["graded"] is False and report["passed"] is False
+    assert report["reasons"][0].startswith("no certified oracle: client 0 failed")
+    assert dmf.grade(out).summary().startswith("NOT GRADED: ")

@@ -162,7 +162,7 @@ def test_a_client_failing_every_attempt_ends_failed_never_optimal(binary):
     assert sol.status == "failed"
     assert sol.info["federated"]["fault"]["client"] == 1
     assert sol.info["federated"]["fault"]["attempts"] == 4          # 1 + the budget of 3 retries
-    assert "no certificate over every client" in sol.info["fault"]
+    assert "no certificate over every client" in sol.info["fault"]["message"]
 
 
 def test_a_fault_after_a_full_certificate_returns_that_certificate(binary):
@@ -174,7 +174,7 @@ def test_a_fault_after_a_full_certificate_returns_that_certificate(binary):
     n_eval = clean.info["federated"]["queries"]["evaluate"]["exchanges"]
     sol = _flaky_solve(prob, 0, "evaluate", set(range(n_eval, 100)),
                        retries=1, tol=1e-15, max_steps=8)
-    assert sol.info["federated"]["fault"] is not None and "before the fault" in sol.info["fault"]
+    assert sol.info["federated"]["fault"] is not None and "before the fault" in sol.info["fault"]["message"]
     assert np.isfinite(sol.lower_bound) and np.isfinite(sol.upper_bound)
     central = prob.solve()
     assert sol.lower_bound <= central.upper_bound + 1e-12 and central.lower_bound <= sol.upper_bound + 1e-12
@@ -206,6 +206,7 @@ def test_a_client_that_stops_answering_times_out_and_the_solve_fails(binary):
     fault = sol.info["federated"]["fault"]
     assert fault["client"] == 3 and fault["attempts"] == 3
     assert all("no reply within" in r for r in fault["reasons"])
+    assert fault["kind"] == "no answer" and sol.info["fault"] == fault and fault["partition"] == 3
 
 
 def test_a_client_disconnecting_mid_solve_fails_the_solve(binary):

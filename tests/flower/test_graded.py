@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, Context, MetricRecord, RecordDict
 from flwr.serverapp import ServerApp
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import Bulyan, FedAvg, FedMedian, FedTrimmedAvg, Krum, MultiKrum
 
 import drflmodel as dm
 from drflmodel import flower as dmf
@@ -110,7 +110,14 @@ def test_the_sklearn_quickstart_is_graded_live_against_the_federated_oracle(quic
 def test_grading_at_the_end_asks_every_rounds_values_in_one_exchange(quickstart):
     graded, task = quickstart
     server = dmf.graded(graded.server_app.app, estimator=_model(task), live=False, progress=False)
-    _serve(server, graded.client, 3, CONFIG)
+    # the supernodes' default policy answers one point per value query: grading every round at the
+    # end asks num-server-rounds + 1 at once, so the clients allow that many
+    from drflmodel.client_oracle import QueryPolicy
+
+    fresh = importlib.reload(graded.client_app)        # the app's ClientApp before graded.py added handlers
+    client = dmf.answering(fresh.app, estimator=graded.model, rows=graded.rows, classes=task.UNIQUE_LABELS,
+                           policy=QueryPolicy(points_per_values=CONFIG["num-server-rounds"] + 1))
+    _serve(server, client, 3, CONFIG)
     live_values = server.trace.info["federated_ledger"]["queries"]["values"]["exchanges"]
     oracle_values = server.solution.info["federated"]["queries"].get("values", {"exchanges": 0})["exchanges"]
     assert live_values == oracle_values + 1
@@ -173,6 +180,48 @@ def test_what_graded_refuses(erm):
         _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
 
 
+def _one_strategy_app(strategy, dim, rounds=3):
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(dim)]), num_rounds=rounds)
+
+    return app
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: FedMedian(min_available_nodes=4, min_train_nodes=4), "FedMedian"),
+    (lambda: Krum(min_available_nodes=4, min_train_nodes=4, num_malicious_nodes=1), "Krum"),
+    (lambda: MultiKrum(min_available_nodes=4, min_train_nodes=4, num_malicious_nodes=1, num_nodes_to_select=2),
+     "MultiKrum"),
+    (lambda: FedTrimmedAvg(min_available_nodes=4, min_train_nodes=4, beta=0.25), "FedTrimmedAvg"),
+    (lambda: Bulyan(min_available_nodes=4, min_train_nodes=4), "Bulyan")])
+def test_robust_aggregators_are_refused_by_name(erm, erm_solution, make, name):
+    """A robust aggregator minimizes no objective the oracle computes: refused when it starts, or
+    recorded with robust_aggregators="warn" and a caveat on the verdict."""
+    server = dmf.graded(_one_strategy_app(make(), erm.dim), oracle=erm, solution=erm_solution, progress=False)
+    with pytest.raises(dm.InvalidParameterError, match=rf"graded\(\) does not grade {name}: {name} .*minimizes no "
+                                                       r"weighted sum of the clients' objectives"):
+        _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+
+
+def test_a_robust_aggregator_recorded_on_request_carries_its_caveat(erm, erm_solution, tmp_path):
+    strategy = FedMedian(min_available_nodes=4, min_train_nodes=4)
+    server = dmf.graded(_one_strategy_app(strategy, erm.dim), oracle=erm, solution=erm_solution, progress=False,
+                        robust_aggregators="warn", trace_out=str(tmp_path / "median.npz"))
+    _serve(server, strategy_client_app(erm, step_size=0.05), 4, {})
+    caveat = server.report.summary().splitlines()[1]
+    assert caveat.startswith("  caveat: FedMedian takes the coordinate-wise median of the client models (Yin, Chen")
+    assert "caveat: FedMedian" in dmf.grade(tmp_path / "median.npz").summary()      # offline too
+    # a weighted-mean strategy, and a trimmed mean that trims nothing, carry none
+    assert dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm) is not None
+    from drflmodel.flower.app_grading import unmatched_objective
+    assert unmatched_objective(FedAvg()) is None and unmatched_objective(FedTrimmedAvg(beta=0.0)) is None
+    with pytest.raises(dm.InvalidParameterError, match="robust_aggregators must be one of"):
+        dmf.graded(_one_strategy_app(FedAvg(), erm.dim), oracle=erm, robust_aggregators="ignore")
+
+
 def test_a_supernode_joining_after_the_oracle_is_refused(erm):
     """The oracle covered the supernodes connected when the app started; one more joined before the
     strategy trained: the run is not graded against an oracle of part of the federation."""
@@ -214,3 +263,33 @@ def test_the_recorder_refuses_layouts_it_would_have_to_guess(erm, erm_solution):
         rec(2, ArrayRecord([np.zeros((4, 3)), np.zeros(3)]))
     rec(0, ArrayRecord([np.ones((3, 4)), np.zeros(3)]))                # three classes x four features
     assert rec.thetas[0].shape == (15,)
+
+
+def test_a_lying_client_is_reported_and_the_run_graded_for_what_needs_no_oracle(erm, tmp_path):
+    """Client 1 answers y'y = -1e6 (no rows have that): the federated oracle fails naming it; the app still
+    runs, its trace is saved with the fault, and the report says NOT GRADED, why, and what it checked
+    without an oracle -- online and offline alike."""
+    from drflmodel.client_oracle import Site
+    from tests._lying import Lying, edit
+
+    sites = [Site.from_problem(erm, i) for i in range(4)]
+    sites[1] = Lying(sites[1], edit("yy", lambda v: -1e6 + 0 * v))
+    client = dmf.answering(strategy_client_app(erm, step_size=0.05),
+                           lambda context: sites[int(context.node_config["partition-id"])])
+    server = dmf.graded(_one_strategy_app(FedAvg(min_available_nodes=4, min_train_nodes=4), erm.dim),
+                        oracle=lambda fed: dm.FederatedDRO(fed, erm.loss, erm.weights, l2=erm.l2), progress=False,
+                        trace_out=str(tmp_path / "run.npz"))
+    _serve(server, client, 4, {})
+    fault = server.solution.info["fault"]
+    assert server.solution.status == "failed" and server.solution.theta is None
+    assert (fault["partition"], fault["query"], fault["kind"], fault["check"]) == (1, "statistics", "rejected",
+                                                                                    "statistics")
+    assert fault["numbers"]["yy"] == -1e6
+    report = server.report
+    lines = report.summary().splitlines()
+    assert not report.passed and lines[0].startswith("NOT GRADED: ")
+    assert ("3 rounds recorded; every model finite; the faulty client (partition 1) took part in training in "
+            "3 round(s)") in lines[0]
+    assert lines[-1].startswith("  reason: no certified oracle: client 1 failed the 'statistics' query")
+    assert "y'y = -1e+06 < 0" in lines[-1]
+    assert dmf.grade(tmp_path / "run.npz").summary() == report.summary()          # offline: the same

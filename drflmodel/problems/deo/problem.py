@@ -167,6 +167,11 @@ class DEOConstrained(Lagrangian, VerticalProblem):
                  n_starts: int = 3, max_ccp_iter: int = 100, ccp_tol: float = 1e-10,
                  rank_tol: float = 1e-6, local_solver: str = "slsqp+ccp", seed=0,
                  penalize_intercept: bool = True):
+        if getattr(loss, "task", None) == "multiclass":
+            raise InvalidParameterError(
+                f"DEOConstrained does not support the multi-class loss {loss!r}: the DEO constraint of the fair "
+                "vertical FL paper compares one score per sample between the groups, on labels -1/+1; use a "
+                "binary loss (Logistic, Hinge, SmoothHinge) or Squared on the -1/+1 labels")
         if penalize_intercept is not True:
             from ..engine.problem import refuse_unpenalized_intercept
 

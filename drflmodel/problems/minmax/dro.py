@@ -380,7 +380,8 @@ class FederatedDRO(WeightedMinMax):
         for v in support.variables():
             if v.id != t.id and v.value is not None:
                 val = np.asarray(v.value, float)
-                aux[v.name()] = float(val) if val.size == 1 else val.reshape(-1)
+                # a scalar stays a float; a vector (one entry per client, also with one client) a vector
+                aux[v.name()] = float(val) if val.ndim == 0 else val.reshape(-1)
         out = {"aux": aux} if aux else {}
         etas = [k for k in aux if k.endswith("_eta")]
         if len(etas) == 1:

@@ -163,6 +163,13 @@ def finish_answer(problem, method: str, best, history: list, request, timing: di
     return best
 
 
+#: what a federated server (no rows, so no conic route) can do when the objective has a free direction
+FREE_DIRECTION_ON_A_SERVER = (
+    "a federated server holds no row, so the conic route is not open to it: penalize every coordinate "
+    "(l2 > 0 and penalize_intercept=True), or use a self-concordant loss (Logistic, Softmax, Squared), or "
+    "certify where the rows are (method='conic' on the pooled problem)")
+
+
 class LagrangianSQPRoute(Route):
     """SQP with the Lagrangian Hessian and the numpy certificate (module docstring). Options:
     ``max_steps`` (default 50) and ``tol`` (the relative certificate gap at which it stops, default
@@ -182,8 +189,11 @@ class LagrangianSQPRoute(Route):
             return (f"the loss {structure.loss!r} is not smooth (the route needs client Hessians); "
                     f"the conic route applies")
         if not (structure.strongly_convex or structure.self_concordant):
-            return ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
-                    "nor self-concordant, so the numpy certificate cannot close; use method='conic'")
+            why = ("the weighted objective is neither strongly convex (l2 = 0 or an unpenalized intercept) "
+                   "nor self-concordant, so the numpy certificate cannot close; ")
+            if structure.rows_local:
+                return why + "use method='conic'"
+            return why + FREE_DIRECTION_ON_A_SERVER
         return dense_route_refusal(structure, self.name)
 
     def auto_skip(self, structure) -> str | None:

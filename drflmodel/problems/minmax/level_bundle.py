@@ -53,6 +53,7 @@ from ...solution import Solution, relative_gap, status_from_gap
 from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
+from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE"]
 
@@ -145,7 +146,8 @@ class LevelBundleRoute(Route):
     def applies(self, structure) -> str | None:
         if not structure.ridge_covers_all:
             return ("the bundle bound needs every coordinate penalized (l2 > 0 and penalize_intercept=True): "
-                    "along an unpenalized direction the cutting-plane model is unbounded below")
+                    "along an unpenalized direction the cutting-plane model is unbounded below"
+                    + ("" if structure.rows_local else "; " + FREE_DIRECTION_ON_A_SERVER))
         return None
 
     def auto_skip(self, structure) -> str | None:

@@ -1,0 +1,326 @@
+r"""Every client answer validated at the server, before any route uses it: :class:`CheckedChannel`
+wraps a client-oracle channel and passes each reply through the checks of
+:mod:`.checks` -- alone, and against the same client's earlier answers
+(:class:`ClientBook`).
+
+An answer that fails a check is treated as a failed answer: the channel asks that client again
+(a one-off glitch -- a NaN, a garbled message -- is retried within the retry budget, like a lost
+message) and only an answer that passes is kept. A client whose answers keep failing exhausts the
+budget and the query raises :class:`~drflmodel.client_oracle.ClientFault` of kind ``"rejected"``,
+with the check and its numbers (its reasons read ``"answer rejected by the server's check
+'first-order convexity': ..."``); every rejection is also kept in :attr:`CheckedChannel.rejections`
+(client, query, check, numbers).
+
+**Adding a check** (e.g. for a new query kind): write it in :mod:`.checks` as one function returning
+``None`` or a :class:`~.checks.Violation`, and call it from the :class:`ClientBook` handler of the
+query (``_<query>``: ``_hvp`` for Hessian-vector products, which already runs the PSD, symmetry and
+Hessian-agreement checks); :meth:`ClientBook.keep` stores what later answers are checked against.
+
+What the checks cannot see: a client that answers, every time and consistently, for another convex
+function -- other rows, rows scaled or duplicated -- passes them all. The certificate then holds for
+the functions the clients answered for; the channel's locks (TLS, registered SuperNodes) and the
+clients' policies decide who may answer at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+import numpy as np
+
+from ..losses import Loss
+from . import checks as check
+from .channel import Channel
+from .protocol import REJECTED, ClientFault, unpack_symmetric
+
+__all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
+
+#: answers kept per client for the consistency checks (the most recent points)
+KEPT = 64
+#: Hessian-vector products kept per point (the most recent: a conjugate-gradient solve asks hundreds at
+#: one point, and each new one is checked against every kept one)
+KEPT_PRODUCTS = 16
+
+
+def _triu_size(n: int) -> int:
+    return n * (n + 1) // 2
+
+
+def _untriu(v, P: int) -> np.ndarray:
+    return unpack_symmetric(np.asarray(v, float).reshape(-1), P)
+
+
+class ClientBook:
+    """One client's declaration and answers so far, and the checks of a new answer against them.
+
+    ``loss`` is the server problem's loss (the client declared the same one, or the setup refused it)."""
+
+    def __init__(self, loss: Loss | None = None):
+        self.loss = loss
+        self.rows: int | None = None
+        self.features: int | None = None
+        self.outputs = 1
+        self.ones_columns: list[int] = []
+        self.row_norm: float | None = None
+        self.records: OrderedDict[bytes, check.AnswerRecord] = OrderedDict()
+
+    # ------------------------------------------------------------------ what is known
+    @property
+    def dim(self) -> int | None:
+        return None if self.features is None else self.features * self.outputs
+
+    def _record(self, theta) -> check.AnswerRecord:
+        theta = np.asarray(theta, float)
+        key = theta.tobytes()
+        if key not in self.records:
+            self.records[key] = check.AnswerRecord(theta.copy())
+            while len(self.records) > KEPT:
+                self.records.popitem(last=False)
+        self.records.move_to_end(key)
+        return self.records[key]
+
+    def _zero_level(self) -> float | None:
+        """:math:`\\ell(0)` when a classification loss takes one value at score 0 for every label."""
+        loss = self.loss
+        if loss is None or loss.task == "regression":
+            return None
+        K = self.outputs
+        S = np.zeros((2 if K == 1 else K, max(K, 1)))
+        labels = np.array([-1.0, 1.0]) if K == 1 else np.arange(K, dtype=float)
+        levels = np.asarray(loss.block_value(S, labels), float)
+        return float(levels[0]) if np.allclose(levels, levels[0], rtol=0, atol=0) else None
+
+    # ------------------------------------------------------------------ one new answer
+    def validate(self, query: str, request: dict, options: dict, answer: dict) -> check.Violation | None:
+        """The first failed check of ``answer`` (to ``query`` at ``request``), or ``None``."""
+        for name, value in answer.items():
+            if isinstance(value, str):
+                continue
+            bad = check.finite(name, value)
+            if bad:
+                return bad
+        handler = getattr(self, f"_{query}", None)
+        return handler(request, options, answer) if handler is not None else None
+
+    def keep(self, query: str, request: dict, options: dict, answer: dict) -> None:
+        """Remember an answer that passed (its point, value, gradient, Hessian, HVP; the declaration)."""
+        if query == "describe":
+            self.rows = int(np.asarray(answer["rows"]).reshape(-1)[0])
+            self.features = int(np.asarray(answer["features"]).reshape(-1)[0])
+            self.outputs = int(np.asarray(answer.get("outputs", [1])).reshape(-1)[0])
+            self.ones_columns = [int(c) for c in np.asarray(answer.get("ones_columns", []), float).reshape(-1)]
+            if self.loss is None and "loss" in answer:
+                from ..losses import get
+
+                spec = json.loads(str(answer["loss"]))
+                spec.pop("task", None)
+                self.loss = get(spec.pop("name"), **spec)
+        elif query == "row_norm":
+            self.row_norm = float(np.asarray(answer["max_row_norm"]).reshape(-1)[0])
+        elif query == "values":
+            points = np.asarray(request["theta"], float).reshape(-1, self.dim or np.size(request["theta"]))
+            for t, v in zip(points, np.asarray(answer["value"], float).reshape(-1)):
+                self._record(t).value = float(v)
+        elif query == "evaluate":
+            rec = self._record(request["theta"])
+            rec.value = float(np.asarray(answer["value"]).reshape(-1)[0])
+            rec.gradient = np.asarray(answer["gradient"], float).reshape(-1)
+            if "hessian" in answer:
+                rec.hessian = _untriu(answer["hessian"], rec.gradient.size)
+        elif query == "hvp":
+            rec = self._record(request["theta"])
+            rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
+                             np.asarray(answer["hvp"], float).reshape(-1)))
+            del rec.hvps[:-KEPT_PRODUCTS]
+
+    # ------------------------------------------------------------------ per query
+    def _describe(self, request, options, answer):
+        rows = np.asarray(answer.get("rows", [np.nan]), float).reshape(-1)
+        if rows.size != 1 or rows[0] < 1 or rows[0] != np.round(rows[0]):
+            return check.Violation("declaration", f"rows = {rows.tolist()} is not one positive integer")
+        return None
+
+    def _row_norm(self, request, options, answer):
+        r = np.asarray(answer["max_row_norm"], float).reshape(-1)
+        return check.shape("max_row_norm", r, 1) or (
+            check.Violation("declaration", f"max_j ||x_j|| = {r[0]:.6g} < 0") if r[0] < 0 else None)
+
+    def _value_checks(self, theta, value) -> check.Violation | None:
+        bad = check.value_range(value)
+        if bad:
+            return bad
+        if not np.any(theta):
+            level = self._zero_level()
+            if level is not None:
+                bad = check.value_at_zero(value, level)
+                if bad:
+                    return bad
+        key = np.asarray(theta, float).tobytes()
+        old = self.records.get(key)
+        if old is not None and old.value is not None:
+            bad = check.same_value(theta, old.value, value)
+            if bad:
+                return bad
+        lip = getattr(self.loss, "lipschitz", np.inf)
+        for rec in self.records.values():
+            if rec.value is not None and self.row_norm is not None and np.isfinite(lip):
+                bad = check.value_lipschitz(rec.theta, rec.value, theta, value, lip, self.row_norm)
+                if bad:
+                    return bad
+            if rec.gradient is not None:
+                bad = check.first_order_convexity(rec.theta, rec.value, rec.gradient, theta, value)
+                if bad:
+                    return bad
+        return None
+
+    def _values(self, request, options, answer):
+        P = self.dim or np.size(request["theta"])
+        points = np.asarray(request["theta"], float).reshape(-1, P)
+        values = np.asarray(answer["value"], float).reshape(-1)
+        bad = check.shape("value", values, points.shape[0])
+        if bad:
+            return bad
+        for t, v in zip(points, values):
+            bad = self._value_checks(t, float(v))
+            if bad:
+                return bad
+        return None
+
+    def _evaluate(self, request, options, answer):
+        theta = np.asarray(request["theta"], float).reshape(-1)
+        P = theta.size
+        value = np.asarray(answer["value"], float).reshape(-1)
+        grad = np.asarray(answer["gradient"], float).reshape(-1)
+        bad = check.shape("value", value, 1) or check.shape("gradient", grad, P)
+        if options.get("hessian") or "hessian" in answer:
+            bad = bad or check.shape("hessian (upper triangle)", answer.get("hessian", []), _triu_size(P))
+        if bad:
+            return bad
+        loss, R = self.loss, self.row_norm
+        bad = self._value_checks(theta, float(value[0])) or check.gradient_length(
+            grad, getattr(loss, "lipschitz", np.inf), R)
+        if bad:
+            return bad
+        H = _untriu(answer["hessian"], P) if "hessian" in answer else None
+        if H is not None:
+            bad = check.hessian_psd(H) or check.hessian_size(H, getattr(loss, "smoothness", np.inf), R)
+            if bad:
+                return bad
+        M = getattr(loss, "self_concordance", None)
+        mine = self.records.get(theta.tobytes())        # products already answered at this point
+        products = list(mine.hvps) if mine is not None else []
+        for rec in self.records.values():
+            if np.array_equal(rec.theta, theta):
+                continue
+            if rec.value is not None:                   # the new tangent under every kept value
+                bad = check.first_order_convexity(theta, float(value[0]), grad, rec.theta, rec.value)
+            if not bad and rec.gradient is not None:
+                bad = check.monotone_gradients(rec.theta, rec.gradient, theta, grad)
+                if not bad and H is not None:
+                    bad = check.curvature_matches_gradients(theta, grad, H, rec.theta, rec.gradient, M, R)
+                if not bad and rec.hessian is not None:
+                    bad = check.curvature_matches_gradients(rec.theta, rec.gradient, rec.hessian, theta, grad, M, R)
+                for u, hu in ([] if bad else rec.hvps):
+                    bad = bad or check.hvp_matches_gradients(rec.theta, u, hu, rec.gradient, theta, grad, M, R)
+                for u, hu in ([] if bad else products):
+                    bad = bad or check.hvp_matches_gradients(theta, u, hu, grad, rec.theta, rec.gradient, M, R)
+            if bad:
+                return bad
+        return None
+
+    def _hvp(self, request, options, answer):
+        v = np.asarray(request["direction"], float).reshape(-1)
+        hv = np.asarray(answer["hvp"], float).reshape(-1)
+        bad = check.shape("hvp", hv, v.size) or check.hvp_psd(v, hv)
+        if bad:
+            return bad
+        rec = self.records.get(np.asarray(request["theta"], float).tobytes())
+        if rec is not None:
+            if rec.hessian is not None:
+                bad = check.hvp_matches_hessian(rec.hessian, v, hv)
+            for u, hu in rec.hvps:
+                bad = bad or check.hvp_symmetry(u, hu, v, hv)
+            if rec.gradient is not None:                # against the gradient differences to every kept point
+                M, R = getattr(self.loss, "self_concordance", None), self.row_norm
+                for other in self.records.values():
+                    if bad or other.gradient is None or other is rec:
+                        continue
+                    bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R)
+        return bad
+
+    def _bound_terms(self, request, options, answer):
+        """:func:`.checks.bound_terms`, against this client's ``evaluate`` answer at the same point."""
+        rec = self.records.get(np.asarray(request["theta"], float).tobytes())
+        value = rec.value if rec is not None else None
+        grad = None
+        j0 = int(options.get("intercept_column", -1) if options.get("intercept_column") is not None else -1)
+        if rec is not None and rec.gradient is not None and j0 >= 0 and self.features is not None:
+            grad = rec.gradient[j0 + self.features * np.arange(self.outputs)]
+        smoothness = getattr(self.loss, "smoothness", float("inf"))
+        return check.bound_terms(answer, self.outputs, smoothness, value, grad)
+
+    def _statistics(self, request, options, answer):
+        d = self.features
+        gram, moment, yy = (np.asarray(answer[k], float).reshape(-1) for k in ("gram", "moment", "yy"))
+        if d is not None:
+            bad = (check.shape("gram (upper triangle)", gram, _triu_size(d)) or check.shape("moment", moment, d)
+                   or check.shape("yy", yy, 1))
+            if bad:
+                return bad
+        d = moment.size
+        if gram.size != _triu_size(d) or yy.size != 1:
+            return check.Violation("shape", f"gram has {gram.size} entries and yy {yy.size} for {d} features; "
+                                            f"expected {_triu_size(d)} and 1")
+        ones = self.ones_columns[0] if self.ones_columns else None
+        return check.statistics_gram(_untriu(gram, d), moment, float(yy[0]), self.rows, ones)
+
+
+def validate_replies(books: dict, query: str, contents: dict, replies: dict) -> tuple[dict, dict, list]:
+    """Split ``replies`` (``{client: answer}`` to ``contents[client] = (request, options)``) into the
+    answers that pass, the rejected ones (``{client: reason}``) and the rejections' records."""
+    passed, rejected, records = {}, {}, []
+    for i, answer in replies.items():
+        request, options = contents[i]
+        book = books[i]
+        try:
+            bad = book.validate(query, request, options, answer)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:   # an answer missing or garbling an array
+            bad = check.Violation("shape", f"the answer cannot be read ({type(exc).__name__}: {exc})")
+        if bad is None:
+            book.keep(query, request, options, answer)
+            passed[i] = answer
+        else:
+            rejected[i] = f"{REJECTED} {bad.check!r}: {bad.detail}"
+            records.append({"client": int(i), "query": query, **bad.to_dict()})
+    return passed, rejected, records
+
+
+class CheckedChannel(Channel):
+    """``inner`` (any client-oracle channel) with every reply validated (module docstring). Keeps the
+    inner channel's retry budget and ledger; ``rejections`` lists every rejected answer."""
+
+    def __init__(self, inner, loss: Loss | None = None):
+        self.inner = inner
+        self.n_clients, self.retries, self.ledger = inner.n_clients, inner.retries, inner.ledger
+        self.books = {i: ClientBook(loss) for i in range(inner.n_clients)}
+        self.rejections: list[dict] = []
+
+    def _send(self, query: str, contents: dict):
+        replies, errors = self.inner._send(query, contents)
+        passed, rejected, records = validate_replies(self.books, query, contents, replies)
+        self.rejections.extend(records)
+        return passed, {**errors, **rejected}
+
+    def fault(self, client: int, query: str, reasons: list) -> ClientFault:
+        """The inner transport's fault, with the check and the numbers of the client's last rejected
+        answer to ``query`` when its last attempt was rejected."""
+        fault = self.inner.fault(client, query, reasons)
+        if fault.kind == "rejected":
+            last = next((r for r in reversed(self.rejections) if r["client"] == client and r["query"] == query), None)
+            if last is not None:
+                fault.check, fault.numbers = last["check"], dict(last.get("numbers") or {})
+        return fault
+
+    def __getattr__(self, name):                     # the transport's own attributes (node_of, ...)
+        return getattr(self.__dict__["inner"], name)
