@@ -45,7 +45,7 @@ def run(shape: str, method: str, flower: bool) -> dict:
     per_client = sum(r["floats_per_client"] for r in info["reveals"])
     return {"shape": shape, "P": prob.dim, "method": info["method"], "status": sol.status, "gap": sol.relative_gap,
             "exchanges": info["exchanges"], "largest": info["largest_answer_floats"], "per_client": per_client,
-            "U_diff": abs(sol.upper_bound - central.upper_bound) / max(1.0, abs(central.upper_bound)),
+            "rejections": len(info.get("rejections", [])), "U_diff": abs(sol.upper_bound - central.upper_bound) / max(1.0, abs(central.upper_bound)),
             "central_s": t_central, "federated_s": t_fed}
 
 
@@ -58,14 +58,14 @@ def main():
     print(f"{N_CLIENTS} clients, chi^2 (rho = {RHO}), l2 = {L2}, free intercept; transport: "
           f"{'Flower in-process grid' if args.flower else 'LocalChannel'}")
     print("| shape (P) | route | status | gap | exchanges | largest answer (floats; 4P) | floats per client "
-          "(MB) | federated U - centralized U (rel.) | centralized / federated (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "(MB) | rejected answers | federated U - centralized U (rel.) | centralized / federated (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
         if shape not in SCALE_SHAPES:
             raise SystemExit(f"unknown shape {shape!r}; valid: {', '.join(SCALE_SHAPES)}")
         r = run(shape, args.method, args.flower)
         print(f"| {shape} ({r['P']:,}) | {r['method']} | {r['status']} | {max(r['gap'], 0):.0e} | {r['exchanges']} | "
-              f"{r['largest']:,}; {4 * r['P']:,} | {r['per_client']:,} ({8 * r['per_client'] / 1e6:.2f}) | "
+              f"{r['largest']:,}; {4 * r['P']:,} | {r['per_client']:,} ({8 * r['per_client'] / 1e6:.2f}) | {r['rejections']} | "
               f"{r['U_diff']:.1e} | {r['central_s']:.2f} / {r['federated_s']:.2f} |", flush=True)
 
 
