@@ -17,8 +17,34 @@ N in {1k, 10k}, d = 10, a short plain limit. ``--markdown FILE`` also writes the
 between the markers
 ``<!-- bench_certified:start -->`` and ``<!-- bench_certified:end -->``.
 
+**Scale rows** (``--scale``; issue 30): the certified solve against what a user runs instead, on
+synthetic linear-head features (``dm.datasets.gaussian_mixture``: class means of norm 2, unit noise,
+20 Dirichlet clients, alpha = 0.5) and scikit-learn's digits (20 Dirichlet clients, alpha = 0.1), all
+with ``l2 = 1e-3`` and the intercept unpenalized, at P = 51 (10k x 50 and 100k x 50, binary), 650
+(digits), 2,010 (20k x 200 x 10), 5,130 (50k x 512 x 10) and 51,300 (50k x 512 x 100):
+
+* ``erm``: one client holding the pooled rows (``Simplex(1)``) against scikit-learn's
+  ``LogisticRegression`` (lbfgs, newton-cg, newton-cholesky; ``tol=1e-8``; ``C = 1/(l2 N)``, the
+  same objective); the ratio is against the fastest of them;
+* ``chi2``: ``FederatedDRO`` with ``ChiSquare(20, 0.1)`` against SciPy's L-BFGS-B on the smooth dual
+  in (theta, eta) (``benchmarks/_scale_baselines.py``: plain numpy losses, the tolerances of
+  scikit-learn's lbfgs);
+* ``cvar``: ``CVaR(20, 0.2)`` against L-BFGS-B on the softplus-smoothed dual (mu = 1e-4).
+
+The certified time includes building the problem (``FederatedDRO(...)``) and ``solve()``. Each row
+runs ``--repeats`` times, the certified solve and its baselines interleaved in this one process
+(one BLAS thread: set ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``); medians are reported. The
+baseline's own objective (evaluated exactly by drflmodel) is placed relative to the certified
+interval [L, U]: a negative "below L" would falsify the certificate (it is reported, never hidden).
+``--peak-memory`` adds one untimed run per row under ``tracemalloc`` (numpy's allocations from the
+problem's construction to the answer, i.e. beyond the data). ``--scale-rows erm,chi2`` and
+``--scale-shapes 10kx50,digits`` select rows; ``--gap-tol`` sets the certified gap (default 1e-6,
+"optimal"; scikit-learn's ``tol=1e-8`` is a gradient tolerance, which usually lands closer to the
+optimum: the last column says by how much); ``--markdown FILE`` writes the table.
+
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine. Not collected by pytest.
-Run: ``python benchmarks/bench_certified.py [--quick] [--cases dro/logistic/chi2,...]``.
+Run: ``python benchmarks/bench_certified.py [--quick] [--cases dro/logistic/chi2,...]`` or
+``python benchmarks/bench_certified.py --scale [--scale-shapes ...] [--scale-rows ...]``.
 """
 
 from __future__ import annotations
@@ -36,12 +62,14 @@ import numpy as np
 
 import drflmodel as dm
 from _plain import solve_as_a_user
+from _scale_baselines import chi2_dual_lbfgs, cvar_smoothed_lbfgs, sklearn_erm
 from drflmodel.objectives import ClientObjectives
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 L2, RHO, ALPHA, N_CLIENTS, DEO_EPS = 1e-3, 0.1, 0.2, 20, 0.02
 PERFORMANCE_PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 MARKERS = ("<!-- bench_certified:start -->", "<!-- bench_certified:end -->")
+SCALE_MARKERS = ("<!-- bench_scale:start -->", "<!-- bench_scale:end -->")
 
 
 # ------------------------------------------------------------------------------------ data
@@ -289,10 +317,10 @@ def markdown(rows) -> str:
     return "\n".join(out)
 
 
-def update_docs(table: str, command: str) -> None:
+def update_docs(table: str, command: str, markers=MARKERS) -> None:
     text = PERFORMANCE_PAGE.read_text()
-    start, end = text.index(MARKERS[0]), text.index(MARKERS[1])
-    body = f"{MARKERS[0]}\n`{command}`:\n\n{table}\n"
+    start, end = text.index(markers[0]), text.index(markers[1])
+    body = f"{markers[0]}\n`{command}`:\n\n{table}\n"
     PERFORMANCE_PAGE.write_text(text[:start] + body + text[end:])
 
 
@@ -302,6 +330,162 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
         return [(int(n), int(d)) for n, d in (item.split("x") for item in text.split(","))]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--sizes takes rows x features pairs such as 1000000x20,10000x200; got {text!r}")
+
+
+# ------------------------------------------------------------------------------------ scale rows (issue 30)
+#: name -> (rows, features, classes); "digits" is scikit-learn's digits (1,797 x 64 pixels, 10 classes)
+SCALE_SHAPES = {"10kx50": (10_000, 50, 2), "100kx50": (100_000, 50, 2), "digits": (1_797, 64, 10),
+                "20kx200x10": (20_000, 200, 10), "50kx512x10": (50_000, 512, 10),
+                "50kx512x100": (50_000, 512, 100)}
+SCALE_ROWS = ("erm", "chi2", "cvar")
+SKLEARN_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky")
+
+
+def scale_federation(shape: str):
+    """The 20-client federation of a scale shape (seeded)."""
+    if shape == "digits":
+        return dm.datasets.digits(n_clients=N_CLIENTS, alpha=0.1, seed=0)
+    N, d, K = SCALE_SHAPES[shape]
+    return dm.datasets.gaussian_mixture(N, d, K, n_clients=N_CLIENTS, alpha=0.5, seed=0)
+
+
+def _pooled(fed):
+    """One client holding every row (ERM)."""
+    X, y, _ = fed.pooled()
+    if fed.task == "multiclass":
+        return dm.Federation.from_arrays([X], [y], task="multiclass", classes=list(range(fed.n_classes)))
+    return dm.Federation.from_arrays([X], [y], task=fed.task)
+
+
+def _certified_problem(fed, row: str, pooled=None):
+    loss = dm.losses.Multinomial() if fed.task == "multiclass" else dm.losses.Logistic()
+    if row == "erm":
+        return dm.FederatedDRO(pooled, loss, dm.sets.Simplex(1), l2=L2, penalize_intercept=False)
+    W = dm.sets.ChiSquare(fed.n_clients, RHO) if row == "chi2" else dm.sets.CVaR(fed.n_clients, ALPHA)
+    return dm.FederatedDRO(fed, loss, W, l2=L2, penalize_intercept=False)
+
+
+#: the certified solve's relative gap tolerance on the scale rows (``--gap-tol``)
+SCALE_GAP_TOL = [1e-6]
+
+
+def _certified_once(fed, row: str, method: str, pooled=None):
+    t0 = time.perf_counter()
+    prob = _certified_problem(fed, row, pooled)
+    sol = prob.solve(method=method, gap_tol=SCALE_GAP_TOL[0])
+    return prob, sol, time.perf_counter() - t0
+
+
+def _baselines_once(fed, row: str, prob, skip_cholesky_above: int) -> dict:
+    """``{name: (seconds, iterations, exact objective of its answer)}``."""
+    out = {}
+    if row == "erm":
+        for solver in SKLEARN_SOLVERS:
+            if solver == "newton-cholesky" and prob.dim > skip_cholesky_above:
+                continue
+            model, seconds, it = sklearn_erm(fed, L2, solver)
+            theta = prob.layout.from_sklearn(model.coef_, model.intercept_)
+            out[f"sklearn {solver}"] = (seconds, it, prob.objective(theta))
+    elif row == "chi2":
+        theta, _, seconds, it = chi2_dual_lbfgs(fed, L2, RHO)
+        out["L-BFGS-B chi2 dual"] = (seconds, it, prob.objective(theta))
+    else:
+        theta, _, seconds, it = cvar_smoothed_lbfgs(fed, L2, ALPHA)
+        out["L-BFGS-B smoothed CVaR"] = (seconds, it, prob.objective(theta))
+    return out
+
+
+def _peak_bytes(fed, row: str, method: str, pooled=None) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    _certified_once(fed, row, method, pooled)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def run_scale_row(shape: str, row: str, repeats: int, method: str, skip_cholesky_above: int,
+                  peak_memory: bool) -> dict:
+    fed = scale_federation(shape)
+    pooled = _pooled(fed) if row == "erm" else None    # the data, as scikit-learn receives them
+    times, base = [], {}
+    for _ in range(repeats):                       # interleaved: ours, then the baselines
+        prob, sol, seconds = _certified_once(fed, row, method, pooled)
+        times.append(seconds)
+        for name, (t, it, value) in _baselines_once(fed, row, prob, skip_cholesky_above).items():
+            base.setdefault(name, []).append((t, it, value))
+    N = int(sum(fed.sizes))
+    out = {"shape": shape, "row": row, "N": N, "d": fed.dim - 1, "K": fed.n_classes if fed.task == "multiclass" else 2,
+           "P": prob.dim, "route": sol.info.get("method"), "certified": float(np.median(times)), "status": sol.status,
+           "gap": sol.relative_gap, "L": sol.lower_bound, "U": sol.upper_bound,
+           "iterations": sol.info.get("iterations"), "baselines": {}}
+    for name, runs in base.items():
+        value = runs[-1][2]
+        scale = max(1.0, abs(sol.upper_bound))
+        out["baselines"][name] = {"seconds": float(np.median([r[0] for r in runs])), "iterations": runs[-1][1],
+                                  "value": value, "above_L": (value - sol.lower_bound) / scale,
+                                  "above_U": (value - sol.upper_bound) / scale}
+    fastest = min(out["baselines"].values(), key=lambda b: b["seconds"]) if out["baselines"] else None
+    out["ratio"] = out["certified"] / fastest["seconds"] if fastest else float("nan")
+    if peak_memory:
+        out["peak_bytes"] = _peak_bytes(fed, row, method, pooled)
+    return out
+
+
+def scale_markdown(rows) -> str:
+    out = ["| row | N x d x K (P) | route | certified (s) | status | gap | baselines (s, iterations) | "
+           "certified / fastest | baseline objective: above L, above U (relative) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        shape = f"{r['N']:,} x {r['d']} x {r['K']} ({r['P']:,})"
+        base = "; ".join(f"{n} {b['seconds']:.3g} ({b['iterations']})" for n, b in r["baselines"].items())
+        place = "; ".join(f"{b['above_L']:+.1e}, {b['above_U']:+.1e}" for b in r["baselines"].values())
+        mem = f", peak {r['peak_bytes'] / 2**30:.2f} GiB" if "peak_bytes" in r else ""
+        out.append(f"| {r['row']} | {shape} | {r['route']} | {r['certified']:.3g}{mem} | {r['status']} | "
+                   f"{max(r['gap'], 0.0):.0e} | {base} | {r['ratio']:.2f} | {place} |")
+    return "\n".join(out)
+
+
+def _warm_up(method: str) -> None:
+    """Import and first-call costs (CVXPY, SciPy, scikit-learn) paid once, outside the timings."""
+    fed = dm.datasets.gaussian_mixture(400, 5, 3, n_clients=N_CLIENTS, alpha=5.0, seed=1)
+    for row in SCALE_ROWS:
+        prob, _, _ = _certified_once(fed, row, method, _pooled(fed))
+        _baselines_once(fed, row, prob, 0)
+
+
+def run_scale(args) -> None:
+    shapes = args.scale_shapes.split(",")
+    rows_wanted = args.scale_rows.split(",")
+    for name in shapes:
+        if name not in SCALE_SHAPES:
+            raise SystemExit(f"unknown --scale-shapes entry {name!r}; valid: {', '.join(SCALE_SHAPES)}")
+    for name in rows_wanted:
+        if name not in SCALE_ROWS:
+            raise SystemExit(f"unknown --scale-rows entry {name!r}; valid: {', '.join(SCALE_ROWS)}")
+    _warm_up(args.method)
+    rows = []
+    for shape in shapes:
+        for row in rows_wanted:
+            r = run_scale_row(shape, row, args.repeats, args.method, args.cholesky_max_p, args.peak_memory)
+            rows.append(r)
+            print(scale_markdown([r]).splitlines()[-1], flush=True)
+    emit(scale_markdown(rows), args, SCALE_MARKERS)
+
+
+def emit(table: str, args, markers=MARKERS) -> None:
+    """Print the table; write it to ``--markdown`` and, with ``--update-docs``, between
+    ``markers`` of the Performance page, with the command that produced it."""
+    import sys
+
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n")
+    if args.update_docs:
+        update_docs(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-docs", ""),
+                    markers)
+    print()
+    print(table)
 
 
 def main():
@@ -314,7 +498,20 @@ def main():
     ap.add_argument("--update-docs", action="store_true",
                     help="replace the table of docs/performance.md between the markers")
     ap.add_argument("--sizes", type=parse_sizes, help="rows x features to run instead of each case's own, e.g. 1000000x20,10000000x20")
+    ap.add_argument("--scale", action="store_true", help="the scale rows (issue 30) instead of the cases")
+    ap.add_argument("--scale-shapes", default=",".join(SCALE_SHAPES), help="comma-separated scale shapes")
+    ap.add_argument("--scale-rows", default=",".join(SCALE_ROWS), help="comma-separated rows: erm, chi2, cvar")
+    ap.add_argument("--repeats", type=int, default=3, help="scale rows: interleaved repeats (medians reported)")
+    ap.add_argument("--method", default="auto", help="scale rows: the certified route (default auto)")
+    ap.add_argument("--cholesky-max-p", type=int, default=2_100,
+                    help="scale rows: largest P at which scikit-learn's newton-cholesky (a dense P x P Hessian) runs")
+    ap.add_argument("--peak-memory", action="store_true", help="scale rows: one more untimed run under tracemalloc")
+    ap.add_argument("--gap-tol", type=float, default=1e-6, help="scale rows: the certified solve's gap tolerance")
     args = ap.parse_args()
+    if args.scale:
+        SCALE_GAP_TOL[0] = args.gap_tol
+        run_scale(args)
+        return
     limit = 60.0 if args.quick else args.plain_limit
     rows = []
     for name in args.cases.split(","):
@@ -323,15 +520,7 @@ def main():
             row = run_case(name, N, d, limit, args.plain_max)
             rows.append(row)
             print(markdown([row]).splitlines()[-1], flush=True)
-    table = markdown(rows)
-    if args.markdown:
-        pathlib.Path(args.markdown).write_text(table + "\n")
-    if args.update_docs:
-        import sys
-
-        update_docs(table, "python benchmarks/bench_certified.py " + " ".join(sys.argv[1:]).replace(" --update-docs", ""))
-    print()
-    print(table)
+    emit(markdown(rows), args)
 
 
 if __name__ == "__main__":

@@ -91,15 +91,11 @@ def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
 
 
 def _available_memory() -> int | None:
-    """Bytes of physical memory available now (Linux ``/proc/meminfo``), or ``None`` if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    """Bytes of physical memory available now, or ``None`` if unknown
+    (:func:`drflmodel.problems.engine.memory.available_memory`)."""
+    from .problems.engine.memory import available_memory
+
+    return available_memory()
 
 
 def _check_memory(needed: int, what: str) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "iris",
     "penguin_species",
     "synthetic_multiclass",
+    "gaussian_mixture",
     "dirichlet_partition",
     "iid_partition",
     "imbalance",
@@ -610,6 +611,42 @@ def synthetic_multiclass(n_clients: int = 5, dim: int = 10, n_classes: int = 3, 
         if len(np.unique(np.concatenate(ys))) == n_classes:
             break
     return Federation.from_arrays(Xs, ys, task="multiclass", classes=list(range(n_classes)))
+
+
+def gaussian_mixture(n_rows: int = 10_000, n_features: int = 50, n_classes: int = 2, n_clients: int = 20,
+                     alpha: float = 0.5, mean_norm: float = 2.0, add_intercept: bool = True, min_size: int = 10,
+                     seed: int = 0) -> Federation:
+    r"""**Synthetic** features shaped like a linear head's input (e.g. ResNet-18 features of the
+    Scaff-PD paper's Table 1, which cannot be downloaded here), split over clients by a Dirichlet
+    label skew.
+
+    With ``rng = numpy.random.default_rng(seed)``: class means :math:`m_k=c\,u_k/\|u_k\|` with
+    :math:`c` = ``mean_norm`` and :math:`u_k\sim N(0, I_d)` (:math:`d` = ``n_features``); labels
+    uniform over the ``n_classes`` classes; rows :math:`x=m_y+\varepsilon` with
+    :math:`\varepsilon\sim N(0, I_d)` (unit noise); then :func:`dirichlet_partition` with ``alpha``
+    over ``n_clients`` clients (every client at least ``min_size`` rows). ``add_intercept``
+    prepends a constant-one column, so a softmax model has :math:`P=K(d+1)` parameters.
+
+    Two classes give a **binary** federation (labels in {-1, +1}, class 1 is +1: for
+    :class:`~drflmodel.losses.Logistic`); three or more a multi-class one (class indices).
+    """
+    n_rows = check_int(n_rows, "n_rows", low=1)
+    n_features = check_int(n_features, "n_features", low=1)
+    n_classes = check_int(n_classes, "n_classes", low=2)
+    n_clients = check_int(n_clients, "n_clients", low=1, high=n_rows)
+    mean_norm = check_real(mean_norm, "mean_norm", low=0.0)
+    rng = np.random.default_rng(_check_seed(seed))
+    U = rng.standard_normal((n_classes, n_features))
+    means = mean_norm * U / np.linalg.norm(U, axis=1, keepdims=True)
+    labels = rng.integers(0, n_classes, size=n_rows)
+    X = rng.standard_normal((n_rows, n_features))
+    X += means[labels]
+    if add_intercept:
+        X = _prepend_ones(X)
+    binary = n_classes == 2
+    y = np.where(labels == 1, 1.0, -1.0) if binary else labels
+    return dirichlet_partition(X, y, n_clients, alpha, seed=seed, min_size=min_size,
+                               task="classification" if binary else "multiclass")
 
 
 # ---------------------------------------------------------------------------------- Adult (a8a)

@@ -88,6 +88,17 @@ def penalty_weights(federation: Federation, penalize_intercept) -> np.ndarray:
     return weights
 
 
+def _check_dense_hessians(dim: int, count: int) -> None:
+    """Refuse, before allocating, ``count`` dense ``dim x dim`` Hessians (and the factor a solve
+    takes of them) that would not fit in memory."""
+    from .problems.engine.memory import check_memory, dense_hessian_bytes
+
+    check_memory(dense_hessian_bytes(dim, count + 1),
+                 f"{count} dense {dim} x {dim} Hessian{'s' if count > 1 else ''} and a factor",
+                 instead="the matrix-free objectives (drflmodel.matrix_free) and solve(method='hessian_free') need no "
+                 "P x P array")
+
+
 def _pair_weights(a, b, k: int, l: int):
     """The weight of the :math:`(k, l)` Hessian block for curvature factors ``diag(a) - b b^T``."""
     c = -(b[..., k] * b[..., l]) if b is not None else 0.0
@@ -218,6 +229,7 @@ class ClientObjectives:
     def hessians(self, theta) -> np.ndarray:
         """Row *i* is :math:`\\nabla^2 f_i(\\theta_i)`, shape ``(n, P, P)`` (smooth losses only)."""
         theta = self._theta(theta)
+        _check_dense_hessians(self.dim, self.n)
         a, b = self.loss.block_curvature_factors(self.score_blocks(theta), self._y)
         w = self._mask / self._sizes[:, None]
         d, K = self.n_features, self.n_outputs
@@ -261,6 +273,7 @@ class ClientObjectives:
         :math:`H=\sum_k e_ke_k^\top\otimes X^\top\mathrm{diag}(wa_k)X-Z^\top Z` with
         :math:`Z_j=\sqrt{w_j}\,b_j\otimes x_j` -- :math:`K` products of size :math:`d` and one of size
         :math:`Kd` per chunk of rows (large BLAS calls, rows in chunks to bound the memory)."""
+        _check_dense_hessians(self.dim, 1)
         a, b = self.loss.block_curvature_factors(S, self._y)
         n, m, d = self._X.shape
         K = self.n_outputs
@@ -370,6 +383,12 @@ class ClientObjectives:
     def _client_grams(self):
         """:math:`X_i^\\top X_i/N_i`, client by client (one BLAS product each, no ``(n, d, d)`` array;
         padded rows are zero and add nothing)."""
+        from .problems.engine.memory import check_memory, dense_hessian_bytes
+
+        d = self.n_features
+        check_memory(dense_hessian_bytes(d, 3), f"a client's {d} x {d} Gram matrix and its eigendecomposition",
+                     instead="its extreme eigenvalues are needed only by the quadratic loss's moduli and the "
+                     "smoothness constants; penalize every coordinate (the ridge's modulus needs no Gram matrix)")
         for X, size in zip(self._X, self._sizes):
             yield (X.T @ X) / size
 

@@ -257,6 +257,11 @@ class WeightSet:
         self.n = check_int(n, "n", low=1)
 
     # ---- numpy -------------------------------------------------------------------------
+    def single_point(self) -> np.ndarray | None:
+        """The one point of :math:`\\Lambda` when the set is a single point (one client in the
+        simplex: ERM), else ``None``: a fixed weight set, whose routes need no weight step."""
+        return np.ones(1) if self.n == 1 and self.in_simplex else None
+
     def psi(self, lam) -> float:
         """The penalty :math:`\\psi(\\lambda)` (0 for plain sets)."""
         return 0.0
@@ -348,6 +353,19 @@ class _BoxSimplexSet(WeightSet):
 
     def _bounds(self):
         return np.broadcast_to(self._lower, (self.n,)), np.broadcast_to(self._upper, (self.n,))
+
+    def single_point(self) -> np.ndarray | None:
+        """The one point when the caps close the simplex (upper caps summing to 1, e.g. ``HCVaR``
+        at level 1 or ``CVaR`` with :math:`\\alpha=1`, the uniform weights; or lower bounds summing
+        to 1), else ``None`` (up to :math:`4n` units of round-off in the sums)."""
+        point = super().single_point()
+        if point is not None:
+            return point
+        lower, upper = self._bounds()
+        slack = 4 * self.n * np.finfo(float).eps
+        if float(np.sum(upper)) <= 1.0 + slack or float(np.sum(lower)) >= 1.0 - slack:
+            return np.asarray(self.worst_case(np.zeros(self.n))[1], float)
+        return None
 
     def worst_case(self, f, return_eta: bool = False):
         """Exact greedy maximizer (sort). With ``return_eta=True`` also the dual :math:`\\eta^\\star`."""

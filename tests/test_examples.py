@@ -606,6 +606,30 @@ def test_table1_paper_rows_oracles_and_the_infeasible_alpha(table1):
             assert o["lower_bound"] <= o["value"] + _tol(o["value"], 1e-9)
 
 
+def test_table1_paper_scale_mode_on_a_small_shape(monkeypatch):
+    """``--scale paper`` (synthetic features, the imbalance, every method beside its certified
+    optimum), run on a small shape so it fits a test: the split is the protocol's, every optimum is
+    certified, and the printed distances are dm.verify's."""
+    mod = _load("scaffpd_table1")
+    monkeypatch.setattr(mod, "PAPER_SHAPE", (3_000, 12, 6))
+    monkeypatch.setattr(mod, "PAPER_ROUNDS", 3)
+    buf = io.StringIO()
+    with warnings.catch_warnings(), redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        res = mod.main_paper_scale(progress=False)
+    out = buf.getvalue()
+    run = res["run"]
+    assert res["config"]["synthetic"] and "SYNTHETIC" in out and "P = 78" in out
+    assert len(run["sizes"]) == 20
+    for k, o in run["oracles"].items():
+        assert o["status"] == "optimal", (k, o)
+        assert o["lower_bound"] <= o["value"] + _tol(o["value"], 1e-9)
+    fed, _ = mod.paper_federation(mod.PAPER_ALPHA, 0)
+    assert [c.size for c in fed.clients] == run["sizes"]
+    for m, e in run["methods"].items():
+        assert f"{e['dist']:11.3e}" in out and e["rel_gap"] >= -1e-9
+
+
 def test_table1_accuracies_and_distances_recomputed(table1):
     """Per-client test accuracies by an argmax written here on the rebuilt split, the integer
     worst-20% (mean of the 4 lowest of 20), the seed means, and the distances in the centred

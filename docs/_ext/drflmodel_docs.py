@@ -235,6 +235,7 @@ API_MODULES = [
     ("instances", "drflmodel.instances", "Certified benchmark instances"),
     ("metrics", "drflmodel.metrics", "Fairness and inequality metrics"),
     ("objectives", "drflmodel.objectives", "Client objectives"),
+    ("matrix_free", "drflmodel.matrix_free", "Matrix-free client objectives (Hessian-vector products)"),
     ("layout", "drflmodel.layout", "Parameter layout of linear and multi-class models"),
     ("client_oracle", "drflmodel.client_oracle", "The client-oracle interface (in process and federated)"),
     ("plots", "drflmodel.plots", "Figures"),

@@ -61,7 +61,18 @@ return values of the queries it answers (:class:`Site`, the client side):
      - per Hessian query, only while :math:`\lambda_i>0`
    * - ``hvp``
      - :math:`P`
-     - per Hessian-vector product
+     - per Hessian-vector product. What a sequence of them reveals: :math:`\nabla^2h_i(\theta)v=
+       X_i^\top D_i(\theta)X_iv/N_i` (:math:`D_i` the loss's curvature at the scores), so :math:`P`
+       independent directions at one point reveal the whole Hessian :math:`X_i^\top D_iX_i/N_i`, as
+       the ``hessian`` answer does: asking fewer floats saves volume, and reveals less only as long
+       as fewer than :math:`P` directions are asked at a point
+   * - ``bound_terms``
+     - :math:`6+K+K(K+1)/2`: four mean magnitudes (:math:`|\ell|`, :math:`\|x\|\|\nabla_s\ell\|`,
+       :math:`\|x\|^2`, :math:`\|s\|_1`), the mean :math:`\|\tilde x_{ij}\|`, and in the :math:`K`
+       intercepts the mean loss, its gradient and Hessian (the Hessian's :math:`K\times K` intercept
+       block: :math:`K` Hessian-vector products' intercept entries)
+     - per certificate of the ``hessian_free`` route (with ``value`` and ``gradient``: no answer
+       larger than :math:`\max(P+1, 6+K+K(K+1)/2)` floats; ``info["federated"]["largest_answer_floats"]``)
    * - ``gram``, ``moment``, ``yy``
      - :math:`d(d+1)/2`, :math:`d`, 1
      - once (squared loss: then no more queries)

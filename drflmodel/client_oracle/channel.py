@@ -20,6 +20,10 @@ _QUANTITY = {
     "classes_present": "classes present", "max_row_norm": "max_j ||x_ij||", "value": "value h_i(theta)",
     "gradient": "gradient of h_i", "hessian": "Hessian of h_i (upper triangle)",
     "hvp": "Hessian-vector product", "gram": "X_i'X_i (upper triangle)", "moment": "X_i'y_i", "yy": "y_i'y_i",
+    "allowance": "mean |loss|, ||x|| ||loss'||, ||x||^2, ||score||_1 (round-off allowance)",
+    "feature_norm": "mean ||x_ij|| without the intercept", "intercept_value": "value h_i(theta) (bound)",
+    "intercept_gradient": "gradient of h_i in the K intercepts",
+    "intercept_hessian": "Hessian of h_i in the K intercepts (upper triangle)",
 }
 
 
@@ -32,6 +36,7 @@ class RevealLedger:
         self.exchanges = 0
         self.queries: OrderedDict = OrderedDict()
         self.retries = 0
+        self.largest_answer = 0          # floats of the largest single answer of one client
 
     def record(self, query: str, replies: dict, attempts: int = 1) -> None:
         self.exchanges += attempts
@@ -41,6 +46,8 @@ class RevealLedger:
         q["answers"] += len(replies)
         seen = set()
         for i, arrays in replies.items():
+            self.largest_answer = max(self.largest_answer, sum(int(np.size(v)) for k, v in arrays.items()
+                                                               if k in _QUANTITY))
             for key, value in arrays.items():
                 if key not in _QUANTITY:
                     continue
@@ -64,7 +71,7 @@ class RevealLedger:
 
     def to_dict(self) -> dict:
         """A snapshot (later queries do not change it)."""
-        return {"exchanges": self.exchanges, "retries": self.retries,
+        return {"exchanges": self.exchanges, "retries": self.retries, "largest_answer_floats": self.largest_answer,
                 "queries": {q: dict(v) for q, v in self.queries.items()}, "reveals": self.table()}
 
 

@@ -51,7 +51,7 @@ __all__ = ["Violation", "ROUNDING", "finite", "shape", "value_range", "value_at_
            "gradient_length",
            "hessian_psd", "hessian_size", "hvp_psd", "statistics_gram", "same_value",
            "first_order_convexity", "monotone_gradients", "curvature_matches_gradients", "hvp_symmetry",
-           "hvp_matches_hessian", "hvp_matches_gradients", "AnswerRecord"]
+           "hvp_matches_hessian", "hvp_matches_gradients", "bound_terms", "AnswerRecord"]
 
 EPS = float(np.finfo(float).eps)
 #: a check fails only beyond this many machine epsilons times the scale of the quantities involved
@@ -333,6 +333,57 @@ def hvp_matches_gradients(theta_a, direction, product, gradient_a, theta_b, grad
                          f"|d'(Hv)| = {abs(dHv):.10g} exceeds sqrt(d'(g_b - g_a) c/(1 - e^-c) v'Hv) = "
                          f"{math.sqrt(bound):.10g} (Cauchy-Schwarz; c = M R ||d|| = {c:.3g})",
                          {"dHv": dHv, "inner": inner, "vHv": vHv, "bound": math.sqrt(bound)})
+    return None
+
+
+def bound_terms(answer: dict, outputs: int, smoothness: float, value: float | None = None,
+                intercept_gradient=None) -> Violation | None:
+    """The Hessian-free bound's per-client means (the ``bound_terms`` answer). Alone: the shapes
+    (4 magnitudes; with the intercepts 1 + K + K(K+1)/2 more and the mean :math:`\\|\\tilde x\\|`),
+    magnitudes :math:`\\ge0`, :math:`\\overline{\\|x\\|^2}\\ge\\overline{\\|\\tilde x\\|}^2` (Jensen, and
+    :math:`\\|x\\|\\ge\\|\\tilde x\\|`), the intercepts' Hessian PSD and at most
+    :math:`\\mathrm{smooth}(\\ell)` (the intercept feature is 1: it is the mean of the scores'
+    curvature). Against the client's ``evaluate`` answer at the same point (when known): the
+    intercepts' value is the value, the mean :math:`|\\ell|` at least the value, and the intercepts'
+    gradient the gradient's intercept entries."""
+    K = int(outputs)
+    allowance = np.asarray(answer.get("allowance", []), float).reshape(-1)
+    bad = shape("allowance", allowance, 4)
+    if bad:
+        return bad
+    if np.any(allowance < 0):
+        return Violation("bound magnitudes", f"negative mean magnitudes {allowance.tolist()}", {"allowance": allowance})
+    if value is not None and allowance[0] < value - _tol(abs(value)):
+        return Violation("bound magnitudes", f"mean |loss| {allowance[0]:.6g} below the mean loss {value:.6g}",
+                         {"mean_abs_loss": allowance[0], "value": value})
+    if "intercept_hessian" not in answer:
+        return None
+    b_value = np.asarray(answer.get("intercept_value", []), float).reshape(-1)
+    b_grad = np.asarray(answer.get("intercept_gradient", []), float).reshape(-1)
+    b_hess = np.asarray(answer["intercept_hessian"], float).reshape(-1)
+    norm = np.asarray(answer.get("feature_norm", []), float).reshape(-1)
+    bad = (shape("intercept_value", b_value, 1) or shape("intercept_gradient", b_grad, K)
+           or shape("intercept_hessian (upper triangle)", b_hess, K * (K + 1) // 2) or shape("feature_norm", norm, 1))
+    if bad:
+        return bad
+    if norm[0] < 0 or norm[0] ** 2 > allowance[2] + _tol(allowance[2]):
+        return Violation("bound magnitudes", f"mean ||x~|| = {norm[0]:.6g} but mean ||x||^2 = {allowance[2]:.6g}",
+                         {"feature_norm": norm[0], "mean_squared_norm": allowance[2]})
+    H = np.zeros((K, K))
+    H[np.triu_indices(K)] = b_hess
+    H = H + np.triu(H, 1).T
+    bad = hessian_psd(H) or hessian_size(H, smoothness, 1.0)
+    if bad:
+        return bad
+    if value is not None:
+        bad = same_value(None, value, float(b_value[0]))
+        if bad:
+            return bad
+    if intercept_gradient is not None:
+        g = np.asarray(intercept_gradient, float).reshape(-1)
+        if float(np.max(np.abs(g - b_grad))) > _tol(float(np.abs(g).max()) + 1.0):
+            return Violation("bound gradient", "the intercepts' gradient differs from the gradient's intercept entries "
+                                               "at the same theta", {"gradient": g, "intercept_gradient": b_grad})
     return None
 
 

@@ -14,7 +14,8 @@ steps; 33 measured), 600 value queries (16 measured), three statistics answers a
 (the squared loss asks its statistics once and a self-concordance bound the row norm once; the two
 more are the server's re-asks within its default retry budget of 2 after an answer was lost or
 rejected -- re-answering the same statistics reveals nothing new). Hessian-vector products are
-allowed up to 2,000 (the Hessian-free routes' conjugate-gradient iterations). A budget counts answers
+allowed up to 2,000 (the Hessian-free routes' conjugate-gradient iterations), and the Hessian-free
+route's bound terms up to 400 (one per certificate attempt: 3-7 measured at P = 650 to 51,300). A budget counts answers
 per run (one federated solve) and client.
 
 A refusal is final on the server (the channel does not re-ask: the policy would refuse again) and
@@ -33,7 +34,7 @@ from ..errors import DrflmodelError, InvalidParameterError
 __all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]
 
 #: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
-POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics")
+POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms")
 
 
 class QueryRefused(DrflmodelError, PermissionError):
@@ -49,7 +50,8 @@ class QueryPolicy:
     allow : the query kinds answered (:data:`POLICY_KINDS`); default every kind.
     points_per_values : most points in one ``values`` query (1; grading a run's rounds at once asks
         ``rounds + 1``).
-    values, evaluations, hessians, hvps, statistics, row_norms : most answers of each kind per run.
+    values, evaluations, hessians, hvps, statistics, row_norms, bound_terms : most answers of each
+        kind per run.
     """
 
     allow: tuple = POLICY_KINDS
@@ -60,6 +62,7 @@ class QueryPolicy:
     hvps: int = 2000
     statistics: int = 3
     row_norms: int = 3
+    bound_terms: int = 400
     used: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
@@ -68,13 +71,15 @@ class QueryPolicy:
         if unknown:
             raise InvalidParameterError(f"allow: unknown query kind(s) {unknown}; known: {', '.join(POLICY_KINDS)}")
         self.allow = allow
-        for name in ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms"):
+        for name in ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
+                     "bound_terms"):
             setattr(self, name, check_int(getattr(self, name), name, low=0))
 
     _BUDGET = {"values": "values", "evaluate": "evaluations", "hessian": "hessians", "hvp": "hvps",
-               "statistics": "statistics", "row_norm": "row_norms"}
+               "statistics": "statistics", "row_norm": "row_norms", "bound_terms": "bound_terms"}
     _WORDS = {"values": "value queries", "evaluations": "gradient evaluations", "hessians": "Hessians",
-              "hvps": "Hessian-vector products", "statistics": "statistics answers", "row_norms": "row-norm answers"}
+              "hvps": "Hessian-vector products", "statistics": "statistics answers", "row_norms": "row-norm answers",
+              "bound_terms": "bound-term answers"}
 
     def admit(self, query: str, arrays: dict | None, options: dict | None, dim: int, counts: dict,
               who: str = "site") -> None:
@@ -101,7 +106,8 @@ class QueryPolicy:
 
     def to_dict(self) -> dict:
         return {"allow": list(self.allow), **{k: getattr(self, k) for k in
-                ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms")}}
+                ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
+                 "bound_terms")}}
 
 
 class PolicySite:

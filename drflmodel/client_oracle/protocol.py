@@ -25,6 +25,9 @@ QUERIES = {
     "evaluate": ("value", "gradient", "hessian"),
     "hvp": ("hvp",),
     "statistics": ("gram", "moment", "yy"),
+    # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the
+    # sites that answer "hvp" (smooth losses), part of that kind
+    "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian"),
 }
 
 #: what a client's ability to answer a query gives the routes: the query kind it serves

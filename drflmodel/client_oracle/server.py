@@ -253,6 +253,13 @@ class FederatedObjectives(_ServerObjectives):
         got = self.channel.ask("hvp", {"theta": theta}, per_client={i: {"direction": V[i]} for i in range(self.n)})
         return np.stack([got[i]["hvp"] for i in range(self.n)]) + self.penalty_diagonal * V
 
+    def matrix_free(self):
+        """The matrix-free objectives of the ``hessian_free`` route on this server: answers of
+        :math:`O(P)` floats, never a Hessian (:mod:`.remote_points`)."""
+        from .remote_points import RemoteMatrixFree
+
+        return RemoteMatrixFree(self)
+
     def strong_convexity(self) -> np.ndarray:
         """:math:`\\ell_2\\min_j\\omega_j` per client (the ridge's modulus; no query). Quadratic
         losses use :class:`StatisticsObjectives`, whose modulus reads the statistics."""

@@ -68,6 +68,7 @@ class Site:
         self.loss, self.n_outputs = loss, K
         self._X, self._y = X, y
         self._objective = ClientObjectives(_OneSite(X, y, loss.task, K if K > 1 else None), loss, l2=0.0)
+        self._matrix_free = None                 # the site's own matrix-free objectives (bound_terms)
 
     @classmethod
     def from_problem(cls, problem, i: int) -> "Site":
@@ -83,7 +84,7 @@ class Site:
         """The queries this site can answer (its loss decides the smooth ones)."""
         out = ["describe", "row_norm", "values", "evaluate"]
         if np.isfinite(self.loss.smoothness):
-            out += ["hessian", "hvp"]
+            out += ["hessian", "hvp", "bound_terms"]
         if self.loss.is_quadratic and self.n_outputs == 1:
             out.append("statistics")
         return out
@@ -117,6 +118,9 @@ class Site:
             points = self._check_theta(arrays, many=True)
             return {"value": np.array([self._objective.values(t)[0] for t in np.atleast_2d(points)])}
         theta = self._check_theta(arrays)
+        if query == "bound_terms":
+            self._require("bound_terms")
+            return self.bound_terms(theta, options.get("intercept_column"))
         if query == "hvp":
             self._require("hvp")
             v = self._check_theta(arrays, "direction")
@@ -130,9 +134,31 @@ class Site:
             out["hessian"] = pack_symmetric(H)
         return out
 
+    def bound_terms(self, theta, intercept_column=None) -> dict:
+        """What the Hessian-free bound (:mod:`drflmodel.problems.minmax.hessian_free_bound`) reads of
+        this site at ``theta``: the means over its rows of :math:`|\\ell_j|`,
+        :math:`\\|x_j\\|\\|\\nabla_s\\ell_j\\|`, :math:`\\|x_j\\|^2`, :math:`\\|s_j\\|_1` (``allowance``, 4
+        floats) and of :math:`\\|\\tilde x_j\\|` (``feature_norm``); with an intercept column, the mean
+        loss, its gradient and Hessian in the :math:`K` intercepts (``intercept_*``; :math:`1+K+K(K+1)/2`
+        floats). :math:`O(K^2)` floats, no row."""
+        from ..matrix_free import MatrixFreeObjectives
+
+        mf = self._matrix_free
+        if mf is None:
+            mf = self._matrix_free = MatrixFreeObjectives(self._objective)
+        point = mf.at(theta)
+        out = {"allowance": point.allowance_terms()[0]}
+        if intercept_column is not None and int(intercept_column) >= 0:
+            j0 = int(intercept_column)
+            idx = j0 + self._X.shape[1] * np.arange(self.n_outputs)
+            value, grad, hess = point.intercept_terms(idx)
+            out.update(feature_norm=mf.feature_norm_means(j0), intercept_value=value, intercept_gradient=grad[0],
+                       intercept_hessian=pack_symmetric(hess[0]))
+        return out
+
     def _require(self, quantity: str) -> None:
         if quantity not in self.answers():
-            why = (f"its loss {self.loss!r} is not smooth" if quantity in ("hessian", "hvp")
+            why = (f"its loss {self.loss!r} is not smooth" if quantity in ("hessian", "hvp", "bound_terms")
                    else f"its loss {self.loss!r} is not a quadratic of one score")
             raise InvalidParameterError(f"{self.name} cannot answer {quantity!r}: {why}")
 

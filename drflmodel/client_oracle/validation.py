@@ -249,6 +249,17 @@ class ClientBook:
                     bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R)
         return bad
 
+    def _bound_terms(self, request, options, answer):
+        """:func:`.checks.bound_terms`, against this client's ``evaluate`` answer at the same point."""
+        rec = self.records.get(np.asarray(request["theta"], float).tobytes())
+        value = rec.value if rec is not None else None
+        grad = None
+        j0 = int(options.get("intercept_column", -1) if options.get("intercept_column") is not None else -1)
+        if rec is not None and rec.gradient is not None and j0 >= 0 and self.features is not None:
+            grad = rec.gradient[j0 + self.features * np.arange(self.outputs)]
+        smoothness = getattr(self.loss, "smoothness", float("inf"))
+        return check.bound_terms(answer, self.outputs, smoothness, value, grad)
+
     def _statistics(self, request, options, answer):
         d = self.features
         gram, moment, yy = (np.asarray(answer[k], float).reshape(-1) for k in ("gram", "moment", "yy"))

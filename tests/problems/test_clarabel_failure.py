@@ -79,6 +79,10 @@ CASES = [
      "dc", {}),
     ("deo-penalty_local", lambda: dm.DEOConstrained(_vertical(), Squared(), 1e-3, fairness_loss="same", l2=0.05,
                                                     penalty_c=10.0, n_starts=1), "penalty_local", {}),
+    # the Hessian-free route's quasi-Newton SQP solves the n-variable weight step with the solver sequence
+    ("dro-hessian_free", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "hessian_free", {}),
+    ("fafl-hessian_free", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "hessian_free",
+     {"algorithm": "sqp"}),
 ]
 
 

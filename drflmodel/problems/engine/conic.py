@@ -30,6 +30,15 @@ class ConicRoute(Route):
     uses_solver = True
     passes_solver_options = True
 
+    def applies(self, structure) -> str | None:
+        """Refused (with the estimate and the route that fits) when the conic model of a min-max
+        problem, or its certificate's dense Hessian, would not fit in memory."""
+        if structure.family not in ("dro", "fafl"):
+            return None
+        from .memory import dense_route_refusal
+
+        return dense_route_refusal(structure, self.name)
+
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()
         return order[0] if order else None

@@ -75,7 +75,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..._validation import check_bool, check_int, check_real
-from ...errors import InvalidParameterError
+from ...errors import InvalidParameterError, MemoryLimitError
 from .queries import QUERY_KINDS, ROWS, why_not
 
 __all__ = ["Route", "SolveRequest", "dispatch"]
@@ -134,8 +134,19 @@ class Route:
         return (f"method {self.name!r} needs the clients' {' and '.join(k.replace('_', ' ') for k in lacking)}: "
                 + "; ".join(explain(k) for k in lacking))
 
+    def choice(self, structure) -> str | None:
+        """Why ``method="auto"`` takes this route for ``structure`` (recorded in
+        ``info["route_choice"]``; default ``None``: it is the first route that applies)."""
+        return None
+
     def refusal(self, problem, reason: str) -> Exception:
-        """The error for ``solve(method=self.name)`` when the route does not apply."""
+        """The error for ``solve(method=self.name)`` when the route does not apply (a
+        :class:`~drflmodel.errors.MemoryLimitError` when the reason is a memory estimate,
+        :class:`~.memory.MemoryReason`)."""
+        from .memory import MemoryReason
+
+        if isinstance(reason, MemoryReason):
+            return reason.error(self.name)
         return InvalidParameterError(f"method {self.name!r} does not apply to this problem: {reason}")
 
     def solve(self, problem, request: SolveRequest):
@@ -227,6 +238,19 @@ def _why_not(route, structure, available) -> str | None:
     return route.missing(available) or route.applies(structure) or route.auto_skip(structure)
 
 
+def _route_choice(first, structure, available, routes) -> dict:
+    """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
+    listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`) and why
+    each route listed before it was passed over."""
+    passed = {}
+    for r in routes:
+        if r is first:
+            break
+        passed[r.name] = _why_not(r, structure, available) or "an option or solver it does not take"
+    return {"method": first.name, "why": first.choice(structure) or "the first route that applies",
+            "passed_over": passed}
+
+
 def _candidates(problem, structure, available, routes, solver, options) -> list:
     """The routes ``method="auto"`` uses, in order: the first whose needs are available, that
     applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
@@ -246,7 +270,15 @@ def _candidates(problem, structure, available, routes, solver, options) -> list:
     if fitting:
         return fitting
     if not applicable:
-        reasons = "; ".join(f"{r.name}: {_why_not(r, structure, available)}" for r in routes)
+        why = {r.name: _why_not(r, structure, available) for r in routes}
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in why.items())
+        from .memory import MemoryReason
+
+        memory = [reason for reason in why.values() if isinstance(reason, MemoryReason)]
+        if memory:            # a route that would apply but does not fit: the memory error, by name
+            smallest = min(memory, key=lambda reason: reason.needed)
+            raise MemoryLimitError(f"no method applies to this problem within the memory available ({reasons})",
+                                   what="every route", needed=smallest.needed, available=smallest.available)
         raise InvalidParameterError(f"no method applies to this problem ({reasons})")
     pool = applicable
     if solver is not None:
@@ -309,6 +341,8 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
             continue
         break
     sol.info["method"] = route.name
+    if method == "auto":
+        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes)
     if route_attempts:
         sol.info["route_attempts"] = route_attempts
     sol.problem = problem

@@ -17,6 +17,11 @@ module                     what it is
 :mod:`.level_bundle`       route ``"bundle"``: level bundle method (values and subgradients only)
 :mod:`.fixed_weight_bound` the numpy fixed-weight lower bound (Newton's method closed by a
                            strong-convexity or self-concordance bound); not a route
+:mod:`.hessian_free`       route ``"hessian_free"``: values, gradients and Hessian-vector
+                           products only, no P x P array (:mod:`drflmodel.matrix_free`)
+:mod:`.hessian_free_steps` its steps: L-BFGS on the smooth composition, a quasi-Newton SQP
+:mod:`.hessian_free_bound` the fixed-weight lower bound without the Hessian (strong convexity of
+                           the ridge, the intercepts' exact partial minimum); not a route
 =========================  =====================================================================
 """
 

@@ -112,8 +112,10 @@ class WeightedMinMax(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute, LevelBundleRoute]``:
-        the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
+        """``[HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute,
+        LevelBundleRoute]``: the Hessian-free route for smooth losses from
+        :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, or when the dense routes' P x P
+        matrices would not fit in memory (no P x P array), then the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
         piecewise-linear loss with every coordinate penalized: the active set), each falling back to
         the next when it cannot certify. The dense ``newton`` SQP is taken only when forced (the
         Lagrangian-Hessian ``sqp`` supersedes it). ``method="auto"`` takes the SQP route from
@@ -126,8 +128,10 @@ class WeightedMinMax(Problem):
         from ..engine.conic import ConicRoute
         from .lagrangian_sqp import LagrangianSQPRoute
         from .hessian_sqp import NewtonSQPRoute
+        from .hessian_free import HessianFreeRoute
 
-        return [LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(), LevelBundleRoute()]
+        return [HessianFreeRoute(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
+                LevelBundleRoute()]
 
     # ------------------------------------------------------------------ CVXPY
     def _build(self) -> cp.Problem:

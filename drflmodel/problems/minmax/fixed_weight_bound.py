@@ -53,7 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-__all__ = ["NewtonBound", "weighted_newton_bound", "certified_lower_bound", "concordance_factor"]
+__all__ = ["NewtonBound", "weighted_newton_bound", "certified_lower_bound", "concordance_factor",
+           "concordance_radius"]
 
 
 @dataclass
@@ -72,10 +73,19 @@ class NewtonBound:
 def concordance_factor(c: float, rho: float) -> float | None:
     r""":math:`\psi(cr)` for the smallest :math:`r` with :math:`r\,\psi(cr)>\rho` (module docstring),
     or ``None`` when no radius works (:math:`c\rho\ge1`: the point is too far from the optimum)."""
+    found = concordance_radius(c, rho)
+    return None if found is None else found[1]
+
+
+def concordance_radius(c: float, rho: float) -> tuple[float, float] | None:
+    r"""``(r, psi(c r))`` for the smallest radius :math:`r` with :math:`r\,\psi(cr)>\rho`
+    (slightly enlarged), or ``None`` when no radius works (:math:`c\rho\ge1`). Every point where
+    the function is below its value at the centre lies within distance :math:`r` of it (module
+    docstring), in particular the minimizer."""
     if rho <= 0:
-        return 0.5
+        return 0.0, 0.5
     if c <= 0:
-        return 0.5
+        return 2.0 * rho * (1.0 + 1e-9), 0.5
     if c * rho >= 1.0 - 1e-9:
         return None
 
@@ -88,7 +98,7 @@ def concordance_factor(c: float, rho: float) -> float | None:
         hi *= 2.0
     r = brentq(excess, 0.0, hi, xtol=1e-300, rtol=1e-12) * (1.0 + 1e-9)
     R = c * r
-    return float((np.expm1(-R) + R) / (R * R)) if R > 1e-8 else 0.5 - R / 6.0
+    return float(r), float((np.expm1(-R) + R) / (R * R)) if R > 1e-8 else 0.5 - R / 6.0
 
 
 class _Deflated:

@@ -53,6 +53,7 @@ import numpy as np
 from ...solution import relative_gap
 from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.queries import ROWS
+from ..engine.memory import dense_route_refusal
 from ..engine.route import Route
 from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
 from .fixed_weight_bound import weighted_newton_bound
@@ -144,7 +145,7 @@ class NewtonSQPRoute(Route):
             return ("some client objective is not strongly convex (l2 = 0 and a non-quadratic loss or a "
                     "singular Gram matrix); the route needs positive definite client Hessians: set l2 > 0 "
                     "or use method='conic'")
-        return None
+        return dense_route_refusal(structure, self.name)
 
     def auto_skip(self, structure) -> str | None:
         return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "

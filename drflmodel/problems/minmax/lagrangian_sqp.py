@@ -49,10 +49,11 @@ from ...sets import feasible_weights
 from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
+from ..engine.memory import dense_route_refusal
 from ..engine.route import Route
 from ..engine.steps import cached, check_sqp_options, keep_warm_start, too_small_for_sqp, warm_start
 
-__all__ = ["LagrangianSQPRoute", "WeightStepModel", "weight_step_model", "finish_answer"]
+__all__ = ["LagrangianSQPRoute", "WeightStepModel", "FixedWeightStep", "weight_step_model", "finish_answer"]
 
 #: rows from which the route warm-starts on a 5% subsample (below, the subsample saves nothing)
 WARM_START_ROWS = 100_000
@@ -69,27 +70,46 @@ _STEP_TOLERANCES = {"CLARABEL": {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "to
                                  "tol_ktratio": 1e-10, "max_iter": 500}}
 
 
+#: up to this many clients the weight step is compiled once with :math:`f` and :math:`U` as CVXPY
+#: parameters (DPP); above it, CVXPY's parameter tensors grow like :math:`n^3` (a q-FFL step on 200
+#: clients took 0.5 GB and 4 s in ECOS's DPP path, 1,000 clients were killed at 23 GB), so the
+#: problem is built from constants at every step, with :math:`U` cut to the rank of :math:`S`
+#: (memory :math:`O(n\,\mathrm{rank}\,S)`)
+DPP_MAX_CLIENTS = 64
+
+
 class WeightStepModel:
-    r""":math:`\max_{\lambda\in\Lambda}\lambda^\top f-\frac12\|U\lambda\|^2-\psi(\lambda)` with parameters
-    :math:`f` and :math:`U` (:math:`U^\top U=S`), compiled once per weight set."""
+    r""":math:`\max_{\lambda\in\Lambda}\lambda^\top f-\frac12\|U\lambda\|^2-\psi(\lambda)` with
+    :math:`U^\top U=S`: compiled once per weight set with parameters :math:`f`, :math:`U` up to
+    :data:`DPP_MAX_CLIENTS` clients, built from constants at every step above."""
 
     def __init__(self, weight_set, solver: str):
         n = weight_set.n
-        self.lam = cp.Variable(n, name="lambda_step")
-        self.f = cp.Parameter(n, name="f")
-        self.U = cp.Parameter((n, n), name="U")
-        objective = self.f @ self.lam - 0.5 * cp.sum_squares(self.U @ self.lam)
-        objective = objective - weight_set.psi_expr(self.lam)
-        self.problem = cp.Problem(cp.Maximize(objective), list(weight_set.constraints(self.lam)))
+        self.weight_set = weight_set
         self.solver = solver
-        self.problem.get_problem_data(solver)         # compile now (DPP: once)
+        self.lam = cp.Variable(n, name="lambda_step")
+        self.parametric = n <= DPP_MAX_CLIENTS
+        if self.parametric:
+            self.f = cp.Parameter(n, name="f")
+            self.U = cp.Parameter((n, n), name="U")
+            self.problem = self._problem(self.f, self.U)
+            self.problem.get_problem_data(solver)     # compile now (DPP: once)
+
+    def _problem(self, f, U) -> cp.Problem:
+        W = self.weight_set
+        objective = f @ self.lam - 0.5 * cp.sum_squares(U @ self.lam) - W.psi_expr(self.lam)
+        return cp.Problem(cp.Maximize(objective), list(W.constraints(self.lam)))
 
     def solve(self, f: np.ndarray, S: np.ndarray):
         """``(lambda, model value)`` for values ``f`` and curvature ``S`` (PSD, ``n x n``): the
         compiled solver first, then the other installed ones (a failed step is retried, not fatal)."""
         ev, V = np.linalg.eigh(0.5 * (S + S.T))
-        self.f.value = f
-        self.U.value = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
+        U = np.sqrt(np.maximum(ev, 0.0))[:, None] * V.T
+        if self.parametric:
+            self.f.value, self.U.value = f, U
+        else:
+            keep = ev > 1e-14 * max(float(ev[-1]), 1e-300)       # the rank of S: the rest adds nothing
+            self.problem = self._problem(np.asarray(f, float), U[keep] if keep.any() else U[-1:])
         attempts = []
         if solve_with_fallback(self.problem, first=self.solver, tolerances=_STEP_TOLERANCES,
                                attempts=attempts) is None or self.lam.value is None:
@@ -97,10 +117,33 @@ class WeightStepModel:
         return np.asarray(self.lam.value, float), float(self.problem.value)
 
 
-def weight_step_model(problem, solver: str) -> WeightStepModel:
+class FixedWeightStep:
+    r"""The weight step of a fixed weight set :math:`\Lambda=\{\bar\lambda\}` (one client, ERM,
+    ``HCVaR`` at level 1: :meth:`~drflmodel.sets.WeightSet.single_point`): its answer is
+    :math:`\bar\lambda` and the model value
+    :math:`\bar\lambda^\top f-\frac12\bar\lambda^\top S\bar\lambda-\psi(\bar\lambda)`, in numpy -- no
+    CVXPY problem is compiled or solved (the SQP is then Newton's method on
+    :math:`\sum_i\bar\lambda_if_i`)."""
+
+    def __init__(self, weight_set, point: np.ndarray):
+        self.weight_set = weight_set
+        self.lam = np.asarray(point, float)
+        self.psi = float(weight_set.psi(self.lam))
+
+    def solve(self, f: np.ndarray, S: np.ndarray):
+        lam = self.lam
+        return lam.copy(), float(lam @ f) - 0.5 * float(lam @ S @ lam) - self.psi
+
+
+def weight_step_model(problem, solver: str):
     """The weight step problem of ``problem``'s weight set, compiled once per weight set and solver
-    (kept in the route's cache on the problem)."""
-    return cached(problem, "sqp", (problem.weight_set, solver), lambda: WeightStepModel(problem.weight_set, solver))
+    (kept in the route's cache on the problem); for a fixed weight set the numpy
+    :class:`FixedWeightStep` (the fast path: no CVXPY step per iteration)."""
+    W = problem.weight_set
+    point = W.single_point()
+    if point is not None:
+        return cached(problem, "sqp", (W, "fixed"), lambda: FixedWeightStep(W, point))
+    return cached(problem, "sqp", (W, solver), lambda: WeightStepModel(W, solver))
 
 
 def finish_answer(problem, method: str, best, history: list, request, timing: dict, started: float,
@@ -151,7 +194,7 @@ class LagrangianSQPRoute(Route):
             if structure.rows_local:
                 return why + "use method='conic'"
             return why + FREE_DIRECTION_ON_A_SERVER
-        return None
+        return dense_route_refusal(structure, self.name)
 
     def auto_skip(self, structure) -> str | None:
         if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:

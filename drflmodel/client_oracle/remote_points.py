@@ -1,0 +1,141 @@
+r"""The Hessian-free route on a federated server: the matrix-free objectives'
+(:class:`~drflmodel.matrix_free.MatrixFreeObjectives`) interface, answered by the clients with
+:math:`O(P)` floats per answer -- never a Hessian on the wire.
+
+What the ``hessian_free`` route (:mod:`drflmodel.problems.minmax.hessian_free`) reads at a point
+:math:`\theta`, and the answer that carries it (client :math:`i`, :math:`P=Kd` parameters):
+
+* :math:`f_i(\theta)` and :math:`\nabla f_i(\theta)`: the ``evaluate`` query without Hessian
+  (:math:`P+1` floats; the server adds the ridge);
+* the bound's per-client means (:meth:`~drflmodel.client_oracle.site.Site.bound_terms`): four
+  magnitudes for the floating-point allowance, the mean :math:`\|\tilde x_{ij}\|`, and, with an
+  unpenalized intercept, the mean loss with its gradient and Hessian in the :math:`K` intercepts
+  (:math:`6+K+K(K+1)/2` floats) -- asked only when a certificate is attempted;
+* the mean loss with the intercepts moved (the intercepts' Newton polish of the bound): the
+  ``values`` query at the moved point (one float).
+
+With these, the lower bound of :mod:`drflmodel.problems.minmax.hessian_free_bound` is computed on
+the server exactly as in process (the same formulas on the clients' means; each client sums its
+own rows, which the bound's :math:`\gamma_{N+d+16}` allowance covers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .protocol import unpack_symmetric
+
+__all__ = ["RemoteMatrixFree", "RemotePoint"]
+
+
+class RemoteMatrixFree:
+    """The matrix-free objectives of a federated server (module docstring), over the
+    :class:`~drflmodel.client_oracle.server.FederatedObjectives` ``objectives`` (its channel and
+    its cache of answers)."""
+
+    def __init__(self, objectives):
+        self.oracle = ob = objectives
+        self.loss, self.layout, self.l2 = ob.loss, ob.layout, ob.l2
+        self.penalty_diagonal, self.n_outputs = ob.penalty_diagonal, ob.n_outputs
+        self.sizes = np.asarray(ob.sizes, float).astype(int)
+        self._bound_terms: dict = {}
+        self._feature_norms = None
+        self._mean_squared_norm = None
+
+    @property
+    def n(self) -> int:
+        return self.oracle.n
+
+    @property
+    def n_features(self) -> int:
+        return self.oracle.n_features
+
+    @property
+    def dim(self) -> int:
+        return self.oracle.dim
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.sizes.sum())
+
+    def at(self, theta) -> "RemotePoint":
+        """The clients' values and gradients at ``theta`` (one exchange)."""
+        theta = np.array(theta, float)
+        values, grads, _ = self.oracle.evaluate(theta, hessian=False)
+        return RemotePoint(self, theta, values, grads)
+
+    def shifted(self, point: "RemotePoint", idx: np.ndarray, b: np.ndarray) -> "RemotePoint":
+        """The point with the intercepts (coordinates ``idx``) set to ``b`` (one exchange)."""
+        theta = point.theta.copy()
+        theta[idx] = b
+        return self.at(theta)
+
+    def values(self, theta) -> np.ndarray:
+        return self.oracle.values(theta)
+
+    def bound_terms(self, theta: np.ndarray) -> dict:
+        """The clients' ``bound_terms`` answers at ``theta`` (one exchange per point, kept)."""
+        key = theta.tobytes()
+        if key not in self._bound_terms:
+            j0 = self.layout.intercept_column
+            got = self.oracle.channel.ask("bound_terms", {"theta": theta},
+                                              options={"intercept_column": -1 if j0 is None else int(j0)})
+            answers = [got[i] for i in range(self.n)]
+            while len(self._bound_terms) >= 4:           # a few recent points
+                self._bound_terms.pop(next(iter(self._bound_terms)))
+            self._bound_terms[key] = answers
+            if self._feature_norms is None and "feature_norm" in answers[0]:
+                self._feature_norms = np.array([float(a["feature_norm"][0]) for a in answers])
+            if self._mean_squared_norm is None:
+                x2 = np.array([float(a["allowance"][2]) for a in answers])
+                self._mean_squared_norm = float(self.sizes @ x2) / self.n_rows
+        return self._bound_terms[key]
+
+    def feature_norm_means(self, intercept_column: int) -> np.ndarray:
+        """Per client, the mean :math:`\\|\\tilde x_{ij}\\|` (from the first ``bound_terms`` answers; a
+        constant of the client's rows)."""
+        if self._feature_norms is None:                # asked once, with the bound terms at theta = 0
+            self.bound_terms(np.zeros(self.dim))
+        return self._feature_norms
+
+    def mean_squared_row_norm(self) -> float:
+        """:math:`\\frac1N\\sum_j\\|x_j\\|^2` (asked with the bound terms at :math:`\\theta=0` if not known)."""
+        if self._mean_squared_norm is None:
+            self.bound_terms(np.zeros(self.dim))
+        return self._mean_squared_norm
+
+
+class RemotePoint:
+    """A point of :class:`RemoteMatrixFree`: the clients' values and gradients (ridge included)
+    and, on demand, their bound terms -- the :class:`~drflmodel.matrix_free.RowPoint` interface
+    the Hessian-free route and bound read."""
+
+    def __init__(self, objectives: RemoteMatrixFree, theta, values, grads):
+        self.remote, self.theta = objectives, theta
+        self.values, self._gradients = values, grads
+        self.penalty = 0.5 * float(objectives.penalty_diagonal @ (theta * theta))
+
+    def gradients(self) -> np.ndarray:
+        return self._gradients
+
+    def weighted_gradient(self, lam) -> np.ndarray:
+        return np.asarray(lam, float) @ self._gradients
+
+    def allowance_terms(self) -> np.ndarray:
+        answers = self.remote.bound_terms(self.theta)
+        return np.stack([np.asarray(a["allowance"], float) for a in answers])
+
+    def intercept_values(self, idx: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per client, the mean data loss with the intercepts set to ``b`` (the ``values`` query;
+        the intercepts carry no ridge, so the penalty is this point's)."""
+        theta = self.theta.copy()
+        theta[idx] = b
+        return self.remote.values(theta) - self.penalty
+
+    def intercept_terms(self, idx: np.ndarray):
+        answers = self.remote.bound_terms(self.theta)
+        K = idx.size
+        values = np.array([float(a["intercept_value"][0]) for a in answers])
+        grads = np.stack([np.asarray(a["intercept_gradient"], float) for a in answers])
+        hess = np.stack([unpack_symmetric(np.asarray(a["intercept_hessian"], float), K) for a in answers])
+        return values, grads, hess

@@ -1,0 +1,352 @@
+r"""Matrix-free client objectives: values, gradients and Hessian-vector products without a
+:math:`P\times P` array.
+
+The objectives are those of :mod:`drflmodel.objectives`,
+
+.. math::
+
+    f_i(\theta)=\frac1{N_i}\sum_{j\in\mathcal C_i}\ell(W^\top x_j, y_j)
+               +\frac{\ell_2}2\sum_{c}\omega_c\|W_{c\cdot}\|^2 ,\qquad
+    \nabla^2 f_i(\theta)\,v=\frac1{N_i}\sum_{j\in\mathcal C_i}x_j\otimes
+        \big(\nabla^2_s\ell(s_j)\,V^\top x_j\big)+\ell_2\,\omega\odot v ,
+
+with :math:`W\in\mathbb R^{d\times K}`, :math:`s_j=W^\top x_j` and :math:`v=\mathrm{vec}(V)` in the
+class-major layout of :mod:`drflmodel.layout`. A weighted sum :math:`\sum_i\lambda_if_i` is a sum
+over the rows with row weights :math:`w_j=\lambda_{c(j)}/N_{c(j)}`, so its gradient and its
+Hessian-vector product cost one product with :math:`X` (:math:`N\times d` by :math:`d\times K`) and
+one with :math:`X^\top` -- "two passes" -- whatever :math:`n`.
+
+**Memory** :math:`O(NK+Pn)`: the rows once, compact (no padding), a few :math:`N\times K` blocks of
+scores and their loss derivatives, and :math:`n` gradients. The per-sample curvature
+:math:`\nabla^2_s\ell` is never formed: it acts on a block of score directions
+(:math:`\mathrm{diag}(p)-pp^\top` for the softmax, a scalar :math:`\ell''` otherwise).
+
+:class:`MatrixFreeObjectives` holds the rows; :meth:`MatrixFreeObjectives.at` evaluates everything
+that one forward pass gives at a point (a :class:`RowPoint`: values, and on demand the gradients and
+Hessian-vector products at that point, each one more pass). The smooth losses of
+:mod:`drflmodel.losses` are supported: logistic and softmax (with a fused, numerically stable
+kernel), smooth hinge, Huber, squared (through the loss's own derivatives; the second derivative
+of a piecewise-quadratic loss is its almost-everywhere value).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .errors import InvalidDataError, InvalidParameterError
+from .losses import Logistic, Multinomial
+
+__all__ = ["MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
+
+
+def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int) -> int:
+    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows and labels, five
+    :math:`N\\times K` blocks (scores, loss derivatives, curvature, a direction and its image)
+    and the :math:`n` client gradients (a few copies of :math:`P` floats each)."""
+    P = n_features * n_outputs
+    return 8 * (n_rows * (n_features + 2) + 5 * n_rows * n_outputs + 4 * n_clients * P)
+
+
+class MatrixFreeObjectives:
+    """The client objectives of a :class:`~drflmodel.objectives.ClientObjectives`, matrix-free
+    (module docstring).
+
+    Parameters
+    ----------
+    objectives : :class:`~drflmodel.objectives.ClientObjectives` (its loss must be smooth).
+
+    Raises :class:`~drflmodel.errors.InvalidParameterError` for a non-smooth loss and, before
+    allocating, when the memory estimate (:func:`matrix_free_bytes`) exceeds the memory available.
+    """
+
+    def __init__(self, objectives):
+        loss = objectives.loss
+        if not np.isfinite(loss.smoothness):
+            raise InvalidParameterError(
+                f"the loss {loss.name!r} is not smooth: Hessian-vector products need a smooth loss "
+                f"(logistic, multinomial, smooth_hinge, huber, squared)")
+        self.loss = loss
+        self.layout = objectives.layout
+        self.l2 = objectives.l2
+        self.penalty_diagonal = objectives.penalty_diagonal
+        self.n_outputs = objectives.n_outputs
+        sizes = np.asarray(objectives._sizes, float).astype(int)
+        stacked_X, stacked_y = objectives._X, objectives._y
+        n, _, d = stacked_X.shape
+        N = int(sizes.sum())
+        from .problems.engine.memory import check_memory
+
+        check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
+                     f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
+                     instead="use fewer rows or features, or a machine with more memory")
+        self.X, self.y = _compact_rows(stacked_X, stacked_y, sizes)
+        self.sizes = sizes
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self.labels = self.y.astype(np.intp) if isinstance(loss, Multinomial) else None
+        self._row_norms = None
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def n(self) -> int:
+        """Number of clients."""
+        return self.sizes.size
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def dim(self) -> int:
+        """:math:`P=Kd`."""
+        return self.n_features * self.n_outputs
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    def row_weights(self, lam) -> np.ndarray:
+        """:math:`w_j=\\lambda_{c(j)}/N_{c(j)}` for every row (shape ``(N,)``)."""
+        return np.repeat(np.asarray(lam, float) / self.sizes, self.sizes)
+
+    def client_sums(self, per_row: np.ndarray) -> np.ndarray:
+        """Per-client sums of a per-row array (first axis), shape ``(n, ...)``."""
+        return np.add.reduceat(per_row, self.offsets[:-1], axis=0)
+
+    def row_norms(self) -> np.ndarray:
+        """:math:`\\|x_j\\|_2` of every row (computed once)."""
+        if self._row_norms is None:
+            self._row_norms = np.sqrt(np.einsum("jd,jd->j", self.X, self.X))
+        return self._row_norms
+
+    def mean_squared_row_norm(self) -> float:
+        """:math:`\\frac1N\\sum_j\\|x_j\\|^2` (the scale of the loss's curvature in :math:`\\theta`)."""
+        return float(np.mean(self.row_norms() ** 2))
+
+    def _theta(self, theta) -> np.ndarray:
+        theta = np.asarray(theta, float)
+        if theta.shape != (self.dim,):
+            raise InvalidDataError(f"theta must have shape ({self.dim},); got {theta.shape}")
+        return theta
+
+    # ------------------------------------------------------------------ evaluation
+    def scores(self, theta) -> np.ndarray:
+        """:math:`S=XW`, shape ``(N, K)`` (one pass)."""
+        return self.X @ self.layout.matrix(self._theta(theta))
+
+    def at(self, theta, scores=None) -> "RowPoint":
+        """Everything one forward pass gives at ``theta`` (a :class:`RowPoint`); ``scores`` may be
+        passed when already known (e.g. after a shift of the intercepts)."""
+        theta = self._theta(theta)
+        return RowPoint(self, theta, self.scores(theta) if scores is None else scores)
+
+    def shifted(self, point: "RowPoint", idx: np.ndarray, b: np.ndarray) -> "RowPoint":
+        """The row pass at ``point.theta`` with the intercepts (coordinates ``idx``) set to ``b``:
+        every score shifts by ``b`` (no product with :math:`X`)."""
+        theta = point.theta.copy()
+        theta[idx] = b
+        return self.at(theta, scores=point.scores - point.theta[idx] + b)
+
+    def feature_norm_means(self, intercept_column: int) -> np.ndarray:
+        """Per client, the mean of :math:`\\|\\tilde x_j\\|_2` (the rows without the constant
+        intercept column)."""
+        x2 = self.row_norms() ** 2 - self.X[:, intercept_column] ** 2
+        return self.client_sums(np.sqrt(np.maximum(x2, 0.0))) / self.sizes
+
+    def values(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
+        return self.at(theta).values
+
+    def gradients(self, theta) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
+        return self.at(theta).gradients()
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
+        return self.at(theta).client_hvps(V)
+
+
+#: id(stacked X) -> (weak reference to it, compact X, compact y): problems built on one federation
+#: share its stacked arrays (a cached property), so they share one compact copy too
+_COMPACT: dict = {}
+
+
+def _compact_rows(stacked_X: np.ndarray, stacked_y: np.ndarray, sizes: np.ndarray):
+    """Every client's rows, contiguous and without padding: a view when nothing is padded, else one
+    copy per stacked array (shared by every problem on the same federation)."""
+    n, m, d = stacked_X.shape
+    if np.all(sizes == m):
+        return stacked_X.reshape(n * m, d), stacked_y.reshape(n * m)
+    key = id(stacked_X)
+    cached = _COMPACT.get(key)
+    if cached is not None and cached[0]() is stacked_X and cached[1]() is stacked_y:
+        return cached[2], cached[3]
+    X = np.concatenate([stacked_X[i, :s] for i, s in enumerate(sizes)])
+    y = np.concatenate([stacked_y[i, :s] for i, s in enumerate(sizes)])
+    _COMPACT[key] = (weakref.ref(stacked_X), weakref.ref(stacked_y), X, y)
+    weakref.finalize(stacked_X, _COMPACT.pop, key, None)   # the copy goes with the federation's arrays
+    return X, y
+
+
+class RowPoint:
+    """The objectives at one point :math:`\\theta`: the scores' pass done once, the rest on demand.
+
+    Attributes ``theta``, ``scores`` (``(N, K)``), ``row_values`` (:math:`\\ell(s_j,y_j)`),
+    ``row_gradients`` (:math:`\\nabla_s\\ell`, ``(N, K)``), ``values`` (:math:`f_i(\\theta)`,
+    ``(n,)``) and ``probabilities`` (the softmax's :math:`p_j`, ``(N, K)``; ``None`` for scalar-score
+    losses, whose curvature is :meth:`second_derivatives`). The curvature of the loss in the scores
+    is kept in this factored form for :meth:`hvp`.
+    """
+
+    def __init__(self, objectives: MatrixFreeObjectives, theta: np.ndarray, scores: np.ndarray):
+        self.objectives = ob = objectives
+        self.theta = theta
+        self.scores = scores
+        loss = ob.loss
+        self._curvature = None              # l''(s) (scalar losses), computed at the first use
+        if isinstance(loss, Multinomial):
+            self.row_values, self.row_gradients, self.probabilities = _softmax_rows(scores, ob.labels)
+        elif type(loss) is Logistic:
+            self.row_values, gradient, self._curvature = _logistic_rows(scores[:, 0], ob.y)
+            self.row_gradients = gradient[:, None]
+            self.probabilities = None
+        else:
+            s = scores[:, 0]
+            self.row_values = loss.value(s, ob.y)
+            self.row_gradients = loss.derivative(s, ob.y)[:, None]
+            self.probabilities = None
+        self.penalty = 0.5 * float(ob.penalty_diagonal @ (theta * theta))
+        self.values = ob.client_sums(self.row_values) / ob.sizes + self.penalty
+        self._gradients = None
+
+    # ------------------------------------------------------------------ gradients
+    def gradients(self) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)` (one pass over the rows, client by client)."""
+        if self._gradients is None:
+            ob = self.objectives
+            G = np.empty((ob.n, ob.dim))
+            for i in range(ob.n):
+                a, b = ob.offsets[i], ob.offsets[i + 1]
+                G[i] = (self.row_gradients[a:b].T @ ob.X[a:b]).reshape(-1) / ob.sizes[i]
+            G += ob.penalty_diagonal * self.theta
+            self._gradients = G
+        return self._gradients
+
+    def weighted_gradient(self, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla f_i(\\theta)` (from the client gradients if computed, else one pass)."""
+        lam = np.asarray(lam, float)
+        if self._gradients is not None:
+            return lam @ self._gradients
+        ob = self.objectives
+        Gw = self.row_gradients * ob.row_weights(lam)[:, None]
+        return (Gw.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
+
+    # ------------------------------------------------------------------ per-client sums for bounds
+    def allowance_terms(self) -> np.ndarray:
+        """Per client (rows), the means over its rows of :math:`|\\ell_j|`,
+        :math:`\\|x_j\\|\\,\\|\\nabla_s\\ell_j\\|`, :math:`\\|x_j\\|^2` and :math:`\\|s_j\\|_1`, shape
+        ``(n, 4)``: the magnitudes a floating-point allowance is made of."""
+        ob = self.objectives
+        x = ob.row_norms()
+        r = np.sqrt(np.einsum("jk,jk->j", self.row_gradients, self.row_gradients))
+        terms = np.stack([np.abs(self.row_values), x * r, x * x, np.abs(self.scores).sum(axis=1)], axis=1)
+        return ob.client_sums(terms) / ob.sizes[:, None]
+
+    def intercept_values(self, idx: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per client, the mean data loss with the intercepts (coordinates ``idx``) set to ``b``
+        (the scores shift; no product with :math:`X`), shape ``(n,)``."""
+        ob = self.objectives
+        S = self.scores - self.theta[idx] + b
+        if self.probabilities is not None:
+            from scipy.special import logsumexp
+
+            rows = logsumexp(S, axis=1) - S[np.arange(S.shape[0]), ob.labels]
+        else:
+            rows = ob.loss.value(S[:, 0], ob.y)
+        return ob.client_sums(rows) / ob.sizes
+
+    def intercept_terms(self, idx: np.ndarray):
+        """Per client, at this point's own intercepts: the mean data loss ``(n,)``, its gradient in
+        the :math:`K` intercepts ``(n, K)`` and its Hessian in them ``(n, K, K)``."""
+        ob = self.objectives
+        values = ob.client_sums(self.row_values) / ob.sizes
+        grads = ob.client_sums(self.row_gradients) / ob.sizes[:, None]
+        if self.probabilities is not None:
+            P = self.probabilities
+            diag = ob.client_sums(P)
+            hess = np.stack([np.diag(diag[i]) - P[a:c].T @ P[a:c]
+                             for i, (a, c) in enumerate(zip(ob.offsets[:-1], ob.offsets[1:]))])
+        else:
+            hess = ob.client_sums(self.second_derivatives())[:, :, None]
+        return values, grads, hess / ob.sizes[:, None, None]
+
+    # ------------------------------------------------------------------ curvature
+    def second_derivatives(self) -> np.ndarray:
+        """:math:`\\ell''(s_j)`, shape ``(N, 1)`` (scalar-score losses; computed once)."""
+        if self._curvature is None:
+            ob = self.objectives
+            self._curvature = ob.loss.second_derivative(self.scores[:, 0], ob.y)[:, None]
+        return self._curvature
+
+    def _apply_curvature(self, dS: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """:math:`\\nabla^2_s\\ell(s_j)\\,\\delta s_j` for the rows ``rows`` (in place of ``dS``)."""
+        if self.probabilities is not None:
+            P = self.probabilities[rows]
+            dS -= np.einsum("jk,jk->j", P, dS)[:, None]
+            dS *= P
+            return dS
+        dS *= self.second_derivatives()[rows]
+        return dS
+
+    def hvp(self, v, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)\\,v` (two passes)."""
+        ob = self.objectives
+        v = np.asarray(v, float)
+        lam = np.asarray(lam, float)
+        C = self._apply_curvature(ob.X @ ob.layout.matrix(v))
+        C *= ob.row_weights(lam)[:, None]
+        return (C.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
+
+    def client_hvps(self, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for directions ``V`` (``(n, P)`` or one
+        ``(P,)`` for all), each client on its own rows."""
+        ob = self.objectives
+        V = np.broadcast_to(np.asarray(V, float), (ob.n, ob.dim))
+        out = np.empty((ob.n, ob.dim))
+        for i in range(ob.n):
+            rows = slice(ob.offsets[i], ob.offsets[i + 1])
+            C = self._apply_curvature(ob.X[rows] @ ob.layout.matrix(V[i]), rows)
+            out[i] = (C.T @ ob.X[rows]).reshape(-1) / ob.sizes[i]
+        return out + ob.penalty_diagonal * V
+
+
+def _logistic_rows(s: np.ndarray, y: np.ndarray):
+    r"""``(values, derivatives, second derivatives)`` of the logistic loss :math:`\log(1+e^{-z})`,
+    :math:`z=ys`, for every row from one exponential: with :math:`e=e^{-|z|}`,
+    :math:`\ell=\log(1+e)+\max(-z,0)`, :math:`\sigma(-z)=e/(1+e)` (:math:`z\ge0`) or
+    :math:`1/(1+e)`, :math:`\partial_s\ell=-y\,\sigma(-z)` and :math:`\ell''=e/(1+e)^2` (no
+    overflow, no cancellation)."""
+    z = y * s
+    e = np.exp(-np.abs(z))
+    values = np.log1p(e) + np.maximum(-z, 0.0)
+    one_e = 1.0 + e
+    sigma = np.where(z >= 0, e, 1.0) / one_e
+    curvature = (e / (one_e * one_e))[:, None]
+    return values, -y * sigma, curvature
+
+
+def _softmax_rows(S: np.ndarray, labels: np.ndarray):
+    r"""``(values, gradients, probabilities)`` of the softmax cross-entropy for every row, in one
+    pass: :math:`\ell=\log\sum_ke^{s_k}-s_y`, :math:`\nabla_s\ell=p-e_y`, :math:`p=\mathrm{softmax}(s)`
+    (shifted by the row maximum: no overflow)."""
+    rows = np.arange(S.shape[0])
+    top = S.max(axis=1)
+    E = S - top[:, None]
+    np.exp(E, out=E)
+    Z = E.sum(axis=1)
+    E /= Z[:, None]                                   # the probabilities
+    values = np.log(Z) + top - S[rows, labels]
+    G = E.copy()
+    G[rows, labels] -= 1.0
+    return values, G, E

@@ -1,0 +1,340 @@
+r"""The Hessian-free certified route of the client-weight min-max family
+(``solve(method="hessian_free")``): steps from values, gradients and Hessian-vector products only,
+memory :math:`O(NK+Pm)` -- never a :math:`P\times P` array -- for linear heads with
+:math:`P=10^4`-:math:`10^5` parameters (the Scaff-PD paper's Table 1 trains a softmax head on
+512 ResNet-18 features of CIFAR-100: :math:`P=51{,}300`).
+
+Problem (:class:`~drflmodel.problems.dro.WeightedMinMax`: ``FederatedDRO`` with every weight set,
+``FairnessAwareFL``, and ERM as a fixed weight set):
+:math:`\min_\theta\Phi(\theta)`, :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`,
+:math:`\sigma_\Lambda(t)=\max_{\lambda\in\Lambda}\lambda^\top t-\psi(\lambda)`.
+
+**A smooth composition.** With a centre :math:`c\in\Lambda` and :math:`\tau\ge0`,
+
+.. math::
+
+    \sigma_\tau(t)=\max_{\lambda\in\Lambda}\ \lambda^\top t-\psi(\lambda)-\tfrac\tau2\|\lambda-c\|^2,
+    \qquad \lambda_\tau(t)=\mathrm{prox}_{\psi/\tau,\Lambda}\big(c+t/\tau\big),
+
+is differentiable with :math:`\nabla\sigma_\tau=\lambda_\tau` (Danskin), so
+:math:`\Phi_\tau=\sigma_\tau\circ f` has the gradient :math:`\sum_i\lambda_{\tau,i}\nabla f_i` -- one
+backward pass over the rows with row weights :math:`\lambda_{\tau,c(j)}/N_{c(j)}`
+(:mod:`drflmodel.matrix_free`), whatever :math:`n`. Where :math:`\sigma_\Lambda` is already smooth
+-- the :math:`\chi^2` penalty with :math:`\rho>0` (its :math:`\psi` is :math:`\rho n`-strongly convex:
+:math:`\nabla\sigma` is :math:`1/(\rho n)`-Lipschitz), q-FFL (:math:`\sigma(t)=\sum_i(t_i)_+^{q+1}/(q+1)`)
+-- and for a fixed weight set (one client, ERM, ``HCVaR`` at level 1: :math:`\Lambda=\{\bar\lambda\}`),
+:math:`\tau=0` and :math:`\Phi_0=\Phi`. The polyhedral sets (simplex, CVaR, HCVaR, :math:`\ell_1`/
+:math:`\ell_\infty` balls) take :math:`\tau>0` and a continuation :math:`\tau\to0`:
+:math:`\Phi-\frac\tau2\max_\Lambda\|\lambda-c\|^2\le\Phi_\tau\le\Phi`.
+
+**Steps** (:mod:`.hessian_free_steps`). For a smooth or fixed :math:`\sigma_\Lambda`, L-BFGS on
+:math:`\Phi_0=\Phi` (one forward and one backward pass per evaluation, memory :math:`O(Pm)`). For
+the polyhedral sets a quasi-Newton SQP: the :math:`n`-variable weight problem of the SQP step with
+the Lagrangian Hessian replaced by a limited-memory BFGS approximation, so each step costs one pass
+forward and one backward (``algorithm="auto"``). Measured on 20 clients (``benchmarks/
+bench_certified.py --scale``): L-BFGS with the smoothing continuation above needed 200-1,100
+evaluations for CVaR where the quasi-Newton SQP needs 11-16; for the smooth :math:`\chi^2` set
+L-BFGS is faster on small problems (no weight problem to solve per step) and the SQP on large ones
+(:data:`SQP_MIN_SIZE`). Both are available through ``algorithm``.
+
+**Certificate, at every iterate, independent of the steps.** :math:`U=\Phi(\theta)` exactly
+(``weights.worst_case``, numpy); :math:`\hat\lambda=\lambda_\tau(f(\theta))\in\Lambda`; :math:`L=`
+the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
+:mod:`.hessian_free_bound` (strong convexity of the ridge at fixed weights, and the intercepts'
+exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`. Weak duality:
+:math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
+(:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
+at the first iterate whose certificate closes within ``gap_tol``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...matrix_free import MatrixFreeObjectives
+from ...sets import ChiSquare, QFFL, WeightSet, LpBall, feasible_weights
+from ...solution import relative_gap, status_from_gap
+from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, hessian_free_structure_refusal
+from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
+from ..engine.memory import (dense_route_bytes, dense_route_refusal, format_bytes, matrix_free_route_bytes,
+                             memory_reason)
+from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
+from ..engine.route import Route
+from ..engine.steps import cached, keep_warm_start, warm_start
+
+__all__ = ["HessianFreeRoute", "SmoothedSupport", "fixed_weights_of", "smooth_support"]
+
+
+def fixed_weights_of(W: WeightSet) -> np.ndarray | None:
+    """The one point of :math:`\\Lambda` when the weight set is a single point (one client; a
+    box-capped simplex whose caps sum to 1, e.g. ``HCVaR`` at level 1), else ``None``
+    (:meth:`~drflmodel.sets.WeightSet.single_point`)."""
+    return W.single_point()
+
+
+def smooth_support(W: WeightSet) -> bool:
+    """Whether :math:`\\sigma_\\Lambda` is differentiable (no smoothing needed): :math:`\\chi^2` with
+    :math:`\\rho>0`, q-FFL."""
+    return (isinstance(W, ChiSquare) and W.rho > 0) or isinstance(W, QFFL)
+
+
+class SmoothedSupport:
+    """:math:`\\sigma_\\tau` and :math:`\\lambda_\\tau` of the module docstring for a weight set."""
+
+    def __init__(self, W: WeightSet, tau: float = 0.0):
+        self.W = W
+        self.fixed = fixed_weights_of(W)
+        self.tau = 0.0 if (self.fixed is not None or smooth_support(W)) else float(tau)
+        if self.tau > 0:
+            start = W.center if isinstance(W, LpBall) else np.full(W.n, 1.0 / W.n)
+            self.center = np.asarray(W.project(start), float)
+        else:
+            self.center = None
+
+    @property
+    def needs_smoothing(self) -> bool:
+        return self.fixed is None and not smooth_support(self.W)
+
+    def __call__(self, t: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(sigma_tau(t), lambda_tau(t))``."""
+        if self.fixed is not None:
+            lam = self.fixed
+            return float(lam @ t) - float(self.W.psi(lam)), lam
+        if self.tau == 0.0:
+            value, lam = self.W.worst_case(t)[:2]
+            return float(value), np.asarray(lam, float)
+        # a shift along 1 leaves the prox of a set inside {sum = 1} unchanged and avoids the
+        # cancellation of huge entries when tau is small; the result is projected once more so it
+        # lies in the set to round-off
+        shift = float(np.max(t)) if self.W.in_simplex else 0.0
+        lam = np.asarray(self.W.prox(self.center + (t - shift) / self.tau, 1.0 / self.tau), float)
+        if self.W.in_simplex:
+            lam = np.asarray(self.W.project(lam), float)
+        diff = lam - self.center
+        return float(lam @ t) - float(self.W.psi(lam)) - 0.5 * self.tau * float(diff @ diff), lam
+
+
+class HessianFreeRoute(Route):
+    r"""The Hessian-free route (module docstring). Options: ``max_iterations`` (iterations over all
+    stages, default 2000), ``memory`` (quasi-Newton pairs kept, default 10) and ``algorithm``
+    (``"auto"``: L-BFGS for a fixed weight set and for a smooth :math:`\sigma_\Lambda` below
+    :data:`SQP_MIN_SIZE` rows x parameters, the quasi-Newton SQP otherwise;
+    ``"lbfgs"``: L-BFGS with the smoothing continuation for every set; ``"sqp"``: the quasi-Newton
+    SQP for every set) and ``tol`` (the relative gap at which it stops; default ``None``: the first
+    iterate certified within ``gap_tol``; a smaller value goes on, down to the floor the bound's
+    floating-point allowance sets, about :math:`10^{-16}N` relative)."""
+
+    name = "hessian_free"
+    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None}
+    #: values and gradients, and the bound's per-client means (the Hessian-vector-product kind): in
+    #: process computed from the rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`, one pass
+    #: per evaluation), on a federated server answered by the clients (``evaluate`` and
+    #: ``bound_terms``: :mod:`drflmodel.client_oracle.remote_points`)
+    needs = frozenset({VALUES, GRADIENTS, HESSIAN_VECTOR_PRODUCTS})
+    uses_solver = False
+    may_fall_back = True
+
+    def applies(self, structure) -> str | None:
+        if not structure.smooth:
+            return (f"the loss {structure.loss!r} is not smooth (the route needs gradients and "
+                    f"Hessian-vector products); the conic or bundle route applies")
+        reason = hessian_free_structure_refusal(structure)
+        if reason is not None:
+            return f"its certificate needs strong convexity from the ridge: {reason}"
+        if not structure.rows_local:          # a federated server: O(nP) floats, the rows stay with the clients
+            if structure.quadratic and structure.n_outputs == 1:
+                return ("a quadratic loss on a federated server is solved from the clients' sufficient "
+                        "statistics, asked once (method='sqp')")
+            return None
+        return memory_reason(matrix_free_route_bytes(structure), "the matrix-free objectives",
+                             "no route of this problem fits: use fewer rows or parameters, or a machine with "
+                             "more memory")
+
+    def auto_skip(self, structure) -> str | None:
+        if self.choice(structure) is not None:
+            return None
+        return (f"P = {structure.dim} < {HESSIAN_FREE_MIN_DIM} parameters and the dense P x P matrices fit in "
+                f"memory: the dense routes certify to a 1e-10 gap (tol) and answer the point the verifications "
+                f"measure against; force with method='hessian_free'")
+
+    def choice(self, structure) -> str | None:
+        """Why ``method="auto"`` takes this route (recorded in ``info["route_choice"]``), or ``None``
+        when it leaves the problem to the dense routes: from :data:`HESSIAN_FREE_MIN_DIM`
+        parameters, or when the dense ``sqp`` route's :math:`P\\times P` matrices would not fit in
+        memory."""
+        if structure.dim >= HESSIAN_FREE_MIN_DIM:
+            return (f"P = {structure.dim} >= {HESSIAN_FREE_MIN_DIM} parameters: Hessian-free (about "
+                    f"{format_bytes(matrix_free_route_bytes(structure))}; the dense sqp route would need about "
+                    f"{format_bytes(dense_route_bytes(structure, 'sqp'))} and O(N P^2) flops per step)")
+        refused = dense_route_refusal(structure, "sqp")
+        if refused is not None:
+            return f"the dense routes do not fit in memory: {refused}"
+        return None
+
+    def complete_options(self, given) -> dict:
+        from ..._validation import check_choice, check_int, check_real
+
+        opts = super().complete_options(given)
+        opts["max_iterations"] = check_int(opts["max_iterations"], "max_iterations", low=1)
+        opts["memory"] = check_int(opts["memory"], "memory", low=1)
+        opts["algorithm"] = check_choice(opts["algorithm"], "algorithm", ("auto", "lbfgs", "sqp"))
+        if opts["tol"] is not None:
+            opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+        return opts
+
+    def solve(self, problem, request):
+        started = time.perf_counter()
+        opts = request.options
+        reason = hessian_free_bound_applies(problem.objectives)
+        if reason is not None:
+            raise self.refusal(problem, f"its certificate needs strong convexity from the ridge: {reason}")
+        mf = _matrix_free(problem)
+        W = problem.weight_set
+        theta = _start(problem)
+        certifier = Certifier(lambda ev, force: _certificate(problem, mf, W, ev, request.gap_tol, force,
+                                                             opts["tol"]), request.gap_tol, opts["tol"])
+        support = SmoothedSupport(W)
+        smooth = not support.needs_smoothing
+        algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
+        setup = time.perf_counter() - started
+        if algorithm == "sqp":
+            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem))
+            theta = run.minimize(theta, opts["max_iterations"])
+            history, evaluations, stages = run.history, run.evaluations, []
+            if certifier.best is None:                  # no step certified: the worst-case weights at the end
+                certifier.check(Evaluation.of_support(mf, SmoothedSupport(W), theta), {}, force=True)
+        else:
+            history, evaluations, stages = [], 0, _tau_schedule(W, mf, theta) if not smooth else [0.0]
+            for tau in stages:
+                support = SmoothedSupport(W, tau)
+                run = LBFGSRun(mf, support, certifier, opts["memory"],
+                               stage_done=None if support.tau == 0 else _stage_done(problem, W))
+                theta = run.minimize(theta, opts["max_iterations"] - len(history))
+                history += run.history
+                evaluations += run.evaluations
+                if certifier.closed or len(history) >= opts["max_iterations"]:
+                    break
+        if certifier.best is None:
+            return problem.failed_solution([{"method": self.name, "history": history[-20:]}])
+        t0 = time.perf_counter()
+        sol = _solution(problem, mf, certifier.best[1])
+        certificate = certifier.seconds + time.perf_counter() - t0
+        sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
+        keep_warm_start(problem, sol.theta)
+        total = time.perf_counter() - started
+        sol.info.update({"iterations": len(history), "evaluations": evaluations, "history": history,
+                         "gap_tol": request.gap_tol, "algorithm": algorithm, "smoothing": stages,
+                         "time_split": {"setup": setup, "certificate": certificate,
+                                        "iterations": total - setup - certificate, "total": total}})
+        return sol
+
+
+#: from this many parameters ``method="auto"`` takes the Hessian-free route before the dense ``sqp``
+#: route (which builds and factors the P x P weighted Hessian, O(N P^2) per step: ERM took 12.9 s at
+#: P = 2,010 and 258 s at P = 5,130 by the dense route, against 0.9 s and 3.0 s Hessian-free in
+#: ``benchmarks/bench_certified.py --scale``). Below it the Hessian-free route is often faster too
+#: (one BLAS thread, medians of 3, 4-20 clients: chi^2 at P = 5-650 0.1-0.4x the sqp route's time,
+#: ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5 rows x parameters), but ``auto`` keeps the dense routes there: they certify to a 1e-10 gap by
+#: default (the Hessian-free route stops at ``gap_tol``), and the verifications of
+#: :mod:`drflmodel.verification` and the Flower grading measure distances to that point
+HESSIAN_FREE_MIN_DIM = 1000
+
+#: from this many rows x parameters (one pass: ~2 N P flops) ``algorithm="auto"`` takes the
+#: quasi-Newton SQP for a smooth varying set too: its weight problem (~10-20 ms) is then cheap next to
+#: a pass, and it needs fewer passes (chi^2, 20 clients: 15 vs 24 iterations at 50k x 512 x 10, 18 vs 34
+#: at 50k x 512 x 100, 23 s vs 50 s); below, L-BFGS is faster (10k x 50: 13 iterations, no weight problem)
+SQP_MIN_SIZE = 100_000_000
+
+
+def _algorithm(support, mf) -> str:
+    """``"lbfgs"`` for a fixed weight set, and for a smooth one below :data:`SQP_MIN_SIZE`;
+    ``"sqp"`` otherwise."""
+    if support.fixed is not None:
+        return "lbfgs"
+    if support.needs_smoothing or mf.n_rows * mf.dim >= SQP_MIN_SIZE:
+        return "sqp"
+    return "lbfgs"
+
+
+def _matrix_free(problem):
+    """The problem's matrix-free objectives (built once per problem and loss, kept in the route's
+    cache): over its rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`), or, on a
+    federated server, the objectives' own ``matrix_free()`` (the clients answer values, gradients
+    and the bound's per-client means: :mod:`drflmodel.client_oracle.remote_points`)."""
+    objectives = problem.objectives
+    remote = getattr(objectives, "matrix_free", None)
+    build = remote if remote is not None else (lambda: MatrixFreeObjectives(objectives))
+    return cached(problem, "hessian_free", (objectives, objectives.loss), build)
+
+
+def _weight_model(problem):
+    """The compiled weight problem of the quasi-Newton SQP (once per weight set and solver; the
+    ``sqp`` route's model, shared)."""
+    from ..engine.solvers import default_solver
+    from .lagrangian_sqp import weight_step_model
+
+    return weight_step_model(problem, default_solver())
+
+
+def _start(problem) -> np.ndarray:
+    """A sweep's previous answer (any fast route's), else :math:`\\theta=0`."""
+    previous = warm_start(problem)
+    return previous if previous is not None else np.zeros(problem.dim)
+
+
+def _tau_schedule(W, mf, theta) -> list[float]:
+    """The smoothing levels of a polyhedral set: from 1% of the objective's scale down by 10x
+    to :math:`10^{-12}` of it (the route stops at the first level whose certificate closes)."""
+    scale = max(1.0, abs(float(W.worst_case(mf.values(theta))[0])))
+    return [scale * 10.0 ** (-k) for k in range(2, 13)]
+
+
+def _stage_done(problem, W):
+    r"""A smoothing stage ends once its own optimization error (the strong-convexity estimate
+    :math:`\|\nabla\Phi_\tau\|^2/(2\mu)`) is a tenth of the smoothing gap :math:`\Phi-\Phi_\tau`."""
+    def done(ev) -> bool:
+        mu = problem.objectives.l2 * float(np.sum(ev.lam))
+        smoothing_gap = float(W.worst_case(ev.values)[0]) - ev.smoothed
+        return float(ev.gradient @ ev.gradient) / (2.0 * mu) <= 0.1 * smoothing_gap
+    return done
+
+
+def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False,
+                 tol: float | None = None) -> dict | None:
+    r"""The certificate at an evaluation: :math:`U=\Phi(\theta)`, :math:`\hat\lambda` = the
+    evaluation's weights made feasible, :math:`L` = the Hessian-free fixed-weight bound minus
+    :math:`\psi(\hat\lambda)`. Unless ``force``, a cheap necessary test runs first (the
+    strong-convexity term of the penalized coordinates alone must leave room for the gap; ``None``
+    when it does not), so the bound's extra work (the intercepts' partial minimum) is done only
+    near the end."""
+    U = float(W.worst_case(ev.values)[0])
+    lam, projected = feasible_weights(W, ev.lam)
+    psi = float(W.psi(lam))
+    mu = problem.objectives.l2 * float(lam.sum())
+    if mu <= 0:
+        return None
+    gradient = ev.gradient if not projected else ev.point.weighted_gradient(lam)
+    if not force:
+        penalized = mf.penalty_diagonal > 0
+        optimistic = float(lam @ ev.values) - psi - float(gradient[penalized] @ gradient[penalized]) / (2.0 * mu)
+        if relative_gap(optimistic, U) > gap_tol:
+            return None
+    target = U - min(gap_tol, tol or gap_tol) * max(1.0, abs(U)) + psi
+    bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
+    return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
+
+
+def _solution(problem, mf, cert):
+    """The certified :class:`~drflmodel.solution.Solution` (through ``certify_at``, with the
+    Hessian-free bound as the fixed-weight minimum)."""
+    ev, lam, bound = cert["evaluation"], cert["lam"], cert["bound"]
+    fixed = {"value": bound.bound, "solver_value": bound.value, "numpy_bound": bound.bound,
+             "theta": ev.theta, "solver": "numpy-dual", "status": "optimal", "iterations": 0,
+             "bound_kind": f"Hessian-free {bound.kind}"}
+    sol = problem.certify_at(problem.identifiable(ev.theta), lam, "numpy-hessian-free", ev.smoothed,
+                             {"epigraph": lam}, fixed=fixed, evaluated=(ev.values, ev.point.gradients()))
+    sol.duals = problem.answer_duals(lam, sol.theta)
+    sol.info["hessian_free_bound"] = bound.to_dict()
+    return sol

@@ -1,0 +1,225 @@
+r"""The two step algorithms of the Hessian-free route (:mod:`.hessian_free`), each certifying at
+every iterate through a :class:`Certifier` and stopping at the first iterate whose certificate
+closes.
+
+* :class:`LBFGSRun` -- SciPy's L-BFGS-B (unbounded) on the smooth composition
+  :math:`\Phi_\tau=\sigma_\tau\circ f` (D. C. Liu and J. Nocedal 1989, "On the limited memory BFGS
+  method for large scale optimization", Mathematical Programming 45): one forward and one backward
+  pass per evaluation. For a smooth or fixed :math:`\sigma_\Lambda` (:math:`\tau=0`), and as a
+  stage of the smoothing continuation otherwise.
+* :class:`QuasiNewtonSQPRun` -- SQP with a limited-memory quasi-Newton Lagrangian Hessian, for the
+  sets whose :math:`\sigma_\Lambda` is not smooth (simplex, CVaR, HCVaR, balls). At :math:`\theta_k`
+  with client values :math:`f`, gradients :math:`G` (:math:`n\times P`) and :math:`B^{-1}\approx
+  (\sum_i\lambda_i\nabla^2f_i)^{-1}` (the two-loop recursion; J. Nocedal and S. Wright, *Numerical
+  Optimization*, 2nd ed., Algorithm 7.4), the weight problem in :math:`n` variables
+
+  .. math:: \max_{\lambda\in\Lambda}\ \lambda^\top f-\tfrac12\lambda^\top GB^{-1}G^\top\lambda-\psi(\lambda)
+
+  (the dual of :math:`\min_\Delta\sigma_\Lambda(f+G\Delta)+\frac12\Delta^\top B\Delta`, compiled once;
+  :class:`~.lagrangian_sqp.WeightStepModel`), the step :math:`\Delta=-B^{-1}G^\top\lambda_{k+1}`, Armijo
+  on the exact :math:`\Phi` with the model's predicted decrease, and the pair
+  :math:`(s,y)=(\theta_{k+1}-\theta_k,\ (G_{k+1}-G_k)^\top\lambda_{k+1})` -- the quasi-Newton form of
+  the classical SQP step whose exact-Hessian version is :mod:`.lagrangian_sqp`. Each iteration: one
+  forward pass and one client-by-client backward pass, plus the small weight problem.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...sets import feasible_weights
+from ...solution import relative_gap
+
+__all__ = ["Evaluation", "Certifier", "LBFGSRun", "QuasiNewtonSQPRun", "InverseLBFGS"]
+
+
+class Evaluation:
+    """One evaluation at :math:`\\theta`: the row pass (a :class:`~drflmodel.matrix_free.RowPoint`),
+    the client values, the weights :math:`\\lambda` whose weighted gradient was taken, that gradient
+    :math:`\\sum_i\\lambda_i\\nabla f_i` and the value the steps minimize (:math:`\\Phi_\\tau`, or the
+    step model's)."""
+
+    __slots__ = ("theta", "point", "values", "lam", "gradient", "smoothed")
+
+    def __init__(self, theta, point, lam, gradient, smoothed):
+        self.theta, self.point, self.values = theta, point, point.values
+        self.lam, self.gradient, self.smoothed = lam, gradient, smoothed
+
+    @classmethod
+    def of_support(cls, mf, support, theta) -> "Evaluation":
+        """:math:`\\Phi_\\tau` at ``theta`` (one forward, one backward pass)."""
+        point = mf.at(theta)
+        smoothed, lam = support(point.values)
+        return cls(theta, point, lam, point.weighted_gradient(lam), smoothed)
+
+
+class Certifier:
+    """The certificate at iterates (``certify(evaluation, force)`` returns a dict with ``lower``,
+    ``upper``, ... or ``None``), the best one met, and the time spent on it.
+
+    The run is done (:attr:`closed`) once the best relative gap is at most ``tol`` (default
+    ``gap_tol``: the first certified iterate), or at most ``gap_tol`` and not halved over the last
+    :data:`STALL` certificates (a floor: the floating-point allowance of the bound grows with the
+    number of rows)."""
+
+    STALL = 5
+
+    def __init__(self, certify, gap_tol: float, tol: float | None = None):
+        self._certify, self.gap_tol = certify, gap_tol
+        self.tol = gap_tol if tol is None else min(tol, gap_tol)
+        self.best, self.seconds, self._since_halved = None, 0.0, 0
+
+    @property
+    def closed(self) -> bool:
+        if self.best is None:
+            return False
+        return self.best[0] <= self.tol or (self.best[0] <= self.gap_tol and self._since_halved >= self.STALL)
+
+    def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
+        """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
+        t0 = time.perf_counter()
+        cert = self._certify(ev, force)
+        self.seconds += time.perf_counter() - t0
+        if cert is not None:
+            gap = relative_gap(cert["lower"], cert["upper"])
+            record["relative_gap"] = gap
+            self._since_halved += 1
+            if self.best is None or gap < 0.5 * self.best[0]:
+                self._since_halved = 0
+            if self.best is None or gap < self.best[0]:
+                self.best = (gap, cert)
+        return self.closed
+
+
+class LBFGSRun:
+    """SciPy's L-BFGS-B on :math:`\\Phi_\\tau` (module docstring); ``stage_done(evaluation)`` ends a
+    smoothing stage early (``None``: run until the certificate closes or the iterations end)."""
+
+    def __init__(self, mf, support, certifier: Certifier, memory: int, stage_done=None):
+        self.mf, self.support, self.certifier = mf, support, certifier
+        self.memory, self.stage_done = memory, stage_done
+        self.cache, self.history, self.evaluations, self.last = [], [], 0, None
+
+    def evaluate(self, theta) -> Evaluation:
+        for ev in self.cache:
+            if np.array_equal(ev.theta, theta):
+                return ev
+        ev = Evaluation.of_support(self.mf, self.support, np.array(theta, float))
+        self.evaluations += 1
+        self.cache = [ev] + self.cache[:1]
+        return ev
+
+    def _fun(self, theta):
+        ev = self.evaluate(theta)
+        return ev.smoothed, ev.gradient
+
+    def _callback(self, intermediate_result):
+        self.last = ev = self.evaluate(intermediate_result.x)
+        record = {"iteration": len(self.history) + 1, "value": ev.smoothed, "tau": self.support.tau}
+        self.history.append(record)
+        if self.certifier.check(ev, record) or (self.stage_done is not None and self.stage_done(ev)):
+            raise StopIteration
+
+    def minimize(self, theta, max_iterations: int) -> np.ndarray:
+        from scipy.optimize import minimize
+
+        self.last = self.evaluate(theta)
+        if max_iterations > 0 and not self.certifier.check(self.last, {}):     # the start may be certified
+            result = minimize(self._fun, theta, jac=True, method="L-BFGS-B", callback=self._callback,
+                              options={"maxcor": self.memory, "maxiter": max_iterations,
+                                       "maxfun": 4 * max_iterations, "gtol": 0.0, "ftol": 0.0, "maxls": 50})
+            theta = np.asarray(result.x, float)
+        if self.certifier.best is None:               # no iterate passed the cheap test: bound the last
+            self.certifier.check(self.last, {}, force=True)
+        return theta
+
+
+class InverseLBFGS:
+    """A limited-memory BFGS approximation :math:`B^{-1}` of an inverse Hessian (the two-loop
+    recursion, applied to several vectors at once)."""
+
+    def __init__(self, memory: int, gamma: float):
+        self.memory, self.gamma, self.pairs = memory, gamma, []
+
+    def update(self, s: np.ndarray, y: np.ndarray) -> None:
+        sy = float(s @ y)
+        if sy <= 1e-12 * float(np.sqrt((s @ s) * (y @ y))):
+            return                                   # no curvature information (round-off): skip
+        self.pairs = (self.pairs + [(s, y, 1.0 / sy)])[-self.memory:]
+        self.gamma = sy / float(y @ y)
+
+    def apply(self, V: np.ndarray) -> np.ndarray:
+        """:math:`B^{-1}V` for ``V`` of shape ``(P,)`` or ``(P, q)``."""
+        Q = np.array(V, float)
+        alphas = []
+        for s, y, rho in reversed(self.pairs):
+            a = rho * (s @ Q)
+            Q -= np.multiply.outer(y, a)
+            alphas.append(a)
+        Q *= self.gamma
+        for (s, y, rho), a in zip(self.pairs, reversed(alphas)):
+            b = rho * (y @ Q)
+            Q += np.multiply.outer(s, a - b)
+        return Q
+
+
+class QuasiNewtonSQPRun:
+    """The quasi-Newton SQP of the module docstring for the weight set ``W`` with the compiled
+    weight problem ``model``."""
+
+    def __init__(self, mf, W, certifier: Certifier, memory: int, model):
+        self.mf, self.W, self.certifier, self.model = mf, W, certifier, model
+        self.memory = memory
+        self.history, self.evaluations = [], 0
+
+    def _point(self, theta):
+        self.evaluations += 1
+        point = self.mf.at(theta)
+        return point, float(self.W.worst_case(point.values)[0])
+
+    def _initial_inverse(self, point) -> InverseLBFGS:
+        """:math:`B_0^{-1}=I/L` with :math:`L` the smoothness of :math:`\\sum_i\\lambda_if_i` estimated
+        from the rows' mean squared norm."""
+        mf = self.mf
+        lam_sum = float(np.sum(self.W.worst_case(point.values)[1]))
+        curvature = mf.loss.smoothness * mf.mean_squared_row_norm() + float(mf.penalty_diagonal.max())
+        return InverseLBFGS(self.memory, 1.0 / max(lam_sum * curvature, 1e-300))
+
+    def minimize(self, theta, max_iterations: int) -> np.ndarray:
+        W = self.W
+        point, value = self._point(theta)
+        inverse = self._initial_inverse(point)
+        for k in range(1, max_iterations + 1):
+            G = point.gradients()
+            M = inverse.apply(G.T)                                    # B^{-1} G^T, (P, n)
+            record = {"iteration": k, "value": value}
+            self.history.append(record)
+            try:
+                lam_raw, m_value = self.model.solve(point.values, G @ M)
+            except ArithmeticError as exc:
+                record["error"] = str(exc)[:200]
+                break
+            lam = feasible_weights(W, lam_raw)[0]
+            record["model_value"] = m_value
+            if self.certifier.check(Evaluation(theta, point, lam, G.T @ lam, m_value), record):
+                break
+            delta = -(M @ lam)
+            predicted = value - m_value
+            if not predicted > 1e-15 * max(1.0, abs(value)):
+                break                                  # the model sees no decrease left
+            step, new = 1.0, None
+            while step >= 1e-10:                       # Armijo on the exact objective
+                candidate = self._point(theta + step * delta)
+                if candidate[1] <= value - 1e-4 * step * predicted:
+                    new = candidate
+                    break
+                step *= 0.5
+            record["step"] = step
+            if new is None:
+                break
+            theta_new = theta + step * delta
+            inverse.update(theta_new - theta, (new[0].gradients() - G).T @ lam)
+            theta, (point, value) = theta_new, new
+        return theta
