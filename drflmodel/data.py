@@ -92,8 +92,8 @@ def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
 
 def _available_memory() -> int | None:
     """Bytes of physical memory available now, or ``None`` if unknown
-    (:func:`drflmodel.problems.engine.memory.available_memory`)."""
-    from .problems.engine.memory import available_memory
+    (:func:`drflmodel._memory.available_memory`)."""
+    from ._memory import available_memory
 
     return available_memory()
 

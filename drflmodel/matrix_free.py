@@ -76,7 +76,7 @@ class MatrixFreeObjectives:
         stacked_X, stacked_y = objectives._X, objectives._y
         n, _, d = stacked_X.shape
         N = int(sizes.sum())
-        from .problems.engine.memory import check_memory
+        from ._memory import check_memory
 
         check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
                      f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",

@@ -91,7 +91,7 @@ def penalty_weights(federation: Federation, penalize_intercept) -> np.ndarray:
 def _check_dense_hessians(dim: int, count: int) -> None:
     """Refuse, before allocating, ``count`` dense ``dim x dim`` Hessians (and the factor a solve
     takes of them) that would not fit in memory."""
-    from .problems.engine.memory import check_memory, dense_hessian_bytes
+    from ._memory import check_memory, dense_hessian_bytes
 
     check_memory(dense_hessian_bytes(dim, count + 1),
                  f"{count} dense {dim} x {dim} Hessian{'s' if count > 1 else ''} and a factor",
@@ -383,7 +383,7 @@ class ClientObjectives:
     def _client_grams(self):
         """:math:`X_i^\\top X_i/N_i`, client by client (one BLAS product each, no ``(n, d, d)`` array;
         padded rows are zero and add nothing)."""
-        from .problems.engine.memory import check_memory, dense_hessian_bytes
+        from ._memory import check_memory, dense_hessian_bytes
 
         d = self.n_features
         check_memory(dense_hessian_bytes(d, 3), f"a client's {d} x {d} Gram matrix and its eigendecomposition",

@@ -98,7 +98,7 @@ def test_non_smooth_loss_is_refused_by_name():
 
 
 def test_size_refused_before_allocating(monkeypatch):
-    import drflmodel.problems.engine.memory as memory
+    import drflmodel._memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 
@@ -114,7 +114,7 @@ def test_size_refused_before_allocating(monkeypatch):
 
 def test_dense_hessians_refused_before_allocating(monkeypatch):
     """ClientObjectives' dense Hessians say what they would need (no raw MemoryError)."""
-    import drflmodel.problems.engine.memory as memory
+    import drflmodel._memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 

@@ -227,7 +227,7 @@ def test_refused_with_reasons():
 def test_dense_routes_refused_by_memory_and_auto_takes_the_matrix_free_route(monkeypatch):
     """With memory for the matrix-free objectives but not for P x P matrices: the dense routes are
     refused with their estimate and the route that fits; ``auto`` solves Hessian-free."""
-    import drflmodel.problems.engine.memory as memory
+    import drflmodel._memory as memory
 
     monkeypatch.setattr(memory, "MIN_REFUSED_BYTES", 0)
 
