@@ -173,3 +173,18 @@ def test_malformed_answers():
     assert C.gradient_length(np.full(5, 1e300), 1.0, 3.0).check == "gradient length"
     v = C.first_order_convexity(np.zeros(2), 1.0, np.ones(2), np.ones(2), 0.0)
     assert v.to_dict()["check"] == "first-order convexity" and v.to_dict()["numbers"]["violation"] == pytest.approx(3.0)
+
+
+def test_the_cheap_spectral_norm_bounds_bracket_the_exact_norm():
+    """curvature_matches_gradients decides with bounds on ||H||_2 and computes the norm only when they
+    disagree: the bounds must bracket numpy's 2-norm (PSD, indefinite, rank one, diagonal, scaled)."""
+    from drflmodel.client_oracle.checks import _spectral_norm_bounds
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        P = int(rng.integers(1, 40))
+        A = rng.normal(size=(P, P)) * 10.0 ** rng.uniform(-3, 3)
+        for H in (A @ A.T, A + A.T, np.outer(A[0], A[0]), np.diag(np.diag(A))):
+            low, high = _spectral_norm_bounds(H)
+            exact = np.linalg.norm(H, 2)
+            assert low <= exact * (1 + 1e-12) and exact <= high * (1 + 1e-12), (trial, low, exact, high)

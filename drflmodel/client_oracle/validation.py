@@ -64,6 +64,7 @@ class ClientBook:
         self.ones_columns: list[int] = []
         self.row_norm: float | None = None
         self.records: OrderedDict[bytes, check.AnswerRecord] = OrderedDict()
+        self._last_hessian: tuple | None = None       # the Hessian the checks just unpacked (see _hessian)
 
     # ------------------------------------------------------------------ what is known
     @property
@@ -103,6 +104,19 @@ class ClientBook:
         handler = getattr(self, f"_{query}", None)
         return handler(request, options, answer) if handler is not None else None
 
+    def _hessian(self, answer: dict, P: int, *, checked: bool = False) -> np.ndarray:
+        """The full Hessian of an answer's upper triangle. The checks unpack it; ``checked=True`` (the
+        record of the answer just checked, with no client code run in between) reuses that matrix
+        instead of a second P x P pass, once."""
+        triangle = answer["hessian"]
+        cached, self._last_hessian = self._last_hessian, None
+        if checked and cached is not None and cached[0] is triangle:
+            return cached[1]
+        H = _untriu(triangle, P)
+        if not checked:
+            self._last_hessian = (triangle, H)
+        return H
+
     def keep(self, query: str, request: dict, options: dict, answer: dict) -> None:
         """Remember an answer that passed (its point, value, gradient, Hessian, HVP; the declaration)."""
         if query == "describe":
@@ -127,7 +141,7 @@ class ClientBook:
             rec.value = float(np.asarray(answer["value"]).reshape(-1)[0])
             rec.gradient = np.asarray(answer["gradient"], float).reshape(-1)
             if "hessian" in answer:
-                rec.hessian = _untriu(answer["hessian"], rec.gradient.size)
+                rec.hessian = self._hessian(answer, rec.gradient.size, checked=True)
         elif query == "hvp":
             rec = self._record(request["theta"])
             rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
@@ -202,7 +216,7 @@ class ClientBook:
             grad, getattr(loss, "lipschitz", np.inf), R)
         if bad:
             return bad
-        H = _untriu(answer["hessian"], P) if "hessian" in answer else None
+        H = self._hessian(answer, P) if "hessian" in answer else None
         if H is not None:
             bad = check.hessian_psd(H) or check.hessian_size(H, getattr(loss, "smoothness", np.inf), R)
             if bad:
