@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import gzip
 from importlib import resources
-from typing import Sequence
 
 import numpy as np
 

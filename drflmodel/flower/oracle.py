@@ -33,8 +33,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MetricRecord
+from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import ServerApp
 
@@ -42,7 +41,7 @@ from .._validation import check_choice, check_int
 from ..client_oracle import QUERIES, Channel, Site, federated_solve
 from ..errors import InvalidParameterError
 from ._exchange import Exchange
-from ._records import CONFIG, METRICS, PAYLOAD, down_content, payload_arrays, up_content
+from ._records import CONFIG, METRICS, down_content, payload_arrays, up_content
 from .client import partition_of
 
 __all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_server_app",

@@ -38,7 +38,7 @@ from ..._validation import check_real
 from ...data import VerticalFederation
 from ...errors import InvalidDataError, InvalidParameterError
 from ...losses import Loss
-from ...objectives import ClientObjectives, minibatch_indices
+from ...objectives import ClientObjectives
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
 from .route import Route, dispatch

@@ -48,7 +48,7 @@ import scipy.sparse as sp
 from ..._validation import check_int, check_real
 from ...objectives import ClientObjectives
 from ...sets import feasible_weights
-from ...solution import relative_gap, status_from_gap
+from ...solution import status_from_gap
 from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import ROWS
 from .lagrangian_sqp import _Point, weight_step_model
