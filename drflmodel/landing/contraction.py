@@ -56,6 +56,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, gmres
 
+from ..solvers.baselines import proximal_local_steps
+
 __all__ = ["local_iterates", "local_trajectory", "local_iterates_jvp", "average_map", "contraction_factors",
            "shared_hessian_preconditioner", "solve_local_steps_fixed_point", "ROUNDING_ALLOWANCE",
            "PRECONDITION_MAX_DIM"]
@@ -68,12 +70,10 @@ PRECONDITION_MAX_DIM = 3000
 
 def local_iterates(objectives, theta, steps: int, eta: float, mu: float = 0.0) -> np.ndarray:
     r"""Every client's :math:`u_{i,J}(\theta)` (shape ``(n, P)``): :math:`J` steps
-    :math:`u\leftarrow u-\eta(\nabla f_i(u)+\mu(u-\theta))` from :math:`u=\theta`."""
-    theta = np.asarray(theta, float)
-    U = np.array(np.broadcast_to(theta, (objectives.n, theta.size)))
-    for _ in range(steps):
-        U = U - eta * (objectives.gradients(U) + mu * (U - theta[None, :]))
-    return U
+    :math:`u\leftarrow u-\eta(\nabla f_i(u)+\mu(u-\theta))` from :math:`u=\theta` -- the local
+    solver of drflmodel's FedAvg / FedProx itself (:func:`~drflmodel.solvers.baselines.proximal_local_steps`),
+    so the fixed point is that of the arithmetic the solvers run."""
+    return proximal_local_steps(objectives, np.asarray(theta, float), steps, eta, mu)
 
 
 def local_trajectory(objectives, theta, steps: int, eta: float, mu: float = 0.0) -> list:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .._validation import as_finite_array, check_int, check_probability_vector, check_real
 from ..errors import InvalidDataError, InvalidParameterError
+from ..solvers.baselines import default_local_step
 from .contraction import ROUNDING_ALLOWANCE, contraction_factors, solve_local_steps_fixed_point
 from .moreau import moreau_certificate, solve_moreau_fixed_point, strong_convexity_modulus
 from .result import FixedPoint
@@ -39,14 +40,6 @@ CONFIG_KEYS = {"local_steps": "J, the number of local steps per round (or 'exact
                "mu": "mu, FedProx's proximal weight",
                "global_step": "eta_g, the server step (changes the speed, not the point)",
                "batch_size": "the minibatch size (None: full-batch local gradients)"}
-
-
-def _default_local_step(name: str, problem, J: int, mu: float) -> float:
-    """The step a drflmodel solver uses when ``step_size=None`` (documented on
-    :class:`~drflmodel.solvers.FedAvg` / :class:`~drflmodel.solvers.FedProx`): :math:`1/(L_{xx}J)`,
-    FedProx :math:`1/((L_{xx}+\\mu)J)`, :math:`L_{xx}=\\max_iL_i`."""
-    L = float(np.max(problem.objectives.smoothness()))
-    return 1.0 / ((L + (mu if name == "FedProx" else 0.0)) * J)
 
 
 def strategy_configuration(strategy, **given) -> tuple[str, dict]:
@@ -189,7 +182,8 @@ def fixed_point(problem, strategy, *, local_steps=None, step_size=None, mu=None,
         return _moreau_point(problem, char, config, p, mu_value, tol, theta0)
     J = check_int(config["local_steps"], "local_steps", low=1)
     eta = config.get("step_size")
-    eta = _default_local_step(char.name, problem, J, mu_value) if eta is None else eta
+    if eta is None:                             # the step drflmodel's FedAvg / FedProx take by default
+        eta = default_local_step(problem, J, mu_value if char.name == "FedProx" else 0.0)
     eta = check_real(eta, "step_size", low=0.0, low_open=True)
     config.update(local_steps=J, step_size=eta, mu=mu_value if char.name == "FedProx" else None)
     return _local_steps_point(problem, char, config, p, J, eta, mu_value, tol, theta0)

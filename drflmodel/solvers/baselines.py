@@ -41,7 +41,8 @@ from ._base import Solver, check_batch_size, check_rounds, check_step
 from .sampling import sample_by_weights, sample_uniform, sampling_probabilities
 from .scaffpd import _initial_weights
 
-__all__ = ["FedAvg", "FedProx", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights"]
+__all__ = ["FedAvg", "FedProx", "Scaffold", "StochasticAFL", "DRFA", "QFedAvg", "fixed_weights",
+           "default_local_step", "proximal_local_steps"]
 
 _DRO = ("drflmodel.problems.minmax.dro:FederatedDRO",)
 #: recorded per round by the min-max baselines when they sample clients
@@ -57,10 +58,16 @@ def _smoothness(problem) -> float:
     return L
 
 
+def default_local_step(problem, local_steps: int, mu: float = 0.0) -> float:
+    """The local step FedAvg and FedProx take when ``step_size=None``: :math:`1/((L_{xx}+\\mu)J)`,
+    :math:`L_{xx}=\\max_iL_i` (:math:`\\mu=0` for FedAvg)."""
+    return 1.0 / ((_smoothness(problem) + mu) * local_steps)
+
+
 def _local_step(solver, problem) -> float:
-    """The user's ``step_size``, else the documented default :math:`1/(L_{xx}J)`."""
+    """The user's ``step_size``, else the documented default :func:`default_local_step`."""
     eta = solver.params["step_size"]
-    return eta if eta is not None else 1.0 / (_smoothness(problem) * solver.local_steps)
+    return eta if eta is not None else default_local_step(problem, solver.local_steps)
 
 
 def fixed_weights(weights, n: int) -> np.ndarray:
@@ -288,7 +295,7 @@ class FedProx(Solver):
         p = fixed_weights(problem.weights, problem.n_clients)
         eta = self.params["step_size"]
         if eta is None:
-            eta = 1.0 / ((_smoothness(problem) + self.mu) * self.local_steps)
+            eta = default_local_step(problem, self.local_steps, self.mu)
         return {"theta": theta0, "weights": p, "eta": eta, "info": {"step_size_used": eta},
                 "expected_rate": None if self.batch_size else self.expected_rate}
 
