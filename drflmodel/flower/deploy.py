@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -217,22 +218,56 @@ def config_client_app(app_dir):
     return with_oracle(client_app(view), site, policy)
 
 
-def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None):
+@contextmanager
+def _warnings_only(verbose):
+    """Within the block Flower's logger passes only warnings and errors (:func:`run_app`), unless
+    ``verbose`` is ``True`` or is ``None`` and the user configured Flower's logger."""
+    import logging
+
+    from ._logs import user_configured
+
+    logger = logging.getLogger("flwr")
+    if verbose or (verbose is None and user_configured(logger)):
+        yield
+        return
+    quiet = logging.Filter()
+    quiet.filter = lambda record: record.levelno >= logging.WARNING
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None,
+            seed: int | None = None):
     """Run a Flower App directory in this process, like ``flwr run`` but on the in-process grid:
     its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
     ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
     ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
     Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.app_grading.graded` app, whose
-    ``report`` then holds the verdict). Flower's per-round INFO log stays off the terminal unless
-    you configured Flower's logger or pass ``verbose=True``; Flower's warnings and drflmodel's own
-    lines always show."""
+    ``report`` then holds the verdict). The run is quiet: only warnings and errors reach the
+    terminal -- not Flower's per-round INFO log, nor drflmodel's INFO lines (the oracle, one line per
+    graded round, the verdict: the returned app's ``solution`` and ``report`` hold them) -- unless you
+    configured Flower's logger or pass ``verbose=True`` (everything, as ``flwr run`` shows it).
+
+    ``seed`` seeds Python's ``random`` and NumPy's global generator before the run: an app that
+    draws from them (scikit-learn estimators with ``random_state=None``, e.g. a SAGA epoch's order;
+    a strategy's choice of nodes) then gives the same numbers on every run; ``None`` leaves them as
+    they are."""
     import importlib
+    import random
 
     from flwr.app import Context, RecordDict
     from flwr.cli.config_utils import load_and_validate
 
     from .grid import LocalGrid
 
+    if not isinstance(app_dir, (str, os.PathLike)) or not (Path(app_dir) / "pyproject.toml").is_file():
+        raise InvalidParameterError(f"app_dir must be a Flower App directory (holding a pyproject.toml); got {app_dir!r}")
+    num_supernodes = check_int(num_supernodes, "num_supernodes", low=1)
+    if seed is not None:
+        seed = check_int(seed, "seed", low=0)
     app_dir = Path(app_dir).resolve()
     config, _warnings = load_and_validate(app_dir / "pyproject.toml", check_module=False)
     app_table = config["tool"]["flwr"]["app"]
@@ -249,8 +284,10 @@ def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbos
 
     server = component(app_table["components"]["serverapp"])
     client = component(app_table["components"]["clientapp"])
-    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused,
-                   verbose=verbose) as grid:
+    with _warnings_only(verbose), LocalGrid(client, num_supernodes, run_config=fused, verbose=verbose) as grid:
+        if seed is not None:
+            random.seed(seed)
+            np.random.seed(seed)
         server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
                              run_config=fused))
     return server
