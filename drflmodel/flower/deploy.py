@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_int
+from . import _install_hint
 from ..errors import InvalidParameterError
 from ._hygiene import HYGIENE_ENV
 from ._net import descendants, free_port
@@ -347,6 +348,16 @@ class LocalDeployment:
         if supernode_auth and tls is None:
             raise InvalidParameterError("supernode_auth=True needs tls (Flower authenticates SuperNodes over "
                                         "TLS connections only): pass tls=True or a TLSFiles")
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float, np.integer, np.floating)) \
+                or not 0 < float(start_timeout) <= 3600:
+            raise InvalidParameterError(f"start_timeout must be a number of seconds in (0, 3600]; got {start_timeout!r}")
+        if workdir is not None:
+            if not isinstance(workdir, (str, os.PathLike)):
+                raise InvalidParameterError(f"workdir must be a directory path (str or Path) or None for a new "
+                                            f"temporary one; got {type(workdir).__name__} {workdir!r}")
+            if Path(workdir).exists() and not Path(workdir).is_dir():
+                raise InvalidParameterError(f"workdir must be a directory (existing or to be made); {workdir} "
+                                            "is a file")
         self._tmp = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="drflmodel-flower-")
@@ -377,8 +388,7 @@ class LocalDeployment:
     def _bin(self, name: str) -> str:
         path = Path(sys.executable).parent / name
         if not path.exists():
-            raise InvalidParameterError(f"{name} not found next to {sys.executable}: "
-                                        'pip install "drflmodel[flower]"')
+            raise InvalidParameterError(f"{name} not found next to {sys.executable}: {_install_hint('flower')}")
         return str(path)
 
     def _flwr(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
