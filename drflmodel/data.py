@@ -106,6 +106,24 @@ def _check_memory(needed: int, what: str) -> None:
                                "of memory is available; use fewer rows or features, or a machine with more memory")
 
 
+def _warn_constant_columns(X: np.ndarray, names: list, add_intercept: bool) -> None:
+    """Warn once about the feature columns that hold one value in every row (nothing that changes
+    the model is kept silently): such a column is an intercept -- a second one next to
+    ``add_intercept``'s -- penalized by the ridge term (``penalize_intercept=False`` frees only the
+    column named ``"intercept"``) and left unscaled by ``standardize`` (its deviation is 0)."""
+    if X.shape[0] < 2 or X.shape[1] == 0:
+        return
+    constant = [j for j in np.flatnonzero(np.ptp(X, axis=0) == 0)]
+    if not constant:
+        return
+    shown = ", ".join(f"{str(names[j])!r} (= {X[0, j]:g})" for j in constant[:5]) + (", ..." if len(constant) > 5 else "")
+    role = ("a second intercept next to add_intercept's" if add_intercept
+            else "an intercept (add_intercept=True adds the usual one)")
+    warnings.warn(f"feature column(s) {shown} hold one value in every row: each is {role}, penalized by "
+                  "l2 and not standardized; drop it from features unless that is what you want",
+                  UserWarning, stacklevel=3)
+
+
 class Client:
     """One client's local data set :math:`\\{(x_j, y_j)\\}_{j=1}^{N_i}`.
 
@@ -342,7 +360,9 @@ class Federation:
         label map, scaling), which the command line copies into the solution's ``info``. Errors
         name the column (missing column, missing values, a feature that cannot be encoded, a
         target without two classes, an empty client). A client with fewer rows than design
-        columns gets a ``UserWarning``: its own loss does not determine a model.
+        columns gets a ``UserWarning``: its own loss does not determine a model; so does a
+        constant feature column (one value in every row), which acts as a second intercept that
+        the ridge term penalizes and ``standardize`` leaves unscaled.
         """
         from . import _tabular as tab
 
@@ -368,6 +388,7 @@ class Federation:
             y, label_map = tab.class_target(cols, target), None
         else:
             y, label_map = tab.numeric_target(cols, target), None
+        _warn_constant_columns(X, feature_names, add_intercept)
         labels = tab.labels_column(cols, client, "client")
         declared = cols.categories(client)
         names = None if declared is None else sorted_unique(declared, f"categories of client column {client!r}")

@@ -240,6 +240,7 @@ API_MODULES = [
     ("client_oracle", "drflmodel.client_oracle", "The client-oracle interface (in process and federated)"),
     ("plots", "drflmodel.plots", "Figures"),
     ("errors", "drflmodel.errors", "Errors and warnings"),
+    ("cli", "drflmodel.cli", "The command line: drflmodel tour, solve, verify"),
     ("flower", "drflmodel.flower", "Flower integration (extra ``flower``)"),
     ("sklearn", "drflmodel.sklearn", "scikit-learn estimators (extra ``sklearn``)"),
 ]

@@ -159,6 +159,10 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     from ..solution import Solution, status_from_gap
     from .validation import CheckedChannel
 
+    if not (callable(getattr(channel, "ask", None)) and hasattr(channel, "n_clients")):
+        raise InvalidParameterError(
+            "channel must be a drflmodel.client_oracle.Channel (e.g. LocalChannel.from_problem(problem), or "
+            f"drflmodel.flower.certified_solve / solve_on_grid over Flower); got {type(channel).__name__}")
     if not isinstance(check_answers, bool):
         raise InvalidParameterError(f"check_answers must be True or False; got {check_answers!r}")
     started = time.perf_counter()

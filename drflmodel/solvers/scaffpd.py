@@ -375,16 +375,22 @@ class ScaffPD(Solver):
         if kind == "constant":
             ext = 1.0 if p["extrapolation"] is None else p["extrapolation"]
             return ConstantSchedule(p["step_size"], p["dual_step"], ext), {"schedule": "constant"}, None
+        mu_x = float(np.min(problem.objectives.strong_convexity())) if p["mu_x"] is None else p["mu_x"]
+        if mu_x <= 0:       # refused before any constant is computed: one error, advice that works
+            L = float(np.max(problem.objectives.smoothness())) if p["smoothness"] is None else p["smoothness"]
+            steps = f"step_size={1.0 / L:.3g}, dual_step=1.0" if np.isfinite(L) and L > 0 else "step_size=, dual_step="
+            raise InvalidParameterError(
+                f"schedule {kind!r} needs strongly convex client objectives (mu_x > 0; here mu_x = 0"
+                f"{no_strong_convexity_reason(problem)}): Scaff-PD's schedules are those of Theorems 3.1 "
+                "and 3.5 (Yu, Karimireddy, Ma, Jordan, arXiv:2307.13381). Either penalize every "
+                "coefficient (l2 > 0 with penalize_intercept=True), or pass schedule='constant' with "
+                f"explicit steps, e.g. ScaffPD(schedule='constant', {steps}) (tau = 1/L_xx; no rate is "
+                "then promised: check the run with dm.verify)")
         const = scaffpd_constants(problem, theta0, p["mu_x"], p["smoothness"], p["lipschitz"],
                                   p["mu_lambda"], p["radius"])
         info.update(const)
         if kind == "auto":
             kind = "sc-sc" if const["mu_lambda"] > 0 else "sc-c"
-        if const["mu_x"] <= 0:
-            raise InvalidParameterError(
-                f"schedule {kind!r} needs strongly convex client losses (mu_x > 0; here mu_x = 0"
-                f"{no_strong_convexity_reason(problem)}); use l2 > 0 on every coefficient or "
-                "schedule='constant'")
         if kind == "sc-sc":
             sch = sc_sc_schedule(const["mu_x"], const["mu_lambda"], const["L_xx"], const["L_lx"],
                                  p["conservative"])
