@@ -120,9 +120,10 @@ def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monke
     assert main(["verify", str(cfg)]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("optimal:") and "PASSED: ScaffPD vs dro" in out
-    assert "theory: linear, factor" in out and out.rstrip().endswith("wrote dro.verify.json")
-    assert len(out) < 5000 and err == ""
-    report = json.loads((work / "dro.verify.json").read_text())["report"]
+    # the report goes next to the configuration, not into the working directory (issue 43)
+    assert "theory: linear, factor" in out and out.rstrip().endswith(f"wrote {tmp_path / 'dro.verify.json'}")
+    assert len(out) < 5000 and err == "" and not (work / "dro.verify.json").exists()
+    report = json.loads((tmp_path / "dro.verify.json").read_text())["report"]
     assert report["passed"] and report["diagnosis"]["theory"]["kind"] == "linear"
     # --json: the JSON alone on standard output, the verdict on standard error
     assert main(["verify", str(cfg), "--json"]) == 0
