@@ -449,9 +449,10 @@ def _weight_set(spec: dict, n: int, fed, key: str):
     name = spec.pop("name", None)
     if not isinstance(name, str):
         raise ConfigError(f"'{key}.name' must be a string")
-    if name not in sets.WEIGHT_SET_NAMES and name not in sets._FORMER_NAMES:
-        raise ConfigError(f"'{key}.name' must be one of {', '.join(sets.WEIGHT_SET_NAMES)}; got {name!r}")
-    name = sets.canonical_name(name, f"{key}.name")
+    try:
+        name = sets.canonical_name(name, f"{key}.name")        # a former name warns
+    except InvalidParameterError:
+        raise ConfigError(f"'{key}.name' must be one of {', '.join(sets.WEIGHT_SET_NAMES)}; got {name!r}") from None
     required, optional = sets.options_of(name)
     unknown = sorted(set(spec) - set(required) - set(optional))
     if unknown:
