@@ -308,8 +308,8 @@ def _check_table_keys(data: dict, family: str) -> None:
             raise ConfigError(f"missing key 'data.client' (required for family = \"{family}\" with a table source)")
         wrong = [k for k in ("group", "parties", "active") if k in data]
         if wrong:
-            raise ConfigError(f"'data.{wrong[0]}' is used only with a vertical family "
-                              f"({', '.join(f.name for f in _families().values() if f.vertical)})")
+            vertical = " or ".join(f'"{f.name}"' for f in _families().values() if f.vertical)
+            raise ConfigError(f"'data.{wrong[0]}' is used only with family = {vertical}")
         if "features" in data and not all(isinstance(c, str) for c in data["features"]):
             raise ConfigError("'data.features' must be an array of column names")
 
