@@ -538,10 +538,11 @@ def solve(cfg: dict, problem, **overrides):
     """``problem.solve`` with :func:`solve_arguments`; the route's refusal of an option names
     ``solve.options``."""
     kwargs = solve_arguments(cfg, problem, **overrides)
+    options = cfg.get("solve", {}).get("options", {})
     try:
         return problem.solve(**kwargs)
     except InvalidParameterError as exc:
-        if str(exc).startswith(("unknown option", "option")):
+        if any(f"'{key}'" in str(exc) for key in options):       # the route refused one of them
             raise ConfigError(f"'solve.options': {exc}") from None
         raise
 
