@@ -453,14 +453,12 @@ def _weight_set(spec: dict, n: int, fed, key: str):
         name = sets.canonical_name(name, f"{key}.name")        # a former name warns
     except InvalidParameterError:
         raise ConfigError(f"'{key}.name' must be one of {', '.join(sets.WEIGHT_SET_NAMES)}; got {name!r}") from None
-    required, optional = sets.options_of(name)
-    unknown = sorted(set(spec) - set(required) - set(optional))
+    unknown, missing = sets.option_mismatch(name, spec)
     if unknown:
-        raise ConfigError(f"unknown key '{key}.{unknown[0]}' for name = \"{name}\" (allowed: "
-                          f"{', '.join(['name', *required, *optional])})")
-    missing = [o for o in required if o not in spec]
+        raise ConfigError(f"unknown key '{key}.{unknown}' for name = \"{name}\" (allowed: "
+                          f"{', '.join(['name', *sum(sets.options_of(name), ())])})")
     if missing:
-        raise ConfigError(f"missing key '{key}.{missing[0]}' (required by name = \"{name}\")")
+        raise ConfigError(f"missing key '{key}.{missing}' (required by name = \"{name}\")")
     try:
         return sets.from_name(name, n, fed.proportions, what=f"{key}.name", **spec)
     except (InvalidParameterError, InvalidDataError) as exc:

@@ -57,6 +57,7 @@ __all__ = [
     "canonical_name",
     "from_name",
     "options_of",
+    "option_mismatch",
     "project_simplex",
     "project_box_simplex",
 ]
@@ -1205,16 +1206,12 @@ def from_name(name, n: int, proportions=None, what: str = "weights", **options) 
     default ``lp_ball`` center). ``what`` names the argument in errors. A missing or unknown option
     raises :class:`~drflmodel.errors.InvalidParameterError` naming it and the set's options."""
     name = canonical_name(name, what)
-    required, optional = options_of(name)
     options = dict(options)
-    unknown = sorted(set(options) - set(required) - set(optional))
-    if unknown:
-        raise InvalidParameterError(f"{unknown[0]} is not an option of {what}={name!r} (its options: "
-                                    f"{', '.join([*required, *optional]) or 'none'})")
-    missing = [o for o in required if o not in options]
-    if missing:
-        raise InvalidParameterError(f"{missing[0]} is required by {what}={name!r} (its options: "
-                                    f"{', '.join([*required, *optional])})")
+    unknown, missing = option_mismatch(name, options)
+    if unknown or missing:
+        listed = ", ".join(sum(options_of(name), ())) or "none"
+        raise InvalidParameterError(f"{unknown} is not an option of {what}={name!r} (its options: {listed})" if unknown
+                                    else f"{missing} is required by {what}={name!r} (its options: {listed})")
     if name == "lp_ball":
         center = options.pop("center", "proportions")
         if isinstance(center, str):
@@ -1245,3 +1242,12 @@ def options_of(name) -> tuple[tuple[str, ...], tuple[str, ...]]:
     required = tuple(p.name for p in params if p.default is inspect.Parameter.empty)
     optional = tuple(p.name for p in params if p.default is not inspect.Parameter.empty)
     return required, optional + (("center",) if cls is LpBall else ())
+
+
+def option_mismatch(name, options) -> tuple[str | None, str | None]:
+    """``(unknown, missing)``: the first of ``options`` that the weight set ``name`` does not take,
+    and the first option it requires that ``options`` lacks (``None`` when there is none)."""
+    required, optional = options_of(name)
+    unknown = sorted(set(options) - set(required) - set(optional))
+    missing = [o for o in required if o not in options]
+    return (unknown[0] if unknown else None), (missing[0] if missing else None)
