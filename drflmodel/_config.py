@@ -1,7 +1,7 @@
 """TOML problem/solver configurations for ``drflmodel solve`` and ``drflmodel verify``.
 
-A configuration has four tables; unknown keys, wrong types and missing files are errors naming
-the key and the expected type (one line each)::
+A configuration has five tables ([solve] and [solver] optional); unknown or missing keys, wrong
+types and missing files are errors naming the key and the expected type (one line each)::
 
     [data]                      # where the federation comes from
     source = "synthetic_regression"   # penguins | synthetic_regression | synthetic_classification
