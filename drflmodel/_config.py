@@ -441,18 +441,23 @@ def _check_keys(fn, options: dict, key: str, what: str, skip: int = 0, ignore=()
         raise ConfigError(f"missing key '{key}.{missing[0]}' (required by {what})")
 
 
-def _weight_set(spec: dict, n: int, fed, key: str):
+def _weight_set(spec: dict, n: int, fed, key: str, allowed=None):
+    """The weight set of a ``{ name = ..., <options> }`` table at ``key``; ``allowed``: the names the
+    family accepts (default every one of :data:`drflmodel.sets.WEIGHT_SET_NAMES`)."""
     from . import sets
     from .errors import InvalidDataError
 
     spec = dict(spec)
-    name = spec.pop("name", None)
+    name = spec_name = spec.pop("name", None)
+    allowed = tuple(sets.WEIGHT_SET_NAMES) if allowed is None else tuple(allowed)
     if not isinstance(name, str):
         raise ConfigError(f"'{key}.name' must be a string")
     try:
         name = sets.canonical_name(name, f"{key}.name")        # a former name warns
     except InvalidParameterError:
-        raise ConfigError(f"'{key}.name' must be one of {', '.join(sets.WEIGHT_SET_NAMES)}; got {name!r}") from None
+        name = None
+    if name not in allowed:
+        raise ConfigError(f"'{key}.name' must be one of {', '.join(allowed)}; got {spec_name!r}")
     unknown, missing = sets.option_mismatch(name, spec)
     if unknown:
         raise ConfigError(f"unknown key '{key}.{unknown}' for name = \"{name}\" (allowed: "
@@ -495,7 +500,7 @@ def build_problem(cfg: dict):
     _check_keys(cls, options, "problem.options", f"family = \"{entry.name}\"", skip=2,
                 ignore=entry.weight_keys)
     n = getattr(fed, "n_clients", None)
-    weights = {k: _weight_set(prob.get(k, {"name": "simplex"}), n, fed, f"problem.{k}")
+    weights = {k: _weight_set(prob.get(k, {"name": "simplex"}), n, fed, f"problem.{k}", entry.weight_set_names())
                for k in entry.weight_keys}
     try:
         return cls(fed, loss, **weights, **options)

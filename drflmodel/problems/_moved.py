@@ -1,5 +1,5 @@
 """The two public import paths of ``drflmodel.problems`` before the families got their own folders,
-kept until the release after 0.1.0 as deprecated re-export shims (docs/changes.md, issue 42).
+kept until the release after 0.1.0 as deprecated re-export shims (docs/changes.md).
 
 ``import drflmodel.problems.dro`` (or ``.fafl``) still works: it issues a :class:`DeprecationWarning`
 naming the new path and returns a module whose every attribute is the **same object** as in the

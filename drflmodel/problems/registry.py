@@ -19,10 +19,6 @@ from ..errors import InvalidParameterError
 
 __all__ = ["Family", "FAMILIES", "family", "register", "unregister", "by_class"]
 
-#: the weight sets of drflmodel.sets, by name (the one name of each; ``drflmodel.sets.WEIGHT_SET_NAMES``)
-_ALL_SETS = ("simplex", "cvar", "chi_square", "qffl", "hcvar", "lp_ball")
-
-
 @dataclass(frozen=True)
 class Family:
     """One formulation family.
@@ -35,7 +31,9 @@ class Family:
     module : the module that defines the class.
     weight_keys : the constructor's weight-set arguments; each is also a ``[problem]`` key of a
         TOML file (a table ``{ name = ..., <options> }``, default ``simplex``).
-    weight_sets : the weight-set names those keys accept (:func:`drflmodel.sets.from_name`).
+    weight_sets : the weight-set names those keys accept (:func:`drflmodel.sets.from_name`);
+        ``None`` (the default): every one of :data:`drflmodel.sets.WEIGHT_SET_NAMES`
+        (:meth:`weight_set_names`).
     vertical : the family's data is a :class:`~drflmodel.data.VerticalFederation` (parties hold
         feature blocks) rather than a :class:`~drflmodel.data.Federation` (clients hold rows).
     light_client : a client of a deployed run computes the plain :math:`f_i` of
@@ -51,7 +49,7 @@ class Family:
     cls: str
     module: str
     weight_keys: tuple[str, ...] = ()
-    weight_sets: tuple[str, ...] = ()
+    weight_sets: tuple[str, ...] | None = None
     vertical: bool = False
     light_client: bool = False
     federated: str = ""
@@ -62,13 +60,22 @@ class Family:
         """The family's problem class (imported now)."""
         return getattr(importlib.import_module(self.module), self.cls)
 
+    def weight_set_names(self) -> tuple[str, ...]:
+        """The weight-set names the family's weight-set keys accept (none without such a key)."""
+        if not self.weight_keys:
+            return ()
+        if self.weight_sets is not None:
+            return tuple(self.weight_sets)
+        from ..sets import WEIGHT_SET_NAMES
+
+        return tuple(WEIGHT_SET_NAMES)
+
 
 _P = "drflmodel.problems"
 
 #: the families, in the order documentation and help list them
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("dro", "FederatedDRO", f"{_P}.minmax.dro", weight_keys=("weights",), weight_sets=_ALL_SETS,
-           light_client=True,
+    Family("dro", "FederatedDRO", f"{_P}.minmax.dro", weight_keys=("weights",), light_client=True,
            federated="every weight set; smooth losses by SQP, the squared loss from sufficient statistics, "
                      "non-smooth losses by a level bundle method",
            estimators=("FederatedDROClassifier", "FederatedDRORegressor"),
@@ -78,10 +85,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            estimators=("FairnessAwareClassifier",),
            summary="fairness-aware FL: HCVaR of the client losses (FedFair / rFedFair)"),
     Family("wasserstein", "WassersteinDRFL", f"{_P}.wasserstein.problem", weight_keys=("weights",),
-           weight_sets=_ALL_SETS, estimators=("WassersteinDRClassifier", "WassersteinDRRegressor"),
+           estimators=("WassersteinDRClassifier", "WassersteinDRRegressor"),
            summary="Wasserstein DRFL: a transport ball around each client's empirical distribution"),
-    Family("relative", "RelativeFairness", f"{_P}.relative.problem", weight_keys=("A", "B"),
-           weight_sets=_ALL_SETS, light_client=True, estimators=("RelativeFairRegressor",),
+    Family("relative", "RelativeFairness", f"{_P}.relative.problem", weight_keys=("A", "B"), light_client=True,
+           estimators=("RelativeFairRegressor",),
            summary="relative fairness over an integrated weight set (A, B, phi)"),
     Family("deo", "DEOConstrained", f"{_P}.deo.problem", vertical=True, estimators=("DEOClassifier",),
            summary="vertical FL with a difference-of-equal-opportunity constraint"),

@@ -48,7 +48,7 @@ def _dro_weights() -> dict[str, tuple[str, ...]]:
     from ..problems.registry import family
 
     out = {}
-    for name in family("dro").weight_sets:
+    for name in family("dro").weight_set_names():
         required, optional = _sets.options_of(name)
         out[name] = tuple(_PARAMETER_OF.get(o, o) for o in (*required, *optional) if o not in _FIXED_OPTIONS)
     return out

@@ -74,7 +74,7 @@ def test_the_estimators_of_the_registry_are_those_of_drflmodel_sklearn():
     listed = {e for f in registry.FAMILIES.values() for e in f.estimators}
     estimators = {n for n in sk.__all__ if n.endswith(("Classifier", "Regressor"))}
     assert listed == estimators
-    assert tuple(DRO_WEIGHTS) == registry.family("dro").weight_sets
+    assert tuple(DRO_WEIGHTS) == registry.family("dro").weight_set_names() == tuple(dm.sets.WEIGHT_SET_NAMES)
 
 
 def test_a_registered_family_is_configured_built_solved_and_federated_without_other_edits(toy, tmp_path, capsys):
@@ -99,7 +99,10 @@ def test_a_registered_family_is_configured_built_solved_and_federated_without_ot
     got = json.loads((tmp_path / "toy.json").read_text())["solution"]
     assert got["info"]["method"] == "conic" and got["status"] == "optimal"
     assert np.isclose(got["value"], direct.value, rtol=1e-7)
-    # a key the family does not declare is refused by name
+    # a weight set the family does not accept, and a key it does not declare, are refused by name
+    path.write_text(path.read_text().replace('name = "cvar", alpha = 0.5', 'name = "qffl", q = 1'))
+    assert main(["solve", str(path)]) == 2
+    assert "'problem.weights.name' must be one of simplex, cvar; got 'qffl'" in capsys.readouterr().err
     path.write_text(path.read_text().replace('weights =', 'A ='))
     assert main(["solve", str(path)]) == 2
     assert "'problem.A' is not used with family = \"toy\" (its weight-set keys are weights)" in capsys.readouterr().err
