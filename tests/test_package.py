@@ -133,13 +133,6 @@ def test_old_paths_are_not_submodules_any_more(old):
 #: reads of another module's underscore attribute that remain, each with its reason (issue 42's
 #: closing note names them); a new one fails the test below
 UNDERSCORE_READS_ALLOWED = {
-    # the Flower port calls the simulator's solvers' private steps: issue 42 item 4 (public per-round
-    # hooks of solvers.Solver) removes these
-    "flower/_port.py": {"solver._batch_size"},
-    "flower/algorithms.py": {"solver._descent_ascent", "solver._select"},
-    "flower/engine.py": {"solver._check_problem"},
-    "flower/server.py": {"solver._check_problem", "solver._initialize", "solver._batch_size"},
-    "flower/vertical.py": {"solver._server_dual_step"},
     # the matrix-free operators read the objectives' stacked rows (being edited by another helper;
     # ClientObjectives.stacked is the public accessor to use)
     "matrix_free.py": {"objectives._X", "objectives._y", "objectives._sizes"},
