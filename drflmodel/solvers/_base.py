@@ -551,6 +551,16 @@ class Solver:
     #: rate proved by the paper (``"linear"``, ``"sublinear"`` or ``None``)
     expected_rate: str | None = None
 
+    #: hooks renamed public (issue 42); a subclass still defining the old name is refused
+    _RENAMED = {"_check_problem": "check_problem", "_batch_size": "minibatch_size"}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for old, new in Solver._RENAMED.items():
+            if old in vars(cls):
+                raise TypeError(f"{cls.__name__}.{old} is no longer called: the hook is public now, "
+                                f"rename it {new}")
+
     def __init__(self, rounds: int = 100, **params):
         self.rounds = check_rounds(rounds, "rounds")
         self.params = {"rounds": self.rounds, **params}
