@@ -90,22 +90,6 @@ def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
             "from_arrays, which keep them as federation.classes)")
 
 
-def _available_memory() -> int | None:
-    """Bytes of physical memory available now, or ``None`` if unknown
-    (:func:`drflmodel._memory.available_memory`)."""
-    from ._memory import available_memory
-
-    return available_memory()
-
-
-def _check_memory(needed: int, what: str) -> None:
-    """Refuse an allocation of ``needed`` bytes that exceeds the memory available."""
-    available = _available_memory()
-    if available is not None and needed > available:
-        raise InvalidDataError(f"{what} need about {needed / 2**30:.1f} GiB but only {available / 2**30:.1f} GiB "
-                               "of memory is available; use fewer rows or features, or a machine with more memory")
-
-
 def _warn_constant_columns(X: np.ndarray, names: list, add_intercept: bool) -> None:
     """Warn once about the feature columns that hold one value in every row (nothing that changes
     the model is kept silently): such a column is an intercept -- a second one next to
@@ -537,10 +521,14 @@ class Federation:
     @cached_property
     def stacked(self) -> StackedData:
         """Zero-padded stacked arrays (see :class:`StackedData`). Raises
-        :class:`InvalidDataError` before allocating when they would not fit in the memory
-        available (naming the size and the estimate)."""
+        :class:`~drflmodel.errors.MemoryLimitError` before allocating when they would not fit in
+        the memory available (:func:`drflmodel._memory.check_memory`, the package's one memory
+        refusal: naming the size and the estimate)."""
         n, m, d = self.n_clients, int(self.sizes.max()), self.dim
-        _check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)")
+        from ._memory import check_memory
+
+        check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)",
+                     instead="use fewer rows or features, or a machine with more memory")
         X = np.zeros((n, m, d))
         y = np.zeros((n, m))
         mask = np.zeros((n, m))

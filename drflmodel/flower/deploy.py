@@ -146,8 +146,12 @@ def grade_against_oracle(trace, oracle):
     return report
 
 
-#: families whose clients compute the plain f_i of drflmodel.objectives (the light client path)
-_LIGHT_FAMILIES = ("dro", "fafl", "relative")
+def _light_families() -> tuple[str, ...]:
+    """Families whose clients compute the plain f_i of drflmodel.objectives (the light client path):
+    the registry entries marked ``light_client``."""
+    from ..problems.registry import FAMILIES
+
+    return tuple(f.name for f in FAMILIES.values() if f.light_client)
 
 
 class _RowsView:
@@ -189,7 +193,7 @@ def config_client_app(app_dir):
     def parts(context):
         cfg = load_config(_config_path(app_dir, context))
         family = cfg["problem"]["family"]
-        if family not in _LIGHT_FAMILIES:
+        if family not in _light_families():
             return build_problem(cfg), None
         fed = build_federation(cfg)
         loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
