@@ -46,7 +46,8 @@ the near-active samples (ties between branches, kinks); that choice is then proj
 constraints and :math:`L` recomputed in numpy from scratch.
 
 Not covered (the route keeps the solver's dual objective and says so): bounded (polyhedral)
-supports, and problems with neither a positive radius nor :math:`\ell_2>0`.
+supports, problems with neither a positive radius nor :math:`\ell_2>0`, the softmax loss
+(:mod:`.multiclass`) and a free intercept (``penalize_intercept=False``).
 """
 
 from __future__ import annotations
@@ -246,6 +247,10 @@ def lagrangian_lower_bound(problem, w, q, rounds: int = 2) -> tuple[float, dict]
     times at most); the best bound found is returned."""
     if problem.model.support.bounded:
         return float("-inf"), {"reason": "bounded support (polyhedral form): not covered"}
+    if problem.model.multiclass:
+        return float("-inf"), {"reason": "the softmax loss (K scores per sample): not covered"}
+    if problem.model.moved is not None:
+        return float("-inf"), {"reason": "a free intercept (not transported, not penalized): not covered"}
     best = None
     for k in range(rounds):
         L, info, w = _one_round(problem, w, q)

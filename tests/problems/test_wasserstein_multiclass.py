@@ -1,0 +1,183 @@
+"""Wasserstein DRFL with the softmax loss and with a free intercept (issue 42, item 7).
+
+Independent routes:
+
+* the inner sup of Proposition 4.2 from the *primal* side: an LP over distributions supported on
+  a finite candidate set (moves of every sample along the directions that attain the pairwise
+  dual norms, every relabelling) -- a lower bound that tightens to the closed form; and the
+  divergence for lambda below the pairwise Lipschitz constant;
+* an independent CVXPY model written here from the definitions (every relabelled loss as its own
+  log-sum-exp, every class pair's norm in a loop -- not the package's epigraph trick or pair
+  matrix) whose optimal value the certified answer must match, on penguins (3 classes) and a
+  digits subsample (10 classes);
+* K = 2 against the binary logistic problem (the DRFL paper's Corollary B.6 with w = w_1 - w_0);
+* the free intercept against a closed form in numpy and an independent CVXPY model with the
+  intercept as its own unpenalized, untransported variable.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from scipy.special import logsumexp
+
+import drflmodel as dm
+from drflmodel.errors import InvalidParameterError
+from drflmodel.losses import Logistic, Multinomial
+from drflmodel.problems.wasserstein import WassersteinDRFL
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+NORMS = [1, 2, np.inf]
+
+
+def rel(a, b):
+    return abs(a - b) / max(1.0, abs(b))
+
+
+def small_multiclass(K=3, d=3, sizes=(6, 7, 8), seed=0):
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(K, d))
+    clients = []
+    for s, n in enumerate(sizes):
+        X = np.hstack([np.ones((n, 1)), rng.normal(size=(n, d - 1))])
+        y = np.argmax(X @ B.T + 0.7 * rng.normal(size=(n, K)), axis=1)
+        y[:K] = np.arange(K)                      # every class on every client
+        clients.append(dm.Client(X, y))
+    return dm.Federation(clients, task="multiclass", n_classes=K)
+
+
+def softmax_loss(W, x, k):
+    s = W @ x
+    return logsumexp(s) - s[k]
+
+
+def dual_direction(u, norm):
+    """A unit vector (in the transport norm) v with u'v = ||u||_*."""
+    if norm == 2:
+        return u / np.linalg.norm(u)
+    if norm == 1:
+        v = np.zeros_like(u)
+        j = int(np.argmax(np.abs(u)))
+        v[j] = np.sign(u[j])
+        return v
+    return np.sign(u)
+
+
+# ============================================================== the inner sup from the primal side
+@pytest.mark.parametrize("norm", NORMS, ids=["l1", "l2", "linf"])
+def test_primal_lp_over_moves_and_relabellings_tightens_to_the_closed_form(norm):
+    fed = small_multiclass()
+    kappa, rho = 0.8, 0.1
+    rng = np.random.default_rng(5)
+    prob = WassersteinDRFL(fed, Multinomial(), radius=rho, kappa=kappa, norm=norm, weights=dm.sets.Simplex(3))
+    K, d = 3, fed.dim
+    W = rng.normal(size=(K, d))
+    dual, lam = prob.client_view(0).worst_case(W.ravel())
+    X, y = fed.clients[0].X, fed.clients[0].y
+    N = len(y)
+    dirs = [dual_direction(W[k] - W[j], norm) for j, k in itertools.permutations(range(K), 2)]
+    dirs += [np.eye(d)[j] * s for j in range(d) for s in (1, -1)]
+
+    def lp(Rs):
+        vals, costs, rows = [], [], []
+        for i in range(N):
+            for k in range(K):
+                moves = [np.zeros(d)] + [R * v for R in Rs for v in dirs]
+                for dx in moves:
+                    vals.append(softmax_loss(W, X[i] + dx, k))
+                    costs.append(np.linalg.norm(dx, norm) + (kappa if k != y[i] else 0.0))
+                    rows.append(i)
+        vals, costs, rows = map(np.asarray, (vals, costs, rows))
+        A = np.zeros((N, vals.size))
+        A[rows, np.arange(vals.size)] = 1.0
+        res = linprog(-vals, A_ub=costs[None, :], b_ub=[rho], A_eq=A, b_eq=np.full(N, 1 / N),
+                      bounds=(0, None), method="highs")
+        assert res.status == 0
+        return -res.fun
+
+    lows = [lp(Rs) for Rs in ([0.5], [0.5, 10.0], [0.5, 10.0, 1e3], [0.5, 10.0, 1e3, 1e6])]
+    assert all(b >= a - 1e-10 for a, b in zip(lows, lows[1:]))       # tightens with the set
+    assert all(v <= dual + 1e-8 for v in lows)                        # lower bounds of the sup
+    assert lows[-1] >= dual - 1e-6 * max(1.0, dual)                   # and reaches the closed form
+    # the closed form's lambda is at least the pairwise Lipschitz constant, computed here directly
+    Lam = max(np.linalg.norm(W[k] - W[j], prob.model.dual) for j, k in itertools.combinations(range(K), 2))
+    assert lam >= Lam * (1 - 1e-12)
+
+
+def test_below_the_pairwise_lipschitz_constant_the_inner_sup_diverges():
+    """For lambda < max ||w_k - w_j||_*, moving a sample along the maximizing direction with the
+    pair's first label makes loss - lambda * distance grow without bound (Step 2)."""
+    rng = np.random.default_rng(2)
+    W = rng.normal(size=(3, 4))
+    j, k = max(itertools.combinations(range(3), 2), key=lambda p: np.linalg.norm(W[p[1]] - W[p[0]], 2))
+    Lam = np.linalg.norm(W[k] - W[j], 2)
+    v = dual_direction(W[k] - W[j], 2)
+    x = rng.normal(size=4)
+    g = [softmax_loss(W, x + t * v, j) - 0.95 * Lam * t for t in (1e1, 1e2, 1e3)]
+    assert g[0] < g[1] < g[2] and g[2] - g[1] > 0.04 * Lam * 900
+    h = [softmax_loss(W, x + t * v, j) - 1.0 * Lam * t for t in (1e1, 1e2, 1e3)]
+    assert max(h) <= softmax_loss(W, x, j) + 1e-9                    # at lambda = Lam: bounded by L(x)
+
+
+# ============================================================== the independent CVXPY model
+def independent_value(fed, radii, kappa, norm, l2=0.0, free_intercept=False):
+    """min_W max_s z_s(W) (+ ridge) written from the definitions: for each sample and each label k,
+    alpha_i >= log-sum-exp(W x_i) - (W x_i)_k - kappa lam_s [k != y_i] (only k = y_i when kappa is
+    infinite); for each client and each ordered class pair (j, k) with j a label it may hold,
+    lam_s >= ||w_k - w_j||_* (over the non-intercept columns when the intercept is free); the
+    simplex outer term as an epigraph; the ridge on the penalized coordinates."""
+    K, d = fed.n_classes, fed.dim
+    W = cp.Variable((K, d))
+    gamma = cp.Variable()
+    dual = {1: np.inf, 2: 2, np.inf: 1}[norm]
+    cols = list(range(1, d)) if free_intercept else list(range(d))
+    cons = []
+    for c, rho in zip(fed.clients, radii):
+        X, y = c.X, c.y.astype(int)
+        N = len(y)
+        lam = cp.Variable(nonneg=True)
+        alpha = cp.Variable(N)
+        S = X @ W.T
+        lse = cp.log_sum_exp(S, axis=1)
+        for k in range(K):
+            if np.isfinite(kappa):
+                cons.append(lse - S[:, k] - kappa * lam * (y != k).astype(float) <= alpha)
+            else:
+                rows = np.flatnonzero(y == k)
+                if rows.size:
+                    cons.append(lse[rows] - S[rows, k] <= alpha[rows])
+        present = set(range(K)) if np.isfinite(kappa) else set(np.unique(y).tolist())
+        for j, k in itertools.permutations(range(K), 2):
+            if j in present:
+                cons.append(cp.norm(W[k, cols] - W[j, cols], dual) <= lam)
+        cons.append(rho * lam + cp.sum(alpha) / N <= gamma)
+    ridge = 0.5 * l2 * cp.sum_squares(W[:, cols] if free_intercept else W) if l2 > 0 else 0
+    pr = cp.Problem(cp.Minimize(gamma + ridge), cons)
+    pr.solve(solver="CLARABEL")
+    assert pr.status == cp.OPTIMAL
+    return float(pr.value)
+
+
+@pytest.fixture(scope="module")
+def penguins():
+    pytest.importorskip("palmerpenguins")
+    return dm.datasets.penguin_species()
+
+
+@pytest.mark.parametrize("kappa,norm", [(1.0, 1), (0.5, 2), (np.inf, np.inf)], ids=["k1-l1", "k05-l2", "kinf-linf"])
+def test_penguins_certified_optimal_against_the_independent_model(penguins, kappa, norm):
+    radii = [0.05, 0.1, 0.02]
+    prob = WassersteinDRFL(penguins, Multinomial(), radius=radii, kappa=kappa, norm=norm,
+                           weights=dm.sets.Simplex(3))
+    sol = prob.solve()
+    assert sol.status == "optimal", sol.summary()
+    assert sol.info["method"] == "conic"
+    assert abs(sol.upper_bound - sol.lower_bound) <= 1e-6 * max(1.0, abs(sol.upper_bound))
+    ref = independent_value(penguins, radii, kappa, norm)
+    assert rel(sol.value, ref) <= 1e-6
+    assert rel(sol.lower_bound, ref) <= 1e-6
