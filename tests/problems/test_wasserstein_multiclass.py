@@ -181,3 +181,145 @@ def test_penguins_certified_optimal_against_the_independent_model(penguins, kapp
     ref = independent_value(penguins, radii, kappa, norm)
     assert rel(sol.value, ref) <= 1e-6
     assert rel(sol.lower_bound, ref) <= 1e-6
+
+
+def digits_subsample(rows_per_client=40, n_clients=3):
+    """scikit-learn's digits (10 classes, 65 columns with the intercept) split iid over
+    ``n_clients`` clients, the first ``rows_per_client`` rows of each."""
+    pytest.importorskip("sklearn")
+    fed = dm.datasets.digits(n_clients=n_clients, partition="iid", seed=0)
+    clients = [dm.Client(c.X[:rows_per_client], c.y[:rows_per_client]) for c in fed.clients]
+    return dm.Federation(clients, task="multiclass", n_classes=10)
+
+
+@pytest.mark.parametrize("kappa,norm", [(1.0, 2), pytest.param(np.inf, 1, marks=pytest.mark.slow)],
+                         ids=["k1-l2", "kinf-l1"])
+def test_digits_certified_optimal_against_the_independent_model(kappa, norm):
+    fed = digits_subsample()
+    radii = [0.05, 0.05, 0.1]
+    prob = WassersteinDRFL(fed, Multinomial(), radius=radii, kappa=kappa, norm=norm, weights=dm.sets.Simplex(3),
+                           l2=0.01)
+    sol = prob.solve()
+    assert sol.status == "optimal", sol.summary()
+    assert prob.dim == 650
+    ref = independent_value(fed, radii, kappa, norm, l2=0.01)
+    assert rel(sol.value, ref) <= 1e-6 and rel(sol.lower_bound, ref) <= 1e-6
+
+
+def test_two_classes_are_the_binary_logistic_problem():
+    """K = 2: the softmax loss of (w_0, w_1) is the logistic loss of w = w_1 - w_0 and the pairwise
+    constant is ||w_1 - w_0||_*, the DRFL paper's Corollary B.6: the same optimal value (no ridge),
+    the binary one certified by the package's rigorous numpy bound."""
+    rng = np.random.default_rng(4)
+    clients_b, clients_m = [], []
+    for n in (12, 15, 9):
+        X = np.hstack([np.ones((n, 1)), rng.normal(size=(n, 2))])
+        y = np.where(X @ np.array([0.3, 1.0, -1.0]) + 0.8 * rng.normal(size=n) > 0, 1.0, -1.0)
+        clients_b.append(dm.Client(X, y))
+        clients_m.append(dm.Client(X, (y > 0).astype(int)))
+    binary = dm.Federation(clients_b, task="classification")
+    multi = dm.Federation(clients_m, task="multiclass", n_classes=2)
+    for norm, kappa in ((1, 0.7), (2, np.inf)):
+        kw = dict(radius=[0.1, 0.05, 0.2], kappa=kappa, norm=norm, weights=dm.sets.Simplex(3))
+        a = WassersteinDRFL(multi, Multinomial(), **kw).solve()
+        b = WassersteinDRFL(binary, Logistic(), **kw).solve()
+        assert a.status == b.status == "optimal"
+        assert rel(a.value, b.value) <= 1e-6
+        W = a.theta.reshape(2, -1)
+        pb = WassersteinDRFL(binary, Logistic(), **kw)
+        assert rel(pb.objective(W[1] - W[0]), a.value) <= 1e-9          # the same function, exactly
+
+
+# ============================================================== the free intercept
+def binary_with_intercept(sizes, d=3, seed=0):
+    """Binary classification clients with an intercept column (column 0) and d - 1 features."""
+    rng = np.random.default_rng(seed)
+    beta = rng.normal(size=d)
+    clients = []
+    for n in sizes:
+        X = np.hstack([np.ones((n, 1)), rng.normal(size=(n, d - 1))])
+        clients.append(dm.Client(X, np.where(X @ beta + 0.8 * rng.normal(size=n) > 0, 1.0, -1.0)))
+    return dm.Federation(clients, task="classification")
+
+
+def free_intercept_closed_form(fed, w, rho, kappa, norm):
+    """Binary logistic worst case per client with the intercept (column 0) not moved: lambda over
+    [||w[1:]||_*, inf), the flip branch, minimized over a fine grid plus the breakpoints."""
+    dual = {1: np.inf, 2: 2, np.inf: 1}[norm]
+    lo = np.linalg.norm(w[1:], dual)
+    out = []
+    for c in fed.clients:
+        u = c.X @ w
+        L, Lt = np.logaddexp(0, -c.y * u), np.logaddexp(0, c.y * u)
+        cands = np.concatenate([[lo], (Lt - L) / kappa])
+        cands = cands[cands >= lo]
+        out.append(min(rho * lam + np.mean(np.maximum(L, Lt - kappa * lam)) for lam in cands))
+    return np.array(out)
+
+
+def test_free_intercept_objective_matches_the_closed_form_and_ignores_the_intercept():
+    fed = binary_with_intercept([10, 12, 14], d=4, seed=2)
+    assert fed.intercept_column == 0
+    kw = dict(radius=0.1, kappa=1.5, norm=np.inf, weights=dm.sets.Simplex(3))
+    free = WassersteinDRFL(fed, Logistic(), penalize_intercept=False, **kw)
+    moved = WassersteinDRFL(fed, Logistic(), **kw)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        w = rng.normal(size=fed.dim)
+        w[0] = 5.0 * rng.normal()                 # a large intercept: the moved model pays for it
+        z_free = free.worst_case_losses(w)[0]
+        assert np.allclose(z_free, free_intercept_closed_form(fed, w, 0.1, 1.5, np.inf), rtol=1e-12, atol=1e-12)
+        assert np.all(moved.worst_case_losses(w)[0] >= z_free - 1e-12)
+    # the dual norm is ||w[1:]||_1 (norm inf's dual), whatever the intercept
+    w = np.array([100.0, 0.5, -0.25, 0.0])
+    assert free.worst_case_losses(w)[1][0] >= 0.75 - 1e-12
+
+
+@pytest.mark.parametrize("loss,l2", [(Logistic(), 0.05), (Multinomial(), 0.05)], ids=["logistic", "softmax"])
+def test_free_intercept_certified_against_the_independent_model(loss, l2):
+    """penalize_intercept=False: the intercept is its own variable, outside every dual norm and
+    outside the ridge, in an independent CVXPY model; the same optimal value."""
+    if loss.task == "multiclass":
+        fed = small_multiclass(K=3, d=3, sizes=(15, 18, 20), seed=1)
+    else:
+        fed = binary_with_intercept([15, 18, 20], seed=1)
+    radii = [0.1, 0.2, 0.05]
+    prob = WassersteinDRFL(fed, loss, radius=radii, kappa=1.0, norm=2, weights=dm.sets.Simplex(3), l2=l2,
+                           penalize_intercept=False)
+    sol = prob.solve()
+    assert sol.status == "optimal", sol.summary()
+    assert prob.routes()[0].applies(prob.structure) is not None        # the SQP route says why not
+    if loss.task == "multiclass":
+        ref = independent_value(fed, radii, 1.0, 2, l2=l2, free_intercept=True)
+    else:
+        w, b = cp.Variable(fed.dim - 1), cp.Variable()
+        gamma, cons = cp.Variable(), []
+        for c, rho in zip(fed.clients, radii):
+            lam, alpha = cp.Variable(nonneg=True), cp.Variable(c.size)
+            m = cp.multiply(c.y, c.X[:, 1:] @ w + b)
+            cons += [cp.logistic(-m) <= alpha, cp.logistic(m) - lam <= alpha, cp.norm(w, 2) <= lam,
+                     rho * lam + cp.sum(alpha) / c.size <= gamma]
+        pr = cp.Problem(cp.Minimize(gamma + 0.5 * l2 * cp.sum_squares(w)), cons)
+        pr.solve(solver="CLARABEL")
+        ref = pr.value
+    assert rel(sol.value, ref) <= 1e-6 and rel(sol.lower_bound, ref) <= 1e-6
+    # and it differs from the transported, penalized intercept (the flag changes the problem)
+    other = WassersteinDRFL(fed, loss, radius=radii, kappa=1.0, norm=2, weights=dm.sets.Simplex(3), l2=l2).solve()
+    assert other.value >= sol.value - 1e-9
+
+
+def test_bad_inputs_are_refused_by_name():
+    fed = small_multiclass()
+    with pytest.raises(InvalidParameterError, match="penalize_intercept"):
+        WassersteinDRFL(fed, Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3),
+                        penalize_intercept="no")
+    with pytest.raises(InvalidParameterError, match="unbounded support only"):
+        WassersteinDRFL(binary_with_intercept([10, 10, 10]), dm.losses.Hinge(), radius=0.1, kappa=1.0, norm=1,
+                        weights=dm.sets.Simplex(3), support="box", penalize_intercept=False)
+    no_intercept = dm.Federation([dm.Client(c.X[:, 1:], c.y) for c in fed.clients], task="multiclass", n_classes=3)
+    with pytest.raises(InvalidParameterError, match="intercept"):
+        WassersteinDRFL(no_intercept, Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3),
+                        penalize_intercept=False)
+    prob = WassersteinDRFL(fed, Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3))
+    with pytest.raises(InvalidParameterError, match="softmax"):
+        prob.solve(method="newton")
