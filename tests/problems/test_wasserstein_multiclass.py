@@ -192,8 +192,8 @@ def digits_subsample(rows_per_client=40, n_clients=3):
     return dm.Federation(clients, task="multiclass", n_classes=10)
 
 
-@pytest.mark.parametrize("kappa,norm", [(1.0, 2), pytest.param(np.inf, 1, marks=pytest.mark.slow)],
-                         ids=["k1-l2", "kinf-l1"])
+@pytest.mark.slow          # about 10 s alone (5 s the package, 5 s the independent model), more under load
+@pytest.mark.parametrize("kappa,norm", [(1.0, 2), (np.inf, 1)], ids=["k1-l2", "kinf-l1"])
 def test_digits_certified_optimal_against_the_independent_model(kappa, norm):
     fed = digits_subsample()
     radii = [0.05, 0.05, 0.1]
@@ -323,3 +323,27 @@ def test_bad_inputs_are_refused_by_name():
     prob = WassersteinDRFL(fed, Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3))
     with pytest.raises(InvalidParameterError, match="softmax"):
         prob.solve(method="newton")
+
+
+def test_radius_zero_is_federated_dro_with_the_softmax_loss():
+    """rho = 0 with the simplex is DRFA: FederatedDRO's own model of the softmax loss (an
+    independent family and route) gives the same optimum."""
+    fed = small_multiclass(K=3, d=3, sizes=(15, 18, 20), seed=2)
+    a = WassersteinDRFL.drfa(fed, Multinomial(), l2=0.1).solve()
+    b = dm.FederatedDRO(fed, Multinomial(), weights=dm.sets.Simplex(3), l2=0.1).solve()
+    assert a.status == b.status == "optimal"
+    assert rel(a.value, b.value) <= 1e-6
+
+
+def test_wafl_and_the_client_operator_with_the_softmax_loss():
+    """One shared ball (WAFL) is at least DRFL with the same fixed weights (one multiplier for all
+    clients is a restriction); the ADMM client operator of Algorithm 1 answers in P = K d."""
+    fed = small_multiclass(K=3, d=3, sizes=(15, 18, 20), seed=3)
+    q = fed.proportions
+    drfl = WassersteinDRFL(fed, Multinomial(), radius=0.1, kappa=1.0, norm=2, weights=q).solve()
+    wafl = dm.problems.wasserstein.wafl(fed, Multinomial(), 0.1, 1.0, 2).solve()
+    assert drfl.status == wafl.status == "optimal"
+    assert wafl.value >= drfl.value - 1e-7
+    view = WassersteinDRFL(fed, Multinomial(), radius=0.1, kappa=1.0, norm=2, weights=q).client_view(0)
+    out = view.admm_step(np.zeros(9), 0.5, np.zeros(9), 0.3, c=1.0)
+    assert out["status"] == "optimal" and out["w_hat"].shape == (9,)
