@@ -98,10 +98,6 @@ class BallClient:
         c = problem.federation.clients[s]
         return cls(c.X, c.y, problem.loss, problem.model.n_outputs, name=c.name)
 
-    @property
-    def size(self) -> int:
-        return self._X.shape[0]
-
     def _model(self, options: dict) -> tuple[TransportModel, float]:
         moved = str(options.get("moved", "all"))
         moved = None if moved == "all" else [int(j) for j in moved.split(",") if j != ""]
@@ -139,16 +135,16 @@ class BallClient:
         cons = [lam >= 0]
         if rho == 0:
             return cons + [lam == 0] + empirical_constraints(model, V, alpha, self._X, self._y)
-        return cons + omega_constraints(model, V, lam, alpha, self._X, self._y, np.zeros(self.size, int), [0])
+        return cons + omega_constraints(model, V, lam, alpha, self._X, self._y, np.zeros(self._X.shape[0], int), [0])
 
     def _prox(self, model, rho, W, z, psi, zeta, c) -> dict:
         key = ("prox", model, rho)
         if key not in self._cache:
             P = W.size
-            V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self.size)
+            V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self._X.shape[0])
             par = {k: cp.Parameter(shape) for k, shape in (("sw", P), ("sz", ()), ("psi", P), ("zeta", ()))}
             par["sc"] = cp.Parameter(nonneg=True)
-            varpi = rho * lam[0] + cp.sum(alpha) / self.size
+            varpi = rho * lam[0] + cp.sum(alpha) / self._X.shape[0]
             # DPP: sqrt(c/2) W and sqrt(c/2) z are parameters of their own (as the client operator of .problem)
             obj = (par["zeta"] * varpi + par["psi"] @ V + cp.sum_squares(par["sw"] - par["sc"] * V)
                    + cp.square(par["sc"] * varpi - par["sz"]))
@@ -164,8 +160,8 @@ class BallClient:
         from .problem import _RawProblem, conic_dual_bound
 
         P = psi.size
-        V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self.size)
-        varpi = rho * lam[0] + cp.sum(alpha) / self.size
+        V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self._X.shape[0])
+        varpi = rho * lam[0] + cp.sum(alpha) / self._X.shape[0]
         prob = _RawProblem(cp.Minimize(zeta * varpi + psi @ V), self._omega(model, rho, V, lam, alpha))
         # the documented tolerances (1e-9) of the conic route; no optimal answer: no bound
         if solve_with_fallback(prob, first="CLARABEL") is None:

@@ -345,21 +345,27 @@ class WassersteinDRFL(Problem):
         "which a client would have to send to the server")
 
     def structure_facts(self) -> dict:
-        """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support) and
-        ``fixed_columns`` (the columns the transport does not move: a free intercept)."""
+        """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support),
+        ``fixed_columns`` (the columns the transport does not move: a free intercept),
+        ``labels_move`` (a finite label cost) and ``transport_norm``."""
         moved = self.model.moved
         fixed = [] if moved is None else sorted(set(range(self.model.n_features)) - set(moved))
+        labels_move = self.model.flips or (self.model.task == "regression" and np.isfinite(self.model.kappa))
         return {"shared_multiplier": bool(self.shared_multiplier),
                 "support_bounded": bool(self.model.support.bounded),
-                "fixed_columns": tuple(fixed)}
+                "fixed_columns": tuple(fixed), "labels_move": bool(labels_move),
+                "transport_norm": float(self.model.norm)}
 
     def routes(self):
-        """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear
-        loss, unbounded support, large N) falling back to the conic model when it cannot certify."""
+        """``[WassersteinHessianFreeRoute, WassersteinSQPRoute, ConicRoute]``: the matrix-free route
+        (smooth worst cases, from P = 1,000 under ``auto``), the trust-region SQP (smooth or
+        piecewise-linear loss, unbounded support, large N), each falling back to the conic model
+        when it cannot certify."""
         from ..engine.conic import ConicRoute
+        from .hessian_free import WassersteinHessianFreeRoute
         from .trust_region_sqp import WassersteinSQPRoute
 
-        return [WassersteinSQPRoute(), ConicRoute()]
+        return [WassersteinHessianFreeRoute(), WassersteinSQPRoute(), ConicRoute()]
 
     def certify_at(self, w, q_raw, solver: str, extra_info: dict | None = None) -> Solution:
         """The certified :class:`Solution` at ``w`` with candidate client weights ``q_raw`` (any
