@@ -342,7 +342,8 @@ class WassersteinDRFL(Problem):
         "its fast route keeps every sample whose worst-case branch may change inside the trust region "
         "(the 'tied' samples) as an explicit term of the step problem, and its rigorous lower bound "
         "solves a small problem over the near-active samples: both read individual rows (x_ij, y_ij), "
-        "which a client would have to send to the server")
+        "which a client would have to send to the server. Its own federated oracle, where each client "
+        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve")
 
     def structure_facts(self) -> dict:
         """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support),
