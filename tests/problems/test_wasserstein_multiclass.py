@@ -69,24 +69,40 @@ def dual_direction(u, norm):
 
 
 # ============================================================== the inner sup from the primal side
-@pytest.mark.parametrize("norm", NORMS, ids=["l1", "l2", "linf"])
-def test_primal_lp_over_moves_and_relabellings_tightens_to_the_closed_form(norm):
+@pytest.mark.parametrize("norm,kappa,free", [(1, 0.8, False), (2, 0.8, False), (np.inf, 0.8, False),
+                                              (2, np.inf, False), (1, 0.8, True), (np.inf, np.inf, True)],
+                         ids=["l1", "l2", "linf", "l2-kinf", "l1-free", "linf-kinf-free"])
+def test_primal_lp_over_moves_and_relabellings_tightens_to_the_closed_form(norm, kappa, free):
+    """Distributions on a finite candidate set (each sample moved along the pairs' dual directions
+    and the axes, to every label it may take) approach the closed form from below. With a free
+    intercept the moves keep column 0 (the constant 1) fixed, and the closed form is that of the
+    columns 1.. only -- never above the transported intercept's."""
     fed = small_multiclass()
-    kappa, rho = 0.8, 0.1
+    rho = 0.1
     rng = np.random.default_rng(5)
-    prob = WassersteinDRFL(fed, Multinomial(), radius=rho, kappa=kappa, norm=norm, weights=dm.sets.Simplex(3))
+    prob = WassersteinDRFL(fed, Multinomial(), radius=rho, kappa=kappa, norm=norm, weights=dm.sets.Simplex(3),
+                           penalize_intercept=not free)
     K, d = 3, fed.dim
     W = rng.normal(size=(K, d))
+    W[:, 0] *= 4.0                                      # a large intercept: moving it would pay
     dual, lam = prob.client_view(0).worst_case(W.ravel())
     X, y = fed.clients[0].X, fed.clients[0].y
     N = len(y)
-    dirs = [dual_direction(W[k] - W[j], norm) for j, k in itertools.permutations(range(K), 2)]
-    dirs += [np.eye(d)[j] * s for j in range(d) for s in (1, -1)]
+    cols = np.arange(1, d) if free else np.arange(d)
+
+    def on_cols(v):
+        out = np.zeros(d)
+        out[cols] = v[cols]
+        return out
+
+    dirs = [on_cols(dual_direction(on_cols(W[k] - W[j]), norm)) for j, k in itertools.permutations(range(K), 2)]
+    dirs += [np.eye(d)[j] * s for j in cols for s in (1, -1)]
+    labels_of = (lambda i: range(K)) if np.isfinite(kappa) else (lambda i: [int(y[i])])
 
     def lp(Rs):
         vals, costs, rows = [], [], []
         for i in range(N):
-            for k in range(K):
+            for k in labels_of(i):
                 moves = [np.zeros(d)] + [R * v for R in Rs for v in dirs]
                 for dx in moves:
                     vals.append(softmax_loss(W, X[i] + dx, k))
@@ -105,8 +121,16 @@ def test_primal_lp_over_moves_and_relabellings_tightens_to_the_closed_form(norm)
     assert all(v <= dual + 1e-8 for v in lows)                        # lower bounds of the sup
     assert lows[-1] >= dual - 1e-6 * max(1.0, dual)                   # and reaches the closed form
     # the closed form's lambda is at least the pairwise Lipschitz constant, computed here directly
-    Lam = max(np.linalg.norm(W[k] - W[j], prob.model.dual) for j, k in itertools.combinations(range(K), 2))
+    present = set(np.unique(y).astype(int)) if not np.isfinite(kappa) else set(range(K))
+    Lam = max(np.linalg.norm((W[k] - W[j])[cols], prob.model.dual)
+              for j, k in itertools.permutations(range(K), 2) if j in present)
     assert lam >= Lam * (1 - 1e-12)
+    if free:                  # transporting the intercept raises the Lipschitz constant and never lowers the sup
+        moved = WassersteinDRFL(fed, Multinomial(), radius=rho, kappa=kappa, norm=norm, weights=dm.sets.Simplex(3))
+        from drflmodel.problems.wasserstein.omega import lambda_min
+
+        assert lambda_min(moved.model, W.ravel(), np.unique(y)) > lambda_min(prob.model, W.ravel(), np.unique(y)) + 1e-3
+        assert moved.client_view(0).worst_case(W.ravel())[0] >= dual - 1e-12
 
 
 def test_below_the_pairwise_lipschitz_constant_the_inner_sup_diverges():
