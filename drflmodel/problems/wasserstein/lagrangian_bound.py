@@ -46,8 +46,8 @@ the near-active samples (ties between branches, kinks); that choice is then proj
 constraints and :math:`L` recomputed in numpy from scratch.
 
 Not covered (the route keeps the solver's dual objective and says so): bounded (polyhedral)
-supports, problems with neither a positive radius nor :math:`\ell_2>0`, the softmax loss
-(:mod:`.multiclass`) and a free intercept (``penalize_intercept=False``).
+supports, problems with neither a positive radius nor :math:`\ell_2>0` and a free intercept
+(``penalize_intercept=False``). The softmax loss has its own bound (:mod:`.multiclass_bound`).
 """
 
 from __future__ import annotations
@@ -248,7 +248,9 @@ def lagrangian_lower_bound(problem, w, q, rounds: int = 2) -> tuple[float, dict]
     if problem.model.support.bounded:
         return float("-inf"), {"reason": "bounded support (polyhedral form): not covered"}
     if problem.model.multiclass:
-        return float("-inf"), {"reason": "the softmax loss (K scores per sample): not covered"}
+        from .multiclass_bound import softmax_lagrangian_bound
+
+        return softmax_lagrangian_bound(problem, w, q)
     if problem.model.moved is not None:
         return float("-inf"), {"reason": "a free intercept (not transported, not penalized): not covered"}
     best = None

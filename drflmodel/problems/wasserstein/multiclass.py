@@ -62,10 +62,10 @@ above reads the moved columns only (``model.moved``). The same holds for the sca
 (:func:`.omega.lambda_min`).
 
 **Certificate.** :math:`U` is the exact objective above in numpy (the minimum over :math:`\lambda` by
-sorting the breakpoints, :func:`.omega.min_piecewise`); :math:`L` is the conic dual objective of
-the solved model, accepted when the solver's dual residual is at most 1e-6 (weak conic duality).
-The rigorous numpy Lagrangian bound (:mod:`.lagrangian_bound`) is written for one score per
-sample and does not cover :math:`K\ge2`; the answer says so in ``info``.
+sorting the breakpoints, :func:`.omega.min_piecewise`); :math:`L` is the rigorous numpy Lagrangian
+bound of :mod:`.multiclass_bound` when it closes the gap, else the conic dual objective of the
+solved model (accepted when the solver's dual residual is at most 1e-6), as ``info["lower_bound_method"]``
+says. With a free intercept only the conic dual objective is available.
 """
 
 from __future__ import annotations

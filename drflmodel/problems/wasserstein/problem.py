@@ -45,7 +45,7 @@ and the ridge leaves it out (unbounded support; :mod:`.multiclass` gives the arg
 **Multi-class.** ``Multinomial()`` on a :math:`K`-class federation: the cost
 :math:`\\|x-x'\\|+\\kappa\\mathbb 1[y\\ne y']` over :math:`K` labels and the exact reformulation with
 :math:`\\lambda_s\\ge\\max_{j<k}\\|w_k-w_j\\|_*` (:mod:`.multiclass`); its lower bound is the conic
-dual objective (the rigorous numpy bound covers one score per sample).
+rigorous numpy bound of :mod:`.multiclass_bound` (the conic dual objective with a free intercept).
 """
 
 from __future__ import annotations
