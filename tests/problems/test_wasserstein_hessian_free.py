@@ -68,23 +68,16 @@ def test_the_bound_holds_at_any_point_and_weight():
         assert bound_at(prob, z, G, w, q) <= opt + 1e-9
 
 
-def test_auto_takes_it_from_p_1000_and_certifies():
-    fed = gaussian_fed(1000, [120, 150, 130], seed=3)
+@pytest.mark.parametrize("P,rows", [(1000, [120, 150, 130]),
+                                    pytest.param(5000, [300, 300, 300], marks=pytest.mark.slow)],  # ~8 s
+                         ids=["P1000", "P5000"])
+def test_auto_takes_it_from_p_1000_and_certifies(P, rows):
+    fed = gaussian_fed(P, rows, seed=0)
     prob = WassersteinDRFL(fed, Logistic(), radius=[0.05, 0.1, 0.02], kappa=np.inf, norm=2,
                            weights=dm.sets.Simplex(3), l2=0.05)
     sol = prob.solve()
     assert sol.info["method"] == "hessian_free" and sol.status == "optimal"
-    assert sol.relative_gap <= 1e-6
-
-
-@pytest.mark.slow          # about 10 s: 900 rows x 5,000 features
-def test_p_5000_certified():
-    fed = gaussian_fed(5000, [300, 300, 300], seed=0)
-    prob = WassersteinDRFL(fed, Logistic(), radius=[0.05, 0.1, 0.02], kappa=np.inf, norm=2,
-                           weights=dm.sets.Simplex(3), l2=0.05)
-    sol = prob.solve()
-    assert sol.info["method"] == "hessian_free" and sol.status == "optimal"
-    assert sol.relative_gap <= 1e-6 and prob.dim == 5000
+    assert sol.relative_gap <= 1e-6 and prob.dim == P
     assert rel(sol.upper_bound, prob.objective(sol.theta)) <= 1e-12
 
 

@@ -34,7 +34,7 @@ clients' gradients; :math:`S` conjugate-gradient solves with Hessian-vector prod
 :math:`q` maximizes that quadratic model over :math:`\mathcal Q` (a Newton step on :math:`D`), or,
 when the last one did not increase :math:`D`, the bound's own maximizer (a majorization step:
 :math:`J(\nabla^2G_q)^{-1}J^\top\preceq JJ^\top/\ell_2`). The route stops when the gap closes to
-``tol`` or after ``max_rounds``; the best certificate is returned.
+``gap_tol`` or after ``max_rounds``; the best certificate is returned.
 """
 
 from __future__ import annotations
@@ -115,23 +115,28 @@ def bound_at(problem, z, G, w, q) -> float:
     return float(q @ z) - float(psi) + 0.5 * l2 * float(w @ w) - float(grad @ grad) / (2.0 * l2)
 
 
+def _maximize_over_Q(problem, objective, fallback) -> np.ndarray:
+    r"""The maximizer over :math:`\mathcal Q` of the concave ``objective(q)`` (minus the set's
+    penalty :math:`\psi`), projected onto :math:`\mathcal Q`; ``fallback`` if no solver answers."""
+    W = problem.weights
+    q = cp.Variable(problem.n_clients)
+    obj = objective(q)
+    psi = getattr(W, "psi_expr", None)
+    expr = psi(q) if psi is not None else None
+    if expr is not None and not (isinstance(expr, (int, float)) and expr == 0):
+        obj = obj - expr
+    prob = cp.Problem(cp.Maximize(obj), list(W.constraints(q)))
+    if solve_with_fallback(prob) is None or q.value is None:
+        return fallback
+    return np.asarray(W.project(np.asarray(q.value, float)), float)
+
+
 def newton_weights(problem, z, M, q) -> np.ndarray:
     r"""The maximizer over :math:`\mathcal Q` of the dual's quadratic model
     :math:`z^\top q'-\frac12(q'-q)^\top M(q'-q)` (:math:`M=J(\nabla^2G_q)^{-1}J^\top`, the dual's
     curvature at :math:`w(q)`), projected onto :math:`\mathcal Q`."""
-    W = problem.weights
-    qv = cp.Variable(problem.n_clients)
     M = 0.5 * (M + M.T) + 1e-12 * np.trace(M) * np.eye(M.shape[0])
-    obj = qv @ z - 0.5 * cp.quad_form(qv - q, cp.psd_wrap(M))
-    psi = getattr(W, "psi_expr", None)
-    if psi is not None:
-        expr = psi(qv)
-        if expr is not None and not (isinstance(expr, (int, float)) and expr == 0):
-            obj = obj - expr
-    prob = cp.Problem(cp.Maximize(obj), list(W.constraints(qv)))
-    if solve_with_fallback(prob) is None or qv.value is None:
-        return q
-    return np.asarray(W.project(np.asarray(qv.value, float)), float)
+    return _maximize_over_Q(problem, lambda qv: qv @ z - 0.5 * cp.quad_form(qv - q, cp.psd_wrap(M)), q)
 
 
 def dual_curvature(terms, w, q, l2, G) -> np.ndarray:
@@ -153,27 +158,17 @@ def best_weights(problem, z, G, w) -> np.ndarray:
     projected onto :math:`\mathcal Q`; the fixed weights when there is no weight set."""
     if problem.weight_kind == "fixed":
         return np.asarray(problem.weights, float).copy()
-    W = problem.weights
-    q = cp.Variable(problem.n_clients)
     l2 = problem.l2
-    obj = q @ z - cp.sum_squares(G.T @ q + l2 * w) / (2.0 * l2)
-    psi = getattr(W, "psi_expr", None)
-    if psi is not None:
-        expr = psi(q)
-        if expr is not None and not (isinstance(expr, (int, float)) and expr == 0):
-            obj = obj - expr
-    prob = cp.Problem(cp.Maximize(obj), list(W.constraints(q)))
-    if solve_with_fallback(prob) is None or q.value is None:
-        return np.asarray(problem.outer(z)[1], float)
-    return np.asarray(W.project(np.asarray(q.value, float)), float)
+    return _maximize_over_Q(problem, lambda q: q @ z - cp.sum_squares(G.T @ q + l2 * w) / (2.0 * l2),
+                            np.asarray(problem.outer(z)[1], float))
 
 
 class WassersteinHessianFreeRoute(Route):
-    """The matrix-free route (module docstring). Options: ``max_rounds`` (weight updates, default
-    60), ``tol`` (relative gap at which it stops, default: the request's ``gap_tol``)."""
+    """The matrix-free route (module docstring). Option: ``max_rounds`` (weight updates, default
+    60); it stops when the certificate's relative gap reaches the request's ``gap_tol``."""
 
     name = "hessian_free"
-    options = {"max_rounds": 60, "tol": None}
+    options = {"max_rounds": 60}
     uses_solver = False
     may_fall_back = True
 
@@ -203,18 +198,16 @@ class WassersteinHessianFreeRoute(Route):
         return None
 
     def complete_options(self, given) -> dict:
-        from ..._validation import check_int, check_real
+        from ..._validation import check_int
 
-        opts = super().complete_options(given)
+        opts = dict(super().complete_options(given))
         opts["max_rounds"] = check_int(opts["max_rounds"], "max_rounds", low=1)
-        if opts["tol"] is not None:
-            opts["tol"] = check_real(opts["tol"], "tol", low=0.0)
         return opts
 
     def solve(self, problem, request):
         started = time.perf_counter()
         opts = request.options
-        tol = request.gap_tol if opts["tol"] is None else opts["tol"]
+        tol = request.gap_tol
         terms = _ClientTerms(problem)
         l2 = problem.l2
         w = np.zeros(problem.dim)
