@@ -1,0 +1,77 @@
+"""The client side of private mode: each client computes, on its own rows only, its term of a sum
+the server asked for, already multiplied by its own weight :math:`\\lambda_i`; the server receives
+the sum through a :class:`~.secure_sum.SumOnlyChannel` and never this vector.
+
+Queries (``contribution(query, **params)``; ``weights`` is ``("size", N)`` for
+:math:`\\lambda_i=N_i/N` -- ERM, with :math:`N` itself a secure sum -- or ``("public", lam)`` for a
+public vector, of which client *i* reads its own entry):
+
+* ``"size"``: :math:`N_i`.
+* ``"value_gradient"`` (``theta``): :math:`\\lambda_i\\,(f_i(\\theta),\\nabla f_i(\\theta))`.
+* ``"bound_terms"`` (``theta``, ``intercept_column``): :math:`\\lambda_i` times the four magnitudes of
+  the floating-point allowance (:meth:`~drflmodel.matrix_free.RowPoint.allowance_terms`) and the
+  mean norm of the rows without the intercept column.
+* ``"intercept_terms"`` (``theta``, ``idx``): :math:`\\lambda_i` times the mean data loss, its
+  gradient and Hessian in the :math:`K` intercepts (:meth:`~drflmodel.matrix_free.RowPoint.intercept_terms`).
+* ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\\lambda_i` times the mean data loss with
+  the intercepts set to ``b``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InvalidParameterError
+from ...matrix_free import MatrixFreeObjectives
+
+__all__ = ["PrivateClient", "private_clients"]
+
+
+class PrivateClient:
+    """Client ``index`` of a federation, holding only its own objective (module docstring)."""
+
+    def __init__(self, index: int, objectives):
+        self.index = int(index)
+        self._mf = MatrixFreeObjectives(objectives.restricted(index))
+        self.size = int(self._mf.sizes[0])
+        self._point = None
+
+    def _weight(self, weights) -> float:
+        kind, arg = weights
+        if kind == "size":
+            return self.size / float(arg)
+        if kind == "public":
+            return float(np.asarray(arg, float)[self.index])
+        raise InvalidParameterError(f"weights must be ('size', N) or ('public', lam); got {kind!r}")
+
+    def _at(self, theta):
+        theta = np.asarray(theta, float)
+        if self._point is None or not np.array_equal(self._point.theta, theta):
+            self._point = self._mf.at(theta)
+        return self._point
+
+    def contribution(self, query: str, weights=None, theta=None, idx=None, b=None,
+                     intercept_column=None) -> np.ndarray:
+        if query == "size":
+            return np.array([float(self.size)])
+        lam = self._weight(weights)
+        point = self._at(theta)
+        if query == "value_gradient":
+            return lam * np.concatenate([point.values, point.gradients()[0]])
+        if query == "bound_terms":
+            norms = (self._mf.feature_norm_means(intercept_column) if intercept_column is not None
+                     else np.zeros(1))
+            return lam * np.concatenate([point.allowance_terms()[0], norms])
+        if query == "intercept_terms":
+            values, grads, hess = point.intercept_terms(np.asarray(idx))
+            return lam * np.concatenate([values, grads[0], hess[0].ravel()])
+        if query == "intercept_values":
+            return lam * point.intercept_values(np.asarray(idx), np.asarray(b, float))
+        raise InvalidParameterError(f"query must be one of 'size', 'value_gradient', 'bound_terms', "
+                                    f"'intercept_terms', 'intercept_values'; got {query!r}")
+
+
+def private_clients(problem) -> list:
+    """One :class:`PrivateClient` per client of ``problem`` (a horizontal problem: its
+    ``objectives``), each holding its own rows only."""
+    return [PrivateClient(i, problem.objectives) for i in range(problem.n_clients)]
