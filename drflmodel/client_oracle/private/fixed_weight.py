@@ -39,6 +39,8 @@ from .secure_sum import SumOnlyChannel
 __all__ = ["PrivateCertificate", "private_fixed_weight_solve"]
 
 _EPS = np.finfo(float).eps
+#: L-BFGS runs after the first when the bound is not yet within gap_tol
+MAX_RESTARTS = 3
 
 
 @dataclass
@@ -104,6 +106,10 @@ class _Server:
             if lam.shape != (self.n,) or not np.all(np.isfinite(lam) & (lam >= 0)) or lam.sum() <= 0:
                 raise InvalidParameterError(
                     f"weights must be 'size' (ERM) or {self.n} public nonnegative numbers, not all zero; got {weights!r}")
+            if np.count_nonzero(lam) < 2:
+                raise InvalidParameterError(
+                    "weights must give at least 2 clients a positive weight: a sum with one nonzero term is "
+                    "that client's own value, gradient and bound terms, which private mode never reveals")
             self.weights, self.lam_sum = ("public", lam), float(lam.sum())
         self.mu = self.l2 * self.lam_sum
         self.evaluations = 0
@@ -172,23 +178,31 @@ def _intercept_bound(server, theta, vg, j0):
         except np.linalg.LinAlgError:
             break
         decrement = -float(project(grad) @ step)
-        if not decrement > 1e-15 * max(1.0, abs(value)):
-            break
-        for _ in range(20):
-            trial = server.channel.sum("intercept_values", weights=server.weights, theta=theta, idx=idx,
-                                       b=theta[idx] + step)
-            if trial.value[0] <= value - 1e-4 * decrement:
+        if decrement > 10 * err[0] + 1e-15 * max(1.0, abs(value)):
+            for _ in range(20):                       # Armijo on values while they resolve the decrease
+                trial = server.channel.sum("intercept_values", weights=server.weights, theta=theta, idx=idx,
+                                           b=theta[idx] + step)
+                if trial.value[0] <= value - 1e-4 * decrement:
+                    break
+                step, decrement = 0.5 * step, 0.5 * decrement
+            else:
                 break
-            step, decrement = 0.5 * step, 0.5 * decrement
-        else:
+            theta[idx] = theta[idx] + step
+            value, grad, H, err = _intercept_terms(server, theta, idx)
+            continue
+        # below the values' resolution: full Newton steps, kept while the gradient norm falls
+        trial_theta = theta.copy()
+        trial_theta[idx] = theta[idx] + step
+        trial = _intercept_terms(server, trial_theta, idx)
+        if not np.linalg.norm(project(trial[1])) < np.linalg.norm(project(grad)):
             break
-        theta[idx] = theta[idx] + step
-        value, grad, H, err = _intercept_terms(server, theta, idx)
+        theta = trial_theta
+        value, grad, H, err = trial
     # the bound at b_bar = theta[idx]
     e_val, e_grad, e_hess = err[0], float(err[1:K + 1].max()), float(err[K + 1:].max())
     Hd = H + (np.full((K, K), float(np.abs(H).max()) / K) if softmax else 0.0)
     eigs = np.linalg.eigvalsh(Hd)
-    lam_min = float(eigs[0]) - K * e_hess - K * _EPS * max(abs(float(eigs[-1])), 1.0) - K * e_hess
+    lam_min = float(eigs[0]) - K * e_hess - K * _EPS * max(abs(float(eigs[-1])), 1.0)
     gb = float(np.linalg.norm(project(grad))) + np.sqrt(K) * e_grad
     found = concordance_radius(server.loss.self_concordance, gb / lam_min) if lam_min > 0 else None
     if found is None:
@@ -239,15 +253,22 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
         last["theta"], last["vg"] = np.array(theta), vg
         return float(vg.value[0]), np.array(vg.value[1:])
 
-    theta0 = np.zeros(server.dim)
-    res = minimize(fun, theta0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": int(max_iter), "gtol": 1e-13, "ftol": 1e-16, "maxcor": 20})
-    theta = np.array(res.x)
-    vg = last["vg"] if np.array_equal(last["theta"], theta) else server.value_gradient(theta)
-    if j0 is None:
-        lower, upper, kind, details = _penalized_bound(server, theta, vg)
-    else:
-        lower, upper, kind, details, theta = _intercept_bound(server, theta, vg, j0)
+    theta = np.zeros(server.dim)
+    restarts = 0
+    for restarts in range(MAX_RESTARTS + 1):    # L-BFGS stops on the sums' noise: restart from its point
+        gtol = np.sqrt(0.2 * server.mu * gap_tol * max(abs(last["vg"].value[0]), 1e-12) / server.dim) \
+            if last else 1e-8
+        res = minimize(fun, theta, jac=True, method="L-BFGS-B",
+                       options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
+        theta = np.array(res.x)
+        vg = last["vg"] if np.array_equal(last["theta"], theta) else server.value_gradient(theta)
+        if j0 is None:
+            lower, upper, kind, details = _penalized_bound(server, theta, vg)
+        else:
+            lower, upper, kind, details, theta = _intercept_bound(server, theta, vg, j0)
+        if upper - lower <= gap_tol * max(abs(upper), 1e-12):
+            break
+    details["restarts"] = restarts
     gap = upper - lower
     status = "optimal" if gap <= gap_tol * max(abs(upper), 1e-12) else "not certified to gap_tol"
     saw = {}
@@ -259,5 +280,5 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"value": float(vg.error[0]), "gradient": float(vg.error[1:].max()),
                       "quantum": channel.quantum, "stages": int(channel.stages)},
-        server_saw={"sums_by_query": saw, "total_clients": server.N, "per_client_values": "none"},
+        server_saw={"sums_by_query": saw, "total_rows": server.N, "per_client_values": "none"},
         details={**details, "lbfgs_message": str(res.message), "lbfgs_iterations": int(res.nit)})
