@@ -162,3 +162,41 @@ def test_the_server_receives_sums_only_never_one_clients_answer():
     for seen in channel.seen:
         if seen.stage == 0 and seen.query == "value_gradient":
             assert np.min(np.abs(values - seen.total[0])) > 1e-6
+
+
+def test_private_cvar_certifies_the_in_process_optimum_and_reports_what_it_isolated():
+    """CVaR(4, 0.5) on breast cancer: the smoothed dual from secure sums reaches 1e-6 and brackets
+    the in-process certificate; the sums in which one client stood alone above eta (its data loss
+    then follows from the public eta) are counted, and that count is at least the number of sums the
+    client-side record shows equal to one client's (z)_+."""
+    from drflmodel.client_oracle.private import private_cvar_solve
+
+    prob = dm.FederatedDRO(dm.datasets.breast_cancer(n_clients=4, seed=0), dm.losses.Logistic(),
+                           weights=dm.sets.CVaR(4, 0.5), l2=0.01)
+    ref = prob.solve()
+    spies = [_Spy(c) for c in private_clients(prob)]
+    channel = SumOnlyChannel(spies, seed=0)
+    cert = private_cvar_solve(prob, channel=channel)
+    assert cert.status == "optimal" and cert.relative_gap <= 1e-6
+    assert cert.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= cert.upper_bound + 1e-12
+    assert cert.details["smoothing_floor"] <= cert.gap
+    sent = [v for spy in spies for q, v in spy.sent if q == "cvar_gradient"]
+    alone = sum(1 for seen in channel.seen if seen.stage == 0 and seen.query == "cvar_gradient"
+                and any(v[1] > 1e-9 and abs(seen.total[1] - v[1]) <= 1e-3 * v[1] for v in sent))
+    assert cert.details["isolating_sums"] >= alone
+    for seen in channel.seen:                       # no whole vector is one client's
+        if seen.stage == 0 and seen.query == "cvar_gradient":
+            assert not _reveals_one_client(seen.total, sent)
+
+
+def test_private_cvar_refusals():
+    from drflmodel.client_oracle.private import private_cvar_solve
+
+    fed = dm.datasets.breast_cancer(n_clients=4, seed=0)
+    with pytest.raises(InvalidParameterError, match="alpha = 1 is the uniform average"):
+        private_cvar_solve(dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(4, 1.0), l2=0.01))
+    with pytest.raises(InvalidParameterError, match="every coordinate penalized"):
+        private_cvar_solve(dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(4, 0.5), l2=0.01,
+                                           penalize_intercept=False))
+    with pytest.raises(InvalidParameterError, match="CVaR"):
+        private_cvar_solve(dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.ChiSquare(4, 0.5), l2=0.01))

@@ -15,6 +15,8 @@ public vector, of which client *i* reads its own entry):
   gradient and Hessian in the :math:`K` intercepts (:meth:`~drflmodel.matrix_free.RowPoint.intercept_terms`).
 * ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\\lambda_i` times the mean data loss with
   the intercepts set to ``b``.
+* ``"cvar_eta"`` / ``"cvar_gradient"`` (``theta``, ``eta``, ``t``): the smoothed CVaR terms of
+  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ class PrivateClient:
         return self._point
 
     def contribution(self, query: str, weights=None, theta=None, idx=None, b=None,
-                     intercept_column=None) -> np.ndarray:
+                     intercept_column=None, eta=None, t=None) -> np.ndarray:
         if query == "size":
             return np.array([float(self.size)])
+        if query in ("cvar_eta", "cvar_gradient"):
+            return self.cvar_contribution(theta, float(eta), float(t), query == "cvar_gradient")
         lam = self._weight(weights)
         point = self._at(theta)
         if query == "value_gradient":
@@ -69,6 +73,22 @@ class PrivateClient:
             return lam * point.intercept_values(np.asarray(idx), np.asarray(b, float))
         raise InvalidParameterError(f"query must be one of 'size', 'value_gradient', 'bound_terms', "
                                     f"'intercept_terms', 'intercept_values'; got {query!r}")
+
+    def cvar_contribution(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
+        r"""The smoothed CVaR terms of :mod:`.cvar` at :math:`(\theta,\eta')`, :math:`z=\tilde f_i-\eta'`
+        with :math:`\tilde f_i=f_i-p(\theta)` (the data loss): :math:`t\log(1+e^{z/t})`, :math:`z_+`,
+        :math:`|z|`, :math:`\sigma=\sigma(z/t)`, :math:`\sigma(1-\sigma)/t`,
+        :math:`\|\nabla\tilde f_i\|` and, with ``gradient``, :math:`\sigma\nabla\tilde f_i`."""
+        from scipy.special import expit
+
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - eta
+        sig = float(expit(z / t))
+        head = [t * float(np.logaddexp(0.0, z / t)), max(z, 0.0), abs(z), sig, sig * (1.0 - sig) / t]
+        if not gradient:
+            return np.array(head)
+        g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
+        return np.concatenate([head, [float(np.linalg.norm(g))], sig * g])
 
 
 def private_clients(problem) -> list:
