@@ -12,20 +12,21 @@ target range :math:`T` (default :math:`2^{22}`), a client maps each entry :math:
 with *stochastic* rounding (``ceil``, minus one with probability ``ceil(p) - p``), masks it and sends
 it modulo :math:`M=2^{32}`. The masks cancel in the sum, and the server dequantizes the integer sum
 :math:`Q=\sum_iq_i` (exact while :math:`nT<M`) as :math:`Q\,\frac{2c}{T}-c-(n-1)c`. SecAgg+ then
-divides by the clients' summed weight factor; here every client's factor is 1 (``num_examples =
-max_weight``), and the channel multiplies back by :math:`n` (the number of clients in the sum), so
-it returns :math:`\widehat S\approx\sum_iz_i`.
+divides by the clients' summed weight factor; with every client's factor 1 (``num_examples =
+max_weight``, so ``dq_ratio`` is exactly 1) that is :math:`n`, which the server multiplies back (one
+more rounding, inside the :math:`u|\widehat S|` terms below); the simulation skips that pair and
+returns :math:`\widehat S\approx\sum_iz_i`.
 
 **The error, per entry.** Stochastic rounding moves each entry by less than one quantum
 :math:`\Delta=2c/T` (not half of one: it rounds up or down at random), so, when nothing is clipped,
 
 .. math::
 
-    \Big|\widehat S-\sum_iz_i\Big|\ \le\ n\,\Delta+\epsilon_{\mathrm{fp}},\qquad
-    \epsilon_{\mathrm{fp}}=8u\,nc\ \ (u=2^{-53}),
+    \Big|\widehat S-\sum_iz_i\Big|\ \le\ n\,\Delta+\epsilon_{\mathrm{fp}},
 
-the floating-point allowance covering :math:`z+c`, the scaling by :math:`T/2c` and the
-dequantization (:math:`Q` itself is an exact integer below :math:`2^{53}`). With Flower's defaults
+:math:`\epsilon_{\mathrm{fp}}` the floating-point allowance of :meth:`SumOnlyChannel._error`
+(the quantizer's input, the dequantization, the residuals and the division by the scale; a few
+:math:`u\,nc` per stage, :math:`u=2^{-53}`; :math:`Q` itself is an exact integer below :math:`2^{53}`). With Flower's defaults
 :math:`\Delta=3.8\times10^{-6}`: far too coarse for a relative gap of :math:`10^{-6}`.
 
 **Refinement** (``stages``). Each client knows its own dequantized entry :math:`d_i` and hence its
