@@ -7,7 +7,7 @@ f_i)`, then certifies the last point with the Hessian-free fixed-weight bound of
 sum taken at the end of its interval that keeps the bound valid):
 
 * every coordinate penalized: :math:`L=\underline F-(\|\hat g\|+\sqrt P\,e_g+a_g)^2/(2\mu)` with
-  :math:`\mu=\ell_2\sum_i\lambda_i`, :math:`\underline F` the value minus its quantization error
+  :math:`\mu=\min_{D_{jj}>0}D_{jj}\sum_i\lambda_i` (:math:`\ell_2\sum_i\lambda_i` for unit penalty weights), :math:`\underline F` the value minus its quantization error
   and the clients' floating-point allowance, :math:`e_g` the largest per-entry error of the summed
   gradient (:math:`\|E\|_2\le\sqrt P\max|E_j|`) and :math:`a_g` the gradient's allowance;
 * a free intercept: the intercepts' partial minimum :math:`\varphi(b)=\sum_i\lambda_i\varphi_i(b)`
@@ -111,7 +111,9 @@ class _Server:
                     "weights must give at least 2 clients a positive weight: a sum with one nonzero term is "
                     "that client's own value, gradient and bound terms, which private mode never reveals")
             self.weights, self.lam_sum = ("public", lam), float(lam.sum())
-        self.mu = self.l2 * self.lam_sum
+        penalized = self.D[self.D > 0]
+        # the ridge's modulus on the penalized coordinates (l2 where the penalty weights are 1)
+        self.mu = float(penalized.min()) * self.lam_sum if penalized.size else 0.0
         self.evaluations = 0
 
     def value_gradient(self, theta):
