@@ -45,8 +45,9 @@ sums; a lying client inside a sum shifts the sum by any amount its range allows 
 **Refused by name (not in this cut)**: χ²/KL/FAFL weight sets (the 2-D dual search above), the
 SQP and Newton routes (they need per-client values :math:`f_i` to update :math:`\lambda`), the
 Wasserstein, relative-fairness and DEO families (per-client or per-row quantities), non-smooth
-losses (no gradients), and Flower's real SecAgg+ transport (the channel reproduces its arithmetic;
-the wiring is described in the issue's note).
+losses (no gradients). The simulated channel reproduces SecAgg+'s arithmetic;
+:class:`drflmodel.flower.secure.FlowerSecAggChannel` runs the same sums through Flower's real
+SecAgg+ (same certificate, bit for bit).
 """
 
 from .clients import PrivateClient, private_clients
