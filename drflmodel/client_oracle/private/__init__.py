@@ -22,11 +22,14 @@ D\theta` (the same ridge at every client):
   instead the joint problem in :math:`(\theta,\eta)` is smoothed (softplus, a rigorous
   :math:`t\log2/\alpha` allowance) and certified by strong convexity in :math:`\theta` after an exact
   1-D minimization in :math:`\eta` -- every quantity a sum.
-* *φ-divergence sets* (χ², KL): :math:`\sup_\lambda\sum_i\lambda_if_i=\min_{\eta,\tau\ge0}\eta+\tau\rho+
+* *χ² penalty* (``dm.sets.ChiSquare``, :mod:`.cvar`): its exact dual
+  :math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` is a sum once :math:`\eta` is
+  public and :math:`C^1`: the CVaR construction without smoothing.
+* *φ-divergence balls* (KL, χ² ball): :math:`\sup_\lambda\sum_i\lambda_if_i=\min_{\eta,\tau\ge0}\eta+\tau\rho+
   \frac\tau n\sum_i\varphi^*((f_i-\eta)/\tau)` (A. Ben-Tal, D. den Hertog, A. De Waegenaere, B.
   Melenberg and G. Rennen 2013, "Robust solutions of optimization problems affected by uncertain
   probabilities", Management Science 59(2)): each client computes its :math:`\varphi^*` term, so
-  the CVaR route carries over with a 2-D search in :math:`(\eta,\tau)`. **Not built in this cut.**
+  the same route carries over with a 2-D search in :math:`(\eta,\tau)`. **Not built in this cut.**
 
 **Quantization** (:mod:`.secure_sum`): Flower's SecAgg+ quantization (clip to :math:`[-c,c]`,
 stochastic rounding to :math:`T` levels) moves each client's entry by less than
@@ -42,7 +45,7 @@ the clients above each probed :math:`\eta` (see :mod:`.cvar` for the measured on
 sums; a lying client inside a sum shifts the sum by any amount its range allows (up to
 :math:`c` times the scale per entry) and cannot be named.
 
-**Refused by name (not in this cut)**: χ²/KL/FAFL weight sets (the 2-D dual search above), the
+**Refused by name (not in this cut)**: KL / φ-divergence balls and FAFL's HCVaR (the 2-D dual search above), the
 SQP and Newton routes (they need per-client values :math:`f_i` to update :math:`\lambda`), the
 Wasserstein, relative-fairness and DEO families (per-client or per-row quantities), non-smooth
 losses (no gradients). The simulated channel reproduces SecAgg+'s arithmetic;
@@ -51,9 +54,9 @@ SecAgg+ (same certificate, bit for bit).
 """
 
 from .clients import PrivateClient, private_clients
-from .cvar import private_cvar_solve
+from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
 from .secure_sum import SecureSum, SumOnlyChannel, flower_dequantize_sum, flower_quantize
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_chi_square_solve", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]

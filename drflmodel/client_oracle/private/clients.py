@@ -1,22 +1,24 @@
-"""The client side of private mode: each client computes, on its own rows only, its term of a sum
-the server asked for, already multiplied by its own weight :math:`\\lambda_i`; the server receives
+r"""The client side of private mode: each client computes, on its own rows only, its term of a sum
+the server asked for, already multiplied by its own weight :math:`\lambda_i`; the server receives
 the sum through a :class:`~.secure_sum.SumOnlyChannel` and never this vector.
 
 Queries (``contribution(query, **params)``; ``weights`` is ``("size", N)`` for
-:math:`\\lambda_i=N_i/N` -- ERM, with :math:`N` itself a secure sum -- or ``("public", lam)`` for a
+:math:`\lambda_i=N_i/N` -- ERM, with :math:`N` itself a secure sum -- or ``("public", lam)`` for a
 public vector, of which client *i* reads its own entry):
 
 * ``"size"``: :math:`N_i`.
-* ``"value_gradient"`` (``theta``): :math:`\\lambda_i\\,(f_i(\\theta),\\nabla f_i(\\theta))`.
-* ``"bound_terms"`` (``theta``, ``intercept_column``): :math:`\\lambda_i` times the four magnitudes of
+* ``"value_gradient"`` (``theta``): :math:`\lambda_i\,(f_i(\theta),\nabla f_i(\theta))`.
+* ``"bound_terms"`` (``theta``, ``intercept_column``): :math:`\lambda_i` times the four magnitudes of
   the floating-point allowance (:meth:`~drflmodel.matrix_free.RowPoint.allowance_terms`) and the
   mean norm of the rows without the intercept column.
-* ``"intercept_terms"`` (``theta``, ``idx``): :math:`\\lambda_i` times the mean data loss, its
+* ``"intercept_terms"`` (``theta``, ``idx``): :math:`\lambda_i` times the mean data loss, its
   gradient and Hessian in the :math:`K` intercepts (:meth:`~drflmodel.matrix_free.RowPoint.intercept_terms`).
-* ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\\lambda_i` times the mean data loss with
+* ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\lambda_i` times the mean data loss with
   the intercepts set to ``b``.
 * ``"cvar_eta"`` / ``"cvar_gradient"`` (``theta``, ``eta``, ``t``): the smoothed CVaR terms of
-  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted.
+  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted; ``"chi_square_eta"`` /
+  ``"chi_square_gradient"`` (``theta``, ``eta``): the :math:`\chi^2` dual's
+  (:meth:`PrivateClient.chi_square_contribution`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class PrivateClient:
             return np.array([float(self.size)])
         if query in ("cvar_eta", "cvar_gradient"):
             return self.cvar_contribution(theta, float(eta), float(t), query == "cvar_gradient")
+        if query in ("chi_square_eta", "chi_square_gradient"):
+            return self.chi_square_contribution(theta, float(eta), query == "chi_square_gradient")
         lam = self._weight(weights)
         point = self._at(theta)
         if query == "value_gradient":
@@ -73,6 +77,19 @@ class PrivateClient:
             return lam * point.intercept_values(np.asarray(idx), np.asarray(b, float))
         raise InvalidParameterError(f"query must be one of 'size', 'value_gradient', 'bound_terms', "
                                     f"'intercept_terms', 'intercept_values'; got {query!r}")
+
+    def chi_square_contribution(self, theta, eta: float, gradient: bool) -> np.ndarray:
+        r"""The :math:`\chi^2` dual terms of :mod:`.cvar` (:math:`h(z)=z_+^2/2`), in the layout of
+        :meth:`cvar_contribution`: :math:`z_+^2/2`, :math:`z_+`, :math:`|z|`, :math:`z_+`,
+        :math:`\mathbf 1[z>0]`, :math:`\|\nabla\tilde f_i\|` and, with ``gradient``, :math:`z_+\nabla\tilde f_i`."""
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - eta
+        zp = max(z, 0.0)
+        head = [0.5 * zp * zp, zp, abs(z), zp, float(z > 0)]
+        if not gradient:
+            return np.array(head)
+        g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
+        return np.concatenate([head, [float(np.linalg.norm(g))], zp * g])
 
     def cvar_contribution(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
         r"""The smoothed CVaR terms of :mod:`.cvar` at :math:`(\theta,\eta')`, :math:`z=\tilde f_i-\eta'`

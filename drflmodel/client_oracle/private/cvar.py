@@ -1,5 +1,5 @@
-r"""The private certified solve of a CVaR weight set from secure sums: the Rockafellar--Uryasev dual,
-smoothed, with a rigorous smoothing allowance.
+r"""The private certified solve of a CVaR or :math:`\chi^2` weight set from secure sums: a 1-D dual
+in :math:`\eta` whose terms are the clients' (CVaR's smoothed, with a rigorous smoothing allowance).
 
 For :math:`\Lambda=\{\lambda\in\Delta:\lambda_i\le1/(\alpha n)\}` (``dm.sets.CVaR(n, alpha)``) the
 objective is (R. T. Rockafellar and S. Uryasev 2000, "Optimization of conditional value-at-risk",
@@ -38,6 +38,18 @@ and :math:`G_t` is smooth, its value and gradient sums of each client's
   and the gradient at :math:`\bar\eta'` is within :math:`|\varphi'(\bar\eta')|\sum_i\|\nabla\tilde f_i\|`
   of :math:`\nabla h` (a secure sum bounds the max).  Finally :math:`L=\min G_t-t\log2/\alpha\le\min G`.
 
+**The clients' floating-point errors** :math:`a_i` on :math:`f_i` (the allowance of
+:mod:`drflmodel.problems.minmax.hessian_free_bound`, summed as :math:`c\sum_ia_i`) enter the value
+(:math:`s_t` is 1-Lipschitz) and, through :math:`\sigma_i`, the slope and the gradient: since
+:math:`\log\sigma'` is :math:`1/t`-Lipschitz, :math:`|\Delta\sigma_i|\le a_i\sigma_i'e^{a_i/t}`, so the
+error is proportional to the summed :math:`\sum_i\sigma_i'` -- zero where every :math:`\sigma_i` is
+saturated -- and :math:`t` can go far below the :math:`a_i`'s :math:`1/t` blow-up.
+
+**χ²** (``dm.sets.ChiSquare(n, rho)``, :math:`\rho>0`): its exact dual
+:math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` (``ChiSquare.support_expr``) is
+the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoothing (:math:`h` is
+:math:`C^1`, :math:`h'=z_+` monotone and 1-Lipschitz): :func:`private_chi_square_solve`.
+
 The smoothing continues (:math:`t\leftarrow t/10`, warm started) until the gap is within
 ``gap_tol`` or :math:`t` reaches ``t_min``; the floor :math:`t\log2/\alpha` is reported.
 
@@ -64,59 +76,78 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ...errors import InvalidParameterError
-from ...sets import CVaR
+from ...sets import CVaR, ChiSquare
 from .clients import private_clients
 from .fixed_weight import PrivateCertificate, _Server
 from .secure_sum import SumOnlyChannel
 
-__all__ = ["private_cvar_solve"]
+__all__ = ["private_cvar_solve", "private_chi_square_solve"]
 
 _EPS = np.finfo(float).eps
 
 
-class _CVaRServer:
-    def __init__(self, problem, channel, alpha):
+class _DualServer:
+    """The server's side of a 1-D dual in :math:`\\eta'`: :math:`\\varphi(\\eta')=\\eta'+k+c\\sum_ih(z_i)`
+    (CVaR: :math:`h=s_t`, :math:`c=1/(\\alpha n)`, :math:`k=0`; :math:`\\chi^2`: :math:`h=z_+^2/2`,
+    :math:`c=1/(n\\rho)`, :math:`k=\\rho/2`). Sum layout: :math:`h`, :math:`z_+`, :math:`|z|`, :math:`h'`,
+    :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`."""
+
+    def __init__(self, problem, channel, kind: str, c: float, constant: float):
         n = problem.n_clients
-        self.c = 1.0 / (alpha * n)
-        self.alpha = alpha
-        self.base = _Server(problem, channel, np.full(n, self.c))     # public weights c: the allowances
+        self.kind, self.c, self.constant, self.n = kind, c, constant, n
+        self.base = _Server(problem, channel, np.full(n, c))          # public weights c: the allowances
         self.D, self.dim, self.channel = self.base.D, self.base.dim, channel
         self.mu = float(self.D.min())
         self.evaluations = 0
-
         self.isolating = 0
-        self.n = problem.n_clients
 
     def _watch(self, s):
-        r"""Count the sums in which one client stands alone above (or below) :math:`\eta` (its soft
-        count :math:`\sum_i\sigma_i` within 0.01 of 1 or :math:`n-1`): there :math:`\sum_i(z_i)_+`
-        (or :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term, and with :math:`\eta`
-        public its data loss (module docstring)."""
-        count = s.value[3]
+        r"""Count the sums in which one client stands alone above (or below) :math:`\eta` (the
+        count :math:`\sum_i\sigma_i` -- CVaR -- or :math:`\sum_i\mathbf 1[z_i>0]` -- :math:`\chi^2` --
+        within 0.01 of 1 or :math:`n-1`): there :math:`\sum_i(z_i)_+` (or
+        :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term, and with :math:`\eta` public its
+        data loss (module docstring)."""
+        count = s.value[3] if self.kind == "cvar" else s.value[4]
         if min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
             self.isolating += 1
         return s
 
+    def _scale(self, t, size):
+        scale = np.ones(size)
+        if self.kind == "cvar":
+            scale[4] = 1 / (4 * t)
+        return scale
+
     def eta_sums(self, theta, eta, t):
-        return self._watch(self.channel.sum("cvar_eta", theta=theta, eta=eta, t=t, scale=[1, 1, 1, 1, 1 / (4 * t)]))
+        return self._watch(self.channel.sum(f"{self.kind}_eta", theta=theta, eta=eta, t=t, scale=self._scale(t, 5)))
 
     def gradient_sums(self, theta, eta, t):
         self.evaluations += 1
-        scale = np.ones(6 + self.dim)
-        scale[4] = 1 / (4 * t)
-        return self._watch(self.channel.sum("cvar_gradient", theta=theta, eta=eta, t=t, scale=scale))
+        return self._watch(self.channel.sum(f"{self.kind}_gradient", theta=theta, eta=eta, t=t,
+                                            scale=self._scale(t, 6 + self.dim)))
+
+    def slope_allowance(self, value_allow, t):
+        """The effect of the clients' value errors :math:`a_i` (:math:`c\\sum_ia_i` = ``value_allow``)
+        on :math:`\\varphi'=1-c\\sum_ih'(z_i)`, as a function of a sum at the probe. CVaR:
+        :math:`|\\log\\sigma'|` is :math:`1/t`-Lipschitz, so :math:`|\\Delta\\sigma_i|\\le a_i\\sigma_i'e^{a_i/t}`
+        and the error is at most ``value_allow`` :math:`e^{A/t}\\sum_i\\sigma_i'` (:math:`A=\\sum_ia_i`): nothing
+        where every :math:`\\sigma_i` is saturated. :math:`\\chi^2`: :math:`h'=z_+` is 1-Lipschitz: ``value_allow``."""
+        if self.kind != "cvar":
+            return lambda s: value_allow
+        coef = value_allow * np.exp(value_allow / self.c / t) * (1 + 1e-6)
+        return lambda s: coef * (s.value[4] + s.error[4])
 
 
-def _eta_bracket(server, theta, eta, t):
+def _eta_bracket(server, theta, eta, t, slope_fp):
     """Newton on :math:`\\varphi(\\eta')` from ``eta``, then a certified bracket and the lower bound on
     :math:`\\min\\varphi` (module docstring): ``(eta_bar, a, b, phi_lower)``."""
     c = server.c
     slope = lambda s: 1 - c * s.value[3]                     # noqa: E731  phi'(eta)
-    err = lambda s: c * s.error[3]                           # noqa: E731
+    err = lambda s: c * s.error[3] + slope_fp(s)             # noqa: E731
     lo = hi = None                   # phi'(lo) < 0 < phi'(hi), each certified by its sum's error
     s_lo = s_hi = None
     s = server.eta_sums(theta, eta, t)
-    step = t
+    step = t if server.kind == "cvar" else 1e-3
     for _ in range(200):                                     # expand until both signs are certified
         d = slope(s)
         if d + err(s) < 0:
@@ -147,8 +178,28 @@ def _eta_bracket(server, theta, eta, t):
             break
         eta = trial
         s = server.eta_sums(theta, eta, t)
-    # phi(eta*) >= phi(eta) + phi'(eta)(eta* - eta) with eta* in [lo, hi] (convexity)
     slope_bound = abs(slope(s)) + err(s)
+    # shrink the certified bracket towards eta by bisection (the uncertain band around eta* is narrow)
+    phi_scale = max(1.0, abs(eta + c * s.value[0]))
+    for side in (-1, 1):
+        far = lo if side < 0 else hi
+        near = eta
+        for _ in range(60):
+            if slope_bound * abs(far - near) <= 1e-13 * phi_scale:
+                break
+            mid = 0.5 * (far + near)
+            if mid in (far, near):
+                break
+            sm = server.eta_sums(theta, mid, t)
+            if (side < 0 and slope(sm) + err(sm) < 0) or (side > 0 and slope(sm) - err(sm) > 0):
+                far = mid
+            else:
+                near = mid
+        if side < 0:
+            lo = far
+        else:
+            hi = far
+    # phi(eta*) >= phi(eta) + phi'(eta)(eta* - eta) with eta* in [lo, hi] (convexity)
     phi = eta + c * (s.value[0] - s.error[0])
     lower = phi - slope_bound * (hi - lo) - 4 * _EPS * (abs(eta) + abs(phi))
     return eta, lo, hi, float(lower), float(slope_bound)
@@ -156,22 +207,34 @@ def _eta_bracket(server, theta, eta, t):
 
 def _certify(server, theta, eta, t):
     c = server.c
-    eta, a, b, phi_lower, slope_bound = _eta_bracket(server, theta, eta, t)
+    value_allow, grad_allow, _ = server.base.allowances(theta, None)   # c * sum_i a_i, c * sum_i (gradient's)
+    eta, a, b, phi_lower, slope_bound = _eta_bracket(server, theta, eta, t, server.slope_allowance(value_allow, t))
     s = server.gradient_sums(theta, eta, t)
-    value_allow, grad_allow, _ = server.base.allowances(theta, None)
-    fp = 8 * _EPS * c * (s.upper[2] + server.base.n * t)              # the clients' softplus / (z)_+
     p = 0.5 * float(server.D @ (theta * theta))
-    upper = p + eta + c * s.upper[1] + value_allow + fp
-    details = {"t": t, "smoothing_floor": t * np.log(2) / server.alpha, "eta_prime": eta}
+    zplus, norms = s.upper[1], s.upper[5]
+    if server.kind == "cvar":       # h = softplus: 1-Lipschitz, h' = sigma in [0, 1], |h''| <= 1/(4t)
+        fp = 8 * _EPS * c * (s.upper[2] + server.n * t)
+        value_err = value_allow + fp
+        upper = p + eta + c * zplus + value_err                      # the exact dual at eta
+        # sum_i |d sigma_i| |grad f_i| <= value_allow e^{A/t} (sum sigma') (sum |grad f_i|) (slope_allowance)
+        grad_err = grad_allow + server.slope_allowance(value_allow, t)(s) * norms
+        floor = t * np.log(2) / server.alpha
+    else:                           # h = z_+^2 / 2: |dh| <= (z_+ + a) a, h' = z_+, h'' in {0, 1}
+        fp = 8 * _EPS * c * (s.upper[0] + s.upper[2])
+        value_err = value_allow * zplus + value_allow ** 2 / (2 * c) + fp
+        upper = p + eta + server.constant + c * s.upper[0] + value_err
+        grad_err = grad_allow * zplus + value_allow * norms
+        floor = 0.0
+    details = {"t": t, "smoothing_floor": floor, "eta_prime": eta}
     if a is None:
         return float("-inf"), upper, {**details, "reason": "no certified bracket of eta"}, eta
     g = server.D * theta + c * s.value[6:]
     e_g = c * float(s.error[6:].max())
-    # every sigma_i falls as eta grows, so sum_i |sigma_i(eta*) - sigma_i(eta)| = |phi'(eta)| / c
-    shift = slope_bound * s.upper[5]
-    gnorm = float(np.linalg.norm(g)) * (1 + 4 * _EPS) + np.sqrt(g.size) * e_g + shift + grad_allow
-    lower = p + phi_lower - value_allow - fp - gnorm * gnorm / (2 * server.mu) * (1 + 4 * _EPS) \
-        - t * np.log(2) / server.alpha * (1 + 4 * _EPS)
+    # every h'(z_i) falls as eta grows, so sum_i |h'_i(eta*) - h'_i(eta)| = |phi'(eta)| / c
+    shift = slope_bound * norms
+    gnorm = float(np.linalg.norm(g)) * (1 + 4 * _EPS) + np.sqrt(g.size) * e_g + shift + grad_err
+    lower = p + server.constant + phi_lower - value_err - gnorm * gnorm / (2 * server.mu) * (1 + 4 * _EPS) \
+        - floor * (1 + 4 * _EPS)
     return float(lower), float(upper), {**details, "gradient_bound": gnorm, "eta_bracket": float(b - a)}, eta
 
 
@@ -183,29 +246,52 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
     docstring)."""
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
-    if not 0 < gap_tol < 1:
-        raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     if not 0 < t_min <= t_start:
         raise InvalidParameterError(f"need 0 < t_min <= t_start; got t_min={t_min}, t_start={t_start}")
-    if not problem.weights.alpha < 1:
+    alpha = float(problem.weights.alpha)
+    if not alpha < 1:
         raise InvalidParameterError("alpha = 1 is the uniform average (the dual's eta runs to -infinity): use "
                                     "private_fixed_weight_solve(problem, weights=[1/n] * n)")
+    return _dual_solve(problem, "cvar", 1.0 / (alpha * problem.n_clients), 0.0, alpha, gap_tol, float(t_start),
+                       t_min, max_iter, seed, channel, channel_options)
+
+
+def private_chi_square_solve(problem, gap_tol: float = 1e-6, max_iter: int = 3000, seed: int = 0,
+                             channel: SumOnlyChannel | None = None, **channel_options) -> PrivateCertificate:
+    """Certify ``problem`` (a :class:`~drflmodel.problems.minmax.dro.FederatedDRO` with
+    ``weights=dm.sets.ChiSquare(n, rho)``, :math:`\\rho>0`, every coordinate penalized) from secure sums
+    only: the set's exact dual :math:`\\min_\\eta\\,\\eta+\\frac\\rho2+\\frac1{2n\\rho}\\sum_i(f_i-\\eta)_+^2`
+    (``ChiSquare.support_expr``) is :math:`C^1`, so no smoothing (module docstring, with
+    :math:`h=z_+^2/2`)."""
+    if not isinstance(getattr(problem, "weights", None), ChiSquare):
+        raise InvalidParameterError("private_chi_square_solve needs problem.weights = drflmodel.sets.ChiSquare(n, rho)")
+    rho = float(problem.weights.rho)
+    if not rho > 0:
+        raise InvalidParameterError("rho = 0 makes the chi-square set's value the largest client loss, one "
+                                    "client's value: private mode refuses it")
+    return _dual_solve(problem, "chi_square", 1.0 / (problem.n_clients * rho), rho / 2, None, gap_tol, None,
+                       None, max_iter, seed, channel, channel_options)
+
+
+def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options):
+    if not 0 < gap_tol < 1:
+        raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
-    server = _CVaRServer(problem, channel, float(problem.weights.alpha))
+    server = _DualServer(problem, channel, kind, c, constant)
+    server.alpha = alpha
     if server.mu <= 0:
-        raise InvalidParameterError("the private CVaR solve needs every coordinate penalized (l2 > 0 and "
-                                    "penalize_intercept=True): its bound is the ridge's strong convexity")
-    c, P = server.c, server.dim
+        raise InvalidParameterError(f"the private {kind} solve needs every coordinate penalized (l2 > 0 and "
+                                    f"penalize_intercept=True): its bound is the ridge's strong convexity")
+    P = server.dim
     x = np.zeros(P + 1)
-    t = float(t_start)
     best = None
-    while True:
+    for attempt in range(60):
         def fun(x, t=t):
             s = server.gradient_sums(x[:P], x[P], t)
             theta = x[:P]
-            value = 0.5 * float(server.D @ (theta * theta)) + x[P] + c * s.value[0]
+            value = 0.5 * float(server.D @ (theta * theta)) + x[P] + constant + c * s.value[0]
             grad = np.concatenate([server.D * theta + c * s.value[6:], [1 - c * s.value[3]]])
             return value, grad
 
@@ -216,17 +302,23 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
         x[P] = eta
         if best is None or upper - lower < best[1] - best[0]:
             best = (lower, upper, details, x.copy(), int(res.nit))
-        if upper - lower <= gap_tol * abs(upper) or t / 10 < t_min:
+        if upper - lower <= gap_tol * abs(upper):
             break
-        t /= 10
+        if kind == "cvar":
+            if t / 10 < t_min:
+                break
+            t /= 10
+        elif attempt >= 3:               # chi-square: L-BFGS restarts only
+            break
     lower, upper, details, x, nit = best
     status = "optimal" if upper - lower <= gap_tol * max(abs(upper), 1e-12) else "not certified to gap_tol"
     saw = {}
     for s in channel.seen:
         saw[s.query] = saw.get(s.query, 0) + 1
+    what = ("CVaR: smoothed Rockafellar-Uryasev dual" if kind == "cvar" else "chi-square: its exact dual")
     return PrivateCertificate(
         theta=x[:P], upper_bound=float(upper), lower_bound=float(lower), status=status,
-        kind="CVaR: smoothed Rockafellar-Uryasev dual, strong convexity (private sums)",
+        kind=f"{what}, strong convexity (private sums)",
         secure_sums=channel.secure_sums, evaluations=server.evaluations,
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"quantum": channel.quantum, "stages": int(channel.stages)},
