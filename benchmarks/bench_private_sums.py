@@ -18,7 +18,8 @@ import numpy as np
 
 import drflmodel as dm
 from drflmodel.client_oracle import LocalChannel, federated_solve
-from drflmodel.client_oracle.private import private_cvar_solve, private_fixed_weight_solve
+from drflmodel.client_oracle.private import (private_chi_square_solve, private_cvar_solve,
+                                             private_fixed_weight_solve)
 from drflmodel.instances.generators import fedprox_synthetic
 
 
@@ -27,11 +28,13 @@ def _cases(quick: bool):
     p = bc.sizes / bc.sizes.sum()
     yield "breast cancer ERM", dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.HCVaR(p, 1.0), l2=0.01), "erm"
     yield "breast cancer CVaR 0.5", dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.CVaR(4, 0.5), l2=0.01), "cvar"
+    yield "breast cancer chi2 0.5", dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.ChiSquare(4, 0.5), l2=0.01), "chi"
     dg = dm.datasets.digits(n_clients=20, seed=0)
     q = dg.sizes / dg.sizes.sum()
     yield "digits ERM softmax", dm.FederatedDRO(dg, dm.losses.Multinomial(), weights=dm.sets.HCVaR(q, 1.0), l2=0.01), "erm"
     if not quick:
         yield "digits CVaR 0.5", dm.FederatedDRO(dg, dm.losses.Multinomial(), weights=dm.sets.CVaR(20, 0.5), l2=0.01), "cvar"
+        yield "digits chi2 0.5", dm.FederatedDRO(dg, dm.losses.Multinomial(), weights=dm.sets.ChiSquare(20, 0.5), l2=0.01), "chi"
         yield "Synthetic(1,1) ERM", fedprox_synthetic(1.0, 1.0, seed=0).problem("erm"), "erm"
 
 
@@ -51,7 +54,8 @@ def main(quick: bool = False) -> None:
         t_np = time.perf_counter() - t0
         np_bytes = 8 * sum(row["floats_per_client"] for row in channel.ledger.table())
         t0 = time.perf_counter()
-        cert = private_fixed_weight_solve(prob) if kind == "erm" else private_cvar_solve(prob)
+        solve = {"erm": private_fixed_weight_solve, "cvar": private_cvar_solve, "chi": private_chi_square_solve}[kind]
+        cert = solve(prob)
         t_p = time.perf_counter() - t0
         print(f"{name:24s} {cert.relative_gap:9.2e} {cert.upper_bound - ref.upper_bound:10.2e} "
               f"{(ref.upper_bound - ref.lower_bound) / abs(ref.upper_bound):9.2e} {cert.secure_sums:5d} "

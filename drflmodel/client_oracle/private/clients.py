@@ -81,31 +81,47 @@ class PrivateClient:
     def chi_square_contribution(self, theta, eta: float, gradient: bool) -> np.ndarray:
         r"""The :math:`\chi^2` dual terms of :mod:`.cvar` (:math:`h(z)=z_+^2/2`), in the layout of
         :meth:`cvar_contribution`: :math:`z_+^2/2`, :math:`z_+`, :math:`|z|`, :math:`z_+`,
-        :math:`\mathbf 1[z>0]`, :math:`\|\nabla\tilde f_i\|` and, with ``gradient``, :math:`z_+\nabla\tilde f_i`."""
+        :math:`\mathbf 1[z>0]`, then 0, or, with ``gradient``, :math:`\|\nabla\tilde f_i\|`, 0, 0 and
+        :math:`z_+\nabla\tilde f_i`."""
         point = self._at(theta)
         z = float(point.values[0] - point.penalty) - eta
         zp = max(z, 0.0)
         head = [0.5 * zp * zp, zp, abs(z), zp, float(z > 0)]
         if not gradient:
-            return np.array(head)
+            return np.array(head + [0.0])
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
-        return np.concatenate([head, [float(np.linalg.norm(g))], zp * g])
+        return np.concatenate([head, [float(np.linalg.norm(g)), 0.0, 0.0], zp * g])
 
     def cvar_contribution(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
         r"""The smoothed CVaR terms of :mod:`.cvar` at :math:`(\theta,\eta')`, :math:`z=\tilde f_i-\eta'`
         with :math:`\tilde f_i=f_i-p(\theta)` (the data loss): :math:`t\log(1+e^{z/t})`, :math:`z_+`,
-        :math:`|z|`, :math:`\sigma=\sigma(z/t)`, :math:`\sigma(1-\sigma)/t`,
-        :math:`\|\nabla\tilde f_i\|` and, with ``gradient``, :math:`\sigma\nabla\tilde f_i`."""
+        :math:`|z|`, :math:`\sigma=\sigma(z/t)`, :math:`\sigma'=\sigma(1-\sigma)/t`, then without ``gradient``
+        :math:`m_i=a_i\sigma'e^{a_i/t}` (:math:`a_i` = :meth:`value_allowance`), with it
+        :math:`\|\nabla\tilde f_i\|`, :math:`m_i`, :math:`m_i\|\nabla\tilde f_i\|` and :math:`\sigma\nabla\tilde f_i`."""
         from scipy.special import expit
 
         point = self._at(theta)
         z = float(point.values[0] - point.penalty) - eta
         sig = float(expit(z / t))
-        head = [t * float(np.logaddexp(0.0, z / t)), max(z, 0.0), abs(z), sig, sig * (1.0 - sig) / t]
+        slope = sig * (1.0 - sig) / t
+        a = self.value_allowance(point)
+        moved = a * slope * float(np.exp(min(a / t, 700.0))) * (1 + 1e-6)   # bounds |d sigma| (module .cvar)
+        head = [t * float(np.logaddexp(0.0, z / t)), max(z, 0.0), abs(z), sig, slope]
         if not gradient:
-            return np.array(head)
+            return np.array(head + [moved])
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
-        return np.concatenate([head, [float(np.linalg.norm(g))], sig * g])
+        gnorm = float(np.linalg.norm(g))
+        return np.concatenate([head, [gnorm, moved, moved * gnorm], sig * g])
+
+    def value_allowance(self, point) -> float:
+        """A bound :math:`a_i` on the floating-point error of this client's :math:`f_i` at ``point``
+        (the value allowance of :mod:`drflmodel.problems.minmax.hessian_free_bound`, with
+        :math:`m=N_i+d+16`)."""
+        loss_size, xr, _, score_size = point.allowance_terms()[0]
+        m = self.size + self._mf.n_features + 16
+        u = np.finfo(float).eps / 2
+        gamma = m * u / (1 - m * u)
+        return float(gamma * (loss_size + xr * np.linalg.norm(point.theta) + score_size + point.penalty) * (1 + 1e-6))
 
 
 def private_clients(problem) -> list:
