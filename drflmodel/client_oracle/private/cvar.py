@@ -323,5 +323,7 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
         secure_sums=channel.secure_sums, evaluations=server.evaluations,
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"quantum": channel.quantum, "stages": int(channel.stages)},
-        server_saw={"sums_by_query": saw, "total_rows": server.base.N, "per_client_values": "none"},
+        server_saw={"sums_by_query": saw, "total_rows": server.base.N,
+                    "per_client_values": f"none sent; {server.isolating} sum(s) had one client alone above or below "
+                                         f"eta (its data loss follows from the public eta)"},
         details={**details, "lbfgs_iterations": nit, "isolating_sums": server.isolating})

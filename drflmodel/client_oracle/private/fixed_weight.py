@@ -282,5 +282,5 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"value": float(vg.error[0]), "gradient": float(vg.error[1:].max()),
                       "quantum": channel.quantum, "stages": int(channel.stages)},
-        server_saw={"sums_by_query": saw, "total_rows": server.N, "per_client_values": "none"},
+        server_saw={"sums_by_query": saw, "total_rows": server.N, "per_client_values": "none (every sum has >= 2 positive weights)"},
         details={**details, "lbfgs_message": str(res.message), "lbfgs_iterations": int(res.nit)})
