@@ -1,0 +1,130 @@
+r"""The client side of private mode: each client computes, on its own rows only, its term of a sum
+the server asked for, already multiplied by its own weight :math:`\lambda_i`; the server receives
+the sum through a :class:`~.secure_sum.SumOnlyChannel` and never this vector.
+
+Queries (``contribution(query, **params)``; ``weights`` is ``("size", N)`` for
+:math:`\lambda_i=N_i/N` -- ERM, with :math:`N` itself a secure sum -- or ``("public", lam)`` for a
+public vector, of which client *i* reads its own entry):
+
+* ``"size"``: :math:`N_i`.
+* ``"value_gradient"`` (``theta``): :math:`\lambda_i\,(f_i(\theta),\nabla f_i(\theta))`.
+* ``"bound_terms"`` (``theta``, ``intercept_column``): :math:`\lambda_i` times the four magnitudes of
+  the floating-point allowance (:meth:`~drflmodel.matrix_free.RowPoint.allowance_terms`) and the
+  mean norm of the rows without the intercept column.
+* ``"intercept_terms"`` (``theta``, ``idx``): :math:`\lambda_i` times the mean data loss, its
+  gradient and Hessian in the :math:`K` intercepts (:meth:`~drflmodel.matrix_free.RowPoint.intercept_terms`).
+* ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\lambda_i` times the mean data loss with
+  the intercepts set to ``b``.
+* ``"cvar_eta"`` / ``"cvar_gradient"`` (``theta``, ``eta``, ``t``): the smoothed CVaR terms of
+  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted; ``"chi_square_eta"`` /
+  ``"chi_square_gradient"`` (``theta``, ``eta``): the :math:`\chi^2` dual's
+  (:meth:`PrivateClient.chi_square_contribution`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InvalidParameterError
+from ...matrix_free import MatrixFreeObjectives
+
+__all__ = ["PrivateClient", "private_clients"]
+
+
+class PrivateClient:
+    """Client ``index`` of a federation, holding only its own objective (module docstring)."""
+
+    def __init__(self, index: int, objectives):
+        self.index = int(index)
+        self._mf = MatrixFreeObjectives(objectives.restricted(index))
+        self.size = int(self._mf.sizes[0])
+        self._point = None
+
+    def _weight(self, weights) -> float:
+        kind, arg = weights
+        if kind == "size":
+            return self.size / float(arg)
+        if kind == "public":
+            return float(np.asarray(arg, float)[self.index])
+        raise InvalidParameterError(f"weights must be ('size', N) or ('public', lam); got {kind!r}")
+
+    def _at(self, theta):
+        theta = np.asarray(theta, float)
+        if self._point is None or not np.array_equal(self._point.theta, theta):
+            self._point = self._mf.at(theta)
+        return self._point
+
+    def contribution(self, query: str, weights=None, theta=None, idx=None, b=None,
+                     intercept_column=None, eta=None, t=None) -> np.ndarray:
+        if query == "size":
+            return np.array([float(self.size)])
+        if query in ("cvar_eta", "cvar_gradient"):
+            return self.cvar_contribution(theta, float(eta), float(t), query == "cvar_gradient")
+        if query in ("chi_square_eta", "chi_square_gradient"):
+            return self.chi_square_contribution(theta, float(eta), query == "chi_square_gradient")
+        lam = self._weight(weights)
+        point = self._at(theta)
+        if query == "value_gradient":
+            return lam * np.concatenate([point.values, point.gradients()[0]])
+        if query == "bound_terms":
+            norms = (self._mf.feature_norm_means(intercept_column) if intercept_column is not None
+                     else np.zeros(1))
+            return lam * np.concatenate([point.allowance_terms()[0], norms])
+        if query == "intercept_terms":
+            values, grads, hess = point.intercept_terms(np.asarray(idx))
+            return lam * np.concatenate([values, grads[0], hess[0].ravel()])
+        if query == "intercept_values":
+            return lam * point.intercept_values(np.asarray(idx), np.asarray(b, float))
+        raise InvalidParameterError(f"query must be one of 'size', 'value_gradient', 'bound_terms', "
+                                    f"'intercept_terms', 'intercept_values'; got {query!r}")
+
+    def chi_square_contribution(self, theta, eta: float, gradient: bool) -> np.ndarray:
+        r"""The :math:`\chi^2` dual terms of :mod:`.cvar` (:math:`h(z)=z_+^2/2`), in the layout of
+        :meth:`cvar_contribution`: :math:`z_+^2/2`, :math:`z_+`, :math:`|z|`, :math:`z_+`,
+        :math:`\mathbf 1[z>0]`, then 0, or, with ``gradient``, :math:`\|\nabla\tilde f_i\|`, 0, 0 and
+        :math:`z_+\nabla\tilde f_i`."""
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - eta
+        zp = max(z, 0.0)
+        head = [0.5 * zp * zp, zp, abs(z), zp, float(z > 0)]
+        if not gradient:
+            return np.array(head + [0.0])
+        g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
+        return np.concatenate([head, [float(np.linalg.norm(g)), 0.0, 0.0], zp * g])
+
+    def cvar_contribution(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
+        r"""The smoothed CVaR terms of :mod:`.cvar` at :math:`(\theta,\eta')`, :math:`z=\tilde f_i-\eta'`
+        with :math:`\tilde f_i=f_i-p(\theta)` (the data loss): :math:`t\log(1+e^{z/t})`, :math:`z_+`,
+        :math:`|z|`, :math:`\sigma=\sigma(z/t)`, :math:`\sigma'=\sigma(1-\sigma)/t`, then without ``gradient``
+        :math:`m_i=a_i\sigma'e^{a_i/t}` (:math:`a_i` = :meth:`value_allowance`), with it
+        :math:`\|\nabla\tilde f_i\|`, :math:`m_i`, :math:`m_i\|\nabla\tilde f_i\|` and :math:`\sigma\nabla\tilde f_i`."""
+        from scipy.special import expit
+
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - eta
+        sig = float(expit(z / t))
+        slope = sig * (1.0 - sig) / t
+        a = self.value_allowance(point)
+        moved = a * slope * float(np.exp(min(a / t, 700.0))) * (1 + 1e-6)   # bounds |d sigma| (module .cvar)
+        head = [t * float(np.logaddexp(0.0, z / t)), max(z, 0.0), abs(z), sig, slope]
+        if not gradient:
+            return np.array(head + [moved])
+        g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
+        gnorm = float(np.linalg.norm(g))
+        return np.concatenate([head, [gnorm, moved, moved * gnorm], sig * g])
+
+    def value_allowance(self, point) -> float:
+        """A bound :math:`a_i` on the floating-point error of this client's :math:`f_i` at ``point``
+        (the value allowance of :mod:`drflmodel.problems.minmax.hessian_free_bound`, with
+        :math:`m=N_i+d+16`)."""
+        loss_size, xr, _, score_size = point.allowance_terms()[0]
+        m = self.size + self._mf.n_features + 16
+        u = np.finfo(float).eps / 2
+        gamma = m * u / (1 - m * u)
+        return float(gamma * (loss_size + xr * np.linalg.norm(point.theta) + score_size + point.penalty) * (1 + 1e-6))
+
+
+def private_clients(problem) -> list:
+    """One :class:`PrivateClient` per client of ``problem`` (a horizontal problem: its
+    ``objectives``), each holding its own rows only."""
+    return [PrivateClient(i, problem.objectives) for i in range(problem.n_clients)]
