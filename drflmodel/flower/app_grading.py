@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from logging import INFO, WARNING
+from logging import ERROR, INFO, WARNING
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,7 @@ from flwr.common.logger import log
 from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
-from ..errors import InvalidParameterError
+from ..errors import DrflmodelError, InvalidParameterError
 from ._logs import flower_logs
 from .oracle import solve_on_grid, with_oracle
 from .recorder import Recorder
@@ -65,6 +65,29 @@ from .recorder import Recorder
 __all__ = ["graded", "answering", "unmatched_objective", "ROBUST_AGGREGATORS"]
 
 _START_LOCK = threading.Lock()
+
+
+def _lost_oracle(rec: Recorder, fault) -> None:
+    """A client faulted on a value query after the oracle was certified (live grading, or the values
+    asked at the end): the run is recorded, not graded, with the fault; training goes on."""
+    rec.oracle_fault = {**fault.to_dict(), "message": f"after the oracle was certified, {fault}: the rounds are "
+                                                     "recorded, not graded"}
+    rec.solution = None
+    log(WARNING, "[drflmodel] %s", rec.oracle_fault["message"])
+
+
+def _recorded(rec: Recorder):
+    """``rec`` as an ``evaluate_fn`` that a client's fault on a per-round value query cannot crash."""
+    from ..client_oracle import ClientFault
+
+    def evaluate(server_round, arrays):
+        try:
+            return rec(server_round, arrays)
+        except ClientFault as fault:
+            _lost_oracle(rec, fault)
+            return None
+
+    return evaluate
 
 
 def _compose(ours, theirs):
@@ -135,7 +158,7 @@ def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
                     log(WARNING, "[drflmodel] %s", why)
                     used.append(why)
                 recorder.watch(self)
-                evaluate_fn = _compose(recorder, evaluate_fn)
+                evaluate_fn = _compose(_recorded(recorder), evaluate_fn)
             return original(self, grid, initial_arrays, num_rounds=num_rounds, timeout=timeout,
                             train_config=train_config, evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
 
@@ -221,12 +244,12 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 made["objective"] = from_sklearn(estimator, federation=federation)
                 return made["objective"].problem
 
-            sol = solve_on_grid(grid, factory, n, method=method, run=run, **solve_options)
+            sol = _oracle_or_fault(grid, factory, n, method, run, solve_options)
             problem = sol.problem
             if pmap is None and "objective" in made:
                 pmap = made["objective"].parameters
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", sol.summary(),
-                sol.info["federated"]["exchanges"])
+                sol.info.get("federated", {}).get("exchanges", 0))
         certified = sol.theta is not None
         fault = sol.info.get("fault") if not certified else None
         if not certified:
@@ -248,10 +271,15 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 f"the oracle covers {n} supernodes but {now} are connected after the run: pass "
                 "n_clients= (the number of supernodes) to graded() so that the oracle waits for all of them")
         if certified and not live:                   # every round's values in one exchange
+            from ..client_oracle import ClientFault
+
             rounds = sorted(rec.thetas)
-            getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
-            rec.solution = sol
-            rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+            try:
+                getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
+                rec.solution = sol
+                rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+            except ClientFault as fault:
+                _lost_oracle(rec, fault)
         if len(used) > 1:                              # a robust aggregator recorded with robust_aggregators="warn"
             rec.caveats.append(used[1])
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()
@@ -266,6 +294,31 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         log(INFO if certified else WARNING, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
 
     return app
+
+
+def _oracle_or_fault(grid, factory, n: int, method: str, run: str, solve_options: dict):
+    """The federated oracle (:func:`~drflmodel.flower.oracle.solve_on_grid`), or -- when its setup
+    is refused (two supernodes claiming one partition, clients declaring different models, ...) or
+    anything else a client's reply causes escapes the solve's own fault handling -- a ``"failed"``
+    solution whose ``info["fault"]`` says why: a reply never takes the graded app down, its own
+    training runs and the report says NOT GRADED."""
+    from ..solution import Solution
+
+    try:
+        return solve_on_grid(grid, factory, n, method=method, run=run, **solve_options)
+    except Exception as exc:  # noqa: BLE001 - reported as the oracle's fault, with its type and message
+        named = isinstance(exc, DrflmodelError)
+        message = (f"the federated oracle's setup was refused: {exc}" if named else
+                   f"the federated oracle raised {type(exc).__name__}: {exc} (not a named fault: please report it)")
+        log(WARNING if named else ERROR, "[drflmodel] %s", message)
+        sol = Solution(theta=None, weights=None, client_losses=None, value=float("nan"), lower_bound=float("-inf"),
+                       upper_bound=float("inf"), status="failed", certificate="none", info={})
+        sol.problem = None
+        sol.info["fault"] = {"client": None, "partition": None, "node": None, "query": None,
+                             "kind": "setup" if named else "error", "check": None, "numbers": {},
+                             "attempts": 0, "reasons": [f"{type(exc).__name__}: {exc}"], "message": message}
+        sol.info["federated"] = {"exchanges": 0, "fault": sol.info["fault"]}
+        return sol
 
 
 def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None, policy=None):
