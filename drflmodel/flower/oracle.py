@@ -239,15 +239,20 @@ class FlowerChannel(Channel):
     def _identify(self, query: str, contents: dict) -> dict:
         """The setup query to every node; its answers carry the partition ids (nodes are random ids).
         A node whose reply names no valid partition, or cannot be read, is asked again and then is a
-        :class:`~drflmodel.client_oracle.ClientFault` of that supernode (its partition unknown)."""
+        :class:`~drflmodel.client_oracle.ClientFault` of that supernode (with the partition it claimed,
+        if it named a valid one)."""
         arrays, options = next(iter(contents.values()))
-        pending, answers, reasons = list(self.exchange.nodes), {}, {}
+        pending, answers, reasons, claimed = list(self.exchange.nodes), {}, {}, {}
         for _ in range(self.retries + 1):
             got, errors = self._push(query, {node: self._content(arrays, options) for node in pending})
             for node, msg in got.items():
                 i, why = self._partition_of(msg)
                 answer = None
-                if why is None:
+                if why is not None:
+                    self.rejections.append({"client": None, "node": int(node), "query": query, "check": "identity",
+                                            "detail": why.split(": ", 1)[-1], "numbers": {}})
+                else:
+                    claimed[node] = i
                     answer, why = self._read(query, node, msg, arrays, options, None)
                 if why is None:
                     answers[node] = (i, answer)
@@ -261,7 +266,7 @@ class FlowerChannel(Channel):
         if pending:
             node = pending[0]
             last = next((r for r in reversed(self.rejections) if r["node"] == node), None)
-            raise ClientFault(None, query, reasons[node], node=node, check=None if last is None else last["check"],
+            raise ClientFault(claimed.get(node), query, reasons[node], node=node, check=None if last is None else last["check"],
                               numbers=None if last is None else last["numbers"])
         seen: dict[int, int] = {}
         for node, (i, _) in answers.items():
