@@ -100,12 +100,20 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
     partition. Nothing else of the app changes; its own handlers keep working.
 
-    ``policy``: the client's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
+    ``policy``: the app's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
     returning one (default: the one a certified solve needs and no more: one point per value query,
-    budgets per run); a query it does not allow is refused with a message naming the rule, which the
-    server reports. The answers of a run are counted in the supernode's ``Context.state`` (it
-    outlives Flower's per-message process)."""
+    budgets per run, no per-client gradients from a site with fewer than :math:`P+1` rows); a query
+    it does not allow is refused with a message naming the rule, which the server reports.
+
+    **The site's own policy binds.** A supernode started with ``--node-config
+    "query-policy='/path/on/the/site/policy.toml'"`` answers under that file's policy
+    (:func:`~drflmodel.client_oracle.policy.site_policy`), made only stricter by ``policy``: neither the
+    app's code nor its run config can loosen it. The answers are counted per Flower run and supernode
+    (``context.run_id``, ``context.node_id``: what the SuperLink assigns) in the supernode's
+    ``Context.state`` (it outlives Flower's per-message process) -- never by the ``run`` label the
+    server writes into its messages, so a server cannot reset a budget by renaming its queries."""
     from ..client_oracle import PolicySite, QueryPolicy
+    from ..client_oracle.policy import site_policy
 
     resolve = _Sites(sites)
     policy = QueryPolicy() if policy is None else policy
@@ -117,7 +125,8 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
         made = policy if isinstance(policy, QueryPolicy) else policy(context)
         if not isinstance(made, QueryPolicy):
             raise InvalidParameterError(f"the policy function returned {type(made).__name__}, not a QueryPolicy")
-        return made
+        site = site_policy(context.node_config)
+        return made if site is None else site.stricter(made)
 
     def register(query: str):
         def handler(msg: Message, context: Context) -> Message:
@@ -125,7 +134,7 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
             run = str(config["run"])
             i, site = resolve.get(context, run)
             options = json.loads(str(config.get("options", "{}")))
-            key = f"drflmodel.policy.{run}"
+            key = f"drflmodel.policy.run{int(context.run_id)}.node{int(context.node_id)}"
             counts = dict(context.state[key]) if key in context.state else {}
             answer = PolicySite(site, policy_of(context), counts).answer(query, payload_arrays(msg.content), options)
             context.state[key] = ConfigRecord({k: int(v) for k, v in counts.items()})
@@ -143,9 +152,9 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     return app
 
 
-def oracle_client_app(sites) -> ClientApp:
+def oracle_client_app(sites, policy=None) -> ClientApp:
     """A ``ClientApp`` that answers the client-oracle queries only (:func:`with_oracle`)."""
-    return with_oracle(ClientApp(), sites)
+    return with_oracle(ClientApp(), sites, policy)
 
 
 # ---------------------------------------------------------------------------------- server side
@@ -360,7 +369,11 @@ def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | No
     engine = check_choice(engine, "engine", ENGINES)
     n = problem.n_clients if num_supernodes is None else check_int(num_supernodes, "num_supernodes", low=1)
     run = options.setdefault("run", "oracle")
-    capp = oracle_client_app({run: problem})
+    # every row is in this process already: the simulated clients answer without the row floor (a
+    # floor protects a site's rows from a server that does not hold them)
+    from ..client_oracle import QueryPolicy
+
+    capp = oracle_client_app({run: problem}, policy=QueryPolicy(rows_above_parameters=False))
     if engine == "inprocess":
         with LocalGrid(capp, n, verbose=verbose) as grid:
             return solve_on_grid(grid, problem, **options)
