@@ -211,7 +211,10 @@ class PolicySite:
         self.counts = {} if counts is None else counts
 
     def _declared(self) -> tuple[int, int]:
-        """``(P, N_i)``: the model's size :math:`P=dK` and the site's rows (its own declaration)."""
+        """``(P, N_i)``: the model's size :math:`P=dK` and the site's rows (a :class:`Site`'s own
+        attributes, else its declaration)."""
+        if isinstance(getattr(self.site, "dim", None), int) and isinstance(getattr(self.site, "size", None), int):
+            return self.site.dim, self.site.size
         declared = self.site.answer("describe")
         one = lambda k: int(np.asarray(declared[k]).reshape(-1)[0])      # noqa: E731
         return one("features") * one("outputs"), one("rows")

@@ -206,15 +206,11 @@ def config_client_app(app_dir):
         client = made.clients[i]
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
-    def policy(context):
-        """The default policy, with one value per round at once: the server grades the run's every
-        model in one exchange (:func:`grade_against_oracle`)."""
-        from ..client_oracle import QueryPolicy
-
-        cfg = load_config(_config_path(app_dir, context))
-        return QueryPolicy(points_per_values=int(cfg.get("solver", {}).get("options", {}).get("rounds", 0)) + 1)
-
-    return with_oracle(client_app(view), site, policy)
+    # the client's policy is the default's, made stricter by the site's own file (node config
+    # "query-policy"), never read from the submitted configuration or run config (issue 39): a site
+    # that lets the server grade every round in one exchange allows points_per_values = rounds + 1
+    # there; otherwise the server asks one point at a time (FederatedObjectives.prefetch_values)
+    return with_oracle(client_app(view), site)
 
 
 def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None):

@@ -143,3 +143,18 @@ def test_a_small_client_ends_the_federated_solve_failed_naming_the_floor(prob):
     fault = sol.info["fault"]
     assert sol.status == "failed" and (fault["partition"], fault["kind"]) == (1, "refused"), fault
     assert "holds 12 rows, fewer than its policy's floor of 32" in fault["message"]
+
+
+def test_values_at_many_points_fall_back_to_one_point_per_query_under_the_default_policy(prob):
+    """Grading every round at the end asks the values at all rounds' models at once; the default
+    policy (one point per value query) refuses that by name, and the server then asks one point at a
+    time: the values are the clients' own, each within the budget."""
+    with LocalGrid(with_oracle(ClientApp(), prob), N) as grid:
+        sol = solve_on_grid(grid, prob)
+        objectives = sol.problem.objectives
+        thetas = np.array([sol.theta, 0.5 * sol.theta, np.zeros(prob.dim)])
+        objectives.prefetch_values(thetas)
+        assert "at most 1 point(s) per value query" in objectives.prefetch_refused
+        got = np.array([objectives.values(t) for t in thetas])
+    want = np.array([prob.objectives.values(t) for t in thetas])        # the rows, in this process
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
