@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from logging import ERROR, INFO, WARNING
+from logging import INFO, WARNING
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +57,9 @@ from flwr.common.logger import log
 from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
-from ..errors import DrflmodelError, InvalidParameterError
+from ..errors import InvalidParameterError
 from ._logs import flower_logs
-from .oracle import solve_on_grid, with_oracle
+from .oracle import oracle_or_fault, with_oracle
 from .recorder import Recorder
 
 __all__ = ["graded", "answering", "unmatched_objective", "ROBUST_AGGREGATORS"]
@@ -244,7 +244,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 made["objective"] = from_sklearn(estimator, federation=federation)
                 return made["objective"].problem
 
-            sol = _oracle_or_fault(grid, factory, n, method, run, solve_options)
+            sol = oracle_or_fault(grid, factory, n, method=method, run=run, **solve_options)
             problem = sol.problem
             if pmap is None and "objective" in made:
                 pmap = made["objective"].parameters
@@ -294,31 +294,6 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         log(INFO if certified else WARNING, "[drflmodel] %s", app.report.summary().replace("\n", " | "))
 
     return app
-
-
-def _oracle_or_fault(grid, factory, n: int, method: str, run: str, solve_options: dict):
-    """The federated oracle (:func:`~drflmodel.flower.oracle.solve_on_grid`), or -- when its setup
-    is refused (two supernodes claiming one partition, clients declaring different models, ...) or
-    anything else a client's reply causes escapes the solve's own fault handling -- a ``"failed"``
-    solution whose ``info["fault"]`` says why: a reply never takes the graded app down, its own
-    training runs and the report says NOT GRADED."""
-    from ..solution import Solution
-
-    try:
-        return solve_on_grid(grid, factory, n, method=method, run=run, **solve_options)
-    except Exception as exc:  # noqa: BLE001 - reported as the oracle's fault, with its type and message
-        named = isinstance(exc, DrflmodelError)
-        message = (f"the federated oracle's setup was refused: {exc}" if named else
-                   f"the federated oracle raised {type(exc).__name__}: {exc} (not a named fault: please report it)")
-        log(WARNING if named else ERROR, "[drflmodel] %s", message)
-        sol = Solution(theta=None, weights=None, client_losses=None, value=float("nan"), lower_bound=float("-inf"),
-                       upper_bound=float("inf"), status="failed", certificate="none", info={})
-        sol.problem = None
-        sol.info["fault"] = {"client": None, "partition": None, "node": None, "query": None,
-                             "kind": "setup" if named else "error", "check": None, "numbers": {},
-                             "attempts": 0, "reasons": [f"{type(exc).__name__}: {exc}"], "message": message}
-        sol.info["federated"] = {"exchanges": 0, "fault": sol.info["fault"]}
-        return sol
 
 
 def answering(client_app, sites=None, *, estimator=None, rows=None, classes=None, policy=None):

@@ -84,7 +84,8 @@ def config_server_app(app_dir):
 
     from .._config import build_problem, build_solver, load_config
     from ..client_oracle import SUPPORTED
-    from .oracle import solve_on_grid
+    from ..client_oracle import ClientFault
+    from .oracle import oracle_or_fault
     from .server import run_on_grid
 
     app = ServerApp()
@@ -98,7 +99,7 @@ def config_server_app(app_dir):
                   "poll_interval": float(rc.get("poll-interval", 0.1))}
         oracle = None
         if str(rc.get("oracle", "federated")) == "federated" and type(problem).__name__ in SUPPORTED:
-            oracle = solve_on_grid(grid, problem, **timing)
+            oracle = oracle_or_fault(grid, problem, **timing)     # a client's reply never crashes the app
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", oracle.summary(),
                 oracle.info["federated"]["exchanges"])
         started = time.perf_counter()
@@ -113,9 +114,13 @@ def config_server_app(app_dir):
                             **timing)
         report = None
         if oracle is not None and oracle.theta is not None:
-            report = grade_against_oracle(trace, oracle)
-            log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
-        elif oracle is not None:                 # the oracle failed (a named fault): the run is kept, not graded
+            try:
+                report = grade_against_oracle(trace, oracle)
+                log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
+            except ClientFault as fault:         # a client faulted on the grading's value queries
+                oracle.theta = None
+                oracle.info["fault"] = {**fault.to_dict(), "message": f"after the oracle was certified, {fault}"}
+        if oracle is not None and oracle.theta is None:                 # the oracle failed (a named fault): the run is kept, not graded
             trace.info["oracle_fault"] = dict(oracle.info.get("fault")
                                               or {"message": f"the oracle's status is {oracle.status!r}"})
             report = not_graded(trace)

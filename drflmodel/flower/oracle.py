@@ -46,7 +46,7 @@ from ._exchange import Exchange
 from ._records import CONFIG, METRICS, PAYLOAD, down_content, payload_arrays, up_content
 from .client import partition_of
 
-__all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_server_app",
+__all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_or_fault", "oracle_server_app",
            "certified_solve", "message_type"]
 
 TEXT = "text"
@@ -335,6 +335,37 @@ def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "au
     sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, check_answers=check_answers, **options)
     sol.info["federated"]["transport"] = "flower"
     return sol
+
+
+def oracle_or_fault(grid, problem, n_clients: int | None = None, **options):
+    """:func:`solve_on_grid`, or -- when its setup is refused (two supernodes claiming one partition,
+    clients declaring different models, ...) or anything a client's reply causes escapes the solve's
+    own fault handling -- a ``"failed"`` solution whose ``info["fault"]`` says why (``kind``
+    ``"setup"``, or ``"error"`` for an exception that is no named fault, logged as an error to be
+    reported). What a graded app and the example's ``ServerApp`` call: a reply never takes them
+    down, their own training runs and the report says NOT GRADED."""
+    from logging import ERROR, WARNING
+
+    from flwr.common.logger import log
+
+    from ..errors import DrflmodelError
+    from ..solution import Solution
+
+    try:
+        return solve_on_grid(grid, problem, n_clients, **options)
+    except Exception as exc:  # noqa: BLE001 - reported as the oracle's fault, with its type and message
+        named = isinstance(exc, DrflmodelError)
+        message = (f"the federated oracle's setup was refused: {exc}" if named else
+                   f"the federated oracle raised {type(exc).__name__}: {exc} (not a named fault: please report it)")
+        log(WARNING if named else ERROR, "[drflmodel] %s", message)
+        sol = Solution(theta=None, weights=None, client_losses=None, value=float("nan"), lower_bound=float("-inf"),
+                       upper_bound=float("inf"), status="failed", certificate="none", info={})
+        sol.problem = None
+        sol.info["fault"] = {"client": None, "partition": None, "node": None, "query": None,
+                             "kind": "setup" if named else "error", "check": None, "numbers": {},
+                             "attempts": 0, "reasons": [f"{type(exc).__name__}: {exc}"], "message": message}
+        sol.info["federated"] = {"exchanges": 0, "fault": sol.info["fault"]}
+        return sol
 
 
 def oracle_server_app(problem, n_clients: int | None = None, on_solution: Callable | None = None,
