@@ -52,7 +52,21 @@ def _model(a_flat, S, N):
     return -(W @ A) / N                          # (K, N): B' grad at each point
 
 
-def attack(site, rows: int, features: int, queries: int | None = None, seed: int = 0, restarts: int = 20) -> dict:
+def _jacobian(a_flat, S, N):
+    """d(model)/d(a): for point k and row j, -(1/N) (w_kj I - w_kj (1 - w_kj) a_j s_k')."""
+    A = a_flat.reshape(N, N)
+    W = expit(-(S @ A.T))                                           # (K, N)
+    K = S.shape[0]
+    J = np.zeros((K, N, N, N))                                      # [k, output, j, input]
+    eye = np.eye(N)
+    for j in range(N):
+        J[:, :, j, :] = -(W[:, j, None, None] * eye[None] -
+                          (W[:, j] * (1 - W[:, j]))[:, None, None] * A[j][None, :, None] * S[:, None, :]) / N
+    return J.reshape(K * N, N * N)
+
+
+def attack(site, rows: int, features: int, queries: int | None = None, seed: int = 0, restarts: int = 10,
+           max_nfev: int = 200) -> dict:
     """The attack on ``site`` (any object with ``answer(query, arrays, options)``): returns the
     recovered rows and labels and the queries used. Raises whatever the site raises (e.g. a
     :class:`~drflmodel.client_oracle.QueryRefused`)."""
@@ -67,7 +81,8 @@ def attack(site, rows: int, features: int, queries: int | None = None, seed: int
     best = None
     for _ in range(restarts):
         start = rng.normal(scale=np.sqrt(features), size=N * N)
-        fit = least_squares(lambda a: (_model(a, S, N) - target).ravel(), start, xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        fit = least_squares(lambda a: (_model(a, S, N) - target).ravel(), start, jac=lambda a: _jacobian(a, S, N),
+                            xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=max_nfev)
         if best is None or fit.cost < best.cost:
             best = fit
         if best.cost < 1e-24:

@@ -123,7 +123,7 @@ class QueryPolicy:
 
     def floor(self, dim: int) -> int:
         """The fewest rows with which :data:`FLOOR_KINDS` are answered, for a model of ``dim`` parameters:
-        :math:`\max(\text{min\_rows}, P+1)`, or ``min_rows`` alone without ``rows_above_parameters``."""
+        ``max(min_rows, P + 1)``, or ``min_rows`` alone without ``rows_above_parameters``."""
         return max(self.min_rows, int(dim) + 1 if self.rows_above_parameters else 0)
 
     @classmethod

@@ -55,7 +55,9 @@ def _mutate(content):
     if mutation == "torch tensor":
         arrays[key] = Array(dtype="float32", shape=tuple(a.shape), stype="torch.Tensor", data=a.data)
     elif mutation == "pickled .npy":
-        arrays[key] = Array(dtype="object", shape=(1,), stype="numpy.ndarray", data=_npy(np.array([{{}}], dtype=object)))
+        n = int(np.prod(a.shape))
+        arrays[key] = Array(dtype="object", shape=tuple(a.shape), stype="numpy.ndarray",
+                            data=_npy(np.array([{{}}] * n, dtype=object).reshape(tuple(a.shape))))
     elif mutation == "1e8 declared":
         arrays[key] = Array(dtype="<f8", shape=(10**8,), stype="numpy.ndarray", data=_header(10**8))
     elif mutation == "1e300":
