@@ -25,7 +25,6 @@ floor) reveals.
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 

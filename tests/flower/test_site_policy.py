@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app import Message
 from flwr.clientapp import ClientApp
 
 import drflmodel as dm
