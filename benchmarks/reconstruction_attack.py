@@ -16,7 +16,7 @@ so every gradient lies in the span of the :math:`N` vectors :math:`u_j`. The ser
    for the true rows, so a zero residual identifies them up to their order);
 4. reads the label from the intercept entry (:math:`u_{j,0}=y_j`) and the row :math:`x_j=u_j/y_j`.
 
-Run ``python benchmarks/reconstruction_attack.py`` for the table (rows x parameters -> rows recovered,
+Run ``python benchmarks/reconstruction_attack.py [ROWSxP ...]`` for the table (rows x parameters -> rows recovered,
 labels recovered, largest row error, gradients used). Under the default
 :class:`~drflmodel.client_oracle.QueryPolicy` a client with fewer than :math:`P+1` rows refuses the
 first gradient query (``tests/flower/test_site_policy.py``); the table shows what an open site (no
@@ -118,7 +118,7 @@ def run(rows: int, features: int, seed: int = 0) -> dict:
 
 
 def main(argv=None) -> None:
-    sizes = [(6, 30), (6, 10), (12, 30), (30, 31)] if not argv else [tuple(map(int, a.split("x"))) for a in argv]
+    sizes = [(6, 10), (6, 31), (12, 31), (18, 31)] if not argv else [tuple(map(int, a.split("x"))) for a in argv]
     print(f"{'rows':>5} {'P':>4} {'rows recovered':>15} {'labels':>7} {'max row error':>14} {'gradients':>10} {'s':>6}")
     for rows, P in sizes:
         r = run(rows, P)
