@@ -107,8 +107,8 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
 
     **The site's own policy binds.** A supernode started with ``--node-config
     "query-policy='/path/on/the/site/policy.toml'"`` answers under that file's policy
-    (:func:`~drflmodel.client_oracle.policy.site_policy`), made only stricter by ``policy``: neither the
-    app's code nor its run config can loosen it. The answers are counted per Flower run and supernode
+    (:func:`~drflmodel.client_oracle.policy.site_policy`; it replaces the default), made only stricter
+    by ``policy`` when the app passes one: neither the app's code nor its run config can loosen it. The answers are counted per Flower run and supernode
     (``context.run_id``, ``context.node_id``: what the SuperLink assigns) in the supernode's
     ``Context.state`` (it outlives Flower's per-message process) -- never by the ``run`` label the
     server writes into its messages, so a server cannot reset a budget by renaming its queries."""
@@ -116,16 +116,17 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     from ..client_oracle.policy import site_policy
 
     resolve = _Sites(sites)
-    policy = QueryPolicy() if policy is None else policy
-    if not (isinstance(policy, QueryPolicy) or callable(policy)):
+    if not (policy is None or isinstance(policy, QueryPolicy) or callable(policy)):
         raise InvalidParameterError(f"policy must be a QueryPolicy or a function context -> QueryPolicy; "
                                     f"got {type(policy).__name__}")
 
     def policy_of(context):
+        site = site_policy(context.node_config)
+        if policy is None:                          # the site's file, else the default
+            return QueryPolicy() if site is None else site
         made = policy if isinstance(policy, QueryPolicy) else policy(context)
         if not isinstance(made, QueryPolicy):
             raise InvalidParameterError(f"the policy function returned {type(made).__name__}, not a QueryPolicy")
-        site = site_policy(context.node_config)
         return made if site is None else site.stricter(made)
 
     def register(query: str):

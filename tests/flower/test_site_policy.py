@@ -158,3 +158,32 @@ def test_values_at_many_points_fall_back_to_one_point_per_query_under_the_defaul
         got = np.array([objectives.values(t) for t in thetas])
     want = np.array([prob.objectives.values(t) for t in thetas])        # the rows, in this process
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_the_example_apps_policy_does_not_come_from_the_submitted_configuration(tmp_path):
+    """Issue 39: the example Flower App derived points_per_values from the submitter's TOML (rounds =
+    1,000,000 let a 5,000-point value query through). Now the submitted configuration has no say: the
+    query is refused by name, and answered only where the site's own file allows it."""
+    from pathlib import Path
+
+    from drflmodel._config import build_problem, load_config
+    from drflmodel.flower.deploy import config_client_app
+
+    app_dir = Path(__file__).resolve().parents[2] / "examples" / "flower_app"
+    toml = tmp_path / "problem.toml"
+    toml.write_text((app_dir / "problem.toml").read_text().replace("rounds = 3", "rounds = 1000000"))
+    assert "rounds = 1000000" in toml.read_text()
+    P = build_problem(load_config(toml, need_solver=True)).dim
+    app = config_client_app(app_dir)
+    theta = np.zeros(5000 * P)
+    allow = _policy_file(tmp_path, points_per_values=6000)
+    for node_config, answered in [({}, False), ({"query-policy": allow}, True)]:
+        configs = [{"partition-id": i, "num-partitions": 3, **node_config} for i in range(3)]
+        with LocalGrid(app, 3, node_configs=configs, run_config={"problem-config": str(toml)}) as grid:
+            node = next(iter(grid.contexts))
+            content = down_content({"theta": theta}, {"run": "oracle", "options": "{}"})
+            (reply,) = grid.pull_messages(grid.push_messages([Message(content, node, message_type("values"),
+                                                                      group_id="g")]))
+        assert reply.has_error() != answered
+        if not answered:
+            assert "refuses a 'values' query at 5000 points" in reply.error.reason
