@@ -80,35 +80,37 @@ def _size_of(request: dict, key: str) -> int:
 def expected_sizes(query: str, request: dict | None, options: dict | None, declared: dict | None) -> dict:
     """``{array: (floats, required)}`` of the answer to ``query`` asked with ``request`` (its arrays)
     and ``options``, for a client that declared ``declared = {"features": d, "outputs": K}`` (module
-    docstring). ``floats`` is ``None`` for ``ones_columns`` (at most :math:`d`, checked with the
-    declaration)."""
+    docstring). ``floats`` is ``None`` where it follows from another array of the answer or the request
+    (``ones_columns``: at most :math:`d`; before any declaration: the values' count divides
+    :math:`|\theta|`, the gram is the moment's triangle, the intercept Hessian the gradient's), checked
+    by :func:`decode_answer` once those are read."""
     request, options, declared = request or {}, options or {}, declared or {}
-    d, K = declared.get("features"), declared.get("outputs", 1)
-    P = None if d is None else int(d) * int(K)
+    d, K = declared.get("features"), declared.get("outputs")
+    P = None if d is None else int(d) * int(K or 1)
     if query == "describe":
         return {"rows": (1, True), "features": (1, True), "outputs": (1, True), "ones_columns": (None, True),
                 "classes_present": (None, False)}
     if query == "row_norm":
         return {"max_row_norm": (1, True)}
-    if query == "values":
+    if query == "values":            # without a declaration: one value per point, P unknown (checked below)
         size = _size_of(request, "theta")
-        return {"value": (size // P if P else size, True)}
+        return {"value": (size // P if P else None, True)}
     if query == "evaluate":
         size = _size_of(request, "theta")
         hessian = bool(options.get("hessian"))
         return {"value": (1, True), "gradient": (size, True), "hessian": (_triangle(size), hessian)}
     if query == "hvp":
         return {"hvp": (_size_of(request, "direction"), True)}
-    if query == "statistics":
-        if d is None:
-            raise Malformed("declaration", "statistics asked of a client that declared no number of features")
-        return {"gram": (_triangle(int(d)), True), "moment": (int(d), True), "yy": (1, True)}
+    if query == "statistics":        # without a declaration: d from the moment (checked below)
+        return {"gram": (None if d is None else _triangle(int(d)), True), "moment": (None if d is None else int(d), True),
+                "yy": (1, True)}
     if query == "bound_terms":
         j0 = options.get("intercept_column")
         with_intercept = j0 is not None and int(j0) >= 0
-        k = int(K)
+        k = None if K is None else int(K)          # without a declaration: K from the gradient (checked below)
         return {"allowance": (4, True), "feature_norm": (1, with_intercept), "intercept_value": (1, with_intercept),
-                "intercept_gradient": (k, with_intercept), "intercept_hessian": (_triangle(k), with_intercept)}
+                "intercept_gradient": (k, with_intercept),
+                "intercept_hessian": (None if k is None else _triangle(k), with_intercept)}
     raise Malformed("decode", f"unknown query {query!r}")
 
 
@@ -259,8 +261,24 @@ def decode_answer(query: str, arrays, text, request: dict | None, options: dict 
             else:
                 out[name] = decode_array(name, arrays[name], None, cap=d)
                 continue
-        out[name] = decode_array(name, arrays[name], floats, cap)
+        limit = min(cap, max(_size_of(request or {}, "theta"), 1)) if query == "values" else cap
+        out[name] = decode_array(name, arrays[name], floats, limit)
     out.update(decode_text(query, text))
     if query == "describe":
         check_declaration(out, cap)
+    _check_related(query, out, request or {})
     return out
+
+
+def _check_related(query: str, out: dict, request: dict) -> None:
+    """The sizes that follow from each other (see :func:`expected_sizes`), whatever was declared."""
+    def triangle(big: str, small: str) -> None:
+        if big in out and small in out and out[big].size != _triangle(out[small].size):
+            raise Malformed("shape", f"{big} has {out[big].size} entries for {out[small].size} in {small}; expected "
+                                     f"{_triangle(out[small].size)}")
+    if query == "values":
+        size, count = _size_of(request, "theta"), out["value"].size
+        if count < 1 or size % count:
+            raise Malformed("shape", f"value has {count} entries for a request of {size} floats (one per point)")
+    triangle("gram", "moment")
+    triangle("intercept_hessian", "intercept_gradient")

@@ -386,3 +386,24 @@ def test_a_graded_app_trains_and_reports_not_graded(query, mutation, logistic):
         assert fault["kind"] == "setup" and "both hold partition-id 2" in fault["message"], fault
     else:
         assert fault["check"] in checks and fault["node"] == grid.target, fault
+
+
+def test_before_any_declaration_sizes_follow_from_the_request_and_each_other():
+    """A channel used without a describe exchange (e.g. objectives built directly on it) still checks
+    what the sizes must satisfy: one value per point (the count divides |theta|, at most |theta|), a
+    gram that is the moment's triangle."""
+    from drflmodel.client_oracle.decoding import decode_answer
+
+    def payload(**arrays):
+        return ArrayRecord({k: Array(np.asarray(v, float)) for k, v in arrays.items()})
+
+    theta = {"theta": np.zeros(12)}
+    assert decode_answer("values", payload(value=np.ones(3)), None, theta, {}, None)["value"].size == 3
+    for bad in (np.ones(5), np.ones(13)):
+        with pytest.raises(Malformed) as caught:
+            decode_answer("values", payload(value=bad), None, theta, {}, None)
+        assert caught.value.check in ("shape", "size")
+    ok = payload(gram=np.ones(6), moment=np.ones(3), yy=[1.0])
+    assert decode_answer("statistics", ok, None, {}, {}, None)["gram"].size == 6
+    with pytest.raises(Malformed, match="gram has 5 entries for 3 in moment"):
+        decode_answer("statistics", payload(gram=np.ones(5), moment=np.ones(3), yy=[1.0]), None, {}, {}, None)
