@@ -367,6 +367,24 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
+#: pyarrow releases before 14.0.1 deserialize arbitrary Python objects from an untrusted Parquet file
+#: (CVE-2023-47248): refused when a Parquet file is read
+PYARROW_FLOOR = (14, 0, 1)
+
+
+def check_pyarrow(version: str) -> None:
+    """Refuse a pyarrow older than :data:`PYARROW_FLOOR` (reading an untrusted Parquet file with it can
+    run code, CVE-2023-47248), naming the installed version and the fix."""
+    parts = []
+    for piece in str(version).split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    if tuple(parts + [0] * (3 - len(parts))) < PYARROW_FLOOR:
+        raise InvalidParameterError(
+            f"pyarrow {version} is installed; reading Parquet needs pyarrow >= 14.0.1 (older releases run code "
+            "embedded in an untrusted file, CVE-2023-47248): pip install -U 'pyarrow>=14.0.1'")
+
+
 def read_table(path, source: str):
     """Read a CSV or Parquet file into a pandas ``DataFrame`` (pandas, and pyarrow for parquet,
     are optional dependencies: the extras ``pandas`` and ``parquet``)."""
@@ -380,10 +398,11 @@ def read_table(path, source: str):
     path = Path(path)
     if source == "parquet":
         try:
-            import pyarrow  # noqa: F401
+            import pyarrow
         except ImportError:
             raise InvalidParameterError(
                 "reading a parquet file needs pyarrow: pip install 'drflmodel[parquet]'") from None
+        check_pyarrow(pyarrow.__version__)
         return pd.read_parquet(path)
     try:
         df = pd.read_csv(path)

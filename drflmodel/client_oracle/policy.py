@@ -18,6 +18,25 @@ allowed up to 2,000 (the Hessian-free routes' conjugate-gradient iterations), an
 route's bound terms up to 400 (one per certificate attempt: 3-7 measured at P = 650 to 51,300). A budget counts answers
 per run (one federated solve) and client.
 
+**Keyed by what the server cannot choose.** On Flower the answers are counted per Flower run
+(``Context.run_id``, which the SuperLink assigns) and supernode, never by a label the server writes
+into its messages: a server that names every message a new "run" does not get a new budget. A new
+Flower run does start a fresh budget (that is what the SuperLink's run is).
+
+**Where the policy comes from.** A site sets its policy where no submitter reaches: a file on the
+site named by the SuperNode's node config, ``--node-config "query-policy='/etc/site/policy.toml'"``
+(:func:`site_policy`; TOML or JSON with the fields of :class:`QueryPolicy`). The policy the app's
+code passes (``with_oracle(..., policy=...)``) can only make it stricter (:meth:`QueryPolicy.stricter`):
+a submitted app cannot loosen a site's policy. What this cannot bind: in Flower's deployment model the
+``ClientApp`` code ships in the submitter's bundle, so a site's policy binds only apps that answer
+through drflmodel's handlers -- a site that must not reveal more runs its own vetted app.
+
+**A floor on rows.** A site with fewer rows than the model has parameters plus one (:math:`N_i < P+1`,
+or the site-set ``min_rows``) refuses the per-client gradient, Hessian, Hessian-vector and statistics
+queries by name: from a few hundred gradients and values of a small site a server can reconstruct its
+rows and labels (``benchmarks/reconstruction_attack.py``). Small sites need the private mode of the
+certificate (secure sums), not per-client answers.
+
 A refusal is final on the server (the channel does not re-ask: the policy would refuse again) and
 ends the federated solve ``"failed"``, naming the client, the query and the rule.
 """
@@ -31,7 +50,13 @@ import numpy as np
 from .._validation import check_int
 from ..errors import DrflmodelError, InvalidParameterError
 
-__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]
+__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "site_policy", "NODE_CONFIG_KEY",
+           "FLOOR_KINDS"]
+
+#: the SuperNode ``node_config`` key naming the site's policy file
+NODE_CONFIG_KEY = "query-policy"
+#: the query kinds a site below its row floor refuses (per-client gradients and what determines them)
+FLOOR_KINDS = ("evaluate", "hessian", "hvp", "statistics", "bound_terms")
 
 #: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
 POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms")
@@ -52,6 +77,9 @@ class QueryPolicy:
         ``rounds + 1``).
     values, evaluations, hessians, hvps, statistics, row_norms, bound_terms : most answers of each
         kind per run.
+    min_rows : the fewest rows with which the site answers :data:`FLOOR_KINDS` (a site-set minimum).
+    rows_above_parameters : also refuse them with fewer than :math:`P+1` rows (:math:`P` the model's
+        parameters; default ``True``; ``False`` with ``min_rows=0``: no floor).
     """
 
     allow: tuple = POLICY_KINDS
@@ -63,6 +91,8 @@ class QueryPolicy:
     statistics: int = 3
     row_norms: int = 3
     bound_terms: int = 400
+    min_rows: int = 0
+    rows_above_parameters: bool = True
     used: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
@@ -74,6 +104,50 @@ class QueryPolicy:
         for name in ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
                      "bound_terms"):
             setattr(self, name, check_int(getattr(self, name), name, low=0))
+        self.min_rows = check_int(self.min_rows, "min_rows", low=0)
+        if not isinstance(self.rows_above_parameters, bool):
+            raise InvalidParameterError(f"rows_above_parameters must be True or False; got {self.rows_above_parameters!r}")
+
+    _FIELDS = ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
+               "bound_terms")
+
+    def stricter(self, other: "QueryPolicy") -> "QueryPolicy":
+        """The policy allowing only what both allow: the kinds both allow, the smaller of each budget,
+        the higher row floor."""
+        if not isinstance(other, QueryPolicy):
+            raise InvalidParameterError(f"a policy is tightened by a QueryPolicy; got {type(other).__name__}")
+        return QueryPolicy(allow=tuple(k for k in self.allow if k in other.allow),
+                           min_rows=max(self.min_rows, other.min_rows),
+                           rows_above_parameters=self.rows_above_parameters or other.rows_above_parameters,
+                           **{k: min(getattr(self, k), getattr(other, k)) for k in self._FIELDS})
+
+    def floor(self, dim: int) -> int:
+        """The fewest rows with which :data:`FLOOR_KINDS` are answered, for a model of ``dim`` parameters:
+        ``max(min_rows, P + 1)``, or ``min_rows`` alone without ``rows_above_parameters``."""
+        return max(self.min_rows, int(dim) + 1 if self.rows_above_parameters else 0)
+
+    @classmethod
+    def from_file(cls, path) -> "QueryPolicy":
+        """A policy from a TOML (``.toml``) or JSON file holding the fields of :class:`QueryPolicy`."""
+        import json
+        from pathlib import Path
+
+        path = Path(str(path))
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise InvalidParameterError(f"the site's query policy file {str(path)!r} cannot be read: {exc}") from None
+        if path.suffix == ".toml":
+            import tomllib
+
+            fields = tomllib.loads(text)
+        else:
+            fields = json.loads(text)
+        known = {"allow", "min_rows", "rows_above_parameters", *cls._FIELDS}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise InvalidParameterError(f"{path.name}: unknown query-policy field(s) {unknown}; known: {sorted(known)}")
+        return cls(**fields)
 
     _BUDGET = {"values": "values", "evaluate": "evaluations", "hessian": "hessians", "hvp": "hvps",
                "statistics": "statistics", "row_norm": "row_norms", "bound_terms": "bound_terms"}
@@ -82,12 +156,19 @@ class QueryPolicy:
               "bound_terms": "bound-term answers"}
 
     def admit(self, query: str, arrays: dict | None, options: dict | None, dim: int, counts: dict,
-              who: str = "site") -> None:
+              who: str = "site", rows: int | None = None) -> None:
         """Raise :class:`QueryRefused` naming the rule if ``query`` is not allowed now; else count it
-        in ``counts`` (a mutable mapping kept per run)."""
+        in ``counts`` (a mutable mapping kept per Flower run and supernode). ``rows``: the site's
+        rows, for the floor (``None``: not checked)."""
         kind = "hessian" if query == "evaluate" and (options or {}).get("hessian") else query
         if kind not in self.allow:
             raise QueryRefused(f"{who} refuses the {kind!r} query: its policy allows only {', '.join(self.allow)}")
+        if kind in FLOOR_KINDS and rows is not None and rows < self.floor(dim):
+            raise QueryRefused(
+                f"{who} refuses the {kind!r} query: it holds {rows} rows, fewer than its policy's floor of "
+                f"{self.floor(dim)} (min_rows {self.min_rows}; P + 1 = {dim + 1} for a model of P = {dim} parameters) -- a server "
+                "could reconstruct its rows from per-client gradients; a site this small needs the certificate's "
+                "private mode (secure sums)")
         if query == "values":
             points = int(np.size((arrays or {}).get("theta", []))) // max(int(dim), 1)
             if points > self.points_per_values:
@@ -105,9 +186,18 @@ class QueryPolicy:
             counts["evaluations"] = int(counts.get("evaluations", 0)) + 1
 
     def to_dict(self) -> dict:
-        return {"allow": list(self.allow), **{k: getattr(self, k) for k in
-                ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
-                 "bound_terms")}}
+        return {"allow": list(self.allow), "min_rows": self.min_rows, "rows_above_parameters": self.rows_above_parameters,
+                **{k: getattr(self, k) for k in self._FIELDS}}
+
+
+def site_policy(node_config) -> QueryPolicy | None:
+    """The policy a site set for itself: the file named by ``node_config["query-policy"]`` (the
+    SuperNode's ``--node-config``, which no submitter reaches; :meth:`QueryPolicy.from_file`), or
+    ``None`` when the site named none."""
+    path = (node_config or {}).get(NODE_CONFIG_KEY)
+    if path is None or str(path) == "":
+        return None
+    return QueryPolicy.from_file(path)
 
 
 class PolicySite:
@@ -120,15 +210,23 @@ class PolicySite:
         self.policy = policy if policy is not None else QueryPolicy()
         self.counts = {} if counts is None else counts
 
+    def _declared(self) -> tuple[int, int]:
+        """``(P, N_i)``: the model's size :math:`P=dK` and the site's rows (a :class:`Site`'s own
+        attributes, else its declaration)."""
+        if isinstance(getattr(self.site, "dim", None), int) and isinstance(getattr(self.site, "size", None), int):
+            return self.site.dim, self.site.size
+        declared = self.site.answer("describe")
+        one = lambda k: int(np.asarray(declared[k]).reshape(-1)[0])      # noqa: E731
+        return one("features") * one("outputs"), one("rows")
+
     @property
     def dim(self) -> int:
         """The model's size :math:`P=dK` (from the site's own declaration), to count points per query."""
-        declared = self.site.answer("describe")
-        return int(np.asarray(declared["features"]).reshape(-1)[0]) * int(np.asarray(declared["outputs"]).reshape(-1)[0])
+        return self._declared()[0]
 
     def answer(self, query: str, arrays: dict | None = None, options: dict | None = None) -> dict:
-        dim = self.dim if query == "values" else 1
-        self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"))
+        dim, rows = self._declared() if query != "describe" else (1, None)
+        self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"), rows=rows)
         out = self.site.answer(query, arrays, options)
         if query == "describe" and "answers" in out:     # declare only what the policy allows: the server's
             out = dict(out)                              # dispatch then takes a route this client answers

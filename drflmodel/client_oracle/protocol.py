@@ -68,21 +68,29 @@ class ClientFault(DrflmodelError, RuntimeError):
     attempt's), and, when known, ``node`` (the
     transport's node id), ``check`` and ``numbers`` (the server's check that rejected the last answer)."""
 
-    def __init__(self, client: int, query: str, reasons: list, node=None, check: str | None = None,
+    def __init__(self, client: int | None, query: str, reasons: list, node=None, check: str | None = None,
                  numbers: dict | None = None):
-        self.client, self.query, self.reasons = int(client), str(query), list(reasons)
+        self.client = None if client is None else int(client)    # None: a supernode not yet identified
+        self.query, self.reasons = str(query), list(reasons)
         self.attempts = len(self.reasons)
         kinds = [fault_kind(r) for r in self.reasons]
         #: a client whose answer was rejected and whose re-ask was then refused or lost is a rejected one
         self.kind = "rejected" if "rejected" in kinds else (kinds[-1] if kinds else "no answer")
         self.node, self.check, self.numbers = node, check, dict(numbers or {})
         what = "refused" if self.kind == "refused" else "did not answer"
-        super().__init__(f"client {self.client} {what} the {self.query!r} query in "
+        super().__init__(f"{self.who} {what} the {self.query!r} query in "
                          f"{self.attempts} attempt(s): {self.reasons[-1]}")
 
+    @property
+    def who(self) -> str:
+        """``"client i"``, or ``"supernode n (partition unknown)"`` before the node was identified."""
+        if self.client is not None:
+            return f"client {self.client}"
+        return f"supernode {self.node} (partition unknown)"
+
     def to_dict(self) -> dict:
-        """JSON-safe: ``partition`` (= ``client``), ``node``, ``query``, ``kind``, ``check``,
-        ``numbers``, ``attempts``, ``reasons``."""
+        """JSON-safe: ``partition`` (= ``client``; ``None`` for a supernode not yet identified), ``node``,
+        ``query``, ``kind``, ``check``, ``numbers``, ``attempts``, ``reasons``."""
         return {"client": self.client, "partition": self.client,
                 "node": None if self.node is None else int(self.node), "query": self.query, "kind": self.kind,
                 "check": self.check, "numbers": dict(self.numbers),

@@ -197,9 +197,20 @@ class FederatedObjectives(_ServerObjectives):
 
     def prefetch_values(self, thetas) -> None:
         """The clients' values at every row of ``thetas`` in **one** exchange (each client returns
-        one float per point); :meth:`values` then answers at those points without a query."""
+        one float per point); :meth:`values` then answers at those points without a query. A client
+        whose policy refuses that many points at once (the default allows one) refuses it by name;
+        then nothing is prefetched and :meth:`values` asks one point at a time, within the clients'
+        budgets (the refusal is in ``prefetch_refused``)."""
+        from .protocol import ClientFault
+
         T = np.asarray(thetas, float).reshape(-1, self.dim)
-        got = self.channel.ask("values", {"theta": T.reshape(-1)})
+        try:
+            got = self.channel.ask("values", {"theta": T.reshape(-1)})
+        except ClientFault as fault:
+            if fault.kind != "refused" or T.shape[0] == 1:
+                raise
+            self.prefetch_refused = str(fault)
+            return
         for r, theta in enumerate(T):
             self._known[theta.tobytes()] = np.array([float(got[i]["value"][r]) for i in range(self.n)])
 

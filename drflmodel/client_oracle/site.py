@@ -80,6 +80,11 @@ class Site:
     def size(self) -> int:
         return self._X.shape[0]
 
+    @property
+    def dim(self) -> int:
+        """The model's size :math:`P=dK` (features times outputs)."""
+        return int(self._objective.dim)
+
     def answers(self) -> list[str]:
         """The queries this site can answer (its loss decides the smooth ones)."""
         out = ["describe", "row_norm", "values", "evaluate"]

@@ -84,11 +84,7 @@ def _declare(channel: Channel, loss: Loss | None) -> tuple[DeclaredFederation, l
     The declared federation carries the channel and the query kinds every client answers, so the
     problems built on it ask the clients (:meth:`DeclaredFederation.client_objectives`)."""
     options = {} if loss is None else {"loss": json.dumps(loss.to_dict())}
-    try:
-        got = channel.ask("describe", options=options)
-    except ClientFault as fault:
-        raise InvalidParameterError(f"client {fault.client} failed during the setup of the federated "
-                                    f"solve: {fault.reasons[-1]}") from None
+    got = channel.ask("describe", options=options)     # a client failing it: ClientFault, the solve "failed"
     replies = [got[i] for i in range(channel.n_clients)]
     dims = [int(r["features"][0]) for r in replies]
     if len(set(dims)) != 1:
@@ -175,7 +171,10 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     * a client that did not answer within the retry budget (an error, a lost message, a timeout):
       ``"failed"`` -- or, when a certificate over **every** client was completed before the fault,
       that certificate (the best one: ``server.best_certificate()``, which the client-weight
-      min-max families keep) with the status its gap gives.
+      min-max families keep) with the status its gap gives;
+    * a client whose declaration (``describe``) could not be read or was impossible (no rows, a count
+      beyond the caps of :mod:`.decoding`, a supernode whose partition is unknown): ``"failed"`` before
+      any round, with no server problem (``sol.problem`` is ``None``).
 
     A bound is never computed over part of the federation."""
     from ..problems.engine.route import dispatch
@@ -191,9 +190,9 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     started = time.perf_counter()
     if check_answers and not isinstance(channel, CheckedChannel):
         channel = CheckedChannel(channel, getattr(problem, "loss", None))
-    declared, replies = _declare(channel, getattr(problem, "loss", None))
-    server, available = None, None
+    server, available, declared = None, None, None
     try:
+        declared, replies = _declare(channel, getattr(problem, "loss", None))
         server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
         available = available_kinds(replies, server.loss, server.objectives)
         if hasattr(server, "forget_certificates"):
@@ -219,7 +218,8 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     routes = server.routes() if server is not None else []
     route = next((r for r in routes if r.name == sol.info.get("method")), None)
     sol.info["federated"] = {"transport": type(getattr(channel, "inner", channel)).__name__,
-                             "clients": channel.n_clients, "sizes": declared.sizes.tolist(),
+                             "clients": channel.n_clients,
+                             "sizes": None if declared is None else declared.sizes.tolist(),
                              "method": sol.info.get("method"),
                              "queries_needed": sorted(route.needs) if route is not None else None,
                              "queries_available": sorted(available or ()),
@@ -234,10 +234,10 @@ def _fault_message(fault: ClientFault, retries: int, returned_earlier: bool) -> 
     """One sentence: who failed what, how, and what the solve returns."""
     node = "" if fault.node is None else f"; supernode {fault.node}"
     if fault.kind == "refused":
-        what = (f"client {fault.client} refused the {fault.query!r} query (its policy; not retried{node}): "
+        what = (f"{fault.who} refused the {fault.query!r} query (its policy; not retried{node}): "
                 f"{fault.reasons[-1]}")
     else:
-        what = (f"client {fault.client} failed the {fault.query!r} query on all {fault.attempts} attempts "
+        what = (f"{fault.who} failed the {fault.query!r} query on all {fault.attempts} attempts "
                 f"(retry budget {retries}{node})")
         what += f": {fault.reasons[-1]}"          # a rejection's reason names the check and its numbers
     if returned_earlier:

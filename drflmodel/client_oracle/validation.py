@@ -319,9 +319,14 @@ class CheckedChannel(Channel):
         self.n_clients, self.retries, self.ledger = inner.n_clients, inner.retries, inner.ledger
         self.books = {i: ClientBook(loss) for i in range(inner.n_clients)}
         self.rejections: list[dict] = []
+        self._unread = 0
 
     def _send(self, query: str, contents: dict):
         replies, errors = self.inner._send(query, contents)
+        unread = getattr(self.inner, "rejections", None)       # replies the transport could not read
+        if unread is not None:
+            self.rejections.extend(dict(r) for r in unread[self._unread:])
+            self._unread = len(unread)
         passed, rejected, records = validate_replies(self.books, query, contents, replies)
         self.rejections.extend(records)
         return passed, {**errors, **rejected}

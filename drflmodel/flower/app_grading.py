@@ -59,12 +59,35 @@ from flwr.serverapp.strategy import Strategy
 
 from ..errors import InvalidParameterError
 from ._logs import flower_logs
-from .oracle import solve_on_grid, with_oracle
+from .oracle import oracle_or_fault, with_oracle
 from .recorder import Recorder
 
 __all__ = ["graded", "answering", "unmatched_objective", "ROBUST_AGGREGATORS"]
 
 _START_LOCK = threading.Lock()
+
+
+def _lost_oracle(rec: Recorder, fault) -> None:
+    """A client faulted on a value query after the oracle was certified (live grading, or the values
+    asked at the end): the run is recorded, not graded, with the fault; training goes on."""
+    rec.oracle_fault = {**fault.to_dict(), "message": f"after the oracle was certified, {fault}: the rounds are "
+                                                     "recorded, not graded"}
+    rec.solution = None
+    log(WARNING, "[drflmodel] %s", rec.oracle_fault["message"])
+
+
+def _recorded(rec: Recorder):
+    """``rec`` as an ``evaluate_fn`` that a client's fault on a per-round value query cannot crash."""
+    from ..client_oracle import ClientFault
+
+    def evaluate(server_round, arrays):
+        try:
+            return rec(server_round, arrays)
+        except ClientFault as fault:
+            _lost_oracle(rec, fault)
+            return None
+
+    return evaluate
 
 
 def _compose(ours, theirs):
@@ -135,7 +158,7 @@ def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
                     log(WARNING, "[drflmodel] %s", why)
                     used.append(why)
                 recorder.watch(self)
-                evaluate_fn = _compose(recorder, evaluate_fn)
+                evaluate_fn = _compose(_recorded(recorder), evaluate_fn)
             return original(self, grid, initial_arrays, num_rounds=num_rounds, timeout=timeout,
                             train_config=train_config, evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
 
@@ -221,12 +244,12 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 made["objective"] = from_sklearn(estimator, federation=federation)
                 return made["objective"].problem
 
-            sol = solve_on_grid(grid, factory, n, method=method, run=run, **solve_options)
+            sol = oracle_or_fault(grid, factory, n, method=method, run=run, **solve_options)
             problem = sol.problem
             if pmap is None and "objective" in made:
                 pmap = made["objective"].parameters
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", sol.summary(),
-                sol.info["federated"]["exchanges"])
+                sol.info.get("federated", {}).get("exchanges", 0))
         certified = sol.theta is not None
         fault = sol.info.get("fault") if not certified else None
         if not certified:
@@ -248,10 +271,15 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 f"the oracle covers {n} supernodes but {now} are connected after the run: pass "
                 "n_clients= (the number of supernodes) to graded() so that the oracle waits for all of them")
         if certified and not live:                   # every round's values in one exchange
+            from ..client_oracle import ClientFault
+
             rounds = sorted(rec.thetas)
-            getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
-            rec.solution = sol
-            rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+            try:
+                getattr(problem.objectives, "prefetch_values", lambda t: None)(np.array([rec.thetas[r] for r in rounds]))
+                rec.solution = sol
+                rec.objectives = {r: rec.errors(rec.thetas[r])["objective"] for r in rounds}
+            except ClientFault as fault:
+                _lost_oracle(rec, fault)
         if len(used) > 1:                              # a robust aggregator recorded with robust_aggregators="warn"
             rec.caveats.append(used[1])
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()

@@ -86,7 +86,8 @@ def config_server_app(app_dir):
 
     from .._config import build_problem, build_solver, load_config
     from ..client_oracle import SUPPORTED
-    from .oracle import solve_on_grid
+    from ..client_oracle import ClientFault
+    from .oracle import oracle_or_fault
     from .server import run_on_grid
 
     app = ServerApp()
@@ -100,7 +101,7 @@ def config_server_app(app_dir):
                   "poll_interval": float(rc.get("poll-interval", 0.1))}
         oracle = None
         if str(rc.get("oracle", "federated")) == "federated" and type(problem).__name__ in SUPPORTED:
-            oracle = solve_on_grid(grid, problem, **timing)
+            oracle = oracle_or_fault(grid, problem, **timing)     # a client's reply never crashes the app
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", oracle.summary(),
                 oracle.info["federated"]["exchanges"])
         started = time.perf_counter()
@@ -115,9 +116,13 @@ def config_server_app(app_dir):
                             **timing)
         report = None
         if oracle is not None and oracle.theta is not None:
-            report = grade_against_oracle(trace, oracle)
-            log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
-        elif oracle is not None:                 # the oracle failed (a named fault): the run is kept, not graded
+            try:
+                report = grade_against_oracle(trace, oracle)
+                log(INFO, "[drflmodel] %s", report.summary().replace("\n", " | "))
+            except ClientFault as fault:         # a client faulted on the grading's value queries
+                oracle.theta = None
+                oracle.info["fault"] = {**fault.to_dict(), "message": f"after the oracle was certified, {fault}"}
+        if oracle is not None and oracle.theta is None:                 # the oracle failed (a named fault): the run is kept, not graded
             trace.info["oracle_fault"] = dict(oracle.info.get("fault")
                                               or {"message": f"the oracle's status is {oracle.status!r}"})
             report = not_graded(trace)
@@ -212,15 +217,11 @@ def config_client_app(app_dir):
         client = made.clients[i]
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
-    def policy(context):
-        """The default policy, with one value per round at once: the server grades the run's every
-        model in one exchange (:func:`grade_against_oracle`)."""
-        from ..client_oracle import QueryPolicy
-
-        cfg = load_config(_config_path(app_dir, context))
-        return QueryPolicy(points_per_values=int(cfg.get("solver", {}).get("options", {}).get("rounds", 0)) + 1)
-
-    return with_oracle(client_app(view), site, policy)
+    # the client's policy is the site's own file (node config "query-policy"), else the default --
+    # never read from the submitted configuration or run config (issue 39): a site
+    # that lets the server grade every round in one exchange allows points_per_values = rounds + 1
+    # there; otherwise the server asks one point at a time (FederatedObjectives.prefetch_values)
+    return with_oracle(client_app(view), site)
 
 
 @contextmanager

@@ -38,13 +38,15 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import ServerApp
 
 from .._validation import check_choice, check_int
-from ..client_oracle import QUERIES, Channel, Site, federated_solve
+from ..client_oracle import QUERIES, Channel, ClientFault, Site, federated_solve
+from ..client_oracle.decoding import MAX_ANSWER_FLOATS, Malformed, decode_answer
+from ..client_oracle.protocol import REJECTED
 from ..errors import InvalidParameterError
 from ._exchange import Exchange
-from ._records import CONFIG, METRICS, down_content, payload_arrays, up_content
+from ._records import CONFIG, METRICS, PAYLOAD, down_content, payload_arrays, up_content
 from .client import partition_of
 
-__all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_server_app",
+__all__ = ["with_oracle", "oracle_client_app", "FlowerChannel", "solve_on_grid", "oracle_or_fault", "oracle_server_app",
            "certified_solve", "message_type"]
 
 TEXT = "text"
@@ -98,24 +100,34 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     process -- e.g. ``lambda ctx: Site(X, y, loss)`` from the rows the app loads for its
     partition. Nothing else of the app changes; its own handlers keep working.
 
-    ``policy``: the client's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
+    ``policy``: the app's :class:`~drflmodel.client_oracle.QueryPolicy`, or ``f(context)``
     returning one (default: the one a certified solve needs and no more: one point per value query,
-    budgets per run); a query it does not allow is refused with a message naming the rule, which the
-    server reports. The answers of a run are counted in the supernode's ``Context.state`` (it
-    outlives Flower's per-message process)."""
+    budgets per run, no per-client gradients from a site with fewer than :math:`P+1` rows); a query
+    it does not allow is refused with a message naming the rule, which the server reports.
+
+    **The site's own policy binds.** A supernode started with ``--node-config
+    "query-policy='/path/on/the/site/policy.toml'"`` answers under that file's policy
+    (:func:`~drflmodel.client_oracle.policy.site_policy`; it replaces the default), made only stricter
+    by ``policy`` when the app passes one: neither the app's code nor its run config can loosen it. The answers are counted per Flower run and supernode
+    (``context.run_id``, ``context.node_id``: what the SuperLink assigns) in the supernode's
+    ``Context.state`` (it outlives Flower's per-message process) -- never by the ``run`` label the
+    server writes into its messages, so a server cannot reset a budget by renaming its queries."""
     from ..client_oracle import PolicySite, QueryPolicy
+    from ..client_oracle.policy import site_policy
 
     resolve = _Sites(sites)
-    policy = QueryPolicy() if policy is None else policy
-    if not (isinstance(policy, QueryPolicy) or callable(policy)):
+    if not (policy is None or isinstance(policy, QueryPolicy) or callable(policy)):
         raise InvalidParameterError(f"policy must be a QueryPolicy or a function context -> QueryPolicy; "
                                     f"got {type(policy).__name__}")
 
     def policy_of(context):
+        site = site_policy(context.node_config)
+        if policy is None:                          # the site's file, else the default
+            return QueryPolicy() if site is None else site
         made = policy if isinstance(policy, QueryPolicy) else policy(context)
         if not isinstance(made, QueryPolicy):
             raise InvalidParameterError(f"the policy function returned {type(made).__name__}, not a QueryPolicy")
-        return made
+        return made if site is None else site.stricter(made)
 
     def register(query: str):
         def handler(msg: Message, context: Context) -> Message:
@@ -123,7 +135,7 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
             run = str(config["run"])
             i, site = resolve.get(context, run)
             options = json.loads(str(config.get("options", "{}")))
-            key = f"drflmodel.policy.{run}"
+            key = f"drflmodel.policy.run{int(context.run_id)}.node{int(context.node_id)}"
             counts = dict(context.state[key]) if key in context.state else {}
             answer = PolicySite(site, policy_of(context), counts).answer(query, payload_arrays(msg.content), options)
             context.state[key] = ConfigRecord({k: int(v) for k, v in counts.items()})
@@ -141,14 +153,23 @@ def with_oracle(app: ClientApp, sites, policy=None) -> ClientApp:
     return app
 
 
-def oracle_client_app(sites) -> ClientApp:
+def oracle_client_app(sites, policy=None) -> ClientApp:
     """A ``ClientApp`` that answers the client-oracle queries only (:func:`with_oracle`)."""
-    return with_oracle(ClientApp(), sites)
+    return with_oracle(ClientApp(), sites, policy)
 
 
 # ---------------------------------------------------------------------------------- server side
 class FlowerChannel(Channel):
     """The client-oracle transport over a Flower ``Grid`` (module docstring).
+
+    Every reply is read inside the checked region (:mod:`drflmodel.client_oracle.decoding`): its
+    ``metrics`` record must name the partition the node holds, its arrays exactly those the query
+    asks and of the sizes it asks (checked from the declared shapes before any byte is copied, at
+    most ``max_answer_floats`` each), NumPy arrays of real numbers, finite and bounded; a reply that
+    is not is a rejected answer (reason ``"answer rejected by the server's check 'decode' | 'size' |
+    'finite' | 'magnitude' | 'declaration' | 'identity': ..."``), retried like a garbled message and
+    then a :class:`~drflmodel.client_oracle.ClientFault` naming the client, its node, the query and
+    what was wrong -- never a raw exception.
 
     Parameters
     ----------
@@ -159,41 +180,94 @@ class FlowerChannel(Channel):
         failed and are asked again).
     retries : how many times a failed query is asked again (the retry budget).
     poll_interval, connect_timeout : seconds between pulls; to wait for the supernodes.
+    max_answer_floats : the most floats one answer may hold (:data:`~drflmodel.client_oracle.decoding.MAX_ANSWER_FLOATS`).
     """
 
     def __init__(self, grid, n_clients: int, run: str = "oracle", timeout: float = 60.0, retries: int = 2,
-                 poll_interval: float = 0.005, connect_timeout: float = 60.0):
+                 poll_interval: float = 0.005, connect_timeout: float = 60.0,
+                 max_answer_floats: int = MAX_ANSWER_FLOATS):
         super().__init__(n_clients, retries)
         self.run = str(run)
+        self.max_answer_floats = check_int(max_answer_floats, "max_answer_floats", low=1)
         self.exchange = Exchange(grid, self.n_clients, run=self.run, timeout=timeout,
                                  poll_interval=poll_interval, connect_timeout=connect_timeout)
         self.exchange.connect(0)                   # exactly one supernode per client, else an error
         self.node_of: dict[int, int] = {}
+        self.declared: dict[int, dict] = {}        # partition -> {"features": d, "outputs": K}
+        self.rejections: list[dict] = []           # replies that could not be read (client, query, check, ...)
         self._group = 0
 
     def _content(self, arrays: dict, options: dict):
         return down_content(arrays, {"run": self.run, "options": json.dumps(options)})
 
-    @staticmethod
-    def _answer(msg: Message) -> dict:
-        out = payload_arrays(msg.content)
-        text = msg.content.config_records.get(TEXT)
-        if text is not None:
-            out.update({k: str(v) for k, v in text.items()})
-        return out
+    def _answer(self, query: str, msg: Message, request: dict, options: dict, partition: int | None) -> dict:
+        """The decoded answer of one reply (:func:`~drflmodel.client_oracle.decoding.decode_answer`);
+        raises :class:`~drflmodel.client_oracle.decoding.Malformed`."""
+        content = msg.content
+        if partition is not None:
+            metrics = content.metric_records.get(METRICS)
+            if metrics is None or "partition-id" not in metrics:
+                raise Malformed("identity", "the reply has no metrics record naming its partition-id")
+            claimed = metrics["partition-id"]
+            if not isinstance(claimed, (int, float)) or claimed != partition:
+                raise Malformed("identity", f"the reply claims partition-id {str(claimed)[:40]} from the node holding "
+                                            f"partition {partition}")
+        declared = self.declared.get(partition) if partition is not None else None
+        return decode_answer(query, content.array_records.get(PAYLOAD), content.config_records.get(TEXT),
+                             request, options, declared, cap=self.max_answer_floats)
+
+    def _read(self, query: str, node: int, msg: Message, request: dict, options: dict, partition):
+        """``(answer, None)`` or ``(None, reason)``: a reply that cannot be read is a rejected answer."""
+        try:
+            answer = self._answer(query, msg, request, options, partition)
+        except Malformed as bad:
+            self.rejections.append({"client": partition, "node": int(node), "query": query, "check": bad.check,
+                                    "detail": bad.detail, "numbers": dict(bad.numbers)})
+            return None, f"{REJECTED} {bad.check!r}: {bad.detail}"
+        except Exception as exc:  # noqa: BLE001 - whatever else a reply can do wrong is the same fault, named
+            self.rejections.append({"client": partition, "node": int(node), "query": query, "check": "decode",
+                                    "detail": f"{type(exc).__name__}: {str(exc)[:200]}", "numbers": {}})
+            return None, f"{REJECTED} 'decode': the reply cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        if query == "describe" and partition is not None:
+            self.declared[partition] = {"features": int(answer["features"][0]), "outputs": int(answer["outputs"][0])}
+        return answer, None
 
     def _push(self, query: str, by_node: dict):
         self._group += 1
         return self.exchange._exchange({node: message_type(query) for node in by_node}, by_node,
                                        group=f"{self.run}-{self._group}")
 
+    def _partition_of(self, msg: Message):
+        """The partition a setup reply claims, or ``(None, why)``."""
+        metrics = msg.content.metric_records.get(METRICS)
+        claimed = None if metrics is None else metrics.get("partition-id")
+        if isinstance(claimed, bool) or not isinstance(claimed, int) or not 0 <= claimed < self.n_clients:
+            return None, (f"{REJECTED} 'identity': the reply names partition-id {str(claimed)[:40]}; the federation "
+                          f"has partitions 0..{self.n_clients - 1}")
+        return int(claimed), None
+
     def _identify(self, query: str, contents: dict) -> dict:
-        """The setup query to every node; its answers carry the partition ids (nodes are random ids)."""
+        """The setup query to every node; its answers carry the partition ids (nodes are random ids).
+        A node whose reply names no valid partition, or cannot be read, is asked again and then is a
+        :class:`~drflmodel.client_oracle.ClientFault` of that supernode (with the partition it claimed,
+        if it named a valid one)."""
         arrays, options = next(iter(contents.values()))
-        pending, replies, reasons = list(self.exchange.nodes), {}, {}
+        pending, answers, reasons, claimed = list(self.exchange.nodes), {}, {}, {}
         for _ in range(self.retries + 1):
             got, errors = self._push(query, {node: self._content(arrays, options) for node in pending})
-            replies.update(got)
+            for node, msg in got.items():
+                i, why = self._partition_of(msg)
+                answer = None
+                if why is not None:
+                    self.rejections.append({"client": None, "node": int(node), "query": query, "check": "identity",
+                                            "detail": why.split(": ", 1)[-1], "numbers": {}})
+                else:
+                    claimed[node] = i
+                    answer, why = self._read(query, node, msg, arrays, options, None)
+                if why is None:
+                    answers[node] = (i, answer)
+                else:
+                    errors[node] = why
             for node, why in errors.items():
                 reasons.setdefault(node, []).append(why)
             pending = list(errors)
@@ -201,17 +275,21 @@ class FlowerChannel(Channel):
                 break
         if pending:
             node = pending[0]
-            raise InvalidParameterError(f"supernode {node} failed during the setup of the federated solve "
-                                        f"({len(reasons[node])} attempt(s)): {reasons[node][-1]}")
+            last = next((r for r in reversed(self.rejections) if r["node"] == node), None)
+            raise ClientFault(claimed.get(node), query, reasons[node], node=node, check=None if last is None else last["check"],
+                              numbers=None if last is None else last["numbers"])
         seen: dict[int, int] = {}
-        for node, msg in replies.items():
-            i = int(msg.content.metric_records[METRICS]["partition-id"])
+        for node, (i, _) in answers.items():
             if i in seen:
                 raise InvalidParameterError(f"supernodes {seen[i]} and {node} both hold partition-id {i}: give "
                                             f"each of the {self.n_clients} supernodes its own partition-id")
             seen[i] = node
         self.node_of = dict(sorted(seen.items()))
-        return {i: self._answer(replies[node]) for i, node in self.node_of.items()}
+        out = {i: answers[node][1] for i, node in self.node_of.items()}
+        if query == "describe":
+            self.declared = {i: {"features": int(a["features"][0]), "outputs": int(a["outputs"][0])}
+                             for i, a in out.items()}
+        return out
 
     def _send(self, query: str, contents: dict):
         if not self.node_of:
@@ -219,8 +297,22 @@ class FlowerChannel(Channel):
         by_node = {self.node_of[i]: self._content(*contents[i]) for i in contents}
         got, errors = self._push(query, by_node)
         part = {node: i for i, node in self.node_of.items()}
-        return ({part[node]: self._answer(msg) for node, msg in got.items()},
-                {part[node]: why for node, why in errors.items()})
+        replies, failed = {}, {part[node]: why for node, why in errors.items()}
+        for node, msg in got.items():
+            i = part[node]
+            answer, why = self._read(query, node, msg, *contents[i], i)
+            if why is None:
+                replies[i] = answer
+            else:
+                failed[i] = why
+        return replies, failed
+
+    def fault(self, client, query: str, reasons: list) -> ClientFault:
+        fault = super().fault(client, query, reasons)
+        last = next((r for r in reversed(self.rejections) if r["client"] == client and r["query"] == query), None)
+        if fault.kind == "rejected" and last is not None and reasons and reasons[-1].startswith(REJECTED):
+            fault.check, fault.numbers = last["check"], dict(last["numbers"])
+        return fault
 
 
 def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "auto", gap_tol: float = 1e-6,
@@ -244,6 +336,37 @@ def solve_on_grid(grid, problem, n_clients: int | None = None, method: str = "au
     sol = federated_solve(problem, channel, method=method, gap_tol=gap_tol, check_answers=check_answers, **options)
     sol.info["federated"]["transport"] = "flower"
     return sol
+
+
+def oracle_or_fault(grid, problem, n_clients: int | None = None, **options):
+    """:func:`solve_on_grid`, or -- when its setup is refused (two supernodes claiming one partition,
+    clients declaring different models, ...) or anything a client's reply causes escapes the solve's
+    own fault handling -- a ``"failed"`` solution whose ``info["fault"]`` says why (``kind``
+    ``"setup"``, or ``"error"`` for an exception that is no named fault, logged as an error to be
+    reported). What a graded app and the example's ``ServerApp`` call: a reply never takes them
+    down, their own training runs and the report says NOT GRADED."""
+    from logging import ERROR, WARNING
+
+    from flwr.common.logger import log
+
+    from ..errors import DrflmodelError
+    from ..solution import Solution
+
+    try:
+        return solve_on_grid(grid, problem, n_clients, **options)
+    except Exception as exc:  # noqa: BLE001 - reported as the oracle's fault, with its type and message
+        named = isinstance(exc, DrflmodelError)
+        message = (f"the federated oracle's setup was refused: {exc}" if named else
+                   f"the federated oracle raised {type(exc).__name__}: {exc} (not a named fault: please report it)")
+        log(WARNING if named else ERROR, "[drflmodel] %s", message)
+        sol = Solution(theta=None, weights=None, client_losses=None, value=float("nan"), lower_bound=float("-inf"),
+                       upper_bound=float("inf"), status="failed", certificate="none", info={})
+        sol.problem = None
+        sol.info["fault"] = {"client": None, "partition": None, "node": None, "query": None,
+                             "kind": "setup" if named else "error", "check": None, "numbers": {},
+                             "attempts": 0, "reasons": [f"{type(exc).__name__}: {exc}"], "message": message}
+        sol.info["federated"] = {"exchanges": 0, "fault": sol.info["fault"]}
+        return sol
 
 
 def oracle_server_app(problem, n_clients: int | None = None, on_solution: Callable | None = None,
@@ -278,7 +401,11 @@ def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | No
     engine = check_choice(engine, "engine", ENGINES)
     n = problem.n_clients if num_supernodes is None else check_int(num_supernodes, "num_supernodes", low=1)
     run = options.setdefault("run", "oracle")
-    capp = oracle_client_app({run: problem})
+    # every row is in this process already: the simulated clients answer without the row floor (a
+    # floor protects a site's rows from a server that does not hold them)
+    from ..client_oracle import QueryPolicy
+
+    capp = oracle_client_app({run: problem}, policy=QueryPolicy(rows_above_parameters=False))
     if engine == "inprocess":
         with LocalGrid(capp, n, verbose=verbose) as grid:
             return solve_on_grid(grid, problem, **options)

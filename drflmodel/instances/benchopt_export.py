@@ -34,7 +34,8 @@ from .certified import CertifiedInstance
 
 __all__ = ["export_benchopt"]
 
-_OBJECTIVE = '''"""{title}
+#: the generated objective's docstring (plain text: written into the code as a Python literal, repr())
+_OBJECTIVE_DOC = """{title}
 
 Exported by drflmodel (drflmodel.instances.export_benchopt). The objective is
 {formula}
@@ -43,6 +44,8 @@ with f_i the mean {loss} loss of client i plus l2/2 ||theta||^2, theta class-maj
 [{lower!r}, {upper!r}] (certified.json); ``suboptimality`` is measured against the lower bound.
 Source of the instance: {source}
 """
+
+_OBJECTIVE = '''{doc}
 
 import json
 from pathlib import Path
@@ -78,7 +81,7 @@ def value(theta, X, y, client, n_clients, n_classes, l2, family, q):
 
 
 class Objective(BaseObjective):
-    name = "{name}"
+    name = {name}
     min_benchopt_version = "1.5"
     requirements = ["numpy"]
     parameters = {{}}
@@ -106,12 +109,12 @@ from benchopt import BaseDataset
 
 
 class Dataset(BaseDataset):
-    name = "{name}"
+    name = {name}
     requirements = ["numpy"]
     parameters = {{}}
 
     def get_data(self):
-        with np.load(Path(__file__).resolve().parents[1] / "data" / "{name}.npz") as z:
+        with np.load(Path(__file__).resolve().parents[1] / "data" / {npz}) as z:
             return dict(X=z["X"], y=z["y"], client=z["client"], n_clients=int(z["n_clients"]),
                         n_classes=int(z["n_classes"]), l2=float(z["l2"]), family=str(z["family"]),
                         q=float(z["q"]))
@@ -175,6 +178,18 @@ class Solver(BaseSolver):
 '''
 
 
+def objective_source(title: str, formula: str, loss: str, lower: float, upper: float, source: str, name: str) -> str:
+    """The generated ``objective.py``: every string the instance supplies (its name, title, source)
+    is written as a Python literal (``repr``), so no name can end a string and inject code."""
+    doc = _OBJECTIVE_DOC.format(title=title, formula=formula, loss=loss, lower=lower, upper=upper, source=source)
+    return _OBJECTIVE.format(doc=repr(doc), name=repr(str(name)))
+
+
+def dataset_source(name: str) -> str:
+    """The generated ``datasets/<name>.py`` (``name`` written as literals, like :func:`objective_source`)."""
+    return _DATASET.format(name=repr(str(name)), npz=repr(f"{name}.npz"))
+
+
 def export_benchopt(certified: CertifiedInstance, path, family: str = "erm") -> Path:
     """Write ``certified``'s instance and the certified optimum of ``family`` as a benchopt benchmark
     at ``path`` (module docstring). Returns the folder."""
@@ -210,11 +225,11 @@ def export_benchopt(certified: CertifiedInstance, path, family: str = "erm") -> 
     formula = ("sum_i p_i f_i(theta), p_i = N_i / N" if result.family == "erm"
                else f"1/(q+1) sum_i f_i(theta)^(q+1), q = {q:g}")
     title = f"{inst.name}, {result.label}: a benchmark with a certified optimum"
-    (root / "objective.py").write_text(_OBJECTIVE.format(
+    (root / "objective.py").write_text(objective_source(
         title=title, formula=formula, loss="softmax cross-entropy" if n_classes > 2 else "logistic",
         lower=result.lower_bound, upper=result.upper_bound, source=inst.source,
         name=f"{inst.name} {result.label} (certified)"))
-    (root / "datasets" / f"{name}.py").write_text(_DATASET.format(name=name))
+    (root / "datasets" / f"{name}.py").write_text(dataset_source(name))
     (root / "solvers" / "scipy_lbfgs.py").write_text(_SOLVER)
     (root / "README.md").write_text(
         f"# {title}\n\nExported by `drflmodel.instances.export_benchopt`. Certified optimum "

@@ -250,8 +250,14 @@ def test_a_client_with_another_loss_is_named(binary):
     c = binary.clients[2]
     sites[2] = Site(c.X, c.y, dm.losses.SmoothHinge(), name="clinic-2")
     app = oracle_client_app(lambda ctx: sites[int(ctx.node_config["partition-id"])])
-    with LocalGrid(app, N) as grid, pytest.raises(dm.InvalidParameterError, match="clinic-2 computes the loss"):
-        solve_on_grid(grid, prob)
+    with LocalGrid(app, N) as grid:          # a client failing the setup ends the solve "failed", named
+        sol = solve_on_grid(grid, prob)
+    fault = sol.info["fault"]
+    assert sol.status == "failed" and sol.theta is None and sol.problem is None
+    # its error reply names no partition: the fault names its supernode (the partition is not guessed)
+    assert (fault["partition"], fault["query"]) == (None, "describe") and isinstance(fault["node"], int)
+    assert f"supernode {fault['node']} (partition unknown)" in fault["message"]
+    assert "clinic-2 computes the loss" in fault["message"]
 
 
 def test_unknown_query_and_unsupported_families_are_refused(binary, regression):
