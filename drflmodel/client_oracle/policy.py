@@ -35,7 +35,7 @@ __all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]
 
 #: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
 POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms",
-                "wasserstein_value", "wasserstein_prox", "wasserstein_bound")   # no budget yet (issue 42)
+                "wasserstein_value", "wasserstein_prox", "wasserstein_bound")   # no budget yet
 
 
 class QueryRefused(DrflmodelError, PermissionError):

@@ -150,6 +150,10 @@ def test_the_client_oracle_path_refuses_what_the_wasserstein_oracle_cannot_do():
     prob = WassersteinDRFL(make(), loss, **kw)
     with pytest.raises(InvalidParameterError, match="method must be 'auto' or 'federated_admm'"):
         client_oracle_solve(prob, LocalChannel.from_problem(prob), method="sqp")
+    with pytest.raises(InvalidParameterError, match=r"unknown option\(s\) \['max_steps'\].*allowed: rounds"):
+        client_oracle_solve(prob, LocalChannel.from_problem(prob), max_steps=3)
+    with pytest.raises(dm.InvalidDataError, match=r"declare \(clients, features, outputs\) = \(2, 3, 1\).*\(3, 3, 1\)"):
+        client_oracle_solve(prob, LocalChannel(LocalChannel.from_problem(prob).sites[:2]))
     # a client whose policy does not answer the prox query: "failed", naming client and query
     allow = ("describe", "wasserstein_value", "wasserstein_bound")
     sites = [Site.from_problem(prob, s) for s in range(3)]

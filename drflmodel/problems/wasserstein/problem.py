@@ -358,6 +358,10 @@ class WassersteinDRFL(Problem):
         if method not in ("auto", "federated_admm"):
             raise InvalidParameterError(f"method must be 'auto' or 'federated_admm' for the federated "
                                         f"Wasserstein solve (its own oracle); got {method!r}")
+        unknown = sorted(set(options) - {"rounds", "c", "check_every"})
+        if unknown:
+            raise InvalidParameterError(f"unknown option(s) {unknown} of the federated Wasserstein solve "
+                                        "(allowed: rounds, c, check_every)")
         if declared is not None:
             mine = (self.n_clients, self.layout.n_features, self.layout.n_outputs)
             theirs = (declared.n_clients, declared.dim, declared.n_classes if self.layout.n_outputs > 1 else 1)
