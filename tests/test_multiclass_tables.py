@@ -145,3 +145,43 @@ def test_numeric_class_codes_and_a_chosen_class_order(wine):
         np.testing.assert_array_equal(a.y, b.y)          # the same indices as scikit-learn's codes
     with pytest.raises(TableError, match="'cultivar'.*not one of the classes"):
         dm.Federation.from_dataframe(wine, target="cultivar", client="site", classes=["barolo", "barbera"])
+
+
+WASSERSTEIN_TOML = """[data]
+source = "csv"
+path = "wine.csv"
+target = "cultivar"
+client = "site"
+add_intercept = true
+standardize = true
+
+[loss]
+name = "multinomial"
+
+[problem]
+family = "wasserstein"
+options = { radius = 0.05, kappa = 1.0, norm = 2, l2 = 0.01, penalize_intercept = false }
+weights = { name = "simplex" }
+"""
+
+
+def test_a_multiclass_wasserstein_toml_is_solved_by_the_cli(wine, tmp_path):
+    """family = "wasserstein" with loss = "multinomial" and penalize_intercept = false in
+    [problem.options]: `drflmodel solve` certifies the optimum of the direct WassersteinDRFL on the
+    DataFrame's federation (softmax, free intercept); the option is not dropped on the way (the
+    transported intercept has another optimum)."""
+    wine.to_csv(tmp_path / "wine.csv", index=False)
+    (tmp_path / "w.toml").write_text(WASSERSTEIN_TOML)
+    out = tmp_path / "w.json"
+    from drflmodel.cli import main
+
+    assert main(["solve", str(tmp_path / "w.toml"), "--out", str(out)]) == 0     # in-process: no import time
+    solved = json.loads(out.read_text())["solution"]
+    assert solved["status"] == "optimal"
+    fed = dm.Federation.from_dataframe(wine, target="cultivar", client="site", add_intercept=True, standardize=True)
+    kw = dict(radius=0.05, kappa=1.0, norm=2, weights=dm.sets.Simplex(fed.n_clients), l2=0.01)
+    free = dm.WassersteinDRFL(fed, dm.losses.Multinomial(), penalize_intercept=False, **kw)
+    assert solved["upper_bound"] == pytest.approx(free.objective(np.array(solved["theta"])), rel=1e-9)
+    assert solved["upper_bound"] == pytest.approx(free.solve().value, rel=1e-6)
+    moved = dm.WassersteinDRFL(fed, dm.losses.Multinomial(), **kw).solve().value
+    assert abs(moved - solved["upper_bound"]) > 1e-4 * moved

@@ -190,21 +190,42 @@ def test_fafl_and_relative_and_wasserstein_regressor_wire_their_clients():
 
 
 def test_wasserstein_one_client_is_the_norm_regularized_logistic_regression():
-    """kappa = inf, 2-norm cost: the single-ball worst case is mean loss + radius * |theta|_2
-    (Shafieezadeh-Abadeh et al. 2015); the intercept column is a feature, so it is in the norm."""
+    """kappa = inf, 2-norm cost: the single-ball worst case is mean loss + radius * |coef|_2
+    (Shafieezadeh-Abadeh et al. 2015); fit_intercept=True is the free intercept (not transported,
+    so not in the norm); support="box" keeps it a transported feature, in the norm."""
     X, s, _ = _data(n=80)
     y = np.where(s > 0, 1, -1)
     clf = WassersteinDRClassifier(radius=0.05).fit(X, y)
     Z = np.c_[np.ones(len(X)), X]
 
     def robust(t):
-        return np.mean(np.logaddexp(0, -y * (Z @ t))) + 0.05 * np.linalg.norm(t)
+        return np.mean(np.logaddexp(0, -y * (Z @ t))) + 0.05 * np.linalg.norm(t[1:])
 
     theta = np.r_[clf.intercept_, clf.coef_[0]]
     assert clf.status_ == "optimal"
     assert clf.upper_bound_ == pytest.approx(robust(theta), rel=1e-8)
     ref = minimize(robust, np.ones(4), method="BFGS", options={"gtol": 1e-10})
     assert clf.upper_bound_ <= ref.fun + 1e-8 and clf.lower_bound_ >= ref.fun - 1e-6
+
+
+def test_wasserstein_classifier_on_a_box_keeps_the_intercept_a_transported_feature():
+    """The free intercept is implemented on unbounded support only: on support="box" the constant
+    column is moved and penalized like any feature, i.e. the core's penalize_intercept=True."""
+    X, s, site = _data(n=60)
+    X = X / (np.abs(X).max() * 1.01)                            # rows inside [-1, 1]^n
+    y = np.where(s > 0, 1, -1)
+    clf = WassersteinDRClassifier(loss="hinge", radius=0.05, kappa=1.0, norm=1, support="box",
+                                  weights="simplex").fit(X, y, clients=site)
+    assert clf.status_ == "optimal"
+    Xs, ys, names = _split(dm.datasets.add_intercept(X), y.astype(float), site)
+    fed = dm.Federation.from_arrays(Xs, ys, names=names, task="classification")
+    theta = np.r_[clf.intercept_, clf.coef_[0]]
+    box = dict(radius=0.05, kappa=1.0, norm=1, support="box", weights=dm.sets.Simplex(3))
+    prob = dm.WassersteinDRFL(fed, dm.losses.Hinge(), **box)            # penalize_intercept=True
+    assert clf.upper_bound_ == pytest.approx(prob.objective(theta), rel=1e-8)
+    assert clf.upper_bound_ == pytest.approx(prob.solve().value, rel=1e-6)
+    with pytest.raises(InvalidParameterError, match="unbounded support only"):
+        dm.WassersteinDRFL(fed, dm.losses.Hinge(), penalize_intercept=False, **box)
 
 
 def test_an_uncertified_answer_is_kept_with_its_bounds_and_a_warning():

@@ -122,6 +122,47 @@ def test_multiclass_federated_fit_matches_the_core_oracle_and_a_numpy_cvar():
     np.testing.assert_allclose(np.sort(clf.client_weights_)[::-1][:2], [2 / 3, 1 / 3], atol=1e-6)
 
 
+def test_wasserstein_classifier_fits_four_classes_as_the_core_oracle_with_the_free_intercept():
+    """K = 4 classes, three clients, fit_intercept=True: the estimator is the direct
+    WassersteinDRFL solve with the softmax loss and penalize_intercept=False on the same rows (the
+    intercept rows centred, as scikit-learn's), certified; its value, recomputed in numpy from
+    coef_ / intercept_ alone with the reformulation's closed form (Prop. 4.2 of the DRFL paper:
+    Lambda = max_{j<k} ||coef_k - coef_j||_2, the intercept not transported), is upper_bound_."""
+    X, y, site = _mc_data(n=90)
+    clf = WassersteinDRClassifier(radius=0.05, kappa=1.0, norm=2, weights="simplex", l2=0.05)
+    clf.fit(X, y, clients=site)
+    assert clf.status_ == "optimal" and clf.relative_gap_ <= 1e-6
+    assert clf.coef_.shape == (4, 3) and clf.intercept_.shape == (4,)
+    assert abs(clf.intercept_.sum()) < 1e-9
+    names = clf.client_names_
+    Z = np.c_[np.ones(len(X)), X]
+    k = np.searchsorted(clf.classes_, y).astype(float)
+    fed = dm.Federation.from_arrays([Z[site == s] for s in names], [k[site == s] for s in names],
+                                    names=names, task="multiclass")
+    prob = dm.WassersteinDRFL(fed, dm.losses.Multinomial(), radius=0.05, kappa=1.0, norm=2,
+                              weights=dm.sets.Simplex(3), l2=0.05, penalize_intercept=False)
+    sol = prob.solve()
+    W = sol.theta.reshape(4, 4)                                 # class-major rows [intercept, coef]
+    np.testing.assert_allclose(clf.coef_, W[:, 1:], atol=1e-6)
+    np.testing.assert_allclose(clf.intercept_, W[:, 0] - W[:, 0].mean(), atol=1e-6)
+    # numpy: each client's worst case is min over lam >= Lambda of the convex piecewise-linear
+    # rho*lam + mean max(L_i, max_j L_ij - kappa*lam): its minimum is at Lambda or at a breakpoint
+    C = clf.coef_
+    lam0 = max(np.linalg.norm(C[a] - C[b]) for a in range(4) for b in range(a))
+    worst = []
+    for s in names:
+        S = X[site == s] @ C.T + clf.intercept_
+        kk = k[site == s].astype(int)
+        lse = logsumexp(S, axis=1)
+        own = lse - S[np.arange(len(kk)), kk]
+        flipped = (lse[:, None] - S).max(axis=1)
+        grid = np.r_[lam0, (flipped - own)[flipped - own > lam0]]     # kappa = 1
+        worst.append(min(0.05 * g + np.mean(np.maximum(own, flipped - g)) for g in grid))
+    value = max(worst) + 0.025 * np.sum(C ** 2)                 # Q = simplex: the worst client
+    assert clf.upper_bound_ == pytest.approx(value, rel=1e-7)
+    assert clf.upper_bound_ == pytest.approx(sol.value, rel=1e-6)
+
+
 def test_multiclass_predictions_are_scikit_learns():
     X, y, site = _mc_data(seed=1)
     clf = FairnessAwareClassifier(alpha=0.6).fit(X, y, clients=site)
@@ -198,7 +239,7 @@ def test_the_multi_class_tag_tells_scikit_learns_checks_which_estimators_take_k_
         FederatedDROClassifier(), FairnessAwareClassifier(), FederatedDROClassifier(loss="hinge"),
         WassersteinDRClassifier(), DEOClassifier())}
     assert multi == {"FederatedDROClassifier(logistic)": True, "FairnessAwareClassifier(logistic)": True,
-                     "FederatedDROClassifier(hinge)": False, "WassersteinDRClassifier(logistic)": False,
+                     "FederatedDROClassifier(hinge)": False, "WassersteinDRClassifier(logistic)": True,
                      "DEOClassifier(logistic)": False}
 
 
@@ -216,8 +257,8 @@ def _one_line(exc) -> str:
 
 
 @pytest.mark.parametrize("est, message", [
-    (WassersteinDRClassifier(), "Only binary classification is supported by WassersteinDRClassifier: the "
-                                "Wasserstein reformulation is written for one score per sample; y has 4 classes"),
+    (WassersteinDRClassifier(loss="hinge"), "Only binary classification is supported by WassersteinDRClassifier: "
+                                            "loss='hinge' is a margin loss for two classes"),
     (FederatedDROClassifier(loss="hinge"), "Only binary classification is supported by FederatedDROClassifier: "
                                            "loss='hinge' is a margin loss for two classes"),
     (FairnessAwareClassifier(loss="smooth_hinge"), "loss='smooth_hinge' is a margin loss"),

@@ -24,6 +24,8 @@ _QUANTITY = {
     "feature_norm": "mean ||x_ij|| without the intercept", "intercept_value": "value h_i(theta) (bound)",
     "intercept_gradient": "gradient of h_i in the K intercepts",
     "intercept_hessian": "Hessian of h_i in the K intercepts (upper triangle)",
+    "lambda": "Wasserstein multiplier lambda_s", "w_hat": "Wasserstein prox point V_s", "varpi": "Wasserstein varpi_s",
+    "bound": "Wasserstein bound term b_s", "dual_residual": "dual residual of b_s",
 }
 
 

@@ -59,7 +59,8 @@ NODE_CONFIG_KEY = "query-policy"
 FLOOR_KINDS = ("evaluate", "hessian", "hvp", "statistics", "bound_terms")
 
 #: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
-POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms")
+POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms",
+                "wasserstein_value", "wasserstein_prox", "wasserstein_bound")   # no budget yet
 
 
 class QueryRefused(DrflmodelError, PermissionError):

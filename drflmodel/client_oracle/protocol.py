@@ -28,6 +28,11 @@ QUERIES = {
     # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the
     # sites that answer "hvp" (smooth losses), part of that kind
     "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian"),
+    # Wasserstein DRFL's own oracle: a client answers for its own ball (drflmodel.problems.wasserstein.
+    # federated.QUERIES, written out here: that package imports CVXPY)
+    "wasserstein_value": ("value", "lambda"),
+    "wasserstein_prox": ("w_hat", "varpi"),
+    "wasserstein_bound": ("bound", "dual_residual"),
 }
 
 #: what a client's ability to answer a query gives the routes: the query kind it serves

@@ -111,6 +111,8 @@ class Site:
         arrays, options = arrays or {}, options or {}
         if query not in QUERIES:
             raise InvalidParameterError(f"{self.name}: unknown query {query!r}; known: {', '.join(QUERIES)}")
+        if query.startswith("wasserstein_"):      # its own ball: drflmodel.problems.wasserstein.federated
+            return self._ball_client().answer(query, arrays, options)
         if query == "describe":
             return self.describe(options.get("loss"))
         if query == "row_norm":
@@ -160,6 +162,15 @@ class Site:
             out.update(feature_norm=mf.feature_norm_means(j0), intercept_value=value, intercept_gradient=grad[0],
                        intercept_hessian=pack_symmetric(hess[0]))
         return out
+
+    def _ball_client(self):
+        """This site's rows as a Wasserstein :class:`~drflmodel.problems.wasserstein.federated.BallClient`
+        (kept: it caches its compiled prox problem across rounds)."""
+        if getattr(self, "_ball", None) is None:
+            from ..problems.wasserstein.federated import BallClient
+
+            self._ball = BallClient(self._X, self._y, self.loss, self.n_outputs, self.name)
+        return self._ball
 
     def _require(self, quantity: str) -> None:
         if quantity not in self.answers():

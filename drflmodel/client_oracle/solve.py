@@ -39,7 +39,8 @@ class _Supported(Mapping):
         from ..problems.registry import FAMILIES
 
         return {f.cls: f.federated or "its routes whose query needs the clients answer"
-                for f in FAMILIES.values() if getattr(f.load(), "federated_refusal", "") is None}
+                for f in FAMILIES.values() if getattr(f.load(), "federated_refusal", "") is None
+                or callable(getattr(f.load(), "federated_oracle", None))}
 
     def __getitem__(self, key):
         return self._table()[key]
@@ -193,12 +194,15 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     server, available, declared = None, None, None
     try:
         declared, replies = _declare(channel, getattr(problem, "loss", None))
-        server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
-        available = available_kinds(replies, server.loss, server.objectives)
-        if hasattr(server, "forget_certificates"):
-            server.forget_certificates()                 # this solve's certificates only
-        sol = dispatch(server, server.routes(), method=method, gap_tol=gap_tol, options=options,
-                       available=available)
+        if callable(getattr(problem, "federated_oracle", None)):      # the family's own oracle (Wasserstein)
+            sol = problem.federated_oracle(channel, declared, method=method, gap_tol=gap_tol, **options)
+        else:
+            server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
+            available = available_kinds(replies, server.loss, server.objectives)
+            if hasattr(server, "forget_certificates"):
+                server.forget_certificates()                 # this solve's certificates only
+            sol = dispatch(server, server.routes(), method=method, gap_tol=gap_tol, options=options,
+                           available=available)
         fault = None
     except ClientFault as exc:
         fault = exc.to_dict()

@@ -85,6 +85,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            estimators=("FairnessAwareClassifier",),
            summary="fairness-aware FL: HCVaR of the client losses (FedFair / rFedFair)"),
     Family("wasserstein", "WassersteinDRFL", f"{_P}.wasserstein.problem", weight_keys=("weights",),
+           federated="its own oracle, problems.wasserstein.federated.federated_solve: each client answers for "
+                     "its own ball, consensus ADMM and a dual-decomposition certificate (unbounded support)",
            estimators=("WassersteinDRClassifier", "WassersteinDRRegressor"),
            summary="Wasserstein DRFL: a transport ball around each client's empirical distribution"),
     Family("relative", "RelativeFairness", f"{_P}.relative.problem", weight_keys=("A", "B"), light_client=True,

@@ -11,8 +11,8 @@ routes the client labels through ``Pipeline`` and ``GridSearchCV``.
 The classifiers follow scikit-learn's conventions: labels of any sortable type (``classes_``),
 ``coef_`` of shape ``(n_classes, n_features)`` (``(1, n_features)`` for two classes), an
 unpenalized intercept with ``fit_intercept=True`` where the family allows it, and more than two
-classes through the softmax loss in ``FederatedDROClassifier`` and ``FairnessAwareClassifier``
-(the Wasserstein and DEO classifiers are binary and say why).
+classes through the softmax loss in ``FederatedDROClassifier``, ``FairnessAwareClassifier`` and
+``WassersteinDRClassifier`` (``DEOClassifier`` is binary and says why).
 
 >>> from drflmodel.sklearn import FederatedDROClassifier          # doctest: +SKIP
 >>> clf = FederatedDROClassifier(weights="cvar", cvar_level=0.5).fit(X, y, clients=site)  # doctest: +SKIP

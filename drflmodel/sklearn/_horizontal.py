@@ -353,10 +353,16 @@ class _Wasserstein(_HorizontalEstimator):
             return _sets.Simplex(n)
         return fed.proportions if name == "proportions" else np.full(n, 1.0 / n)
 
+    def _penalize_intercept(self) -> bool:
+        """The transported, penalized intercept column (the regressor; the classifier on a bounded
+        support, where the free intercept is not implemented)."""
+        return True
+
     def _problem(self, fed, loss):
         radius = self.radius if np.ndim(self.radius) == 0 else np.asarray(self.radius, dtype=float)
         return WassersteinDRFL(fed, loss, radius=radius, kappa=self.kappa, norm=self.norm,
-                               weights=self._q(fed), support=self.support, l2=self.l2)
+                               weights=self._q(fed), support=self.support, l2=self.l2,
+                               penalize_intercept=self._penalize_intercept())
 
 
 _WASSERSTEIN_DOC = """Wasserstein distributionally robust linear {kind} (DRFL paper, problem (4);
@@ -369,7 +375,7 @@ _WASSERSTEIN_DOC = """Wasserstein distributionally robust linear {kind} (DRFL pa
     with transport cost :math:`\\|x-x'\\|` (``norm``) + :math:`\\kappa\\,{label_cost}`. Certified by
     the conic dual. One client (``clients=None``) is the classical single-ball Wasserstein DRO.
 
-    Parameters
+    {labels}Parameters
     ----------
     loss : {losses} or a Loss instance of one of them (default ``{default}``).
     radius : :math:`\\rho_s\\ge0`, a scalar or one per client (ordered like ``client_names_``).
@@ -382,10 +388,7 @@ _WASSERSTEIN_DOC = """Wasserstein distributionally robust linear {kind} (DRFL pa
     weights_radius, weights_p : Q's ball (``weights="lp_ball"`` only; otherwise leave None).
     support : ``None`` (unbounded), ``"box"``, ``"unit_box"`` (piecewise-linear losses only).
     l2 : ridge weight (default 0: the balls regularize).
-    fit_intercept : prepend the explicit constant column. Unlike scikit-learn's intercept it is a
-        feature like any other (the reformulation has no unpenalized intercept): the adversary may
-        move it at transport cost, so the intercept enters :math:`\\|\\theta\\|_*`, and ``l2``
-        penalizes it.
+    fit_intercept : {intercept}
     solver, gap_tol, solve_options : passed to the oracle's ``solve``.
 
     Attributes
@@ -396,13 +399,45 @@ _WASSERSTEIN_DOC = """Wasserstein distributionally robust linear {kind} (DRFL pa
     """
 
 
+#: ``fit_intercept`` of the regressor (and of the classifier on a bounded support)
+_TRANSPORTED_INTERCEPT = """prepend the explicit constant column. Unlike scikit-learn's intercept it is a
+        feature like any other: the adversary may move it at transport cost, so the intercept
+        enters :math:`\\|\\theta\\|_*`, and ``l2`` penalizes it."""
+
+#: ``fit_intercept`` of the classifier
+_FREE_INTERCEPT = """fit an intercept (default True). On unbounded support (``support=None``) it is
+        scikit-learn's free intercept (the core's ``penalize_intercept=False``): the constant
+        column is not transported, so the intercept is outside the dual norm
+        :math:`\\|\\theta\\|_*` and outside the ``l2`` term (for :math:`K>2` classes it is centred,
+        sum 0). On a bounded support (``"box"``, ``"unit_box"``) the free intercept is not
+        implemented and the constant column is a transported feature: in the dual norm and the
+        ``l2`` term. False: no intercept (``intercept_`` is 0)."""
+
+#: the classifier's labels: two classes, or K > 2 with the softmax loss
+_WASSERSTEIN_LABELS = """**Labels.** Any hashable, orderable labels (``classes_``, sorted). Two classes: the binary
+    ``loss`` on labels :math:`\\pm1`. :math:`K>2` classes with ``loss="logistic"``: the softmax
+    cross-entropy (``drflmodel.losses.Multinomial``) with the exact reformulation of the DRFL
+    paper's Proposition 4.2 for the cost :math:`\\|x-x'\\|+\\kappa\\,1[y\\ne y']`: the dual norm is the
+    largest pairwise :math:`\\|w_k-w_j\\|_*` of the class weight rows. The margin losses are binary.
+
+    """
+
+
 class WassersteinDRClassifier(OracleClassifierMixin, ClassifierMixin, _Wasserstein):
-    __doc__ = _WASSERSTEIN_DOC.format(kind="binary classifier", losses=CLASSIFICATION_LOSSES,
+    __doc__ = _WASSERSTEIN_DOC.format(kind="classifier", losses=CLASSIFICATION_LOSSES,
                                       default="logistic", label_cost="1[y\\ne y']", classes="classes_, ",
-                                      shapes="``(1, n_features)`` and ``(1,)``, as scikit-learn's")
+                                      labels=_WASSERSTEIN_LABELS, intercept=_FREE_INTERCEPT,
+                                      shapes="``(K, n_features)`` and ``(K,)`` for :math:`K>2` classes, "
+                                             "``(1, n_features)`` and ``(1,)`` for two, as scikit-learn's")
     _unsupported_checks = SAMPLE_WEIGHT_TOLERANCE
     _losses = CLASSIFICATION_LOSSES
-    _binary_only_reason = "the Wasserstein reformulation is written for one score per sample"
+    _unpenalized_intercept = True
+
+    def _penalize_intercept(self) -> bool:
+        """The free intercept on unbounded support; the transported column on a bounded one."""
+        unbounded = self.support is None or (isinstance(self.support, str)
+                                             and self.support.lower() in ("none", "unbounded"))
+        return not (self.fit_intercept and unbounded)
 
     def __init__(self, loss="logistic", radius=0.1, kappa=float("inf"), norm=2, weights="proportions",
                  weights_radius=None, weights_p=None, support=None, l2=0.0, fit_intercept=True,
@@ -424,7 +459,8 @@ class WassersteinDRClassifier(OracleClassifierMixin, ClassifierMixin, _Wasserste
 
 class WassersteinDRRegressor(RegressorPredictMixin, RegressorMixin, _Wasserstein):
     __doc__ = _WASSERSTEIN_DOC.format(kind="regressor", losses=WASSERSTEIN_REGRESSION_LOSSES,
-                                      default="huber", label_cost="|y-y'|", classes="",
+                                      default="huber", label_cost="|y-y'|", classes="", labels="",
+                                      intercept=_TRANSPORTED_INTERCEPT,
                                       shapes="``(n_features,)`` and a float, as scikit-learn's")
     _losses = WASSERSTEIN_REGRESSION_LOSSES
 

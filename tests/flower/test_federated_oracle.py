@@ -266,10 +266,6 @@ def test_unknown_query_and_unsupported_families_are_refused(binary, regression):
         site.answer("moments")
     with pytest.raises(dm.InvalidParameterError, match="cannot answer 'statistics'"):
         site.answer("statistics")
-    wass = dm.WassersteinDRFL(binary, dm.losses.Logistic(), radius=0.05, kappa=1.0, norm=1,
-                              weights=dm.sets.Simplex(N))
-    with pytest.raises(dm.InvalidParameterError, match="WassersteinDRFL has no federated certified solve.*tied"):
-        certified_solve(wass)
     free = dm.FederatedDRO(binary, dm.losses.Hinge(), dm.sets.CVaR(N, 0.5), l2=0.0)
     with pytest.raises(dm.InvalidParameterError, match="every coordinate penalized"):
         certified_solve(free)
@@ -278,3 +274,26 @@ def test_unknown_query_and_unsupported_families_are_refused(binary, regression):
 def test_client_fault_names_client_query_and_attempts():
     fault = ClientFault(3, "evaluate", ["a", "b"])
     assert fault.attempts == 2 and "client 3" in str(fault) and "'evaluate'" in str(fault)
+
+
+def test_wasserstein_runs_its_own_oracle_over_flower():
+    """WassersteinDRFL through certified_solve (in-process grid): client_oracle.federated_solve
+    delegates to problems.wasserstein.federated, each supernode answers the three Wasserstein
+    queries from its partition through the Flower messages; the answer is the one over LocalChannel
+    (same floats) and the centralized certified optimum."""
+    from drflmodel.client_oracle import LocalChannel, federated_solve
+
+    from ..problems.test_wasserstein_multiclass import small_multiclass
+
+    fed = small_multiclass(K=3, d=3, sizes=(15, 18, 20), seed=1)
+    prob = dm.WassersteinDRFL(fed, dm.losses.Multinomial(), radius=[0.1, 0.2, 0.05], kappa=1.0, norm=np.inf,
+                              weights=dm.sets.LpBall(np.full(3, 1 / 3), 0.2, 2), l2=0.05, penalize_intercept=False)
+    ref = prob.solve()
+    sol = certified_solve(prob, rounds=300, check_every=20)
+    local = federated_solve(prob, LocalChannel.from_problem(prob), rounds=300, check_every=20)
+    assert sol.status == "optimal" and sol.info["federated"]["transport"] == "flower"
+    np.testing.assert_array_equal(sol.theta, local.theta)
+    assert (sol.lower_bound, sol.upper_bound) == (local.lower_bound, local.upper_bound)
+    assert sol.lower_bound <= ref.upper_bound + 1e-8 and ref.lower_bound <= sol.upper_bound + 1e-8
+    assert _rel(sol.value, ref.value) <= 2e-6
+    assert {"wasserstein_prox", "wasserstein_value", "wasserstein_bound"} <= set(sol.info["federated"]["queries"])

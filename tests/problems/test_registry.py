@@ -60,10 +60,14 @@ def test_federated_support_and_light_clients_come_from_the_registry_and_the_clas
     from drflmodel.client_oracle import SUPPORTED
     from drflmodel.flower.deploy import _light_families
 
-    # the classes' own answer (problem.check_federated reads the same attribute)
-    expected = {f.cls for f in registry.FAMILIES.values() if f.load().federated_refusal is None}
-    assert set(SUPPORTED) == expected and {"FederatedDRO", "FairnessAwareFL"} <= expected
+    # the classes' own answer (problem.check_federated reads the same attribute), or their own
+    # federated oracle (Wasserstein: the generic path refuses it, federated_solve delegates)
+    generic = {f.cls for f in registry.FAMILIES.values() if f.load().federated_refusal is None}
+    own = {f.cls for f in registry.FAMILIES.values() if callable(getattr(f.load(), "federated_oracle", None))}
+    assert set(SUPPORTED) == generic | own and {"FederatedDRO", "FairnessAwareFL"} <= generic
+    assert own == {"WassersteinDRFL"} and not own & generic
     assert SUPPORTED["FederatedDRO"] == registry.family("dro").federated
+    assert SUPPORTED["WassersteinDRFL"] == registry.family("wasserstein").federated
     assert _light_families() == ("dro", "fafl", "relative")
 
 

@@ -117,3 +117,48 @@ def test_refusals():
     prob = WassersteinDRFL(fed, Logistic(), radius=0.1, kappa=1.0, norm=2, weights=dm.sets.Simplex(3))
     with pytest.raises(InvalidParameterError, match="rounds"):
         federated_solve(prob, channel_of(prob), rounds=0)
+
+
+# ------------------------------------------------------------------ through drflmodel.client_oracle
+def test_the_client_oracle_federated_solve_runs_the_wasserstein_oracle_on_sites():
+    """drflmodel.client_oracle.federated_solve of a WassersteinDRFL over plain Sites (LocalChannel,
+    answers checked) runs this family's own oracle: the clients' declarations first, then the
+    three Wasserstein queries, and the certified optimum of the centralized conic model."""
+    from drflmodel.client_oracle import SUPPORTED
+    from drflmodel.client_oracle import federated_solve as client_oracle_solve
+
+    assert "federated_solve" in SUPPORTED["WassersteinDRFL"]
+    make, loss, kw = CASES["softmax-free-intercept-ball"]
+    prob = WassersteinDRFL(make(), loss, **kw)
+    ref = prob.solve()
+    sol = client_oracle_solve(prob, LocalChannel.from_problem(prob), rounds=300, check_every=20)
+    assert sol.status == "optimal" and sol.relative_gap <= 1e-6
+    assert sol.lower_bound <= ref.upper_bound + 1e-8 and ref.lower_bound <= sol.upper_bound + 1e-8
+    assert rel(sol.value, ref.value) <= 2e-6
+    assert rel(sol.upper_bound, prob.objective(sol.theta)) <= 1e-12
+    info = sol.info["federated"]
+    assert info["method"] == "federated_admm" and info["checked"] and not info["rejections"]
+    assert set(info["queries"]) == {"describe", *QUERIES}
+    assert info["largest_answer_floats"] <= prob.dim + 1
+
+
+def test_the_client_oracle_path_refuses_what_the_wasserstein_oracle_cannot_do():
+    from drflmodel.client_oracle import PolicySite, QueryPolicy, Site
+    from drflmodel.client_oracle import federated_solve as client_oracle_solve
+
+    make, loss, kw = CASES["logistic-l2-simplex"]
+    prob = WassersteinDRFL(make(), loss, **kw)
+    with pytest.raises(InvalidParameterError, match="method must be 'auto' or 'federated_admm'"):
+        client_oracle_solve(prob, LocalChannel.from_problem(prob), method="sqp")
+    with pytest.raises(InvalidParameterError, match=r"unknown option\(s\) \['max_steps'\].*allowed: rounds"):
+        client_oracle_solve(prob, LocalChannel.from_problem(prob), max_steps=3)
+    with pytest.raises(dm.InvalidDataError, match=r"declare \(clients, features, outputs\) = \(2, 3, 1\).*\(3, 3, 1\)"):
+        client_oracle_solve(prob, LocalChannel(LocalChannel.from_problem(prob).sites[:2]))
+    # a client whose policy does not answer the prox query: "failed", naming client and query
+    allow = ("describe", "wasserstein_value", "wasserstein_bound")
+    sites = [Site.from_problem(prob, s) for s in range(3)]
+    channel = LocalChannel([sites[0], PolicySite(sites[1], QueryPolicy(allow=allow)), sites[2]])
+    sol = client_oracle_solve(prob, channel, rounds=5)
+    assert sol.status == "failed" and sol.theta is None
+    assert sol.info["fault"]["client"] == 1 and sol.info["fault"]["query"] == "wasserstein_prox"
+    assert sol.info["fault"]["kind"] == "refused"

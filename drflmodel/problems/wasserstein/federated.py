@@ -40,8 +40,11 @@ answer is ``"optimal"`` only when the certified gap is at most ``gap_tol``, else
 gives; the rounds, the gap history and the reveal ledger are in ``info``.
 
 Unbounded support (the Lipschitz form), every loss of the family, the softmax loss and the free
-intercept included. Outside this module the server's transport must carry the three queries
-(:data:`QUERIES`) to a :class:`BallClient` on each site (see the closing note of issue 42).
+intercept included. :mod:`drflmodel.client_oracle` carries the three queries (:data:`QUERIES`): a
+:class:`~drflmodel.client_oracle.Site` answers them as the :class:`BallClient` of its rows, and
+:func:`drflmodel.client_oracle.federated_solve` (so also ``drflmodel.flower.certified_solve``) of a
+:class:`~.problem.WassersteinDRFL` runs :func:`federated_solve` after the clients' declarations
+(``WassersteinDRFL.federated_oracle``).
 """
 
 from __future__ import annotations
