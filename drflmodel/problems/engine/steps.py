@@ -9,7 +9,9 @@ Newton route of the DEO family.
 
 from __future__ import annotations
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from .solvers import SolverSequence
 
