@@ -30,7 +30,7 @@ class ConicRoute(Route):
     uses_solver = True
     passes_solver_options = True
 
-    allocates = "dense P x P matrices and the conic model of every row"
+    allocates = "dense {P} x {P} matrices and the conic model of every row"
 
     def applies(self, structure) -> str | None:
         """Refused (with the estimate and the route that fits) when the family's estimate of its

@@ -85,7 +85,7 @@ def route_refusal(route, structure, instead: str | None = None) -> MemoryReason 
     needed = route_bytes(route, structure)
     if needed is None:
         return None
-    return memory_reason(needed, f"route {route.name!r} ({route.allocates})",
+    return memory_reason(needed, f"route {route.name!r} ({route.allocates.format(P=int(structure.dim))})",
                          route.instead(structure) if instead is None else instead)
 
 

@@ -62,6 +62,10 @@ Extensions (optional; the defaults keep the contract above):
 ``Route.cost(structure) -> float | None``
     The route's estimated seconds to a certified answer (a model calibrated by measurements:
     :mod:`.cost`; ``None``: no estimate).
+``Route.auto_options(structure) -> dict``
+    Option defaults ``method="auto"`` gives the route (the user's options win): a route that stops
+    at ``gap_tol`` by default is asked for the gap the family's other routes close to, so auto's
+    answer is as accurate whichever route it ranks first (default: none).
 
 **Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction, the one chooser of
 the centralized and the federated solve alike): ``method="auto"`` keeps the routes whose needs are
@@ -70,8 +74,10 @@ and that accept every given option. When every one of them declares a :meth:`~Ro
 ordered by it (the cheapest first; ties keep the family's order), else the family's order stands.
 It solves with the first, and with the next only after a ``may_fall_back`` route's non-optimal
 answer (a stalled gap), recorded in ``info["route_attempts"]`` and ``info["route_choice"]``. A
-forced ``may_fall_back`` route whose answer does not certify ``"optimal"`` falls back the same way
-unless ``fallback=False``.
+forced ``may_fall_back`` route run with its default options whose gap stalls (status
+``"optimal_within_gap"``: certified, not within ``gap_tol``) falls back the same way unless
+``fallback=False``; a forced route that fails, or that the user capped with an option, is returned
+as it is.
 
 **Caches.** A route keeps what it reuses between solves (compiled step models, a sweep's warm
 start) in ``problem.cache(route_name)``, a dict the problem clears with its structure.
@@ -103,9 +109,9 @@ class SolveRequest:
     seed : seed of every random choice of the route (multi-start points, ...).
     verbose : pass solver output through.
     fallback : when the named ``solver`` fails, try the others (recorded in ``info["attempts"]``,
-        with a warning), and when a forced ``may_fall_back`` route does not certify ``"optimal"``,
-        the routes ``auto`` would try (``info["route_attempts"]``) -- ``True``, the default -- or
-        return the honest failure (``False``).
+        with a warning), and when a forced ``may_fall_back`` route's gap stalls
+        (``"optimal_within_gap"``), the routes ``auto`` would try (``info["route_attempts"]``) --
+        ``True``, the default -- or return the honest answer (``False``).
     options : the route's options, validated and completed with its defaults.
     solver_options : settings for the first conic solver tried (routes with
         ``passes_solver_options``), validated against that solver's documented settings.
@@ -167,7 +173,7 @@ class Route:
         raise NotImplementedError
 
     # ---- memory and cost (what ``auto`` weighs) ----------------------------------------------
-    #: what the route's memory estimate counts (named in a refusal)
+    #: what the route's memory estimate counts (named in a refusal; ``{P}``: the parameters)
     allocates: ClassVar[str] = "its working arrays"
 
     def memory(self, structure) -> int | None:
@@ -179,6 +185,11 @@ class Route:
         """Estimated seconds to a certified answer for a problem of ``structure`` (``None``: no
         estimate; see :mod:`.cost`)."""
         return None
+
+    def auto_options(self, structure) -> dict:
+        """Option defaults ``method="auto"`` gives this route (the user's options win; default:
+        none)."""
+        return {}
 
     def instead(self, structure) -> str:
         """What to do when the route does not fit in memory (the end of its refusal)."""
@@ -408,7 +419,10 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         chosen = _candidates(problem, structure, available, routes, solver, options)
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
-    requests = [r.request(problem, options, **choices) for r in chosen]   # validates before solving
+    if method == "auto":      # validates before solving
+        requests = [r.request(problem, {**r.auto_options(structure), **options}, **choices) for r in chosen]
+    else:
+        requests = [r.request(problem, options, **choices) for r in chosen]
     route_attempts = []
     k = 0
     while True:
@@ -416,10 +430,13 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         sol = route.solve(problem, request)
         if not route.may_fall_back or sol.status == "optimal":
             break
-        if k + 1 == len(chosen) and method != "auto" and choices["fallback"] and not route_attempts:
+        if (k + 1 == len(chosen) and method != "auto" and choices["fallback"] and not route_attempts
+                and not options and sol.status == "optimal_within_gap"):
+            # a stalled gap of a route run with its defaults (a failure, or a run the user capped with
+            # an option, is returned as it is)
             more = _fallbacks(problem, structure, available, routes, route, solver)
             chosen += more
-            requests += [r.request(problem, {}, **choices) for r in more]
+            requests += [r.request(problem, r.auto_options(structure), **choices) for r in more]
         if k + 1 == len(chosen):
             break
         route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})

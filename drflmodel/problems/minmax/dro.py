@@ -66,12 +66,17 @@ _SET_PARAMETERS = {"alpha": "cap_param", "rho": "rho_param", "radius": "radius_p
 
 _HESSIAN_FREE_ROUTE = []
 
+#: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
+#: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
+AUTO_TOL = 1e-10
+
 
 def _hessian_free_route():
     """The Hessian-free route with the family's cost and memory estimates (defined on first use:
     its module loads the matrix-free objectives)."""
     if not _HESSIAN_FREE_ROUTE:
         from .hessian_free import SQP_MIN_SIZE, HessianFreeRoute
+        from .lagrangian_sqp import LagrangianSQPRoute, conic_is_compressed
         from .route_costs import hessian_free_memory, hessian_free_seconds
 
         class RankedHessianFreeRoute(HessianFreeRoute):
@@ -79,16 +84,26 @@ def _hessian_free_route():
             are held (:mod:`.route_costs`); on a federated server its own size rule stands."""
 
             def auto_skip(self, structure):
-                return None if structure.rows_local else super().auto_skip(structure)
+                if structure.rows_local:
+                    return conic_is_compressed(structure, self.name)
+                return super().auto_skip(structure)
 
             def choice(self, structure):
-                return None if structure.rows_local else super().choice(structure)
+                if not structure.rows_local:
+                    return super().choice(structure)
+                refused = LagrangianSQPRoute().fits(structure)
+                return None if refused is None else f"the dense routes do not fit in memory: {refused}"
 
             def cost(self, structure):
                 return hessian_free_seconds(structure, SQP_MIN_SIZE)
 
             def memory(self, structure):
                 return hessian_free_memory(structure)
+
+            def auto_options(self, structure):
+                """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
+                permitting), so ``auto``'s answer is as accurate whichever route it ranks first."""
+                return {"tol": AUTO_TOL}
 
         _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
     return _HESSIAN_FREE_ROUTE[0]()

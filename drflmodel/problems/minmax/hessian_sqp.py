@@ -148,7 +148,7 @@ class NewtonSQPRoute(Route):
                     "or use method='conic'")
         return self.fits(structure)
 
-    allocates = "dense P x P matrices"
+    allocates = "dense {P} x {P} matrices"
 
     def memory(self, structure) -> int:
         """:func:`~.route_costs.newton_bytes`."""

@@ -170,6 +170,17 @@ FREE_DIRECTION_ON_A_SERVER = (
     "certify where the rows are (method='conic' on the pooled problem)")
 
 
+def conic_is_compressed(structure, route: str) -> str | None:
+    """Why ``method="auto"`` leaves a quadratic loss with few parameters to the conic route (its
+    model is QR-compressed: one (P+2)-cone per client, whatever N, and it answers the conic duals:
+    the set's auxiliary variables), or ``None``."""
+    if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:
+        return (f"quadratic loss with P = {structure.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
+                f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
+                f"method={route!r}")
+    return None
+
+
 class LagrangianSQPRoute(Route):
     """SQP with the Lagrangian Hessian and the numpy certificate (module docstring). Options:
     ``max_steps`` (default 50) and ``tol`` (the relative certificate gap at which it stops, default
@@ -196,7 +207,7 @@ class LagrangianSQPRoute(Route):
             return why + FREE_DIRECTION_ON_A_SERVER
         return self.fits(structure)
 
-    allocates = "dense P x P matrices"
+    allocates = "dense {P} x {P} matrices"
 
     def memory(self, structure) -> int:
         """:func:`~.route_costs.sqp_bytes`."""
@@ -217,11 +228,7 @@ class LagrangianSQPRoute(Route):
                 f"values, gradients and Hessian-vector products)")
 
     def auto_skip(self, structure) -> str | None:
-        if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:
-            return (f"quadratic loss with P = {structure.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
-                    f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
-                    f"method='sqp'")
-        return None
+        return conic_is_compressed(structure, self.name)
 
     def complete_options(self, given) -> dict:
         return check_sqp_options(super().complete_options(given))

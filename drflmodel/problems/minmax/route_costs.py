@@ -9,9 +9,10 @@ the kind of its weight set -- ``"fixed"`` (one point: ERM, one client, HCVaR at 
 
 Counts (measured on the calibration shapes of :mod:`~drflmodel.problems.engine.cost`):
 
-* Hessian-free (:mod:`.hessian_free`): L-BFGS for a fixed or smooth set, about
-  :math:`12+P/12` iterations (10-16 at :math:`P\le50`, 58-68 on digits, :math:`P=650`) of 1.2 passes;
-  the quasi-Newton SQP for a polyhedral set, as many iterations, each with one weight solve;
+* Hessian-free (:mod:`.hessian_free`), asked for a 1e-10 gap by ``auto``: L-BFGS for a fixed or
+  smooth set, about :math:`15+P/11` iterations (14-19 at :math:`P\le50`, 64-71 on digits,
+  :math:`P=650`) of 1.2 passes; the quasi-Newton SQP for a polyhedral set, as many iterations
+  (15-18 and 59), each with one weight solve;
 * Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-9 steps (10 for a polyhedral set), each a pass
   with the weighted Hessian and its factor and, unless the set is fixed, one weight solve; its
   certificate one more Hessian pass;
@@ -66,8 +67,9 @@ def newton_bytes(structure) -> int:
 
 
 def hessian_free_iterations(structure) -> float:
-    """The Hessian-free route's iterations: :math:`12+P/12`, at most 80 (module docstring)."""
-    return min(12.0 + structure.dim / 12.0, 80.0)
+    """The Hessian-free route's iterations to the 1e-10 gap ``auto`` asks of it: :math:`15+P/11`,
+    at most 100 (module docstring)."""
+    return min(15.0 + structure.dim / 11.0, 100.0)
 
 
 def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
