@@ -51,15 +51,6 @@ class ConicRoute(Route):
 
         return conic_seconds(structure)
 
-    def instead(self, structure) -> str:
-        from .memory import format_bytes, matrix_free_route_bytes
-
-        if structure.smooth:
-            return (f"method='hessian_free' needs no P x P array (about "
-                    f"{format_bytes(matrix_free_route_bytes(structure))}: values, gradients and Hessian-vector "
-                    f"products)")
-        return super().instead(structure)
-
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()
         return order[0] if order else None

@@ -192,8 +192,19 @@ class Route:
         return {}
 
     def instead(self, structure) -> str:
-        """What to do when the route does not fit in memory (the end of its refusal)."""
+        """What to do when the route does not fit in memory (the end of its refusal): the first other
+        route of the problem that offers itself (:meth:`offer`), else that nothing fits."""
+        for route in structure.routes:
+            if route.name != self.name:
+                offer = route.offer(structure)
+                if offer:
+                    return offer
         return "no route of this problem fits: use fewer parameters or rows, or a machine with more memory"
+
+    def offer(self, structure) -> str | None:
+        """What this route offers when another does not fit in memory (``"method='x' needs ..."``),
+        or ``None`` (default)."""
+        return None
 
     def fits(self, structure):
         """``None`` when :meth:`memory` fits in the memory available (or there is no estimate), else

@@ -62,7 +62,7 @@ def too_small_for_sqp(structure) -> str | None:
         return None
     if structure.size < AUTO_MIN_SIZE:
         return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
-                f"small problems; force a fast route with method='sqp' or 'newton'")
+                f"small problems; force the fast route by its method name")
     return None
 
 

@@ -78,6 +78,7 @@ def _hessian_free_route():
         from .hessian_free import SQP_MIN_SIZE, HessianFreeRoute
         from .lagrangian_sqp import LagrangianSQPRoute, conic_is_compressed
         from .route_costs import hessian_free_memory, hessian_free_seconds
+        from ..engine.memory import format_bytes
 
         class RankedHessianFreeRoute(HessianFreeRoute):
             """:class:`~.hessian_free.HessianFreeRoute` ranked by its estimated seconds where the rows
@@ -99,6 +100,13 @@ def _hessian_free_route():
 
             def memory(self, structure):
                 return hessian_free_memory(structure)
+
+            def offer(self, structure):
+                if not structure.smooth:
+                    return None
+                return (f"method='hessian_free' needs no P x P array (about "
+                        f"{format_bytes(hessian_free_memory(structure))}: values, gradients and Hessian-vector "
+                        f"products)")
 
             def auto_options(self, structure):
                 """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor

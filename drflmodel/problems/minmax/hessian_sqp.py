@@ -156,12 +156,6 @@ class NewtonSQPRoute(Route):
 
         return newton_bytes(structure)
 
-    def instead(self, structure) -> str:
-        from ..engine.memory import format_bytes, matrix_free_route_bytes
-
-        return (f"method='hessian_free' needs no P x P array (about {format_bytes(matrix_free_route_bytes(structure))}: "
-                f"values, gradients and Hessian-vector products)")
-
     def auto_skip(self, structure) -> str | None:
         return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "
                 "of benchmarks/sweep_fast_route_fallback.py --newton-in-auto (1,150), so 'newton' never ran after "

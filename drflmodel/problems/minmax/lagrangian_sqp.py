@@ -221,12 +221,6 @@ class LagrangianSQPRoute(Route):
 
         return sqp_seconds(structure)
 
-    def instead(self, structure) -> str:
-        from ..engine.memory import format_bytes, matrix_free_route_bytes
-
-        return (f"method='hessian_free' needs no P x P array (about {format_bytes(matrix_free_route_bytes(structure))}: "
-                f"values, gradients and Hessian-vector products)")
-
     def auto_skip(self, structure) -> str | None:
         return conic_is_compressed(structure, self.name)
 
