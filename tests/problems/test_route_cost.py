@@ -5,6 +5,7 @@ the record of it, the fallback, the memory hook and that a small certified solve
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import pathlib
 import re
@@ -183,3 +184,21 @@ def test_a_small_certified_solve_imports_no_cvxpy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "PATH": ""}).stdout.split()
     assert out[0] == "optimal" and out[1] in ("sqp", "hessian_free") and out[2] == "False"
+
+
+def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it_asked(monkeypatch):
+    """auto asks the Hessian-free route for a 1e-10 gap; an answer certified only to gap_tol (here:
+    the route made to stop there) goes on to the next ranked route when its estimate is affordable,
+    and the closer certificate is returned."""
+    original = hessian_free.HessianFreeRoute.solve
+
+    def stops_at_gap_tol(self, problem, request):
+        return original(self, problem, dataclasses.replace(request, options={**request.options, "tol": None}))
+
+    monkeypatch.setattr(hessian_free.HessianFreeRoute, "solve", stops_at_gap_tol)
+    prob = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.5), l2=1e-2)
+    sol = prob.solve(gap_tol=1e-4)
+    attempt, = sol.info["route_attempts"]
+    assert attempt["method"] == "hessian_free" and attempt["short_of"] == 1e-10 and attempt["relative_gap"] > 1e-8
+    assert sol.info["method"] == "sqp" and sol.status == "optimal" and sol.relative_gap < attempt["relative_gap"]
+    assert "short of" in sol.info["route_choice"]["fell_back"]["why"]

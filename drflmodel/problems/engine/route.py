@@ -73,7 +73,10 @@ available, that apply, that ``auto_skip`` does not pass over, that use a solver 
 and that accept every given option. When every one of them declares a :meth:`~Route.cost` they are
 ordered by it (the cheapest first; ties keep the family's order), else the family's order stands.
 It solves with the first, and with the next only after a ``may_fall_back`` route's non-optimal
-answer (a stalled gap), recorded in ``info["route_attempts"]`` and ``info["route_choice"]``. A
+answer (a stalled gap), or after an answer that certified but stalled far short of the ``tol`` auto
+asked of the route (:data:`SHORT_FACTOR`) when the next route's estimate is within
+:data:`ACCURACY_FALLBACK_COST` times its own (the closer answer is returned); each attempt is
+recorded in ``info["route_attempts"]`` and ``info["route_choice"]["fell_back"]``. A
 forced ``may_fall_back`` route run with its default options whose gap stalls (status
 ``"optimal_within_gap"``: certified, not within ``gap_tol``) falls back the same way unless
 ``fallback=False``; a forced route that fails, or that the user capped with an option, is returned
@@ -385,6 +388,28 @@ def _candidates(problem, structure, available, routes, solver, options) -> list:
     raise InvalidParameterError(f"{what}; valid options ({listing})")
 
 
+#: ``method="auto"``: a route whose certified gap stays this many times above the ``tol`` auto asked
+#: of it (:meth:`Route.auto_options`) has stalled short of it ...
+SHORT_FACTOR = 100.0
+#: ... and the next ranked route is tried when its estimated seconds are at most this many times
+#: the first's (a closer certificate at a bounded cost; the closer of the two answers is returned)
+ACCURACY_FALLBACK_COST = 10.0
+
+
+def _short_of_asked(route, sol, request, structure) -> bool:
+    """Whether ``sol`` certified ``"optimal"`` but stalled well short of the ``tol`` auto asked of
+    ``route`` (e.g. a bound whose floor is above it)."""
+    asked = route.auto_options(structure).get("tol")
+    return (asked is not None and request.options.get("tol") == asked and sol.status == "optimal"
+            and sol.relative_gap > SHORT_FACTOR * asked)
+
+
+def _affordable(following, route, structure) -> bool:
+    """The next ranked route's estimate is at most :data:`ACCURACY_FALLBACK_COST` times ``route``'s."""
+    a, b = route.cost(structure), following.cost(structure)
+    return a is not None and b is not None and b <= ACCURACY_FALLBACK_COST * max(a, 1e-3)
+
+
 def _fallbacks(problem, structure, available, routes, forced, solver) -> list:
     """The routes a forced ``may_fall_back`` route falls back to when its answer does not certify
     ``"optimal"`` (``fallback=True``): the routes ``method="auto"`` would try, without ``forced``
@@ -434,11 +459,18 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         requests = [r.request(problem, {**r.auto_options(structure), **options}, **choices) for r in chosen]
     else:
         requests = [r.request(problem, options, **choices) for r in chosen]
-    route_attempts = []
+    route_attempts, short = [], None
     k = 0
     while True:
         route, request = chosen[k], requests[k]
         sol = route.solve(problem, request)
+        if method == "auto" and _short_of_asked(route, sol, request, structure) and k + 1 < len(chosen) \
+                and _affordable(chosen[k + 1], route, structure):
+            short = short if short is not None and short.relative_gap <= sol.relative_gap else sol
+            route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap,
+                                   "short_of": request.options["tol"]})
+            k += 1
+            continue
         if not route.may_fall_back or sol.status == "optimal":
             break
         if (k + 1 == len(chosen) and method != "auto" and choices["fallback"] and not route_attempts
@@ -452,16 +484,22 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
             break
         route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})
         k += 1
+    if short is not None and (sol.status != "optimal" or sol.relative_gap > short.relative_gap):
+        sol, route = short, next(r for r in chosen if r.name == route_attempts[0]["method"])   # the closer answer
+        route_attempts = [a for a in route_attempts if a["method"] != route.name]
     sol.info["method"] = route.name
     if method == "auto":
         sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes)
     elif route_attempts:
         sol.info["route_choice"] = {"method": method, "why": f"forced with method={method!r}", "passed_over": {}}
     if route_attempts:
-        sol.info["route_choice"]["fell_back"] = {
-            "from": [a["method"] for a in route_attempts], "to": route.name,
-            "why": "the first route's certificate did not close within gap_tol (status "
-                   f"{route_attempts[0]['status']!r})"}
+        first = route_attempts[0]
+        why = (f"the first route's certificate closed to {first['relative_gap']:.1e}, short of the {first['short_of']:.0e} "
+               f"auto asked of it, and the next route's estimate is within {ACCURACY_FALLBACK_COST:g}x of its own"
+               if "short_of" in first else
+               f"the first route's certificate did not close within gap_tol (status {first['status']!r})")
+        sol.info["route_choice"]["fell_back"] = {"from": [a["method"] for a in route_attempts], "to": route.name,
+                                                 "why": why}
         sol.info["route_attempts"] = route_attempts
     sol.problem = problem
     problem.annotate(sol, request, started)
