@@ -202,3 +202,6 @@ def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it
     assert attempt["method"] == "hessian_free" and attempt["short_of"] == 1e-10 and attempt["relative_gap"] > 1e-8
     assert sol.info["method"] == "sqp" and sol.status == "optimal" and sol.relative_gap < attempt["relative_gap"]
     assert "short of" in sol.info["route_choice"]["fell_back"]["why"]
+    again = prob.solve(gap_tol=1e-4)            # the problem remembers: the next solve starts with sqp
+    assert again.info["method"] == "sqp" and "route_attempts" not in again.info
+    assert "stalled short" in again.info["route_choice"]["passed_over"]["hessian_free"]

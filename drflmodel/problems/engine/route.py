@@ -75,8 +75,9 @@ ordered by it (the cheapest first; ties keep the family's order), else the famil
 It solves with the first, and with the next only after a ``may_fall_back`` route's non-optimal
 answer (a stalled gap), or after an answer that certified but stalled far short of the ``tol`` auto
 asked of the route (:data:`SHORT_FACTOR`) when the next route's estimate is within
-:data:`ACCURACY_FALLBACK_COST` times its own (the closer answer is returned); each attempt is
-recorded in ``info["route_attempts"]`` and ``info["route_choice"]["fell_back"]``. A
+:data:`ACCURACY_FALLBACK_COST` times its own (the closer answer is returned; the problem
+remembers it, ``problem.cache("auto")``, and its next solve starts with the next route); each
+attempt is recorded in ``info["route_attempts"]`` and ``info["route_choice"]["fell_back"]``. A
 forced ``may_fall_back`` route run with its default options whose gap stalls (status
 ``"optimal_within_gap"``: certified, not within ``gap_tol``) falls back the same way unless
 ``fallback=False``; a forced route that fails, or that the user capped with an option, is returned
@@ -451,8 +452,13 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     structure = problem.structure
     available = structure.queries if available is None else available
+    skipped = None
     if method == "auto":
         chosen = _candidates(problem, structure, available, routes, solver, options)
+        stalled = problem.cache("auto").get("stalled", set())
+        skipped = chosen[0].name if len(chosen) > 1 and chosen[0].name in stalled else None
+        if skipped:
+            chosen = chosen[1:]       # it stalled short on this problem before: its next solve would too
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
     if method == "auto":      # validates before solving
@@ -467,6 +473,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         if method == "auto" and _short_of_asked(route, sol, request, structure) and k + 1 < len(chosen) \
                 and _affordable(chosen[k + 1], route, structure):
             short = short if short is not None and short.relative_gap <= sol.relative_gap else sol
+            problem.cache("auto").setdefault("stalled", set()).add(route.name)
             route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap,
                                    "short_of": request.options["tol"]})
             k += 1
@@ -490,6 +497,9 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     sol.info["method"] = route.name
     if method == "auto":
         sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes)
+        if skipped:
+            sol.info["route_choice"]["passed_over"][skipped] = (
+                "its certificate stalled short of the gap auto asks of it on an earlier solve of this problem")
     elif route_attempts:
         sol.info["route_choice"] = {"method": method, "why": f"forced with method={method!r}", "passed_over": {}}
     if route_attempts:

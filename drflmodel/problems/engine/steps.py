@@ -18,8 +18,9 @@ from .solvers import SolverSequence
 __all__ = ["AUTO_MIN_SIZE", "RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
            "too_small_for_sqp", "check_sqp_options"]
 
-#: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
-#: the conic route is faster (measured in benchmarks/bench_fast.py)
+#: ``method="auto"`` takes an SQP route that declares no cost (:meth:`~.route.Route.cost`) when
+#: (rows N) x (dimension d) reaches this size; below it the conic route is faster (measured in
+#: benchmarks/bench_fast.py). Routes that declare a cost are ranked by it instead.
 AUTO_MIN_SIZE = 50_000
 
 
