@@ -42,9 +42,18 @@ problem's construction to the answer, i.e. beyond the data). ``--scale-rows erm,
 "optimal"; scikit-learn's ``tol=1e-8`` is a gradient tolerance, which usually lands closer to the
 optimum: the last column says by how much); ``--markdown FILE`` writes the table.
 
+**Every size** (issue 41): the shapes ``240x15`` (4 clients; CVaR at level 1/4) and ``2kx20`` join
+the scale shapes, so ``--scale`` runs ``prob.solve()`` as a user calls it (``method="auto"``,
+construction included) from a 240-row table up; ``--default-tol-baseline`` also times
+``LogisticRegression``'s lbfgs at its default ``tol=1e-4`` (what ``LogisticRegression().fit`` runs;
+reported, not in the ratio). ``--calibrate`` prints each route's measured seconds next to its
+:meth:`Route.cost` estimate and the route ``auto`` ranks first (the data of
+``drflmodel/problems/engine/cost.py``).
+
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine. Not collected by pytest.
 Run: ``python benchmarks/bench_certified.py [--quick] [--cases dro/logistic/chi2,...]`` or
-``python benchmarks/bench_certified.py --scale [--scale-shapes ...] [--scale-rows ...]``.
+``python benchmarks/bench_certified.py --scale [--scale-shapes ...] [--scale-rows ...]`` or
+``python benchmarks/bench_certified.py --calibrate [--scale-shapes ...]``.
 """
 
 from __future__ import annotations
