@@ -300,7 +300,8 @@ def run_case(name: str, N: int, d: int, plain_limit: float, plain_max: int) -> d
     t0 = time.perf_counter()
     sol = prob.solve(method=case.method)
     t_cert = time.perf_counter() - t0
-    row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": sol.info.get("method"), "certified": t_cert,
+    row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": " then ".join([a["method"] for a in sol.info.get("route_attempts", [])]
+                                             + [sol.info.get("method")]), "certified": t_cert,
            "passes": t_cert / t_pass, "status": sol.status, "gap": sol.relative_gap, "U": sol.upper_bound}
     if case.plain is None:
         row["plain_note"] = "none (not convex)"
@@ -442,7 +443,8 @@ def run_scale_row(shape: str, row: str, repeats: int, method: str, skip_cholesky
             base.setdefault(name, []).append((t, it, value))
     N = int(sum(fed.sizes))
     out = {"shape": shape, "row": row, "N": N, "d": fed.dim - 1, "K": fed.n_classes if fed.task == "multiclass" else 2,
-           "P": prob.dim, "route": sol.info.get("method"), "certified": float(np.median(times)), "status": sol.status,
+           "P": prob.dim, "route": " then ".join([a["method"] for a in sol.info.get("route_attempts", [])]
+                                             + [sol.info.get("method")]), "certified": float(np.median(times)), "status": sol.status,
            "gap": sol.relative_gap, "L": sol.lower_bound, "U": sol.upper_bound,
            "iterations": sol.info.get("iterations"), "baselines": {}}
     for name, runs in base.items():
