@@ -75,7 +75,7 @@ def _hessian_free_route():
     """The Hessian-free route with the family's cost and memory estimates (defined on first use:
     its module loads the matrix-free objectives)."""
     if not _HESSIAN_FREE_ROUTE:
-        from .hessian_free import SQP_MIN_SIZE, HessianFreeRoute
+        from .hessian_free import HESSIAN_FREE_MIN_DIM, SQP_MIN_SIZE, HessianFreeRoute
         from .lagrangian_sqp import LagrangianSQPRoute, conic_is_compressed
         from .route_costs import hessian_free_memory, hessian_free_seconds
         from ..engine.memory import format_bytes
@@ -110,8 +110,11 @@ def _hessian_free_route():
 
             def auto_options(self, structure):
                 """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
-                permitting), so ``auto``'s answer is as accurate whichever route it ranks first."""
-                return {"tol": AUTO_TOL}
+                permitting) below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, where
+                ``auto`` answered with the dense routes before issue 41, so its answer is as accurate
+                whichever route it ranks first; from there none (the route stops at ``gap_tol``, as
+                ``auto``'s answer did there since issue 30)."""
+                return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
 
         _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
     return _HESSIAN_FREE_ROUTE[0]()
