@@ -111,9 +111,9 @@ def _hessian_free_route():
             def auto_options(self, structure):
                 """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
                 permitting) below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, where
-                ``auto`` answered with the dense routes before issue 41, so its answer is as accurate
-                whichever route it ranks first; from there none (the route stops at ``gap_tol``, as
-                ``auto``'s answer did there since issue 30)."""
+                ``auto`` used to answer with the dense routes, so its answer is as accurate whichever
+                route it ranks first; from there none (the route stops at ``gap_tol``, as ``auto``'s
+                Hessian-free answer always did there)."""
                 return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
 
         _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
