@@ -2,8 +2,8 @@
 first certified solve and the CLI's ``solve`` in fresh processes (issue 41).
 
 Run: ``python benchmarks/bench_import.py [--repeats 7]``. Reports the median of ``--repeats``
-fresh-interpreter runs of each command, the same minus the ``python -c pass`` baseline, and whether
-the command imported CVXPY:
+fresh-interpreter runs of each command (the repeats interleaved over the commands), the same
+minus the ``python -c pass`` baseline, and whether the command imported CVXPY:
 
 * ``import numpy`` / ``import drflmodel`` / ``import cvxpy`` / ``import drflmodel.problems.minmax.dro``;
 * ``first solve 240x15``: ``import drflmodel``, a 240 x 15 logistic ERM (one client,
@@ -39,17 +39,13 @@ SKLEARN_FIT = (_DATA + "X, y, _ = fed.pooled()\nfrom sklearn.linear_model import
 REPORT = "\nimport sys; sys.stderr.write('CVXPY=%s' % ('cvxpy' in sys.modules))\n"
 
 
-def _run(code: str, repeats: int) -> tuple[float, bool]:
-    """Median seconds of ``python -c code`` in fresh interpreters, and whether it imported CVXPY."""
-    times, cvxpy = [], False
+def _run_once(code: str) -> tuple[float, bool]:
+    """Seconds of ``python -c code`` in a fresh interpreter, and whether it imported CVXPY."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", code + REPORT], check=True, env=env, cwd=ROOT,
-                              capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        cvxpy = "CVXPY=True" in done.stderr
-    return statistics.median(times), cvxpy
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code + REPORT], check=True, env=env, cwd=ROOT,
+                          capture_output=True, text=True)
+    return time.perf_counter() - t0, "CVXPY=True" in done.stderr
 
 
 def main() -> None:
@@ -65,9 +61,12 @@ def main() -> None:
                 ("import drflmodel.problems.minmax.dro", "import drflmodel.problems.minmax.dro"),
                 ("first solve 240x15", FIRST_SOLVE), ("sklearn fit 240x15", SKLEARN_FIT),
                 ("cli solve clinics", cli)]
-    rows = []
-    for name, code in commands:           # interleaved over the repeats would mix caches; one after the other
-        rows.append((name, *_run(code, args.repeats)))
+    times, cvxpy = {name: [] for name, _ in commands}, {}
+    for _ in range(args.repeats):         # interleaved: a load that varies over time hits every command alike
+        for name, code in commands:
+            seconds, cvxpy[name] = _run_once(code)
+            times[name].append(seconds)
+    rows = [(name, statistics.median(times[name]), cvxpy[name]) for name, _ in commands]
     base = rows[0][1]
     print(f"| command | median s | minus baseline | imports CVXPY |\n|---|---|---|---|")
     for name, t, cvxpy in rows:
