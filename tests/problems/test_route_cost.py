@@ -141,7 +141,9 @@ def test_a_forced_route_whose_gap_stalls_falls_back_to_one_that_certifies(monkey
 def test_auto_falls_back_when_the_first_ranked_gap_stalls(monkeypatch):
     _stalling(monkeypatch)
     prob = dm.FederatedDRO(_pooled(_fed()), dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-2)
-    monkeypatch.setattr(type(prob.routes()[0]), "cost", lambda self, structure: 0.0)   # ranked first
+    ranked = type(prob.routes()[0])
+    monkeypatch.setattr(ranked, "cost", lambda self, structure: 0.0)   # ranked first
+    monkeypatch.setattr(ranked, "auto_options", lambda self, structure: {"tol": 1e-10, "max_iterations": 2})
     sol = prob.solve()
     assert sol.info["route_choice"]["method"] == "hessian_free"
     assert [a["method"] for a in sol.info["route_attempts"]] == ["hessian_free"]
@@ -193,7 +195,7 @@ def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it
     original = hessian_free.HessianFreeRoute.solve
 
     def stops_at_gap_tol(self, problem, request):
-        return original(self, problem, dataclasses.replace(request, options={**request.options, "tol": None}))
+        return original(self, problem, dataclasses.replace(request, gap_tol=1e-4, options={**request.options, "tol": None}))
 
     monkeypatch.setattr(hessian_free.HessianFreeRoute, "solve", stops_at_gap_tol)
     prob = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.5), l2=1e-2)

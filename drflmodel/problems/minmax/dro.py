@@ -42,6 +42,7 @@ the fixed-weight solver's :math:`\hat\theta` (valid for any subgradient).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import numpy as np
@@ -50,7 +51,7 @@ from ..._lazy import LazyModule
 cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from ...errors import InvalidParameterError, NotConvexError
-from ...solution import Solution
+from ...solution import Solution, status_from_gap
 from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
 from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
@@ -66,6 +67,10 @@ _SET_PARAMETERS = {"alpha": "cap_param", "rho": "rho_param", "radius": "radius_p
 
 _HESSIAN_FREE_ROUTE = []
 
+#: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
+#: times ``tol`` (and ``auto`` caps its iterations at 4x the cost model's estimate)
+STALL_FACTOR = 100.0
+
 #: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
 #: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
 AUTO_TOL = 1e-10
@@ -77,7 +82,7 @@ def _hessian_free_route():
     if not _HESSIAN_FREE_ROUTE:
         from .hessian_free import HESSIAN_FREE_MIN_DIM, SQP_MIN_SIZE, HessianFreeRoute
         from .lagrangian_sqp import LagrangianSQPRoute, conic_is_compressed
-        from .route_costs import hessian_free_memory, hessian_free_seconds
+        from .route_costs import hessian_free_iterations, hessian_free_memory, hessian_free_seconds
         from ..engine.memory import format_bytes
 
         class RankedHessianFreeRoute(HessianFreeRoute):
@@ -108,13 +113,29 @@ def _hessian_free_route():
                         f"{format_bytes(hessian_free_memory(structure))}: values, gradients and Hessian-vector "
                         f"products)")
 
+            def solve(self, problem, request):
+                """With a ``tol`` far below ``gap_tol`` (``auto``'s 1e-10): the route's stall rule
+                (a gap within ``gap_tol`` that stops halving) is applied at ``100 tol`` instead, so the
+                run goes on towards ``tol`` (on digits it stopped at 4e-7 with ``gap_tol = 1e-6`` and
+                certifies 3e-9 with ``1e-8``); the status is the user's ``gap_tol``'s."""
+                asked = request.options.get("tol")
+                if asked is None or request.gap_tol <= STALL_FACTOR * asked:
+                    return super().solve(problem, request)
+                sol = super().solve(problem, dataclasses.replace(request, gap_tol=STALL_FACTOR * asked))
+                if sol.status in ("optimal", "optimal_within_gap"):
+                    sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
+                sol.info["gap_tol"] = request.gap_tol
+                return sol
+
             def auto_options(self, structure):
                 """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
                 permitting) below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, where
                 ``auto`` used to answer with the dense routes, so its answer is as accurate whichever
                 route it ranks first; from there none (the route stops at ``gap_tol``, as ``auto``'s
                 Hessian-free answer always did there)."""
-                return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
+                if structure.dim >= HESSIAN_FREE_MIN_DIM:
+                    return {}
+                return {"tol": AUTO_TOL, "max_iterations": int(4 * hessian_free_iterations(structure))}
 
         _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
     return _HESSIAN_FREE_ROUTE[0]()
