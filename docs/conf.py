@@ -4,7 +4,9 @@ Build (offline, warnings are errors)::
 
     python -m pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 
-The examples gallery runs ``examples/*.py --quick`` at build time (about 2 minutes on 2 cores);
+The examples gallery runs ``examples/*.py --quick`` at build time, one after the other: about 80 s of
+CPU in all (measured with one BLAS thread; ``drfl_paper_figures`` 48 s of it), several times that in
+wall time on a busy machine (383 s for ``drfl_paper_figures`` alone at a load of 11 on 2 cores);
 ``DRFLMODEL_DOCS_GALLERY=0`` builds without running them (the pages then show the scripts without
 their output), and a regular expression of example names runs only those.
 """

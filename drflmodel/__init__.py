@@ -2,12 +2,14 @@
 distributionally robust federated learning.
 
 Submodules are imported lazily (PEP 562) so that ``import drflmodel`` stays fast; no logic runs
-at import time.
+at import time. The problem classes are those of the family registry
+(:data:`drflmodel.problems.registry.FAMILIES`).
 """
 
 from __future__ import annotations
 
-import importlib
+from ._lazy import lazy_attributes as _lazy_attributes
+from .problems.registry import FAMILIES as _FAMILIES
 
 __version__ = "0.1.0"
 
@@ -23,12 +25,8 @@ _LAZY = {
     "NotConvexError": ("drflmodel.errors", "NotConvexError"),
     "SolverError": ("drflmodel.errors", "SolverError"),
     "ClientObjectives": ("drflmodel.objectives", "ClientObjectives"),
-    # problems
-    "FederatedDRO": ("drflmodel.problems.minmax.dro", "FederatedDRO"),
-    "FairnessAwareFL": ("drflmodel.problems.minmax.fafl", "FairnessAwareFL"),
-    "WassersteinDRFL": ("drflmodel.problems.wasserstein.problem", "WassersteinDRFL"),
-    "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
-    "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
+    # problems: one per registered family
+    **{f.cls: (f.module, f.cls) for f in _FAMILIES.values()},
     # verification
     "verify": ("drflmodel.verification", "verify"),
     "verify_iterates": ("drflmodel.verification", "verify_iterates"),
@@ -45,19 +43,4 @@ _SUBMODULES = {"data", "datasets", "losses", "sets", "metrics", "solution", "err
 
 __all__ = sorted(list(_LAZY) + list(_SUBMODULES) + ["__version__"])
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        value = importlib.import_module(f"drflmodel.{name}")
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'drflmodel' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = _lazy_attributes("drflmodel", _LAZY, _SUBMODULES, also=["__version__"])

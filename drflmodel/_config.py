@@ -1,7 +1,7 @@
 """TOML problem/solver configurations for ``drflmodel solve`` and ``drflmodel verify``.
 
-A configuration has four tables; unknown keys, wrong types and missing files are errors naming
-the key and the expected type (one line each)::
+A configuration has five tables ([solve] and [solver] optional); unknown or missing keys, wrong
+types and missing files are errors naming the key and the expected type (one line each)::
 
     [data]                      # where the federation comes from
     source = "synthetic_regression"   # penguins | synthetic_regression | synthetic_classification
@@ -33,9 +33,15 @@ the key and the expected type (one line each)::
     options = {}                # e.g. { eps = 0.5 }
 
     [problem]
-    family = "dro"              # dro | fafl | wasserstein | relative | deo
+    family = "dro"              # dro | fafl | wasserstein | relative | deo (drflmodel.problems.registry)
     options = { l2 = 0.1 }      # keyword arguments of the problem class
     weights = { name = "chi_square", rho = 0.1 }   # dro / wasserstein weight set; relative uses A and B
+
+    [solve]                     # optional: how the problem is solved (Problem.solve's arguments)
+    method = "auto"             # auto | a route of the family (e.g. "sqp", "conic", "bundle")
+    solver = "CLARABEL"         # the CVXPY solver to try first (an installed one)
+    gap_tol = 1e-6              # relative certificate gap below which the status is "optimal"
+    options = { max_steps = 200 }   # the route's own options (e.g. relative's time_limit)
 
     [solver]                    # optional; needed by `drflmodel verify`
     name = "ScaffPD"
@@ -66,8 +72,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ConfigError", "load_config", "build_federation", "build_problem", "build_solver", "SCHEMA", "ENGINES", "KEY_HELP",
-           "FAMILY_CLASSES", "WEIGHT_SETS"]
+__all__ = ["ConfigError", "load_config", "build_federation", "build_problem", "build_solver", "solve_arguments",
+           "SCHEMA", "ENGINES", "KEY_HELP", "FAMILY_CLASSES", "FAMILIES", "WEIGHT_SETS"]
 
 
 class ConfigError(InvalidParameterError):
@@ -79,14 +85,28 @@ DATA_SOURCES = ("penguins", "synthetic_regression", "synthetic_classification", 
 #: [data] keys of the table sources (csv, parquet) only
 TABLE_KEYS = ("target", "client", "features", "group", "parties", "active", "add_intercept", "standardize",
               "pos_label")
-#: problem families and the class each one builds
-FAMILY_CLASSES = {"dro": "FederatedDRO", "fafl": "FairnessAwareFL", "wasserstein": "WassersteinDRFL",
-                  "relative": "RelativeFairness", "deo": "DEOConstrained"}
-FAMILIES = tuple(FAMILY_CLASSES)
-#: weight-set names of ``problem.weights`` / ``problem.A`` / ``problem.B`` and the class of drflmodel.sets
-#: (one name per set: drflmodel.sets.WEIGHT_SET_NAMES; a former name warns, see _weight_set)
-WEIGHT_SETS = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
-               "hcvar": "HCVaR", "lp_ball": "LpBall"}
+
+
+def __getattr__(name: str):
+    """The family and weight-set names, read from their one home when asked (so a family added to
+    the registry is seen here): ``FAMILY_CLASSES`` (family -> class name), ``FAMILIES`` (the
+    names), ``WEIGHT_SETS`` (weight-set name -> class name of drflmodel.sets)."""
+    if name == "FAMILY_CLASSES":
+        return {f.name: f.cls for f in _families().values()}
+    if name == "FAMILIES":
+        return tuple(_families())
+    if name == "WEIGHT_SETS":
+        from .sets import WEIGHT_SET_NAMES
+
+        return dict(WEIGHT_SET_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _families() -> dict:
+    from .problems.registry import FAMILIES as registered
+
+    return registered
+
 #: where ``drflmodel verify`` runs the [solver]: drflmodel's simulator, or Flower (drflmodel.flower)
 ENGINES = ("simulator", "flower", "flower-inprocess")
 #: what ``drflmodel verify`` judges (:func:`drflmodel.verify`'s ``verdict``)
@@ -103,10 +123,11 @@ SCHEMA: dict[str, dict[str, tuple]] = {
              "pos_label": (str, int, float)},
     "loss": {"name": (str,), "options": (dict,)},
     "problem": {"family": (str,), "options": (dict,), "weights": (dict,), "A": (dict,), "B": (dict,)},
+    "solve": {"method": (str,), "solver": (str,), "gap_tol": (float, int), "options": (dict,)},
     "solver": {"name": (str,), "options": (dict,), "seed": (int,), "tol": (float, int),
                "expected_rate": (str,), "engine": (str,), "verdict": (str,), "rate_margin": (float, int)},
 }
-_REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solver": ("name",)}
+_REQUIRED = {"data": ("source",), "loss": ("name",), "problem": ("family",), "solve": (), "solver": ("name",)}
 #: what each key means and its default; the configuration reference of the documentation is generated
 #: from SCHEMA, this table, the tuples above and the signatures of the functions and classes they name
 KEY_HELP: dict[str, dict[str, str]] = {
@@ -144,6 +165,15 @@ KEY_HELP: dict[str, dict[str, str]] = {
                    "(default simplex)",
         "A": "family relative: the first weight set of the integrated set (default simplex)",
         "B": "family relative: the second weight set of the integrated set (default simplex)",
+    },
+    "solve": {
+        "method": "\"auto\" (default: the first of the family's routes that applies) or the name of one of "
+                  "the family's routes (Problem.solve's method; the error lists the family's routes)",
+        "solver": "the CVXPY solver to try first, case-insensitive; an installed one (default: the "
+                  "documented order, Clarabel first)",
+        "gap_tol": "relative certificate gap below which the status is \"optimal\", > 0 (default 1e-6)",
+        "options": "the route's own options (e.g. { max_steps = 200 }; relative's branch and bound takes "
+                   "time_limit in seconds), or the first solver's settings for a conic route",
     },
     "solver": {
         "name": "the distributed solver (drflmodel.solvers); required by drflmodel verify",
@@ -196,11 +226,16 @@ def load_config(path, need_solver: bool = False) -> dict:
     for table in cfg:
         if table not in SCHEMA:
             raise ConfigError(f"unknown table [{table}] (allowed: {', '.join(SCHEMA)})")
-    out = {t: _check_table(cfg, t, required=(t != "solver" or need_solver)) for t in SCHEMA}
+    out = {t: _check_table(cfg, t, required=(t not in ("solve", "solver") or (t == "solver" and need_solver)))
+           for t in SCHEMA}
     if out["data"]["source"] not in DATA_SOURCES:
         raise ConfigError(f"'data.source' must be one of {', '.join(DATA_SOURCES)}; got {out['data']['source']!r}")
-    if out["problem"]["family"] not in FAMILIES:
-        raise ConfigError(f"'problem.family' must be one of {', '.join(FAMILIES)}; got {out['problem']['family']!r}")
+    if out["problem"]["family"] not in _families():
+        raise ConfigError(f"'problem.family' must be one of {', '.join(_families())}; got {out['problem']['family']!r}")
+    _check_problem_keys(out["problem"])
+    gap_tol = out["solve"].get("gap_tol", 1e-6)
+    if not (np.isfinite(gap_tol) and gap_tol > 0):
+        raise ConfigError(f"'solve.gap_tol' must be a positive number; got {gap_tol!r}")
     _check_loss_name(out["loss"]["name"])     # before any data is read: the task comes from the loss
     if out["solver"].get("engine", "simulator") not in ENGINES:
         raise ConfigError(f"'solver.engine' must be one of {', '.join(ENGINES)}; got {out['solver']['engine']!r}")
@@ -228,6 +263,16 @@ def load_config(path, need_solver: bool = False) -> dict:
     return out
 
 
+def _check_problem_keys(problem: dict) -> None:
+    """The weight-set keys of ``[problem]`` are those the family declares (its registry entry)."""
+    entry = _families()[problem["family"]]
+    for key in ("weights", "A", "B"):
+        if key in problem and key not in entry.weight_keys:
+            uses = (f"its weight-set keys are {', '.join(entry.weight_keys)}" if entry.weight_keys
+                    else "it takes no weight set")
+            raise ConfigError(f"'problem.{key}' is not used with family = \"{entry.name}\" ({uses})")
+
+
 def _check_loss_name(name: str) -> None:
     from .losses import ALL_LOSSES
 
@@ -249,13 +294,13 @@ def _check_table_keys(data: dict, family: str) -> None:
                           "client/group, features)")
     if "target" not in data:
         raise ConfigError(f"missing key 'data.target' (required when data.source = \"{source}\")")
-    if family == "deo":
+    if _families()[family].vertical:
         for key in ("group", "parties"):
             if key not in data:
-                raise ConfigError(f"missing key 'data.{key}' (required for family = \"deo\" with a table source)")
+                raise ConfigError(f"missing key 'data.{key}' (required for family = \"{family}\" with a table source)")
         wrong = [k for k in ("client", "features", "task") if k in data]
         if wrong:
-            raise ConfigError(f"'data.{wrong[0]}' is not used with family = \"deo\" (use group and parties)")
+            raise ConfigError(f"'data.{wrong[0]}' is not used with family = \"{family}\" (use group and parties)")
         if not all(isinstance(p, list) and all(isinstance(c, str) for c in p) for p in data["parties"]):
             raise ConfigError("'data.parties' must be an array of arrays of column names")
     else:
@@ -263,7 +308,8 @@ def _check_table_keys(data: dict, family: str) -> None:
             raise ConfigError(f"missing key 'data.client' (required for family = \"{family}\" with a table source)")
         wrong = [k for k in ("group", "parties", "active") if k in data]
         if wrong:
-            raise ConfigError(f"'data.{wrong[0]}' is used only with family = \"deo\"")
+            vertical = " or ".join(f'"{f.name}"' for f in _families().values() if f.vertical)
+            raise ConfigError(f"'data.{wrong[0]}' is used only with family = {vertical}")
         if "features" in data and not all(isinstance(c, str) for c in data["features"]):
             raise ConfigError("'data.features' must be an array of column names")
 
@@ -281,9 +327,9 @@ def _table_federation(data: dict, family: str, loss_task: str):
     common = {"target": data["target"], "pos_label": data.get("pos_label"),
               "add_intercept": data.get("add_intercept", False)}
     try:
-        if family == "deo":
+        if _families()[family].vertical:
             if data.get("standardize"):
-                raise ConfigError("'data.standardize' is not used with family = \"deo\" (the parties "
+                raise ConfigError(f"'data.standardize' is not used with family = \"{family}\" (the parties "
                                   "hold the columns)")
             fed = VerticalFederation.from_dataframe(df, group=data["group"], parties=data["parties"],
                                                     active=data.get("active", [0]), **common)
@@ -368,51 +414,60 @@ def _federation(data: dict, family: str = "dro", loss_task: str = "regression"):
         except (InvalidParameterError, InvalidDataError) as exc:
             raise ConfigError(f"'{'data.task' if str(exc).startswith('task') else 'data.path'}': {exc}") from None
     fn = getattr(datasets, source)
+    _check_keys(fn, options, "data.options", f"source = \"{source}\"")
     try:
         return fn(**options)
-    except TypeError as exc:
-        raise ConfigError(f"'data.options' does not fit {source}(): {exc}") from None
     except (InvalidParameterError, InvalidDataError) as exc:
         raise _keyed(exc, "data.options", options) from None
 
 
-def _weight_set(spec: dict, n: int, fed, key: str):
+def _check_keys(fn, options: dict, key: str, what: str, skip: int = 0, ignore=()) -> None:
+    """The keys of an ``options`` table are keyword parameters of ``fn`` (after its first ``skip``
+    and except ``ignore``, which the configuration fills), and every required one is given:
+    otherwise a ConfigError naming the TOML key -- not Python's ``__init__() got an unexpected
+    keyword argument``."""
+    import inspect
+
+    params = [p for p in list(inspect.signature(fn).parameters.values())[skip:]
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in ignore]
+    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+        return                                   # **kwargs: the callee checks its own keywords
+    allowed = [p.name for p in params]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown key '{key}.{unknown[0]}' for {what} (allowed: {', '.join(allowed) or 'none'})")
+    missing = [p.name for p in params if p.default is p.empty and p.name not in options]
+    if missing:
+        raise ConfigError(f"missing key '{key}.{missing[0]}' (required by {what})")
+
+
+def _weight_set(spec: dict, n: int, fed, key: str, allowed=None):
+    """The weight set of a ``{ name = ..., <options> }`` table at ``key``; ``allowed``: the names the
+    family accepts (default every one of :data:`drflmodel.sets.WEIGHT_SET_NAMES`)."""
     from . import sets
     from .errors import InvalidDataError
 
     spec = dict(spec)
-    name = spec.pop("name", None)
+    name = spec_name = spec.pop("name", None)
+    allowed = tuple(sets.WEIGHT_SET_NAMES) if allowed is None else tuple(allowed)
     if not isinstance(name, str):
         raise ConfigError(f"'{key}.name' must be a string")
-    builders = {
-        "simplex": lambda: sets.Simplex(n),
-        "cvar": lambda: sets.CVaR(n, **spec),
-        "chi_square": lambda: sets.ChiSquare(n, **spec),
-        "qffl": lambda: sets.QFFL(n, **spec),
-        "hcvar": lambda: sets.HCVaR(fed.proportions, **spec),
-        "lp_ball": lambda: _lp_ball(spec, n, fed),
-    }
-    if name not in WEIGHT_SETS and name not in sets._FORMER_NAMES:
-        raise ConfigError(f"'{key}.name' must be one of {', '.join(WEIGHT_SETS)}; got {name!r}")
-    name = sets.canonical_name(name, f"{key}.name")
-    options = dict(spec)
     try:
-        return builders[name]()
-    except TypeError as exc:
-        raise ConfigError(f"'{key}' options do not fit {name}: {exc}") from None
+        name = sets.canonical_name(name, f"{key}.name")        # a former name warns
+    except InvalidParameterError:
+        name = None
+    if name not in allowed:
+        raise ConfigError(f"'{key}.name' must be one of {', '.join(allowed)}; got {spec_name!r}")
+    unknown, missing = sets.option_mismatch(name, spec)
+    if unknown:
+        raise ConfigError(f"unknown key '{key}.{unknown}' for name = \"{name}\" (allowed: "
+                          f"{', '.join(['name', *sum(sets.options_of(name), ())])})")
+    if missing:
+        raise ConfigError(f"missing key '{key}.{missing}' (required by name = \"{name}\")")
+    try:
+        return sets.from_name(name, n, fed.proportions, what=f"{key}.name", **spec)
     except (InvalidParameterError, InvalidDataError) as exc:
-        raise _keyed(exc, key, options) from None
-
-
-def _lp_ball(spec: dict, n: int, fed):
-    from . import sets
-
-    center = spec.pop("center", "proportions")
-    if center == "proportions":
-        center = fed.proportions
-    elif center == "uniform":
-        center = np.full(n, 1.0 / n)
-    return sets.LpBall(np.asarray(center, float), **spec)
+        raise _keyed(exc, key, spec) from None
 
 
 def build_federation(cfg: dict):
@@ -422,44 +477,77 @@ def build_federation(cfg: dict):
 
 
 def build_problem(cfg: dict):
-    """The drflmodel Problem described by a validated configuration."""
+    """The drflmodel Problem described by a validated configuration: the class of the family's
+    registry entry, its weight-set keys built from their tables (default ``simplex``), the
+    ``problem.options`` as keyword arguments."""
     from . import losses
     from .errors import InvalidDataError
-    import drflmodel as dm
 
     fed = build_federation(cfg)
     loss_options = cfg["loss"].get("options", {})
+    _check_keys(losses.ALL_LOSSES[cfg["loss"]["name"]], loss_options, "loss.options",
+                f"name = \"{cfg['loss']['name']}\"")
     try:
         loss = losses.get(cfg["loss"]["name"], **loss_options)
-    except TypeError as exc:
-        raise ConfigError(f"'loss.options' do not fit {cfg['loss']['name']}: {exc}") from None
     except (InvalidParameterError, InvalidDataError) as exc:
         if str(exc).startswith(("loss", "unknown")):
             raise ConfigError(f"'loss.name': {exc}") from None
         raise _keyed(exc, "loss.options", loss_options) from None
     prob = cfg["problem"]
-    family, options = prob["family"], dict(prob.get("options", {}))
+    entry = _families()[prob["family"]]
+    options = dict(prob.get("options", {}))
+    cls = entry.load()
+    _check_keys(cls, options, "problem.options", f"family = \"{entry.name}\"", skip=2,
+                ignore=entry.weight_keys)
     n = getattr(fed, "n_clients", None)
+    weights = {k: _weight_set(prob.get(k, {"name": "simplex"}), n, fed, f"problem.{k}", entry.weight_set_names())
+               for k in entry.weight_keys}
     try:
-        if family == "dro":
-            weights = _weight_set(prob.get("weights", {"name": "simplex"}), n, fed, "problem.weights")
-            return dm.FederatedDRO(fed, loss, weights=weights, **options)
-        if family == "fafl":
-            return dm.FairnessAwareFL(fed, loss, **options)
-        if family == "wasserstein":
-            weights = _weight_set(prob.get("weights", {"name": "simplex"}), n, fed, "problem.weights")
-            return dm.WassersteinDRFL(fed, loss, weights=weights, **options)
-        if family == "relative":
-            A = _weight_set(prob.get("A", {"name": "simplex"}), n, fed, "problem.A")
-            B = _weight_set(prob.get("B", {"name": "simplex"}), n, fed, "problem.B")
-            return dm.RelativeFairness(fed, loss, A=A, B=B, **options)
-        return dm.DEOConstrained(fed, loss, **options)
-    except TypeError as exc:
-        raise ConfigError(f"'problem.options' do not fit {family}: {exc}") from None
-    except ConfigError:
-        raise
+        return cls(fed, loss, **weights, **options)
     except (InvalidParameterError, InvalidDataError) as exc:
         raise _keyed(exc, "problem.options", options) from None
+
+
+def solve_arguments(cfg: dict, problem, method=None, solver=None, gap_tol=None) -> dict:
+    """The keyword arguments of ``problem.solve`` from the ``[solve]`` table, each overridden by
+    the command line's value when that is not ``None``; checked here, before any solve, with
+    errors naming the TOML key and the allowed values (the family's routes, the installed
+    solvers)."""
+    from .problems.engine.solvers import check_solver
+
+    table = cfg.get("solve", {})
+    flags = {"method": method, "solver": solver, "gap_tol": gap_tol}
+
+    def name(key):        # the key an error names: the flag when the command line set it
+        return f"'--{key.replace('_', '-')}' (solve.{key})" if flags[key] is not None else f"'solve.{key}'"
+
+    method = table.get("method", "auto") if method is None else method
+    solver = table.get("solver") if solver is None else solver
+    gap_tol = table.get("gap_tol", 1e-6) if gap_tol is None else gap_tol
+    routes = [r.name for r in problem.routes()]
+    if method != "auto" and method not in routes:
+        raise ConfigError(f"{name('method')} must be one of auto, {', '.join(routes)} (the routes of family = "
+                          f"\"{problem.family}\"); got {method!r}")
+    try:
+        solver = check_solver(solver)
+    except InvalidParameterError as exc:
+        raise ConfigError(f"{name('solver')}: {exc}") from None
+    if isinstance(gap_tol, bool) or not isinstance(gap_tol, (int, float)) or not (np.isfinite(gap_tol) and gap_tol > 0):
+        raise ConfigError(f"{name('gap_tol')} must be a positive number; got {gap_tol!r}")
+    return {"method": method, "solver": solver, "gap_tol": float(gap_tol), **dict(table.get("options", {}))}
+
+
+def solve(cfg: dict, problem, **overrides):
+    """``problem.solve`` with :func:`solve_arguments`; the route's refusal of an option names
+    ``solve.options``."""
+    kwargs = solve_arguments(cfg, problem, **overrides)
+    options = cfg.get("solve", {}).get("options", {})
+    try:
+        return problem.solve(**kwargs)
+    except InvalidParameterError as exc:
+        if any(f"'{key}'" in str(exc) for key in options):       # the route refused one of them
+            raise ConfigError(f"'solve.options': {exc}") from None
+        raise
 
 
 def build_solver(cfg: dict):
@@ -472,10 +560,9 @@ def build_solver(cfg: dict):
     if not hasattr(solvers, name) or name not in available:
         raise ConfigError(f"'solver.name' must be one of {', '.join(sorted(available))}; got {name!r}")
     options = spec.get("options", {})
+    _check_keys(getattr(solvers, name), options, "solver.options", f"name = \"{name}\"")
     try:
         return getattr(solvers, name)(**options)
-    except TypeError as exc:
-        raise ConfigError(f"'solver.options' do not fit {name}: {exc}") from None
     except InvalidParameterError as exc:
         raise _keyed(exc, "solver.options", options) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["LazyModule"]
+__all__ = ["LazyModule", "lazy_attributes"]
 
 
 class LazyModule:
@@ -23,3 +23,31 @@ class LazyModule:
 
     def __repr__(self) -> str:
         return f"LazyModule({self._name!r}, imported={self._module is not None})"
+
+
+def lazy_attributes(package: str, names: dict[str, tuple[str, str]], submodules=(), also=()):
+    """The PEP 562 ``__getattr__`` and ``__dir__`` of ``package``: ``names`` maps an attribute to
+    ``(module, attribute)``, imported on first access and then kept in the package's namespace;
+    each of ``submodules`` is ``package.<name>``, imported on first access. Anything else is an
+    ``AttributeError`` naming the package; ``__dir__`` lists these and ``also`` (the package's own
+    public names). One helper for every package that exports lazily."""
+    import sys
+
+    submodules = frozenset(submodules)
+    listed = sorted({*names, *submodules, *also})
+
+    def __getattr__(name: str):
+        if name in names:
+            module, attr = names[name]
+            value = getattr(importlib.import_module(module), attr)
+        elif name in submodules:
+            value = importlib.import_module(f"{package}.{name}")
+        else:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__():
+        return listed
+
+    return __getattr__, __dir__

@@ -46,7 +46,17 @@ def resolve(source, split: str | None = None):
     if hasattr(source, "load_partition") and hasattr(source, "num_partitions"):
         if split is not None:
             raise InvalidParameterError("split applies to a FederatedDataset; a Partitioner has one dataset")
-        return source.load_partition, int(source.num_partitions), {"partitioner": type(source).__name__}
+        if getattr(source, "is_dataset_assigned", lambda: True)() is False:
+            raise InvalidParameterError(
+                f"source: the {type(source).__name__} has no dataset assigned; set its dataset first "
+                "(partitioner.dataset = datasets.Dataset.from_pandas(df)) or pass a FederatedDataset")
+        n = int(source.num_partitions)
+        rows = len(source.dataset) if hasattr(source, "dataset") else None
+        if rows is not None and n > rows:
+            raise InvalidDataError(
+                f"source: {n} partitions of a {rows}-row dataset leave at least {n - rows} partition(s) with no "
+                f"rows (an IidPartitioner: partitions {rows} to {n - 1}); use at most {rows} partitions")
+        return source.load_partition, n, {"partitioner": type(source).__name__}
     raise InvalidParameterError(
         "source must be a Flower Datasets FederatedDataset or Partitioner (with its dataset assigned); "
         f"got {type(source).__name__}")
@@ -74,8 +84,17 @@ def take_rows(partition, take):
 
 def partition_frame(load, partition_id: int, take=None):
     """Partition ``partition_id`` (after ``take``) as a pandas DataFrame."""
-    part = take_rows(load(partition_id), take)
+    try:
+        part = load(partition_id)
+    except IndexError as exc:          # Flower Datasets' partitioners index past a too-small dataset
+        raise InvalidDataError(f"partition {partition_id} has no rows: the partitioner could not fill it "
+                               f"({exc}); use fewer partitions") from None
+    part = take_rows(part, take)
     frame = part.to_pandas() if hasattr(part, "to_pandas") else part
+    if not hasattr(frame, "columns") or not hasattr(frame, "reset_index"):
+        raise InvalidParameterError(
+            f"take must return a partition (a datasets.Dataset, e.g. p.select(...)) or a pandas DataFrame; "
+            f"for partition {partition_id} it returned a {type(frame).__name__}")
     if len(frame) == 0:
         raise InvalidDataError(f"partition {partition_id} has no rows (after take={take!r})")
     return frame

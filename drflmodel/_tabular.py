@@ -80,6 +80,7 @@ class TableColumns:
         self.what = what
         self._lines = None
         self._index = None
+        self.na_text: dict = {}         # the texts pandas read as missing (read_table), per column
         if hasattr(table, "columns") and hasattr(table, "__getitem__") and hasattr(table, "shape"):
             self._frame = table
             self.names = [c for c in table.columns]
@@ -87,6 +88,7 @@ class TableColumns:
             source = getattr(table, "attrs", {}).get(SOURCE_ATTR)
             if source:
                 self.what = source["name"]
+                self.na_text = source.get("na_text") or {}
                 lines = source.get("lines")
                 if lines is not None and len(lines) == self.n_rows:
                     self._lines = np.asarray(lines)
@@ -189,9 +191,13 @@ def _check_complete(cols: TableColumns, values, kind, column: str, role: str) ->
     bad = _missing_mask(values, kind)
     if bad.any():
         what = "missing or infinite" if kind == "numeric" else "missing"
+        first = int(np.flatnonzero(bad)[0])
+        text = cols.na_text.get(column, {}).get(first)
+        read = (f", the text {text!r}, which pandas reads as missing; to keep such text, read the file "
+                "with pandas.read_csv(path, keep_default_na=False)" if text is not None else "")
         raise TableError(
             f"{role} column {column!r} has {int(bad.sum())} {what} value(s) (first at "
-            f"{cols.where(int(np.flatnonzero(bad)[0]))}); drop or impute them first", role)
+            f"{cols.where(first)}{read}); drop or impute them first", role)
 
 
 def _is_number(text: str) -> bool:
@@ -384,8 +390,26 @@ def read_table(path, source: str):
     except (ValueError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidDataError(f"{path}: cannot read it as CSV: {first}") from None
-    df.attrs[SOURCE_ATTR] = {"name": path.name, "lines": _record_lines(path)}
+    df.attrs[SOURCE_ATTR] = {"name": path.name, "lines": _record_lines(path), "na_text": _na_text(pd, path, df)}
     return df
+
+
+def _na_text(pd, path: Path, df) -> dict:
+    """``{column: {row: text}}``: the non-empty texts pandas read as missing (its default markers
+    ``NA``, ``n/a``, ``null``, ``NaN``, ...), so that a complaint about a missing value can say
+    which text it was (an empty field is missing as written, and not listed)."""
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    if raw.shape != df.shape or list(raw.columns) != list(df.columns):
+        return {}
+    found = {}
+    for column in df.columns:
+        rows = np.flatnonzero(df[column].isna().to_numpy() & (raw[column].str.strip() != "").to_numpy())
+        if rows.size:
+            found[column] = {int(k): str(raw[column].iloc[k]) for k in rows[:3]}
+    return found
 
 
 def _record_lines(path: Path) -> list[int] | None:

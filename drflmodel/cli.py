@@ -3,11 +3,13 @@
 * ``drflmodel tour`` -- the main job: every formulation family on built-in data, solved exactly
   with a certificate, its distributed solver and one baseline run and verified; one summary
   table, figures and a JSON report in an output directory.
-* ``drflmodel solve CONFIG`` -- solve the problem described in a TOML file; JSON result.
+* ``drflmodel solve CONFIG`` -- solve the problem described in a TOML file; JSON result. How it is
+  solved comes from the ``[solve]`` table (``method``, ``solver``, ``gap_tol``, ``options``); the
+  flags ``--method``, ``--solver``, ``--gap-tol`` override it (``verify`` takes them too).
 * ``drflmodel verify CONFIG`` -- solve, run the configured distributed solver, verify: the
   readable verdict (with the theory's rate, the predicted rounds and the causes) on standard
-  output, the full JSON report in a file (``--out``, default ``CONFIG-NAME.verify.json`` in the
-  working directory; ``--json`` prints it on standard output instead).
+  output, the full JSON report in a file (``--out``, default ``CONFIG-NAME.verify.json`` next to
+  the configuration file; ``--json`` prints it on standard output instead).
   ``[solver] engine`` chooses where the solver runs: ``"simulator"`` (default), ``"flower"``
   (Flower's simulation engine) or ``"flower-inprocess"`` (the same Flower apps in process); the
   report names the engine.
@@ -50,11 +52,18 @@ def _cmd_solve(args) -> int:
 
     cfg = load_config(args.config)
     problem = build_problem(cfg)
-    sol = problem.solve()
+    sol = _solve(cfg, problem, args)
     _record_data(problem, sol)
     print(sol.summary(), file=sys.stderr)
     _write_json({"config": describe(cfg), "solution": sol.to_dict()}, args.out)
     return 0 if sol.status in ("optimal", "optimal_within_gap", "local") else 1
+
+
+def _solve(cfg, problem, args):
+    """The certified solve with the ``[solve]`` table and the command line's overrides."""
+    from ._config import solve
+
+    return solve(cfg, problem, method=args.method, solver=args.solver, gap_tol=args.gap_tol)
 
 
 def _record_data(problem, sol) -> None:
@@ -77,7 +86,7 @@ def _cmd_verify(args) -> int:
     cfg = load_config(args.config, need_solver=True)
     problem = build_problem(cfg)
     solver = build_solver(cfg)
-    sol = problem.solve()
+    sol = _solve(cfg, problem, args)
     _record_data(problem, sol)
     summary = sys.stderr if args.json else sys.stdout
     print(sol.summary(), file=summary, flush=True)
@@ -92,7 +101,7 @@ def _cmd_verify(args) -> int:
     if args.json:
         _write_json(result, None)
     else:
-        out = args.out if args.out is not None else f"{Path(args.config).stem}.verify.json"
+        out = args.out if args.out is not None else str(Path(args.config).with_suffix(".verify.json"))
         _write_json(result, out)
     return 0 if report.passed else 1
 
@@ -149,6 +158,16 @@ def _config_epilog() -> str:
     return "\n".join(lines)
 
 
+def _solve_flags(parser) -> None:
+    """``--method``, ``--solver``, ``--gap-tol``: the keys of the ``[solve]`` table, overriding it."""
+    parser.add_argument("--method", default=None,
+                        help="the route: auto or one of the family's routes (overrides solve.method)")
+    parser.add_argument("--solver", default=None,
+                        help="the CVXPY solver to try first, an installed one (overrides solve.solver)")
+    parser.add_argument("--gap-tol", type=float, default=None, metavar="GAP",
+                        help="relative certificate gap for \"optimal\", > 0 (overrides solve.gap_tol)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drflmodel",
@@ -177,11 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     solve = sub.add_parser("solve", help="solve the problem described in a TOML config; JSON result",
                            description="Solve the problem described in a TOML configuration file "
-                                       "(tables [data], [loss], [problem]) and print the certified "
-                                       "solution as JSON.",
+                                       "(tables [data], [loss], [problem], optionally [solve]) and print "
+                                       "the certified solution as JSON.",
                            epilog=_config_epilog(), formatter_class=_EpilogAsWritten)
     solve.add_argument("config", help="path to the TOML configuration")
     solve.add_argument("--out", default=None, help="write the JSON here instead of stdout")
+    _solve_flags(solve)
     solve.set_defaults(func=_cmd_solve)
 
     ver = sub.add_parser("verify", help="solve, run the configured distributed solver, verify; print the "
@@ -194,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=_config_epilog(), formatter_class=_EpilogAsWritten)
     ver.add_argument("config", help="path to the TOML configuration (with a [solver] table)")
     ver.add_argument("--out", default=None,
-                     help="write the JSON report here (default: CONFIG-NAME.verify.json in the working directory)")
+                     help="write the JSON report here (default: CONFIG-NAME.verify.json next to the configuration)")
     ver.add_argument("--json", action="store_true",
                      help="print the JSON report on standard output (the verdict then goes to standard error)")
+    _solve_flags(ver)
     ver.set_defaults(func=_cmd_verify)
     return parser
 

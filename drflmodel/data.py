@@ -90,20 +90,22 @@ def _check_class_indices(y: np.ndarray, name: str, n_classes: int) -> None:
             "from_arrays, which keep them as federation.classes)")
 
 
-def _available_memory() -> int | None:
-    """Bytes of physical memory available now, or ``None`` if unknown
-    (:func:`drflmodel._memory.available_memory`)."""
-    from ._memory import available_memory
-
-    return available_memory()
-
-
-def _check_memory(needed: int, what: str) -> None:
-    """Refuse an allocation of ``needed`` bytes that exceeds the memory available."""
-    available = _available_memory()
-    if available is not None and needed > available:
-        raise InvalidDataError(f"{what} need about {needed / 2**30:.1f} GiB but only {available / 2**30:.1f} GiB "
-                               "of memory is available; use fewer rows or features, or a machine with more memory")
+def _warn_constant_columns(X: np.ndarray, names: list, add_intercept: bool) -> None:
+    """Warn once about the feature columns that hold one value in every row (nothing that changes
+    the model is kept silently): such a column is an intercept -- a second one next to
+    ``add_intercept``'s -- penalized by the ridge term (``penalize_intercept=False`` frees only the
+    column named ``"intercept"``) and left unscaled by ``standardize`` (its deviation is 0)."""
+    if X.shape[0] < 2 or X.shape[1] == 0:
+        return
+    constant = [j for j in np.flatnonzero(np.ptp(X, axis=0) == 0)]
+    if not constant:
+        return
+    shown = ", ".join(f"{str(names[j])!r} (= {X[0, j]:g})" for j in constant[:5]) + (", ..." if len(constant) > 5 else "")
+    role = ("a second intercept next to add_intercept's" if add_intercept
+            else "an intercept (add_intercept=True adds the usual one)")
+    warnings.warn(f"feature column(s) {shown} hold one value in every row: each is {role}, penalized by "
+                  "l2 and not standardized; drop it from features unless that is what you want",
+                  UserWarning, stacklevel=3)
 
 
 class Client:
@@ -342,7 +344,9 @@ class Federation:
         label map, scaling), which the command line copies into the solution's ``info``. Errors
         name the column (missing column, missing values, a feature that cannot be encoded, a
         target without two classes, an empty client). A client with fewer rows than design
-        columns gets a ``UserWarning``: its own loss does not determine a model.
+        columns gets a ``UserWarning``: its own loss does not determine a model; so does a
+        constant feature column (one value in every row), which acts as a second intercept that
+        the ridge term penalizes and ``standardize`` leaves unscaled.
         """
         from . import _tabular as tab
 
@@ -368,6 +372,7 @@ class Federation:
             y, label_map = tab.class_target(cols, target), None
         else:
             y, label_map = tab.numeric_target(cols, target), None
+        _warn_constant_columns(X, feature_names, add_intercept)
         labels = tab.labels_column(cols, client, "client")
         declared = cols.categories(client)
         names = None if declared is None else sorted_unique(declared, f"categories of client column {client!r}")
@@ -516,10 +521,14 @@ class Federation:
     @cached_property
     def stacked(self) -> StackedData:
         """Zero-padded stacked arrays (see :class:`StackedData`). Raises
-        :class:`InvalidDataError` before allocating when they would not fit in the memory
-        available (naming the size and the estimate)."""
+        :class:`~drflmodel.errors.MemoryLimitError` before allocating when they would not fit in
+        the memory available (:func:`drflmodel._memory.check_memory`, the package's one memory
+        refusal: naming the size and the estimate)."""
         n, m, d = self.n_clients, int(self.sizes.max()), self.dim
-        _check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)")
+        from ._memory import check_memory
+
+        check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)",
+                     instead="use fewer rows or features, or a machine with more memory")
         X = np.zeros((n, m, d))
         y = np.zeros((n, m))
         mask = np.zeros((n, m))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._lazy import LazyModule
 from ._validation import check_int, check_real
-from .data import Federation
+from .data import Federation, StackedData
 from .errors import InvalidDataError, InvalidParameterError
 from .layout import ParameterLayout
 from .losses import Loss
@@ -153,6 +153,20 @@ class ClientObjectives:
     def dim(self) -> int:
         """:math:`P=Kd`, the length of :math:`\\theta`."""
         return self.n_features * self.n_outputs
+
+    @property
+    def stacked(self) -> StackedData:
+        """The rows held here, as the routes that need rows read them (their ``needs`` include
+        :data:`~drflmodel.problems.engine.queries.ROWS`; a federated server's objectives hold none):
+        the zero-padded stacked arrays ``X`` ``(n, m, d)``, ``y`` ``(n, m)``, ``mask`` ``(n, m)``
+        (1 on a row, 0 on padding) and ``sizes`` :math:`N_i` ``(n,)`` as floats. Read-only views of
+        the federation's :attr:`~drflmodel.data.Federation.stacked` (or of this subsample's rows)."""
+        views = []
+        for a in (self._X, self._y, self._mask, self._sizes):
+            v = a.view()
+            v.setflags(write=False)
+            views.append(v)
+        return StackedData(*views)
 
     @property
     def data_bytes(self) -> int:

@@ -57,6 +57,9 @@ __all__ = [
     "Integrated",
     "WEIGHT_SET_NAMES",
     "canonical_name",
+    "from_name",
+    "options_of",
+    "option_mismatch",
     "project_simplex",
     "project_box_simplex",
 ]
@@ -1188,3 +1191,65 @@ def canonical_name(name, what: str = "weights") -> str:
     if name not in WEIGHT_SET_NAMES:
         raise InvalidParameterError(f"{what} must be one of {', '.join(map(repr, WEIGHT_SET_NAMES))}; got {name!r}")
     return name
+
+
+def from_name(name, n: int, proportions=None, what: str = "weights", **options) -> WeightSet:
+    """The weight set ``name`` (:data:`WEIGHT_SET_NAMES`; a former name warns, see
+    :func:`canonical_name`) over ``n`` clients, with its ``options``: the one constructor behind a
+    TOML ``weights`` table and the scikit-learn estimators' ``weights=``.
+
+    * ``"simplex"``: :class:`Simplex` ``(n)``; ``"cvar"``: :class:`CVaR` ``(n, alpha)``;
+      ``"chi_square"``: :class:`ChiSquare` ``(n, rho)``; ``"qffl"``: :class:`QFFL` ``(n, q)``;
+    * ``"hcvar"``: :class:`HCVaR` ``(proportions, alpha)``;
+    * ``"lp_ball"``: :class:`LpBall` ``(center, radius, p=2)`` with ``center`` a vector, or
+      ``"proportions"`` (the default) or ``"uniform"`` (:math:`1/n` each).
+
+    ``proportions`` are the clients' sample shares :math:`p_i=N_i/N` (needed by ``hcvar`` and the
+    default ``lp_ball`` center). ``what`` names the argument in errors. A missing or unknown option
+    raises :class:`~drflmodel.errors.InvalidParameterError` naming it and the set's options."""
+    name = canonical_name(name, what)
+    options = dict(options)
+    unknown, missing = option_mismatch(name, options)
+    if unknown or missing:
+        listed = ", ".join(sum(options_of(name), ())) or "none"
+        raise InvalidParameterError(f"{unknown} is not an option of {what}={name!r} (its options: {listed})" if unknown
+                                    else f"{missing} is required by {what}={name!r} (its options: {listed})")
+    if name == "lp_ball":
+        center = options.pop("center", "proportions")
+        if isinstance(center, str):
+            if center not in ("proportions", "uniform"):
+                raise InvalidParameterError(f"center must be a vector, 'proportions' or 'uniform'; got {center!r}")
+            center = np.full(n, 1.0 / n) if center == "uniform" else proportions
+        if center is None:
+            raise InvalidParameterError(f"{what}={name!r} needs the clients' proportions for its center")
+        first = {"center": np.asarray(center, float)}
+    elif name == "hcvar":
+        if proportions is None:
+            raise InvalidParameterError(f"{what}={name!r} needs the clients' proportions")
+        first = {"p": np.asarray(proportions, float)}
+    else:
+        first = {"n": n}
+    cls = globals()[WEIGHT_SET_NAMES[name]]
+    return cls(**first, **options)
+
+
+def options_of(name) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(required, optional)``: the options :func:`from_name` takes for the weight set ``name``
+    (its constructor's parameters after the clients' count or proportions; ``lp_ball`` also takes
+    ``center``)."""
+    import inspect
+
+    cls = globals()[WEIGHT_SET_NAMES[canonical_name(name)]]
+    params = list(inspect.signature(cls.__init__).parameters.values())[2:]     # self, then n / p / center
+    required = tuple(p.name for p in params if p.default is inspect.Parameter.empty)
+    optional = tuple(p.name for p in params if p.default is not inspect.Parameter.empty)
+    return required, optional + (("center",) if cls is LpBall else ())
+
+
+def option_mismatch(name, options) -> tuple[str | None, str | None]:
+    """``(unknown, missing)``: the first of ``options`` that the weight set ``name`` does not take,
+    and the first option it requires that ``options`` lacks (``None`` when there is none)."""
+    required, optional = options_of(name)
+    unknown = sorted(set(options) - set(required) - set(optional))
+    missing = [o for o in required if o not in options]
+    return (unknown[0] if unknown else None), (missing[0] if missing else None)

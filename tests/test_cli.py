@@ -120,9 +120,10 @@ def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monke
     assert main(["verify", str(cfg)]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("optimal:") and "PASSED: ScaffPD vs dro" in out
-    assert "theory: linear, factor" in out and out.rstrip().endswith("wrote dro.verify.json")
-    assert len(out) < 5000 and err == ""
-    report = json.loads((work / "dro.verify.json").read_text())["report"]
+    # the report goes next to the configuration, not into the working directory (issue 43)
+    assert "theory: linear, factor" in out and out.rstrip().endswith(f"wrote {tmp_path / 'dro.verify.json'}")
+    assert len(out) < 5000 and err == "" and not (work / "dro.verify.json").exists()
+    report = json.loads((tmp_path / "dro.verify.json").read_text())["report"]
     assert report["passed"] and report["diagnosis"]["theory"]["kind"] == "linear"
     # --json: the JSON alone on standard output, the verdict on standard error
     assert main(["verify", str(cfg), "--json"]) == 0
@@ -140,9 +141,51 @@ def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monke
     (lambda t: t.replace("tol = 1e-8", "tol = 1e-8\nrate_margin = 1.5"), "'solver.rate_margin' must lie in [0, 1)"),
     (lambda t: t.replace("tol = 1e-8", 'tol = 1e-8\nexpected_rate = "fast"'), "'solver.expected_rate' must be one of"),
     (lambda t: t.replace("tol = 1e-8", "tol = -1e-8"), "'solver.tol' must be positive"),
+    # issue 43: TOML keys, not Python's keyword-argument text
+    (lambda t: t.replace("l2 = 0.1", "l2 = 0.1, lam = 1"),
+     "unknown key 'problem.options.lam' for family = \"dro\" (allowed: l2, penalize_intercept)"),
+    (lambda t: t.replace('family = "dro"', 'family = "fafl"').replace(
+        'weights = { name = "chi_square", rho = 0.5 }', ""),
+     "missing key 'problem.options.alpha' (required by family = \"fafl\")"),
+    (lambda t: t.replace("rho = 0.5", "rho = 0.5, eta = 1"),
+     "unknown key 'problem.weights.eta' for name = \"chi_square\" (allowed: name, rho)"),
+    (lambda t: t.replace(", rho = 0.5", ""), "missing key 'problem.weights.rho' (required by name = \"chi_square\")"),
+    (lambda t: t.replace("local_steps = 5", "local_step = 5"), "unknown key 'solver.options.local_step' for name = \"ScaffPD\""),
+    (lambda t: t.replace("seed = 0 }", "seed = 0, clients = 2 }"), "unknown key 'data.options.clients' for source ="),
+    (lambda t: t.replace("[problem]", '[solve]\nmethod = "newtn"\n\n[problem]'),
+     "'solve.method' must be one of auto, hessian_free, sqp, newton, active_set, conic, bundle (the routes of "
+     "family = \"dro\"); got 'newtn'"),
+    (lambda t: t.replace("[problem]", "[solve]\ngap_tol = 0\n\n[problem]"), "'solve.gap_tol' must be a positive number"),
+    (lambda t: t.replace("[problem]", '[solve]\nsolver = "nope"\n\n[problem]'), "'solve.solver': unknown solver 'nope'"),
+    (lambda t: t.replace("[problem]", '[solve]\nmethod = "sqp"\noptions = { steps = 3 }\n\n[problem]'),
+     "'solve.options': unknown option(s) 'steps' for method 'sqp'; valid options: max_steps, tol"),
+    (lambda t: t.replace('family = "dro"', 'family = "dro"\nA = { name = "simplex" }'),
+     "'problem.A' is not used with family = \"dro\" (its weight-set keys are weights)"),
 ])
 def test_argument_errors_name_the_toml_key(tmp_path, capsys, edit, message):
     cfg = _write(tmp_path, edit(VERIFY))
     assert main(["verify", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("drflmodel: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_the_solve_table_and_its_flags_choose_the_route(tmp_path, capsys):
+    """[solve] method/gap_tol reach Problem.solve; --method and --gap-tol override them, and an error
+    about a flag names the flag. The forced routes agree with each other (independent certificates)."""
+    table = GOOD.replace("[problem]", '[solve]\nmethod = "conic"\ngap_tol = 1e-7\n\n[problem]')
+    cfg = _write(tmp_path, table)
+    out = tmp_path / "conic.json"
+    assert main(["solve", str(cfg), "--out", str(out)]) == 0
+    conic = json.loads(out.read_text())["solution"]
+    assert conic["info"]["method"] == "conic" and conic["status"] == "optimal"
+    assert main(["solve", str(cfg), "--method", "sqp", "--gap-tol", "1e-9", "--out", str(out)]) == 0
+    sqp = json.loads(out.read_text())["solution"]
+    assert sqp["info"]["method"] == "sqp" and sqp["status"] == "optimal"
+    assert sqp["upper_bound"] - sqp["lower_bound"] <= 1e-9 * max(1.0, abs(sqp["upper_bound"]))
+    assert abs(sqp["value"] - conic["value"]) <= 1e-6 * max(1.0, abs(conic["value"]))
+    capsys.readouterr()
+    assert main(["solve", str(cfg), "--method", "simplex"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("drflmodel: error: '--method' (solve.method) must be one of auto, ") and "got 'simplex'" in err
+    assert main(["solve", str(cfg), "--gap-tol", "-1"]) == 2
+    assert "'--gap-tol' (solve.gap_tol) must be a positive number; got -1.0" in capsys.readouterr().err

@@ -218,10 +218,14 @@ def test_public_names():
 
 
 def test_stacked_data_too_large_for_memory_is_refused_before_allocating(monkeypatch):
-    """Issue 23: a problem too large for memory is an error naming the size and the estimate."""
-    from drflmodel import data as data_module
+    """Issue 23: a problem too large for memory is an error naming the size and the estimate; issue
+    42: the package's one memory refusal (drflmodel._memory.check_memory, MemoryLimitError)."""
+    from drflmodel import _memory
+    from drflmodel.errors import MemoryLimitError
 
     fed = dm.datasets.synthetic_regression(n_clients=3, dim=4, samples=50, seed=0)
-    monkeypatch.setattr(data_module, "_available_memory", lambda: 1000)
-    with pytest.raises(dm.InvalidDataError, match=r"3 clients x 50 rows x 4 features.*GiB.*available"):
+    monkeypatch.setattr(_memory, "available_memory", lambda: 1000)
+    monkeypatch.setattr(_memory, "MIN_REFUSED_BYTES", 0)
+    with pytest.raises(MemoryLimitError, match=r"3 clients x 50 rows x 4 features.*needs about 7.03 KiB but "
+                                               r"1000 B of memory is available.*fewer rows"):
         fed.stacked

@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 
 import drflmodel as dm
 from drflmodel import losses as L
-from drflmodel.errors import InvalidDataError, InvalidParameterError
+from drflmodel.errors import InvalidDataError, InvalidParameterError, NotConvexError
 from drflmodel.layout import ParameterLayout
 from drflmodel.objectives import ClientObjectives
 
@@ -298,9 +298,12 @@ def test_bad_multiclass_input_is_refused_by_name():
         dm.FederatedDRO(fed, L.Multinomial(), dm.sets.Simplex(2), penalize_intercept="no")
     with pytest.raises(InvalidParameterError, match="multiclass"):
         dm.FederatedDRO(fed, L.Logistic(), dm.sets.Simplex(2))
-    with pytest.raises(InvalidParameterError, match="Multinomial"):
-        dm.WassersteinDRFL(fed, L.Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(2))
-    # RelativeFairness accepts the softmax loss (tests/problems/test_relative_multiclass.py)
+    with pytest.raises(NotConvexError, match="Multinomial on a bounded support"):
+        dm.WassersteinDRFL(fed, L.Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(2),
+                           support="box")
+    # WassersteinDRFL (tests/problems/test_wasserstein_multiclass.py) and RelativeFairness
+    # (tests/problems/test_relative_multiclass.py) accept the softmax loss
+    assert dm.WassersteinDRFL(fed, L.Multinomial(), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(2)).dim == 6
     assert dm.RelativeFairness(fed, L.Multinomial(), A=dm.sets.Simplex(2), B=dm.sets.Simplex(2), phi=0.1).dim == 6
 
 
@@ -318,7 +321,8 @@ def test_client_accuracies_match_a_direct_count():
 
 def test_unpenalized_intercept_in_relative_fairness_and_refusals_elsewhere():
     """RelativeFairness takes penalize_intercept (phi = 0 is the FederatedDRO problem with the same
-    penalty); Wasserstein and DEO refuse it with the reason."""
+    penalty); WassersteinDRFL takes it (the intercept column is then not transported:
+    tests/problems/test_wasserstein_multiclass.py); DEO refuses it with the reason."""
     fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=[20, 30, 25], seed=3)
     fed = dm.Federation.from_arrays([dm.datasets.add_intercept(c.X) for c in fed.clients],
                                     [c.y for c in fed.clients])
@@ -329,9 +333,9 @@ def test_unpenalized_intercept_in_relative_fairness_and_refusals_elsewhere():
     assert rel.status == dro.status == "optimal"
     assert rel.value == pytest.approx(dro.value, rel=1e-7)
     assert dro.value < penalized.value - 1e-6           # the free intercept lowers the optimum
-    with pytest.raises(InvalidParameterError, match="WassersteinDRFL does not support penalize_intercept=False"):
-        dm.WassersteinDRFL(fed, L.Huber(1.0), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3),
-                           penalize_intercept=False)
+    free = dm.WassersteinDRFL(fed, L.Huber(1.0), radius=0.1, kappa=1.0, norm=1, weights=dm.sets.Simplex(3),
+                              penalize_intercept=False)
+    assert fed.intercept_column not in free.model.moved
     vfed = dm.datasets.synthetic_vertical(n_samples=60, dim=4, n_parties=2, seed=0)
     with pytest.raises(InvalidParameterError, match="DEOConstrained does not support penalize_intercept=False"):
         dm.DEOConstrained(vfed, L.Logistic(), eps=0.1, penalize_intercept=False)

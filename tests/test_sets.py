@@ -911,3 +911,30 @@ def test_one_name_per_weight_set_and_the_former_name_warns(tmp_path):
     with pytest.warns(DeprecationWarning, match="weights='chi2' is now weights='chi_square'"):
         former = FederatedDRORegressor(weights="chi2", rho=0.5).fit(X, y, clients=site)
     np.testing.assert_array_equal(former.coef_, new.coef_)
+
+
+def test_from_name_builds_the_set_the_constructor_builds_and_names_a_wrong_option():
+    """``sets.from_name`` (the one constructor behind TOML tables and the estimators) against each
+    class's own constructor: the same set (same repr and the same worst case on random losses)."""
+    import drflmodel as dm
+
+    p = np.array([0.2, 0.3, 0.5])
+    direct = {"simplex": (dm.sets.Simplex(3), {}), "cvar": (dm.sets.CVaR(3, 0.5), {"alpha": 0.5}),
+              "chi_square": (dm.sets.ChiSquare(3, 0.1), {"rho": 0.1}), "qffl": (dm.sets.QFFL(3, 2.0), {"q": 2.0}),
+              "hcvar": (dm.sets.HCVaR(p, 0.6), {"alpha": 0.6}),
+              "lp_ball": (dm.sets.LpBall(p, 0.1, 1), {"radius": 0.1, "p": 1})}
+    assert set(direct) == set(dm.sets.WEIGHT_SET_NAMES)
+    losses = np.random.default_rng(0).uniform(0, 2, size=3)
+    for name, (want, options) in direct.items():
+        got = dm.sets.from_name(name, 3, p, **options)
+        assert repr(got) == repr(want)
+        assert np.isclose(got.worst_case(losses)[0], want.worst_case(losses)[0], rtol=1e-12)
+    uniform = dm.sets.from_name("lp_ball", 3, p, radius=0.1, center="uniform")
+    assert np.allclose(uniform.center, 1 / 3)
+    with pytest.raises(dm.InvalidParameterError, match=r"^alpha is required by weights='cvar' \(its options: alpha\)"):
+        dm.sets.from_name("cvar", 3)
+    with pytest.raises(dm.InvalidParameterError, match=r"^beta is not an option of weights='hcvar' \(its options: alpha, "
+                                                        r"clip_alpha\)"):
+        dm.sets.from_name("hcvar", 3, p, alpha=0.5, beta=1)
+    with pytest.raises(dm.InvalidParameterError, match="center must be a vector, 'proportions' or 'uniform'"):
+        dm.sets.from_name("lp_ball", 3, p, radius=0.1, center="middle")

@@ -81,5 +81,5 @@ def test_bad_variant_values_are_one_line_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("drflmodel: error: 'solver.options.clients_per_round': clients_per_round") and err.count("\n") == 1
     path = _config(tmp_path, DRO, "FedAvg", "{ rounds = 5, clients_per_round = 2 }")
-    with pytest.raises(ConfigError, match="'solver.options' do not fit FedAvg"):
+    with pytest.raises(ConfigError, match="unknown key 'solver.options.clients_per_round' for name = \"FedAvg\" \\(allowed: "):
         build_solver(load_config(path, need_solver=True))

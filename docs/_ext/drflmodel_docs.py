@@ -240,6 +240,7 @@ API_MODULES = [
     ("client_oracle", "drflmodel.client_oracle", "The client-oracle interface (in process and federated)"),
     ("plots", "drflmodel.plots", "Figures"),
     ("errors", "drflmodel.errors", "Errors and warnings"),
+    ("cli", "drflmodel.cli", "The command line: drflmodel tour, solve, verify"),
     ("flower", "drflmodel.flower", "Flower integration (extra ``flower``)"),
     ("sklearn", "drflmodel.sklearn", "scikit-learn estimators (extra ``sklearn``)"),
 ]
@@ -352,15 +353,14 @@ def config_reference_rst() -> list[str]:
     lines += _table(["value", "class", "``loss.options``"], rows)
     # families
     rows = []
-    for family, clsname in _config.FAMILY_CLASSES.items():
-        cls = getattr(dm, clsname)
-        skip = {"dro": 3, "wasserstein": 2, "relative": 2}.get(family, 2)
-        opts = _signature_options(cls, skip)
-        if family == "wasserstein":
-            opts = opts.replace("``weights``, ", "")
-        if family == "relative":
-            opts = opts.replace("``A``, ``B``, ", "")
-        rows.append([f'``"{family}"``', f":class:`drflmodel.{clsname}`", opts])
+    from drflmodel.problems.registry import FAMILIES
+
+    for family, entry in FAMILIES.items():       # the registry: each family's class and weight-set keys
+        opts = _signature_options(entry.load(), 2)   # after (federation, loss)
+        for key in entry.weight_keys:
+            opts = opts.replace(f"``{key}``, ", "")
+        keys = f" (weight-set keys: {', '.join(f'``problem.{k}``' for k in entry.weight_keys)})" if entry.weight_keys else ""
+        rows.append([f'``"{family}"``', f":class:`drflmodel.{entry.cls}`{keys}", opts])
     lines += ["``problem.family``", "~~~~~~~~~~~~~~~~~~", ""]
     lines += _table(["value", "class", "``problem.options``"], rows)
     # weight sets

@@ -8,15 +8,18 @@ Each output sits between markers in the README (the documentation's pages includ
     ```
     <!-- /output: NAME -->
 
-and is produced here by running what the README says, as a user would:
+and is produced here by running what the README says as a reader would: each block in a fresh
+Python interpreter started in the repository's root, with no seed set for it (a block that draws
+random numbers seeds itself) and no network (:data:`NO_NETWORK`: Hugging Face offline and every
+HTTP(S) proxy pointed at a closed local port, so a block that needs the network fails at once):
 
-* ``quickstart`` -- the README's quickstart block (the ``python`` block), executed;
+* ``quickstart`` -- the README's quickstart block (the ``python`` block);
 * ``clinics`` -- ``drflmodel verify examples/data/clinics.toml`` from a copy of the repository's
   ``examples/data`` (the shipped ``clinics.csv``);
 * ``graded`` -- the README's ``python run-graded`` block: Flower's scikit-learn quickstart
-  (``examples/flower_sklearn``) graded in process, on the offline copy of its data set
-  (``examples/flower_sklearn/offline_iris.py``), with Python's and NumPy's global generators seeded
-  with 0 (the app's SAGA epochs and Flower's client sampling draw from them).
+  (``examples/flower_sklearn``, its iris a local copy of scikit-learn's:
+  ``examples/flower_sklearn/offline_iris.py``) graded in process; the block passes ``seed=0`` to
+  ``run_app`` (the app's SAGA epochs and Flower's node sampling draw from the global generators).
 
 Usage::
 
@@ -31,10 +34,7 @@ character exactly.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -66,54 +66,46 @@ def shown(name: str, text: str | None = None) -> str:
     return text[a:text.index(end, a)]
 
 
-def _seeded():
-    random.seed(0)
-    import numpy as np
+#: the environment of every run: Hugging Face offline, HTTP(S) through a closed local port
+NO_NETWORK = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+              **{k: "http://127.0.0.1:9" for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                                                    "all_proxy", "ALL_PROXY")},
+              "no_proxy": "", "NO_PROXY": ""}
 
-    np.random.seed(0)
+
+def run(argv: list[str], cwd=ROOT, timeout: float = 900) -> str:
+    """``python argv`` in a fresh interpreter, in ``cwd``, with this repository's package first on
+    the path and :data:`NO_NETWORK`; its standard output (its error output too if it fails)."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, **NO_NETWORK, "HF_HOME": str(Path(home) / "hf-home"),
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        for key in ("PYTHONHASHSEED", "PYTHONSTARTUP"):
+            env.pop(key, None)
+        proc = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(argv)[:80]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def run_block(tag: str) -> str:
+    """The README's block ```` ```tag ```` run as a script from the repository's root."""
+    return run(["-c", block(tag)])
 
 
 def quickstart() -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(block("python"), "README.md", "exec"), {})
-    return out.getvalue()
+    return run_block("python")
 
 
 def clinics() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(ROOT / "examples" / "data", Path(tmp) / "examples" / "data",
                         ignore=shutil.ignore_patterns("*.json", "__pycache__"))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        proc = subprocess.run([sys.executable, "-m", "drflmodel.cli", "verify", "examples/data/clinics.toml"],
-                              cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
-    return proc.stdout
+        return run(["-m", "drflmodel.cli", "verify", "examples/data/clinics.toml"], cwd=tmp)
 
 
 def graded() -> str:
-    """The ``run-graded`` block in a temporary directory holding the offline data set."""
-    sys.path.insert(0, str(ROOT / "examples" / "flower_sklearn"))
-    try:
-        from offline_iris import write_offline_iris
-    finally:
-        sys.path.pop(0)
-    code = block("python run-graded").replace('"examples/flower_sklearn"', repr(str(ROOT / "examples" / "flower_sklearn")))
-    with tempfile.TemporaryDirectory() as tmp:
-        saved_env, saved_cwd = dict(os.environ), os.getcwd()
-        os.environ.update(write_offline_iris(tmp))
-        os.chdir(tmp)
-        out = io.StringIO()
-        try:
-            _seeded()
-            with contextlib.redirect_stdout(out):
-                exec(compile(code, "README.md", "exec"), {})
-        finally:
-            os.chdir(saved_cwd)
-            os.environ.clear()
-            os.environ.update(saved_env)
-            for name in [m for m in sys.modules if m == "graded" or m.startswith("sklearnexample")]:
-                del sys.modules[name]
-    return out.getvalue()
+    return run_block("python run-graded")
 
 
 OUTPUTS = {"quickstart": quickstart, "clinics": clinics, "graded": graded}

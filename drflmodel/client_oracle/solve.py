@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -27,12 +28,34 @@ from .server import DeclaredFederation
 
 __all__ = ["federated_solve", "server_problem", "SUPPORTED"]
 
-#: what the federated solve supports, and why the other families are refused
-SUPPORTED = {
-    "FederatedDRO": "every weight set; smooth losses by SQP, the squared loss from sufficient "
-                    "statistics, non-smooth losses by a level bundle method",
-    "FairnessAwareFL": "as FederatedDRO (its weight set is HCVaR)",
-}
+class _Supported(Mapping):
+    """The families with a federated solve: class name -> what it does (the registry entry's
+    ``federated`` text), derived whenever read from the one answer -- the class's
+    ``federated_refusal`` (``None``: its routes' needs are answerable by clients), which
+    ``problem.check_federated`` also reads; the classes are imported only then (no CVXPY at import
+    time of :mod:`drflmodel.client_oracle`)."""
+
+    def _table(self) -> dict:
+        from ..problems.registry import FAMILIES
+
+        return {f.cls: f.federated or "its routes whose query needs the clients answer"
+                for f in FAMILIES.values() if getattr(f.load(), "federated_refusal", "") is None}
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+    def __repr__(self):
+        return f"SUPPORTED({self._table()!r})"
+
+
+#: what the federated solve supports (class name -> how), from the family registry and each class
+SUPPORTED: Mapping[str, str] = _Supported()
 
 
 #: the query each kind is asked by (the name a refusal shows)
@@ -151,32 +174,37 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
       client's answers, so it is not returned;
     * a client that did not answer within the retry budget (an error, a lost message, a timeout):
       ``"failed"`` -- or, when a certificate over **every** client was completed before the fault,
-      that certificate (the best one, kept by the problem in ``cache("certificates")``) with the
-      status its gap gives.
+      that certificate (the best one: ``server.best_certificate()``, which the client-weight
+      min-max families keep) with the status its gap gives.
 
     A bound is never computed over part of the federation."""
     from ..problems.engine.route import dispatch
     from ..solution import Solution, status_from_gap
     from .validation import CheckedChannel
 
+    if not (callable(getattr(channel, "ask", None)) and hasattr(channel, "n_clients")):
+        raise InvalidParameterError(
+            "channel must be a drflmodel.client_oracle.Channel (e.g. LocalChannel.from_problem(problem), or "
+            f"drflmodel.flower.certified_solve / solve_on_grid over Flower); got {type(channel).__name__}")
     if not isinstance(check_answers, bool):
         raise InvalidParameterError(f"check_answers must be True or False; got {check_answers!r}")
     started = time.perf_counter()
     if check_answers and not isinstance(channel, CheckedChannel):
         channel = CheckedChannel(channel, getattr(problem, "loss", None))
     declared, replies = _declare(channel, getattr(problem, "loss", None))
-    server, available, kept = None, None, {}
+    server, available = None, None
     try:
         server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
         available = available_kinds(replies, server.loss, server.objectives)
-        kept = server.cache("certificates")
-        kept.clear()                                     # this solve's certificates only
+        if hasattr(server, "forget_certificates"):
+            server.forget_certificates()                 # this solve's certificates only
         sol = dispatch(server, server.routes(), method=method, gap_tol=gap_tol, options=options,
                        available=available)
         fault = None
     except ClientFault as exc:
         fault = exc.to_dict()
-        best = kept.get("best") if exc.kind == "no answer" else None
+        keeps = exc.kind == "no answer" and server is not None and hasattr(server, "best_certificate")
+        best = server.best_certificate() if keeps else None
         if best is not None:
             sol = best
             sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, gap_tol)

@@ -43,8 +43,20 @@ switch when it is first imported.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from ._hygiene import network_hygiene
+
+
+def _install_hint(extra: str = "flower") -> str:
+    """The command that installs drflmodel's ``extra``: from a clone of the repository (drflmodel
+    imported from a source tree with its ``pyproject.toml``), ``pip install -e ".[extra]"`` in that
+    folder; otherwise ``pip install "drflmodel[extra]"`` (from PyPI)."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "drflmodel" / "__init__.py").is_file():
+        return f'pip install -e ".[{extra}]" (in {root}, the clone drflmodel runs from)'
+    return f'pip install "drflmodel[{extra}]"'
+
 
 network_hygiene()          # before Flower is imported: it reads its telemetry switch at import
 
@@ -52,8 +64,7 @@ try:
     import flwr  # noqa: F401
 except ImportError as exc:  # exercised in a subprocess test (tests/flower/test_package.py)
     raise ImportError(
-        "drflmodel.flower needs Flower (flwr), which is not installed: "
-        'pip install "drflmodel[flower]"') from exc
+        f"drflmodel.flower needs Flower (flwr), which is not installed: {_install_hint('flower')}") from exc
 
 _LAZY = {
     "FlowerRun": ("drflmodel.flower.engine", "FlowerRun"),

@@ -33,5 +33,5 @@ class Port:
 
 def batch_size(solver) -> int:
     """The solver's minibatch size for the clients' config (0 = exact gradients)."""
-    b = solver._batch_size()
+    b = solver.minibatch_size()
     return 0 if b is None else int(b)

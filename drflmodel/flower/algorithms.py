@@ -4,11 +4,16 @@ Each port runs the **same** round as the simulator solver it ports, split at the
 boundary: the server part is here, the client part is an operation of
 :mod:`drflmodel.flower.client`. The math is not re-derived: the initial state (schedule objects
 with their constants, :math:`\lambda^0`, step sizes, the dual-step function, the box, ...) comes
-from the simulator solver's own ``_initialize``, the dual steps are the weight sets' ``prox`` /
-``project``, rFedFair's client sampling is the solver's ``_select`` and its :math:`\eta_0` the
-solver module's ``hcvar_eta``. What is written here is the few lines of server-side algebra of
-each round (the papers' equations cited per class), keeping the simulator's state keys, so the
-:class:`~drflmodel.solvers.Trace` of a Flower run records the same iterates.
+from the simulator solver's public ``Solver.start``, and each round ends in the solver's own
+public server step, which the simulator's round calls too (``ScaffPD.server_step`` /
+``ScaffPDIA.server_step`` after :func:`~drflmodel.solvers.scaffpd.dual_ascent` and
+:func:`~drflmodel.solvers.scaffpd.normalized_control`, ``DRFA.server_step``,
+``StochasticAFL.server_step``, ``RFedFair.sample_clients`` / ``server_step``; rFedFair's
+:math:`\eta_0` is the solver module's ``hcvar_eta``). What is written here is the exchange of
+each round -- who receives what, and the aggregation of the replies with fault handling
+(:func:`~drflmodel.flower._exchange.combine`) -- and, for FedAvg, FedProx, Scaffold and q-FedAvg,
+their one-line model update (the papers' equations cited per class), keeping the simulator's
+state keys, so the :class:`~drflmodel.solvers.Trace` of a Flower run records the same iterates.
 
 Messages per round (the simulator's ``Trace.info["comm_schedule"]``, checked by the tests):
 
@@ -35,12 +40,11 @@ drops the paper's rate claim for such a run.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from ..errors import InvalidParameterError
 from ..solvers.sampling import sample_by_weights, sample_uniform, sampling_probabilities
+from ..solvers.scaffpd import dual_ascent, normalized_control
 from ._exchange import Exchange, combine, losses_or_stale
 from ._port import Port, batch_size
 from .vertical import FairVFLPort, FedBCDPort
@@ -61,13 +65,8 @@ def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, ex: Ex
     n = ex.n
     up = ex.send("train.losses_controls", {"model": x}, {"batch-size": batch})
     L = losses_or_stale(up, "losses", L_prev, n)
-    L_prev = L if L_prev is None else L_prev
-    s = (1.0 + extrap) * L - extrap * L_prev
-    lam_next = np.asarray(dual_step(lam + sigma * s, sigma), float)
-    c = combine(lam_next, up, "controls", range(n))
-    if normalize:
-        tot = float(lam_next.sum())
-        c = c / tot if tot > 0 else np.zeros_like(c)
+    lam_next = dual_ascent(lam, L, L_prev, sigma, extrap, dual_step)
+    c = normalized_control(combine(lam_next, up, "controls", range(n)), lam_next, normalize)
     eta = tau / (J * global_step)
     du = ex.send("train.corrected_steps", {"control": c},
                  {"eta": eta, "steps": J, "batch-size": batch}, to=up)
@@ -96,12 +95,7 @@ class ScaffPDPort(Port):
         x_next, lam_next, L = primal_dual_round(
             state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
             solver.global_step, ex, state["set"].prox, state["normalize"], batch_size(solver))
-        w = state["schedule"].weight(r)
-        state["_wsum"] += w
-        state["_xsum"] = state["_xsum"] + w * x_next
-        state.update(theta=x_next, weights=lam_next, L_prev=L, client_losses=L, tau=tau,
-                     sigma=sigma, extrapolation=ext, theta_avg=state["_xsum"] / state["_wsum"])
-        return state
+        return solver.server_step(r, state, x_next, lam_next, L, tau, sigma, ext)
 
 
 class ScaffPDIAPort(Port):
@@ -119,15 +113,7 @@ class ScaffPDIAPort(Port):
         x_next, lam_next, L = primal_dual_round(
             state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, solver.local_steps,
             state["beta"], ex, state["dual"], False, batch_size(solver))
-        active = 0.0
-        if state["box"] is not None:
-            lo, hi = state["box"]
-            proj = np.minimum(np.maximum(x_next, lo), hi)
-            active = float(not np.array_equal(proj, x_next))
-            x_next = proj
-        state.update(theta=x_next, weights=lam_next, L_prev=L, client_losses=L, tau=tau,
-                     sigma=sigma, extrapolation=ext, projection_active=active)
-        return state
+        return solver.server_step(r, state, x_next, lam_next, L, tau, sigma, ext)
 
 
 class DRFAPort(Port):
@@ -156,12 +142,7 @@ class DRFAPort(Port):
             state["_losses"] = L
         else:
             x_next, L = self._sampled_round(state, ex, solver, rng)
-        step = state["gamma"] * J
-        lam_next = np.asarray(state["set"].prox(lam + step * L, step), float)
-        k = r + 1
-        state["theta_avg"] = state["theta_avg"] + (x_next - state["theta_avg"]) / k
-        state.update(theta=x_next, weights=lam_next)
-        return state
+        return solver.server_step(r, state, x_next, L)
 
     @staticmethod
     def _sampled_round(state, ex, solver, rng):
@@ -222,7 +203,7 @@ class StochasticAFLPort(Port):
             v = _unbiased_losses({i: up[i] for i in U if i in up}, n, m)
             state["sampled"] = mult
             state["loss_clients"] = np.isin(np.arange(n), U).astype(float)
-        return solver._descent_ascent(r, state, x, g, v)
+        return solver.server_step(r, state, x, g, v)
 
 
 class FedAvgPort(Port):
@@ -307,8 +288,8 @@ class RFedFairPort(Port):
     on :math:`\hat f^{\mu,i}` (exact loss in the sigmoid weight; the gradient exact, or a minibatch
     from the client's own generator when the solver has a ``batch_size``); the server averages :math:`(\omega,\eta)` with weights :math:`p_i`
     (full) or the multiplicities of :math:`K` draws with replacement by :math:`p` (partial,
-    drawn by the solver's ``_select`` from the server's generator), and keeps the ergodic
-    averages of Theorem 1."""
+    drawn by the solver's ``sample_clients`` from the server's generator), and keeps the ergodic
+    averages of Theorem 1 (the solver's ``server_step``)."""
 
     solver = "RFedFair"
     handled = frozenset({"rounds", "mu", "iterations", "local_steps", "participation",
@@ -324,21 +305,13 @@ class RFedFairPort(Port):
             else:
                 state["eta"] = float(solver.params["eta0"])
             state["info"]["eta0"] = state["eta"]
-        weights, members, mult = solver._select(state, SimpleNamespace(n=ex.n, rng=rng))
+        weights, members, mult = solver.sample_clients(state, ex.n, rng)
         config = {"steps": 1 if r == 0 else solver.local_steps, "beta": state["beta"], "mu": solver.mu,
                   "batch-size": batch_size(solver)}
         per_client = {int(i): {"alpha": float(state["alpha"][i])} for i in members}
         up = ex.send("train.smoothed_steps", {"model+eta": np.append(state["theta"], state["eta"])},
                      config, to=members, per_client=per_client)
-        avg = combine(weights, up, "update", members)
-        theta, eta = avg[:-1], float(avg[-1])
-        k = state["_n"] + 1
-        state.update(theta=theta, eta=eta, _n=k, participants=mult,
-                     theta_avg=state["theta_avg"] * ((k - 1) / k) + theta / k if k > 1 else theta.copy(),
-                     eta_avg=state["eta_avg"] * ((k - 1) / k) + eta / k if k > 1 else eta)
-        if r == solver.rounds - 1:
-            state["info"].update(theta_ergodic=state["theta_avg"], eta_ergodic=state["eta_avg"])
-        return state
+        return solver.server_step(r, state, combine(weights, up, "update", members), mult)
 
 
 #: simulator solver name -> its Flower port

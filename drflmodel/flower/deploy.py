@@ -40,11 +40,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from .._validation import check_int
+from . import _install_hint
 from ..errors import InvalidParameterError
 from ._hygiene import HYGIENE_ENV
 from ._net import descendants, free_port
@@ -144,8 +146,12 @@ def grade_against_oracle(trace, oracle):
     return report
 
 
-#: families whose clients compute the plain f_i of drflmodel.objectives (the light client path)
-_LIGHT_FAMILIES = ("dro", "fafl", "relative")
+def _light_families() -> tuple[str, ...]:
+    """Families whose clients compute the plain f_i of drflmodel.objectives (the light client path):
+    the registry entries marked ``light_client``."""
+    from ..problems.registry import FAMILIES
+
+    return tuple(f.name for f in FAMILIES.values() if f.light_client)
 
 
 class _RowsView:
@@ -187,7 +193,7 @@ def config_client_app(app_dir):
     def parts(context):
         cfg = load_config(_config_path(app_dir, context))
         family = cfg["problem"]["family"]
-        if family not in _LIGHT_FAMILIES:
+        if family not in _light_families():
             return build_problem(cfg), None
         fed = build_federation(cfg)
         loss = losses.get(cfg["loss"]["name"], **cfg["loss"].get("options", {}))
@@ -217,22 +223,56 @@ def config_client_app(app_dir):
     return with_oracle(client_app(view), site, policy)
 
 
-def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None):
+@contextmanager
+def _warnings_only(verbose):
+    """Within the block Flower's logger passes only warnings and errors (:func:`run_app`), unless
+    ``verbose`` is ``True`` or is ``None`` and the user configured Flower's logger."""
+    import logging
+
+    from ._logs import user_configured
+
+    logger = logging.getLogger("flwr")
+    if verbose or (verbose is None and user_configured(logger)):
+        yield
+        return
+    quiet = logging.Filter()
+    quiet.filter = lambda record: record.levelno >= logging.WARNING
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbose: bool | None = None,
+            seed: int | None = None):
     """Run a Flower App directory in this process, like ``flwr run`` but on the in-process grid:
     its ``ServerApp`` and ``ClientApp`` from the ``[tool.flwr.app.components]`` of its
     ``pyproject.toml`` (imported with ``app_dir`` on ``sys.path``), its run config from
     ``[tool.flwr.app.config]`` updated with ``run_config``, supernode *i* with ``partition-id = i``.
     Returns the ``ServerApp`` (e.g. a :func:`~drflmodel.flower.app_grading.graded` app, whose
-    ``report`` then holds the verdict). Flower's per-round INFO log stays off the terminal unless
-    you configured Flower's logger or pass ``verbose=True``; Flower's warnings and drflmodel's own
-    lines always show."""
+    ``report`` then holds the verdict). The run is quiet: only warnings and errors reach the
+    terminal -- not Flower's per-round INFO log, nor drflmodel's INFO lines (the oracle, one line per
+    graded round, the verdict: the returned app's ``solution`` and ``report`` hold them) -- unless you
+    configured Flower's logger or pass ``verbose=True`` (everything, as ``flwr run`` shows it).
+
+    ``seed`` seeds Python's ``random`` and NumPy's global generator before the run: an app that
+    draws from them (scikit-learn estimators with ``random_state=None``, e.g. a SAGA epoch's order;
+    a strategy's choice of nodes) then gives the same numbers on every run; ``None`` leaves them as
+    they are."""
     import importlib
+    import random
 
     from flwr.app import Context, RecordDict
     from flwr.cli.config_utils import load_and_validate
 
     from .grid import LocalGrid
 
+    if not isinstance(app_dir, (str, os.PathLike)) or not (Path(app_dir) / "pyproject.toml").is_file():
+        raise InvalidParameterError(f"app_dir must be a Flower App directory (holding a pyproject.toml); got {app_dir!r}")
+    num_supernodes = check_int(num_supernodes, "num_supernodes", low=1)
+    if seed is not None:
+        seed = check_int(seed, "seed", low=0)
     app_dir = Path(app_dir).resolve()
     config, _warnings = load_and_validate(app_dir / "pyproject.toml", check_module=False)
     app_table = config["tool"]["flwr"]["app"]
@@ -249,8 +289,10 @@ def run_app(app_dir, num_supernodes: int, run_config: dict | None = None, verbos
 
     server = component(app_table["components"]["serverapp"])
     client = component(app_table["components"]["clientapp"])
-    with LocalGrid(client, check_int(num_supernodes, "num_supernodes", low=1), run_config=fused,
-                   verbose=verbose) as grid:
+    with _warnings_only(verbose), LocalGrid(client, num_supernodes, run_config=fused, verbose=verbose) as grid:
+        if seed is not None:
+            random.seed(seed)
+            np.random.seed(seed)
         server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(),
                              run_config=fused))
     return server
@@ -310,6 +352,16 @@ class LocalDeployment:
         if supernode_auth and tls is None:
             raise InvalidParameterError("supernode_auth=True needs tls (Flower authenticates SuperNodes over "
                                         "TLS connections only): pass tls=True or a TLSFiles")
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float, np.integer, np.floating)) \
+                or not 0 < float(start_timeout) <= 3600:
+            raise InvalidParameterError(f"start_timeout must be a number of seconds in (0, 3600]; got {start_timeout!r}")
+        if workdir is not None:
+            if not isinstance(workdir, (str, os.PathLike)):
+                raise InvalidParameterError(f"workdir must be a directory path (str or Path) or None for a new "
+                                            f"temporary one; got {type(workdir).__name__} {workdir!r}")
+            if Path(workdir).exists() and not Path(workdir).is_dir():
+                raise InvalidParameterError(f"workdir must be a directory (existing or to be made); {workdir} "
+                                            "is a file")
         self._tmp = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="drflmodel-flower-")
@@ -340,8 +392,7 @@ class LocalDeployment:
     def _bin(self, name: str) -> str:
         path = Path(sys.executable).parent / name
         if not path.exists():
-            raise InvalidParameterError(f"{name} not found next to {sys.executable}: "
-                                        'pip install "drflmodel[flower]"')
+            raise InvalidParameterError(f"{name} not found next to {sys.executable}: {_install_hint('flower')}")
         return str(path)
 
     def _flwr(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:

@@ -56,7 +56,7 @@ class FlowerRun:
                  key: str | None = None, timeout: float = 600.0, poll_interval: float = 0.005,
                  connect_timeout: float = 60.0):
         port_for(solver)
-        solver._check_problem(problem)
+        solver.check_problem(problem)
         self.problem, self.solver, self.seed, self.theta0 = problem, solver, seed, theta0
         self.callback, self.key = callback, key
         self.options = {"timeout": timeout, "poll_interval": poll_interval,

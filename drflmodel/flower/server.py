@@ -1,9 +1,9 @@
 """The server side on Flower: run a ported algorithm on any ``Grid``, return its ``Trace``.
 
 :func:`run_on_grid` is ``Solver.run`` with the client work done by Flower supernodes: it builds the
-solver's initial state with the solver's own ``_initialize`` (server-side setup: the schedule
-constants, computed once before the first round and not counted as communication, exactly as the
-simulator does), connects (:meth:`~drflmodel.flower._exchange.Exchange.connect`: one supernode
+solver's initial state with the solver's own public :meth:`~drflmodel.solvers.Solver.start`
+(server-side setup: the checks of ``seed`` and ``theta0``, the schedule constants, computed once
+before the first round and not counted as communication -- the simulator's own code), connects (:meth:`~drflmodel.flower._exchange.Exchange.connect`: one supernode
 per client, else an error before any round), runs the rounds of the port
 (:mod:`drflmodel.flower.algorithms`) and records a :class:`~drflmodel.solvers.Trace` with the
 simulator's fields plus ``info["engine"] = "flower"``, ``info["participation"]`` (per round: the
@@ -27,9 +27,8 @@ from typing import Callable
 import numpy as np
 from flwr.serverapp import ServerApp
 
-from .._validation import as_finite_array, check_int
-from ..errors import InvalidDataError, InvalidParameterError
-from ..solvers import ClientRuntime, RoundLog, Trace
+from ..errors import InvalidParameterError
+from ..solvers import RoundLog, Trace
 from ._exchange import Exchange
 from .algorithms import port_for
 
@@ -38,20 +37,16 @@ __all__ = ["run_on_grid", "server_app"]
 
 
 def _start(problem, solver, seed, theta0):
-    """Validate like ``Solver.run`` and build the solver's initial state (server-side setup)."""
+    """Validate like ``Solver.run`` and build the solver's initial state (server-side setup):
+    ``Solver.check_problem`` and ``Solver.start``, with an integer seed (clients derive theirs
+    from it). Returns ``(port, seed, server generator, state)``."""
     port = port_for(solver)
-    solver._check_problem(problem)
+    solver.check_problem(problem)
     if isinstance(seed, (bool, np.random.Generator)) or seed is None:
         raise InvalidParameterError(
             "seed must be an integer >= 0 on Flower (each client derives its own generator from it)")
-    seed = check_int(seed, "seed", low=0)
-    d = int(problem.dim)
-    theta0 = np.zeros(d) if theta0 is None else as_finite_array(theta0, "theta0", ndim=1)
-    if theta0.shape != (d,):
-        raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
-    rng = np.random.default_rng(seed)
-    runtime = ClientRuntime(problem, rng, batch_size=solver._batch_size(), client_rngs=[])
-    return port, seed, rng, solver._initialize(problem, runtime, theta0.copy())
+    runtime, state = solver.start(problem, seed, theta0)
+    return port, int(seed), runtime.rng, state
 
 
 def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Callable | None = None,
@@ -83,11 +78,9 @@ def run_on_grid(grid, problem, solver, seed: int = 0, theta0=None, callback: Cal
     state = log.run(solver.rounds, state, step, callback, t_start)
     partial = [p["round"] for p in ex.participation if len(p["participants"]) < problem.n_clients]
     failed = [p["round"] for p in ex.participation if p["missing"]]
-    info = {"seed": seed, "stopped_by_callback": log.stopped, "rounds_run": len(log.comm_rows),
-            "gradient_evaluations": ex.gradient_evaluations,
-            "comm_schedule": log.comm_rows[0]["log"] if log.comm_rows else [], "problem": repr(problem),
-            "engine": "flower", "setup_time": setup_time, "participation": ex.participation,
-            "partial_participation": partial, "failed_rounds": failed}
+    info = log.info(seed, problem, ex.gradient_evaluations)
+    info.update(engine="flower", setup_time=setup_time, participation=ex.participation,
+                partial_participation=partial, failed_rounds=failed)
     info.update(state.get("info", {}))
     info["gradient_evaluations"] = ex.gradient_evaluations
     rate = state.get("expected_rate", solver.expected_rate)

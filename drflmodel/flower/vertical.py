@@ -6,7 +6,8 @@ supernode per **party** (``partition-id`` = party index *k*): the party keeps it
 :math:`\theta_k` in its ``Context.state`` and computes through ``problem.client_view(k)`` (a
 :class:`~drflmodel.problems.deo.PartyView`); the server holds the labels and groups (as in the
 paper) and computes :math:`z=\sum_kp^k`, the dual step and :math:`\nu` with the solver's own
-``_server_dual_step`` and the problem's ``nu``, ``fairness_gap_from_scores``.
+public ``server_dual_step`` and ``server_step`` (which the simulator's round calls too) and the
+problem's ``nu``.
 
 One round on Flower (the simulator's steps S1–S4):
 
@@ -58,7 +59,7 @@ class FairVFLPort(Port):
     def round(self, t, state, ex, solver, rng):
         problem, K, theta = state["_problem"], state["K"], state["theta"]
         z = np.tensordot(np.ones(K), np.stack([state["_scores"][k] for k in range(K)]), axes=(0, 0))
-        lam = state["lam"] if t == 0 else solver._server_dual_step(problem, z, state["lam"], solver.c_t(t - 1))
+        lam = state["lam"] if t == 0 else solver.server_dual_step(problem, z, state["lam"], solver.c_t(t - 1))
         upd = np.ones(K, bool) if solver.update_prob >= 1.0 else rng.random(K) < solver.update_prob
         active = set(state["info"]["active"])
         steps = {}
@@ -80,19 +81,12 @@ class FairVFLPort(Port):
         for k, arrays in replies.items():
             new[k] = arrays["block"]
             state["_scores"][k] = arrays["partial_scores"]
-        theta_next = np.concatenate(new)
-        # diagnostics (server side, as the simulator's): D, paper (13)
-        D = problem.fairness_gap_from_scores(z)
-        gl = np.array([D - problem.eps_deo, -D - problem.eps_deo])
-        gap_lam = (lam - np.maximum(lam + state["beta"] * gl, 0.0)) / state["beta"] if solver.dual else np.zeros(2)
-        gap = np.sqrt(np.sum((eta * (theta - theta_next)) ** 2) + gap_lam @ gap_lam)
         updated = np.zeros(K)
         updated[list(replies)] = 1.0
-        state.update(theta=theta_next, lam=lam, D=D, c=solver.c_t(t), eta_inv=eta,
-                     stationarity_gap=gap, updated=updated)
+        state = solver.server_step(t, state, problem, z, lam, eta, np.concatenate(new), updated)
         if t == solver.rounds - 1:                          # S1 of the next round: the replies' scores
             zf = np.tensordot(np.ones(K), np.stack([state["_scores"][k] for k in range(K)]), axes=(0, 0))
-            state["info"]["lam_final"] = solver._server_dual_step(problem, zf, lam, solver.c_t(t)).tolist()
+            state["info"]["lam_final"] = solver.server_dual_step(problem, zf, lam, solver.c_t(t)).tolist()
         return state
 
 

@@ -4,8 +4,10 @@ r"""Certified benchmark instances: the federations FL papers compare on, seeded,
   :func:`fedprox_synthetic` (FedProx's Synthetic(α, β) and Synthetic-IID: 30 devices, 60 features,
   10 classes, lognormal sizes; the published script is unseeded -- here seeded),
   :func:`leaf_synthetic` (LEAF's synthetic data, draw for draw: its default reproduces LEAF's
-  107,553 samples) and :func:`adult_doctorate` (the agnostic-FL / q-FFL Adult protocol: doctorate vs
-  not, on the Adult copy shipped with drflmodel);
+  107,553 samples, labelled as LEAF's code at HEAD, commit 54669fd; ``labels="15681b5"`` as its
+  first commit) and :func:`adult_doctorate` (the agnostic-FL / q-FFL Adult protocol as the q-FFL
+  code builds it: doctorate vs not, all of ``adult.data``, its 99 categorical features; or
+  LIBSVM's ``a8a`` split), on the Adult copy shipped with drflmodel;
 * :func:`certify` -- the certified optimum of every objective family that applies (ERM weighted by
   sample counts, agnostic FL, q-FFL) and the pooled, mean-client and worst-client accuracy there,
   cached by version outside the repository (:mod:`drflmodel.instances.certified`);

@@ -19,12 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .._progress import progress_enabled
+from .._validation import check_real
 from ..errors import InvalidParameterError
 from ..solution import jsonable
 from .generators import FAMILIES, Instance
@@ -57,13 +60,13 @@ def cache_dir(path=None) -> Path:
 def _family(spec) -> tuple[str, float | None, str]:
     """``(family, q, label)`` of ``"erm"``, ``"afl"``, ``"qffl"`` (q = 1) or ``("qffl", q)``."""
     if isinstance(spec, (tuple, list)) and len(spec) == 2 and spec[0] == "qffl":
-        q = float(spec[1])
+        q = check_real(spec[1], "families: q of ('qffl', q)", low=0.0, low_open=True)
         return "qffl", q, f"qffl(q={q:g})"
-    if spec == "qffl":
+    if isinstance(spec, str) and spec == "qffl":
         return "qffl", 1.0, "qffl(q=1)"
-    if spec in ("erm", "afl"):
+    if isinstance(spec, str) and spec in ("erm", "afl"):
         return spec, None, spec
-    raise InvalidParameterError(f"a family must be one of {FAMILIES} or ('qffl', q); got {spec!r}")
+    raise InvalidParameterError(f"families: each family must be one of {FAMILIES} or ('qffl', q); got {spec!r}")
 
 
 def _predictions(federation, theta, loss: str):
@@ -174,8 +177,31 @@ def _load(path: Path, key: dict, problem) -> FamilyResult | None:
                         certificate=r["certificate"], accuracy=acc, seconds=float(r["seconds"]), cached=True)
 
 
+#: the range of ``certify``'s ``gap_tol``: below 1e-10 a relative gap is at the level of the objective's
+#: rounding and the oracle may work for minutes without meeting it; above 0.1 nothing is certified
+GAP_TOL_RANGE = (1e-10, 0.1)
+
+
+def _families(instance: Instance, families) -> list[tuple[str, float | None, str]]:
+    """Every family of ``families`` (one name, a ``("qffl", q)`` pair or a sequence of them) parsed
+    before any is solved, so that a misspelt one is refused at once."""
+    if families is None:
+        families = instance.families
+    elif isinstance(families, str) or (isinstance(families, tuple) and len(families) == 2
+                                       and families[0] == "qffl" and not isinstance(families[1], (str, tuple))):
+        families = (families,)                           # one family, not a sequence of characters
+    try:
+        specs = list(families)
+    except TypeError:
+        raise InvalidParameterError(f"families must be one of {FAMILIES}, ('qffl', q) or a sequence of them; "
+                                    f"got {families!r}") from None
+    if not specs:
+        raise InvalidParameterError(f"families must name at least one of {FAMILIES}; got {families!r}")
+    return [_family(spec) for spec in specs]
+
+
 def certify(instance: Instance, families=None, cache: bool = True, cache_path=None,
-            gap_tol: float = 1e-6) -> CertifiedInstance:
+            gap_tol: float = 1e-6, progress: bool | None = None) -> CertifiedInstance:
     """The certified optimum of each family of ``instance`` (module docstring).
 
     Parameters
@@ -186,7 +212,13 @@ def certify(instance: Instance, families=None, cache: bool = True, cache_path=No
     families : ``"erm"``, ``"afl"``, ``"qffl"`` or ``("qffl", q)`` (default: ``instance.families``).
     cache : read and write the cache (module docstring).
     cache_path : the cache directory (default :func:`cache_dir`).
-    gap_tol : the oracle's relative gap tolerance.
+    gap_tol : the oracle's relative gap tolerance, in [1e-10, 0.1] (:data:`GAP_TOL_RANGE`).
+    progress : one line on standard error as each family starts and ends (``None``: when standard
+        error is a terminal outside CI, as :mod:`drflmodel._progress` decides; a large instance's
+        family takes minutes).
+
+    Every argument is checked before the first solve (a misspelt family, a gap tolerance out of
+    range).
 
     Returns
     -------
@@ -195,19 +227,28 @@ def certify(instance: Instance, families=None, cache: bool = True, cache_path=No
     """
     if not isinstance(instance, Instance):
         raise InvalidParameterError(f"instance must be a drflmodel.instances.Instance; got {type(instance).__name__}")
+    parsed = _families(instance, families)
+    gap_tol = check_real(gap_tol, "gap_tol", low=GAP_TOL_RANGE[0], high=GAP_TOL_RANGE[1])
+    if not isinstance(cache, bool):
+        raise InvalidParameterError(f"cache must be True or False; got {cache!r}")
+    show = progress_enabled(progress)
     vers = versions()
     folder = cache_dir(cache_path)
     results, files = {}, {}
-    for spec in (instance.families if families is None else families):
-        family, q, label = _family(spec)
+    for k, (family, q, label) in enumerate(parsed):
         problem = instance.problem(family, q if q is not None else 1.0)
         name, key = _cache_key(instance, label, vers, gap_tol)
         path = folder / name
         found = _load(path, key, problem) if cache and path.exists() else None
         if found is None:
+            if show:
+                print(f"certify {instance.name}: {label} ({k + 1} of {len(parsed)}; {instance.train.n_clients} "
+                      f"clients, {problem.dim} parameters) ...", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             sol = problem.solve(gap_tol=gap_tol)
             seconds = time.perf_counter() - t0
+            if show:
+                print(f"certify {instance.name}: {label} {sol.status} in {seconds:.1f} s", file=sys.stderr, flush=True)
             if sol.theta is None:
                 raise InvalidParameterError(f"{instance.name}, {label}: the oracle ended {sol.status!r}")
             acc = {"train": accuracies(instance.train, sol.theta, instance.loss)}

@@ -20,16 +20,29 @@ r"""Seeded generators of the benchmark federations people compare on, following 
   :math:`y=\arg\max_k\mathrm{softmax}(xw+N(0,0.1^2))`. LEAF's script **is** seeded (default
   931231) and the draws here follow it exactly, so ``leaf_synthetic()`` (1000 tasks, 5 classes, 60
   features, seed 931231, the README's command) reproduces LEAF's data: 107,553 samples, 107.55 per
-  device on average (standard deviation 213.22), LEAF paper Table 1. One detail of the published
-  code is kept: its softmax divides by ``sum(np.exp(x))`` over the **samples** of a task (a column
-  sum), so the label is :math:`\arg\max_k(s_{jk}-\log\sum_{j'}e^{s_{j'k}})`, not
-  :math:`\arg\max_ks_{jk}`.
+  device on average (standard deviation 213.22), LEAF paper Table 1. The labels follow LEAF's code
+  at HEAD by default (``labels="54669fd"``: commit 54669fd, "fixes softmax bug", 2019:
+  ``scipy.special.softmax(..., axis=1)``, a softmax over each row's classes, so
+  :math:`y_j=\arg\max_ks_{jk}`); ``labels="15681b5"`` gives the labels of LEAF's first commit
+  15681b5, whose softmax divided by ``sum(np.exp(x))`` over the **samples** of a task (a column
+  sum), :math:`y_j=\arg\max_k(s_{jk}-\log\sum_{j'}e^{s_{j'k}})`: on the default instance 77,844
+  of the 107,553 labels (72.4%) differ between the two. X and the sizes are the same in both.
 * :func:`adult_doctorate` -- the Adult protocol of agnostic federated learning (Mohri, Sivek &
   Suresh, "Agnostic federated learning", ICML 2019) and of q-FFL (Li, Sanjabi, Beirami & Smith,
   "Fair resource allocation in federated learning", ICLR 2020): two clients, **doctorate** and
-  **non-doctorate**, on the Adult copy shipped with drflmodel (LIBSVM ``a8a``, education one-hot
-  column 32 = Doctorate: 413 of UCI's 32,561 rows, >50K rate 74.1%; see
-  :data:`ADULT_DOCTORATE_COLUMN`), test rows from ``a8a.t``.
+  **non-doctorate**. ``protocol="qffl"`` (default) builds it as the q-FFL code does
+  (``data/adult/create_dataset.py`` of ``litian96/fair_flearn``, which says it follows the AFL
+  paper): training on **every** row of UCI's ``adult.data`` (32,561 rows, 413 doctorates) with
+  only the **99 one-hot categorical features** (workclass, education, marital status, occupation,
+  relationship, race, sex, native country; a missing value is an all-zero block; the continuous
+  attributes are dropped), labels +1 = income > 50K. The rows and columns come from the Adult copy
+  shipped with drflmodel (LIBSVM's ``a8a`` and ``a8a.t`` together are ``adult.data``; their
+  categorical columns are the same one-hot blocks in another column order, which does not change
+  the objective). Their held-out rows are UCI's ``adult.test``, which drflmodel does not ship:
+  ``test`` is ``None``. ``protocol="a8a"`` is LIBSVM's split instead -- train on ``a8a`` (22,696
+  rows, 300 doctorates), hold out ``a8a.t`` (9,865 rows, 113), all 123 binary features (the
+  continuous attributes quantized) -- a different data set from the papers'. Education column 32 of
+  ``a8a`` is Doctorate (:data:`ADULT_DOCTORATE_COLUMN`).
 
 Each returns an :class:`Instance`: the training federation, a held-out federation (the recipe's
 split), the model (loss, ridge) and the objective families that apply, with a stable ``key`` for
@@ -42,16 +55,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_choice, check_int, check_real
 from ..data import Federation
 from ..errors import InvalidParameterError
 
 __all__ = ["Instance", "fedprox_synthetic", "leaf_synthetic", "adult_doctorate", "ADULT_DOCTORATE_COLUMN",
-           "FAMILIES"]
+           "ADULT_PROTOCOLS", "LEAF_LABELS", "FAMILIES"]
 
 #: the 1-based a8a column of education = Doctorate (UCI Adult): 413 of the 32,561 rows of a8a + a8a.t,
 #: the UCI count, all in the highest education-num bin, 74.1% with income > 50K (checked in the tests)
 ADULT_DOCTORATE_COLUMN = 32
+
+#: the Adult protocols of :func:`adult_doctorate` (``protocol=``)
+ADULT_PROTOCOLS = {"qffl": "the q-FFL code's: all of adult.data, the 99 one-hot categorical features",
+                   "a8a": "LIBSVM's: train a8a, hold out a8a.t, all 123 binary features"}
+#: the categorical attributes the q-FFL code one-hot encodes (its continuous ones are dropped)
+_ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+                      "native-country")
+
+#: the LEAF commits whose synthetic labels :func:`leaf_synthetic` reproduces (``labels=``)
+LEAF_LABELS = {"54669fd": "LEAF at HEAD ('fixes softmax bug', 2019): a softmax over each row's classes",
+               "15681b5": "LEAF's first commit: exp(s) divided by its sum over a task's samples"}
 
 #: the objective families a certified instance may carry: ERM weighted by sample counts (FedAvg's and
 #: FedProx's objective), agnostic FL (the worst mixture of clients, Simplex) and q-FFL
@@ -214,10 +238,14 @@ def fedprox_synthetic(alpha: float = 1.0, beta: float = 1.0, iid: bool = False, 
 
 
 def leaf_synthetic(n_tasks: int = 1000, n_classes: int = 5, dim: int = 60, seed: int = 931231,
-                   prob_clusters=(1.0,), train_fraction: float = 0.9, l2: float = 1e-3) -> Instance:
+                   prob_clusters=(1.0,), train_fraction: float = 0.9, l2: float = 1e-3,
+                   labels: str = "54669fd") -> Instance:
     r"""LEAF's synthetic data, draw for draw (module docstring). Defaults: the LEAF README's command
     (``-num-tasks 1000 -num-classes 5 -num-dim 60``, seed 931231, one cluster); ``train_fraction``
-    of each task's rows for training (LEAF's ``--tf`` default 0.9, a seeded permutation here)."""
+    of each task's rows for training (LEAF's ``--tf`` default 0.9, a seeded permutation here);
+    ``labels`` the LEAF commit whose softmax labels the rows: ``"54669fd"`` (LEAF at HEAD, a softmax
+    over each row) or ``"15681b5"`` (LEAF's first commit, normalized over a task's samples)."""
+    labels = check_choice(labels, "labels", tuple(LEAF_LABELS))
     n_tasks = check_int(n_tasks, "n_tasks", low=1)
     n_classes = check_int(n_classes, "n_classes", low=2)
     dim = check_int(dim, "dim", low=1)
@@ -227,6 +255,8 @@ def leaf_synthetic(n_tasks: int = 1000, n_classes: int = 5, dim: int = 60, seed:
         raise InvalidParameterError(f"prob_clusters must be a probability vector; got {prob_clusters!r}")
     train_fraction = _check_fraction(train_fraction)
     l2 = check_real(l2, "l2", low=0.0)
+    from scipy.special import softmax
+
     rs = np.random.RandomState(seed)                        # main.py: np.random.seed(seed)
     sizes = [min(s + 5, 1000) for s in rs.lognormal(3, 2, n_tasks).astype(int)]
     rs = np.random.RandomState(seed)                        # SyntheticDataset.__init__ seeds again
@@ -247,40 +277,64 @@ def leaf_synthetic(n_tasks: int = 1000, n_classes: int = 5, dim: int = 60, seed:
         info = rs.normal(loc=means[cluster], scale=0.1, size=means[cluster].shape)
         w = np.matmul(Q, info)
         scores = np.matmul(X, w) + rs.normal(loc=0.0, scale=0.1, size=(n, n_classes))
-        e = np.exp(scores)
-        prob = e / np.cumsum(e, axis=0)[-1]                 # the published sum over samples, in row order
+        if labels == "54669fd":
+            prob = softmax(scores, axis=1)                  # LEAF at HEAD: over each row's classes
+        else:
+            e = np.exp(scores)
+            prob = e / np.cumsum(e, axis=0)[-1]             # LEAF's first commit: Python's sum over samples
         Xs.append(X[:, 1:]), ys.append(np.argmax(prob, axis=1))
     names = [str(k) for k in range(n_tasks)]
     train, test = _federations(Xs, ys, names, n_classes, train_fraction, seed)
     recipe = {"n_tasks": n_tasks, "n_classes": n_classes, "dim": dim, "seed": seed,
-              "prob_clusters": probs.tolist(), "train_fraction": train_fraction}
+              "prob_clusters": probs.tolist(), "train_fraction": train_fraction, "labels": labels}
     return Instance(name="leaf_synthetic", recipe=recipe, train=train, test=test, loss="multinomial", l2=l2,
                     families=("erm", ("qffl", 1.0)),
                     source="Caldas, Duddu, Wu, Li, Konečný, McMahan, Smith & Talwalkar, \"LEAF: A benchmark for "
                            "federated settings\" (2018), Table 1 and data/synthetic of its repository",
-                    notes=["labels as the published code computes them (softmax normalized over samples)",
+                    notes=[f"labels as LEAF's commit {labels} computes them: {LEAF_LABELS[labels]}",
                            "ridge l2 on every coefficient added", "train/test split by a seeded permutation"])
 
 
-def adult_doctorate(l2: float = 1e-3) -> Instance:
-    """The AFL / q-FFL Adult protocol (module docstring): clients ``"doctorate"`` and
-    ``"non-doctorate"`` of ``a8a`` (22,696 rows; held out: ``a8a.t``), 123 binary features plus an
-    intercept, labels +1 = income > 50K, logistic regression with ridge ``l2`` (ours)."""
-    from ..datasets import adult_arrays
+def adult_doctorate(l2: float = 1e-3, protocol: str = "qffl") -> Instance:
+    """The Adult doctorate / non-doctorate protocol (module docstring): ``protocol="qffl"`` as the
+    q-FFL code builds it (all 32,561 rows of ``adult.data``, the 99 one-hot categorical features and
+    an intercept; no held-out rows shipped), ``"a8a"`` LIBSVM's split (train ``a8a``, hold out
+    ``a8a.t``, 123 binary features and an intercept). Labels +1 = income > 50K, logistic regression
+    with ridge ``l2`` (ours: the q-FFL code's ``l2_regularizer`` is not added to its loss)."""
+    from ..datasets import ADULT_ATTRIBUTES, adult_arrays
 
     l2 = check_real(l2, "l2", low=0.0)
+    protocol = check_choice(protocol, "protocol", tuple(ADULT_PROTOCOLS))
+    if protocol == "qffl":
+        columns = np.concatenate([np.arange(a - 1, b) for name, a, b in ADULT_ATTRIBUTES
+                                  if name in _ADULT_CATEGORICAL])
+    else:
+        columns = np.arange(123)
 
-    def split(part):
-        X, y = adult_arrays(part)
+    def split(parts):
+        X = np.vstack([adult_arrays(part)[0] for part in parts])
+        y = np.concatenate([adult_arrays(part)[1] for part in parts])
         doc = X[:, ADULT_DOCTORATE_COLUMN - 1] == 1
-        Xf = _with_intercept(X.astype(float))
+        Xf = _with_intercept(X[:, columns].astype(float))
         return Federation.from_arrays([Xf[doc], Xf[~doc]], [y[doc].copy(), y[~doc].copy()],
                                       names=["doctorate", "non-doctorate"], task="classification")
 
-    return Instance(name="adult_doctorate", recipe={"data": "a8a/a8a.t", "column": ADULT_DOCTORATE_COLUMN},
-                    train=split("train"), test=split("test"), loss="logistic", l2=l2,
+    if protocol == "qffl":
+        train, test = split(["train", "test"]), None
+        recipe = {"data": "a8a+a8a.t (adult.data)", "features": "99 categorical one-hot",
+                  "column": ADULT_DOCTORATE_COLUMN, "protocol": protocol}
+        notes = ["the q-FFL code's rows and features (data/adult/create_dataset.py of litian96/fair_flearn); "
+                 "its held-out rows (UCI adult.test) are not shipped: test is None",
+                 "logistic loss on labels -1/+1 (the code's two-output softmax has the same optimum "
+                 "predictions); ridge l2 on every coefficient (ours)"]
+    else:
+        train, test = split(["train"]), split(["test"])
+        recipe = {"data": "a8a/a8a.t", "column": ADULT_DOCTORATE_COLUMN, "protocol": protocol}
+        notes = ["LIBSVM's a8a / a8a.t split and its 123 binary features: not the papers' split",
+                 "ridge l2 on every coefficient (ours)"]
+    return Instance(name="adult_doctorate", recipe=recipe, train=train, test=test, loss="logistic", l2=l2,
                     families=("erm", "afl", ("qffl", 1.0)),
                     source="Mohri, Sivek & Suresh, \"Agnostic federated learning\" (ICML 2019), the Adult "
                            "experiment; Li, Sanjabi, Beirami & Smith, \"Fair resource allocation in federated "
-                           "learning\" (ICLR 2020), the same split",
-                    notes=["ridge l2 on every coefficient (ours)"])
+                           "learning\" (ICLR 2020), data/adult/create_dataset.py of its code",
+                    notes=notes)

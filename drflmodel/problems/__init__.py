@@ -8,15 +8,16 @@
 * :mod:`.relative` -- relative fairness;
 * :mod:`.deo` -- DEO-constrained vertical FL.
 
-The former module paths (``drflmodel.problems.dro``, ``._base``, ``._sqp``, ...) still import, with
-a :class:`DeprecationWarning`, for one release (:mod:`._moved`).
+The family classes are those of :mod:`.registry` (one entry per family). The former public module
+paths ``drflmodel.problems.dro`` and ``drflmodel.problems.fafl`` still import, with a
+:class:`DeprecationWarning`, until the release after 0.1.0 (:mod:`._moved`).
 """
 
 from __future__ import annotations
 
-import importlib
-
+from .._lazy import lazy_attributes as _lazy_attributes
 from . import _moved
+from .registry import FAMILIES as _FAMILIES
 
 _moved.install()          # the deprecated old paths (an import finder; nothing else runs here)
 
@@ -28,17 +29,8 @@ _LAZY = {
     "Route": ("drflmodel.problems.engine.route", "Route"),
     "SolveRequest": ("drflmodel.problems.engine.route", "SolveRequest"),
     "ConicRoute": ("drflmodel.problems.engine.conic", "ConicRoute"),
-    "FederatedDRO": ("drflmodel.problems.minmax.dro", "FederatedDRO"),
-    "FairnessAwareFL": ("drflmodel.problems.minmax.fafl", "FairnessAwareFL"),
-    "WassersteinDRFL": ("drflmodel.problems.wasserstein.problem", "WassersteinDRFL"),
-    "RelativeFairness": ("drflmodel.problems.relative", "RelativeFairness"),
-    "DEOConstrained": ("drflmodel.problems.deo", "DEOConstrained"),
+    **{f.cls: (f.module, f.cls) for f in _FAMILIES.values()},
 }
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'drflmodel.problems' has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_attributes("drflmodel.problems", _LAZY, also=["registry"])

@@ -1,14 +1,14 @@
-"""The import paths of ``drflmodel.problems`` before the families got their own folders, kept for one
-release as deprecated re-export shims.
+"""The two public import paths of ``drflmodel.problems`` before the families got their own folders,
+kept until the release after 0.1.0 as deprecated re-export shims (docs/changes.md).
 
-``import drflmodel.problems.dro`` (or any path of :data:`MOVED`) still works: it issues a
-:class:`DeprecationWarning` naming the new path and returns a module whose every attribute is the
-**same object** as in the new module(s) (looked up on access). New code imports the new paths.
+``import drflmodel.problems.dro`` (or ``.fafl``) still works: it issues a :class:`DeprecationWarning`
+naming the new path and returns a module whose every attribute is the **same object** as in the
+new module (looked up on access). New code imports the new paths. The private paths of the
+unreleased layout (``drflmodel.problems._base``, ``._sqp``, ...) are gone.
 
 The shims are made by one import finder (:class:`MovedFinder`, installed by
-``drflmodel/problems/__init__.py``) rather than one file per old path, so that the package root
-holds the families' folders and not a file per former module. The finder sits at the end of
-``sys.meta_path``: it answers only for the names of :data:`MOVED`, which no file provides any more.
+``drflmodel/problems/__init__.py``) rather than one file per old path. The finder sits at the end
+of ``sys.meta_path``: it answers only for the names of :data:`MOVED`, which no file provides.
 """
 
 from __future__ import annotations
@@ -26,21 +26,8 @@ _P = "drflmodel.problems"
 
 #: old module path -> the module(s) its names now live in (looked up in this order)
 MOVED: dict[str, tuple[str, ...]] = {
-    f"{_P}._base": (f"{_P}.engine.problem", f"{_P}.engine.solvers"),
-    f"{_P}._routes": (f"{_P}.engine.route",),
-    f"{_P}._conic": (f"{_P}.engine.solvers", f"{_P}.engine.conic"),
     f"{_P}.dro": (f"{_P}.minmax.dro",),
     f"{_P}.fafl": (f"{_P}.minmax.fafl",),
-    f"{_P}._newton": (f"{_P}.minmax.fixed_weight_bound",),
-    f"{_P}._sqp": (f"{_P}.minmax.hessian_sqp", f"{_P}.engine.steps"),
-    f"{_P}._lagrangian_sqp": (f"{_P}.minmax.lagrangian_sqp",),
-    f"{_P}._active_set": (f"{_P}.minmax.active_set",),
-    f"{_P}._pieces": (f"{_P}.minmax.pieces",),
-    f"{_P}._bundle": (f"{_P}.minmax.level_bundle",),
-    f"{_P}._quadratic": (f"{_P}.relative.quadratic",),
-    f"{_P}._omega": (f"{_P}.wasserstein.omega",),
-    f"{_P}._wasserstein_sqp": (f"{_P}.wasserstein.trust_region_sqp",),
-    f"{_P}._wasserstein_bound": (f"{_P}.wasserstein.lagrangian_bound",),
 }
 
 

@@ -36,9 +36,26 @@ REGRESSION_LOSSES = ("squared", "huber", "epsilon_insensitive", "pinball")
 #: the DRFL paper's regression losses (the squared loss is not Lipschitz: no Wasserstein oracle)
 WASSERSTEIN_REGRESSION_LOSSES = ("huber", "epsilon_insensitive", "pinball")
 
+#: the estimator parameter of a weight-set option whose name scikit-learn gives to something else
+_PARAMETER_OF = {"alpha": "cvar_level"}
+#: options of drflmodel.sets.from_name the estimators do not expose (the center is the proportions)
+_FIXED_OPTIONS = ("center", "clip_alpha")
+
+
+def _dro_weights() -> dict[str, tuple[str, ...]]:
+    """FederatedDRO's weight sets (its registry entry) and the estimator parameters each one uses
+    (the set's options, :func:`drflmodel.sets.options_of`)."""
+    from ..problems.registry import family
+
+    out = {}
+    for name in family("dro").weight_set_names():
+        required, optional = _sets.options_of(name)
+        out[name] = tuple(_PARAMETER_OF.get(o, o) for o in (*required, *optional) if o not in _FIXED_OPTIONS)
+    return out
+
+
 #: FederatedDRO weight sets and the estimator parameters each one uses
-DRO_WEIGHTS = {"simplex": (), "cvar": ("cvar_level",), "chi_square": ("rho",), "lp_ball": ("radius", "p"),
-               "hcvar": ("cvar_level",), "qffl": ("q",)}
+DRO_WEIGHTS = _dro_weights()
 #: domain of each weight-set parameter, checked even when it has no effect (one client)
 _DOMAINS = {"alpha": dict(low=0.0, high=1.0, low_open=True), "rho": dict(low=0.0),
             "radius": dict(low=0.0, low_open=True), "p": dict(low=1.0, allow_inf=True),
@@ -113,7 +130,12 @@ class _FederatedDRO(_HorizontalEstimator):
     _renamed_parameters = {"alpha": "cvar_level"}     # scikit-learn's alpha is a regularization strength
 
     def _weight_set(self, fed):
-        name = self.weights if self.weights not in _sets._FORMER_NAMES else _sets.canonical_name(self.weights)
+        name = self.weights
+        if isinstance(name, str) and name not in DRO_WEIGHTS:
+            try:
+                name = _sets.canonical_name(name)    # a former name warns and becomes its new one
+            except InvalidParameterError:
+                pass                                 # check_choice names the allowed values
         name = check_choice(name, "weights", tuple(DRO_WEIGHTS))
         used = DRO_WEIGHTS[name]
         _check_unused(self, used, _DRO_PARAMETERS, f"weights={name!r}")
@@ -128,13 +150,9 @@ class _FederatedDRO(_HorizontalEstimator):
         n = fed.n_clients
         if n == 1 and name != "qffl":
             return _sets.Simplex(1)   # every set inside the simplex is {1} over one client
-        build = {"simplex": lambda: _sets.Simplex(n),
-                 "cvar": lambda: _sets.CVaR(n, values["cvar_level"]),
-                 "chi_square": lambda: _sets.ChiSquare(n, values["rho"]),
-                 "lp_ball": lambda: _sets.LpBall(fed.proportions, values["radius"], values["p"]),
-                 "hcvar": lambda: _sets.HCVaR(fed.proportions, values["cvar_level"]),
-                 "qffl": lambda: _sets.QFFL(n, values["q"])}
-        return build[name]()
+        options = {o: values[_PARAMETER_OF.get(o, o)] for o in sum(_sets.options_of(name), ())
+                   if _PARAMETER_OF.get(o, o) in values}
+        return _sets.from_name(name, n, fed.proportions, **options)
 
     def _problem(self, fed, loss):
         return FederatedDRO(fed, loss, weights=self._weight_set(fed), l2=self.l2,

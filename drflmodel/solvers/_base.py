@@ -25,10 +25,21 @@ Four pieces, shared by every algorithm in :mod:`drflmodel.solvers`:
     ``record`` (a class attribute or ``self.record``) are recorded too, in ``Trace.iterates``.
     ``state["info"]`` (a dict, optional) is copied into ``Trace.info`` at the end, and
     ``state["expected_rate"]`` (optional) overrides the class's ``expected_rate`` for this run
-    (e.g. ``None`` with minibatch gradients). Optional hooks: ``_check_problem(problem)`` (extra
-    family checks; call ``super()`` first) and ``_batch_size()`` (the runtime's minibatch size,
-    default ``self.params.get("batch_size")``). ``run`` validates ``seed``, ``callback`` and
-    ``theta0`` (shape ``(problem.dim,)``, default zeros) before calling ``_initialize``.
+    (e.g. ``None`` with minibatch gradients). Optional overrides: :meth:`Solver.check_problem`
+    (extra family checks; call ``super()`` first) and :meth:`Solver.minibatch_size` (the
+    runtime's minibatch size, default ``self.params.get("batch_size")``).
+
+    **Public per-round hooks** (one run, written once for every engine). ``run`` is
+    ``check_problem`` → :meth:`Solver.start` (validates ``seed`` and ``theta0`` -- shape
+    ``(problem.dim,)``, default zeros --, builds the :class:`ClientRuntime` and calls
+    ``_initialize``) → the rounds (:class:`RoundLog`) → :meth:`RoundLog.info`. The Flower port
+    (:mod:`drflmodel.flower.server`) calls the same ``check_problem``, ``start``,
+    ``minibatch_size`` and ``RoundLog.info``, and in its rounds each solver's public server step
+    (``ScaffPD.server_step``, ``DRFA.server_step``, ``StochasticAFL.server_step``,
+    ``RFedFair.sample_clients`` / ``server_step``, ``FairVFL.server_dual_step`` /
+    ``server_step``), which the simulator's ``_round`` calls too: only the client work and the
+    aggregation (counted here by :meth:`ClientRuntime.aggregate`, over Flower replies with
+    fault handling there) differ between the engines.
 
 :class:`ClientRuntime`
     The simulated federation. It is the *only* way a solver touches client data:
@@ -500,6 +511,15 @@ class RoundLog:
                     break
         return state
 
+    def info(self, seed, problem, gradient_evaluations: int) -> dict:
+        """The run's ``Trace.info`` common to every engine (the engine and the solver's
+        ``state["info"]`` add theirs): ``seed``, ``stopped_by_callback``, ``rounds_run``,
+        ``gradient_evaluations``, ``comm_schedule`` (the first round's ledger), ``problem``."""
+        return {"seed": seed, "stopped_by_callback": self.stopped, "rounds_run": len(self.comm_rows),
+                "gradient_evaluations": gradient_evaluations,
+                "comm_schedule": self.comm_rows[0]["log"] if self.comm_rows else [],
+                "problem": repr(problem)}
+
     def trace(self, solver, problem, info: dict, expected_rate) -> "Trace":
         """The :class:`Trace` of the rounds run."""
         return Trace(solver=type(solver).__name__, params=dict(solver.params),
@@ -531,6 +551,16 @@ class Solver:
     #: rate proved by the paper (``"linear"``, ``"sublinear"`` or ``None``)
     expected_rate: str | None = None
 
+    #: hooks renamed public (issue 42); a subclass still defining the old name is refused
+    _RENAMED = {"_check_problem": "check_problem", "_batch_size": "minibatch_size"}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for old, new in Solver._RENAMED.items():
+            if old in vars(cls):
+                raise TypeError(f"{cls.__name__}.{old} is no longer called: the hook is public now, "
+                                f"rename it {new}")
+
     def __init__(self, rounds: int = 100, **params):
         self.rounds = check_rounds(rounds, "rounds")
         self.params = {"rounds": self.rounds, **params}
@@ -540,7 +570,7 @@ class Solver:
     def _validate(self) -> None:
         """Check ``self.params``; raise :class:`InvalidParameterError` naming the argument."""
 
-    def _check_problem(self, problem) -> None:
+    def check_problem(self, problem) -> None:
         """Raise :class:`InvalidParameterError` if ``problem`` is not an accepted family."""
         if not self.problem_types:
             return
@@ -561,8 +591,32 @@ class Solver:
     def _round(self, r: int, state: dict, runtime: ClientRuntime) -> dict:
         raise NotImplementedError
 
-    def _batch_size(self):
+    def minibatch_size(self) -> int | None:
+        """The clients' minibatch size (``None``: exact gradients); default the ``batch_size``
+        parameter."""
         return self.params.get("batch_size")
+
+    def start(self, problem, seed: int | np.random.Generator | None = 0,
+              theta0=None) -> tuple[ClientRuntime, dict]:
+        """The run's server-side setup, before any round and not counted as communication:
+        validate ``seed`` and ``theta0``, create the server's generator ``default_rng(seed)`` and
+        the clients' (:func:`client_generators`), the :class:`ClientRuntime`, and the initial
+        state (the subclass's ``_initialize``: schedule constants, :math:`\\lambda^0`, steps).
+        Call :meth:`check_problem` first. Returns ``(runtime, state)``; ``runtime.rng`` is the
+        server's generator."""
+        if seed is not None and not isinstance(seed, np.random.Generator):
+            seed = check_int(seed, "seed", low=0)
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        client_rngs = client_generators(seed, int(problem.n_clients))
+        d = int(problem.dim)
+        if theta0 is None:
+            theta0 = np.zeros(d)
+        else:
+            theta0 = as_finite_array(theta0, "theta0", ndim=1)
+            if theta0.shape != (d,):
+                raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
+        runtime = ClientRuntime(problem, rng, batch_size=self.minibatch_size(), client_rngs=client_rngs)
+        return runtime, self._initialize(problem, runtime, theta0.copy())
 
     # ------------------------------------------------------------------ driver
     def run(self, problem, seed: int | None = 0, callback: Callable | None = None,
@@ -579,22 +633,10 @@ class Solver:
         progress : show rounds done, the callback's current error and the elapsed time on a
             terminal (``None``: automatic, never in CI; see :mod:`drflmodel._progress`).
         """
-        self._check_problem(problem)
+        self.check_problem(problem)
         if callback is not None and not callable(callback):
             raise InvalidParameterError(f"callback must be callable; got {type(callback).__name__}")
-        if seed is not None and not isinstance(seed, np.random.Generator):
-            seed = check_int(seed, "seed", low=0)
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        client_rngs = client_generators(seed, int(problem.n_clients))
-        d = int(problem.dim)
-        if theta0 is None:
-            theta0 = np.zeros(d)
-        else:
-            theta0 = as_finite_array(theta0, "theta0", ndim=1)
-            if theta0.shape != (d,):
-                raise InvalidDataError(f"theta0 must have shape ({d},); got {theta0.shape}")
-        runtime = ClientRuntime(problem, rng, batch_size=self._batch_size(), client_rngs=client_rngs)
-        state = self._initialize(problem, runtime, theta0.copy())
+        runtime, state = self.start(problem, seed, theta0)
         log = RoundLog(state, self.record)
         callback = progress_callback(callback, self.rounds, type(self).__name__, progress)
 
@@ -604,11 +646,8 @@ class Solver:
             return state, runtime.end_round()
 
         state = log.run(self.rounds, state, step, callback, time.perf_counter())
-        info = {"seed": seed if not isinstance(seed, np.random.Generator) else None,
-                "stopped_by_callback": log.stopped, "rounds_run": len(log.comm_rows),
-                "gradient_evaluations": runtime.gradient_evaluations,
-                "comm_schedule": log.comm_rows[0]["log"] if log.comm_rows else [],
-                "problem": repr(problem)}
+        info = log.info(seed if not isinstance(seed, np.random.Generator) else None, problem,
+                        runtime.gradient_evaluations)
         info.update(state.get("info", {}))
         return log.trace(self, problem, info, state.get("expected_rate", self.expected_rate))
 

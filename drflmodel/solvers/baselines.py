@@ -398,11 +398,11 @@ class StochasticAFL(Solver):
 
     def _round(self, r, state, runtime):
         x, g, v = self._estimates(state, runtime)
-        return self._descent_ascent(r, state, x, g, v)
+        return self.server_step(r, state, x, g, v)
 
-    def _descent_ascent(self, r, state, x, g, v):
-        r"""Round *r*'s update from the gradient estimate ``g`` and loss estimate ``v`` (shared with
-        the Flower port): :math:`\theta\leftarrow x-\gamma_x g`,
+    def server_step(self, r, state, x, g, v):
+        r"""Round *r*'s server step from the gradient estimate ``g`` and loss estimate ``v`` (the
+        simulator's and the Flower port's): :math:`\theta\leftarrow x-\gamma_x g`,
         :math:`\lambda\leftarrow\mathrm{prox}_\Lambda(\lambda+\gamma_\lambda v)` with the steps
         decayed like :math:`1/\sqrt{r+1}` when ``decay="sqrt"``, and the running averages the
         paper outputs."""
@@ -510,11 +510,18 @@ class DRFA(Solver):
         return x_next, _sampled_losses(runtime, x_snap, Uc, state)
 
     def _round(self, r, state, runtime):
-        J, lam = self.local_steps, state["weights"]
         if self.clients_per_round is None:
             x_next, v = self._full_round(state, runtime)
         else:
             x_next, v = self._sampled_round(state, runtime)
+        return self.server_step(r, state, x_next, v)
+
+    def server_step(self, r, state, x_next, v):
+        r"""Round *r*'s server step from the new model ``x_next`` and the loss estimate ``v`` at
+        the snapshot (the simulator's and the Flower port's): the dual step
+        :math:`\lambda^{r+1}=\operatorname{prox}^\Lambda_{\gamma J\psi}(\lambda^r+\gamma Jv)` and the
+        running average ``theta_avg``."""
+        J, lam = self.local_steps, state["weights"]
         step = state["gamma"] * J
         lam_next = np.asarray(state["set"].prox(lam + step * v, step), float)
         k = r + 1
@@ -555,8 +562,8 @@ class QFedAvg(Solver):
             check_step(p["lipschitz"], "lipschitz")
         self.batch_size = check_batch_size(p["batch_size"])
 
-    def _check_problem(self, problem):
-        super()._check_problem(problem)
+    def check_problem(self, problem):
+        super().check_problem(problem)
         from ..sets import QFFL
         if not isinstance(problem.weights, QFFL):
             raise InvalidParameterError(

@@ -209,10 +209,27 @@ class FairVFL(Solver):
                 "slices": list(vf.block_slices), "constants": constants, "info": info,
                 "updated": np.ones(K)}
 
-    def _server_dual_step(self, problem, z, lam, c_prev):
+    def server_dual_step(self, problem, z, lam, c_prev):
+        """The server's dual step (10) from the scores :math:`z=\\sum_kp^k`:
+        :math:`\\lambda^+=\\max(\\lambda+\\beta\\nabla_\\lambda,0)` with :math:`c_{t-1}` = ``c_prev``
+        (zeros for FedBCD; the simulator's and the Flower port's)."""
         if not self.dual:
             return np.zeros(2)
         return np.maximum(lam + self.beta * problem.dual_gradient(z, lam, c=c_prev), 0.0)
+
+    def server_step(self, t, state, problem, z, lam, eta, theta_next, updated):
+        """Round *t*'s server-side record (not communication; the simulator's and the Flower
+        port's): the fairness gap :math:`D` from the scores ``z``, the stationarity gap of paper
+        (13) from :math:`\\eta_t(\\theta^{(t)}-\\theta^{(t+1)})` and the dual residual, and the new
+        state (``theta_next``, :math:`\\lambda`, :math:`c_t`, :math:`\\eta_t`, which parties
+        ``updated``)."""
+        D = problem.fairness_gap_from_scores(z)
+        gl = np.array([D - problem.eps_deo, -D - problem.eps_deo])
+        gap_lam = (lam - np.maximum(lam + state["beta"] * gl, 0.0)) / state["beta"] if self.dual else np.zeros(2)
+        gap = np.sqrt(np.sum((eta * (state["theta"] - theta_next)) ** 2) + gap_lam @ gap_lam)
+        state.update(theta=theta_next, lam=lam, D=D, c=self.c_t(t), eta_inv=eta,
+                     stationarity_gap=gap, updated=updated)
+        return state
 
     def _round(self, t, state, runtime):
         problem, views, K = runtime.problem, state["views"], state["K"]
@@ -222,7 +239,7 @@ class FairVFL(Solver):
         P = runtime.upload(partial_scores=np.stack([v.partial_scores(b) for v, b in zip(views, blocks)]))
         z = runtime.aggregate(np.ones(K), P)
         # S2: server dual step (10) with c_{t-1}
-        lam = state["lam"] if t == 0 else self._server_dual_step(problem, z, state["lam"], self.c_t(t - 1))
+        lam = state["lam"] if t == 0 else self.server_dual_step(problem, z, state["lam"], self.c_t(t - 1))
         # who updates this round (asynchrony) and how many local steps (active parties)
         upd = np.ones(K, bool) if self.update_prob >= 1.0 else runtime.rng.random(K) < self.update_prob
         act = np.array([v.is_active for v in views])
@@ -252,16 +269,10 @@ class FairVFL(Solver):
                     b = b - v.block_gradient(nu, b) / eta
                 new[k] = b
         theta_next = np.concatenate(new)
-        # diagnostics (server side; not communication): D, paper (13)
-        D = problem.fairness_gap_from_scores(z)
-        gl = np.array([D - problem.eps_deo, -D - problem.eps_deo])
-        gap_lam = (lam - np.maximum(lam + state["beta"] * gl, 0.0)) / state["beta"] if self.dual else np.zeros(2)
-        gap = np.sqrt(np.sum((eta * (theta - theta_next)) ** 2) + gap_lam @ gap_lam)
-        state.update(theta=theta_next, lam=lam, D=D, c=self.c_t(t), eta_inv=eta,
-                     stationarity_gap=gap, updated=upd.astype(float))
+        state = self.server_step(t, state, problem, z, lam, eta, theta_next, upd.astype(float))
         if t == self.rounds - 1:
             zf = problem.X @ theta_next                      # S1 of the next round (not counted)
-            state["info"]["lam_final"] = self._server_dual_step(problem, zf, lam, self.c_t(t)).tolist()
+            state["info"]["lam_final"] = self.server_dual_step(problem, zf, lam, self.c_t(t)).tolist()
         return state
 
 

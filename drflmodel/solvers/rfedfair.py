@@ -261,13 +261,29 @@ class RFedFair(Solver):
                 "theta_avg": theta0.copy(), "eta_avg": 0.0, "_n": 0,
                 "participants": np.zeros(problem.n_clients)}
 
-    def _select(self, state, runtime):
-        """Weights of the average and the distinct participating clients."""
-        n = runtime.n
+    def sample_clients(self, state, n: int, rng: np.random.Generator):
+        """The round's participants, drawn by the server from ``rng`` (the simulator's and the
+        Flower port's): ``(weights of the average, distinct participants, multiplicities)`` --
+        every client with its :math:`p_i` under full participation, else :math:`K` draws with
+        replacement by :math:`p`, weighted by their multiplicities over :math:`K`."""
         if self.K is None:
             return state["p"], np.arange(n), np.ones(n)
-        mult, members = sample_by_weights(runtime.rng, state["p"], self.K)
+        mult, members = sample_by_weights(rng, state["p"], self.K)
         return mult / self.K, members, mult
+
+    def server_step(self, r, state, avg, mult):
+        r"""Round *r*'s server step from the participants' average ``avg`` of
+        :math:`(\omega,\eta)` (the simulator's and the Flower port's): the new model and
+        :math:`\eta`, the participants' multiplicities ``mult``, the ergodic averages of Theorem 1
+        (copied into ``info`` after the last round)."""
+        theta, eta = avg[:-1], float(avg[-1])
+        k = state["_n"] + 1
+        state.update(theta=theta, eta=eta, _n=k, participants=mult,
+                     theta_avg=state["theta_avg"] * ((k - 1) / k) + theta / k if k > 1 else theta.copy(),
+                     eta_avg=state["eta_avg"] * ((k - 1) / k) + eta / k if k > 1 else eta)
+        if r == self.rounds - 1:
+            state["info"].update(theta_ergodic=state["theta_avg"], eta_ergodic=state["eta_avg"])
+        return state
 
     def _local_step(self, U, e, beta, alpha, runtime, clients=None):
         """One gradient step of every client on :math:`\\hat f^{\\mu,i}` (stacked, vectorized);
@@ -288,7 +304,7 @@ class RFedFair(Solver):
             else:
                 state["eta"] = float(self.params["eta0"])
             state["info"]["eta0"] = state["eta"]
-        weights, members, mult = self._select(state, runtime)
+        weights, members, mult = self.sample_clients(state, runtime.n, runtime.rng)
         m = members.size
         sent = runtime.broadcast("model+eta", np.append(state["theta"], state["eta"]), receivers=m)
         U = np.array(np.broadcast_to(sent[:-1], (n, sent.size - 1)))
@@ -297,12 +313,4 @@ class RFedFair(Solver):
             U, e = self._local_step(U, e, beta, alpha, runtime,
                                     clients=None if self.K is None else members)
         up = runtime.upload(senders=members, update=np.column_stack([U[members], e[members]]))
-        avg = runtime.aggregate(weights[members], up)
-        theta, eta = avg[:-1], float(avg[-1])
-        k = state["_n"] + 1
-        state.update(theta=theta, eta=eta, _n=k, participants=mult,
-                     theta_avg=state["theta_avg"] * ((k - 1) / k) + theta / k if k > 1 else theta.copy(),
-                     eta_avg=state["eta_avg"] * ((k - 1) / k) + eta / k if k > 1 else eta)
-        if r == self.rounds - 1:
-            state["info"].update(theta_ergodic=state["theta_avg"], eta_ergodic=state["eta_avg"])
-        return state
+        return self.server_step(r, state, runtime.aggregate(weights[members], up), mult)

@@ -84,7 +84,7 @@ from ..errors import InvalidParameterError
 from ._base import ClientRuntime, Solver, check_batch_size, check_rounds, check_step
 
 __all__ = ["ScaffPD", "scaffpd_constants", "ball_lipschitz", "sc_sc_schedule", "fixed_local_step_schedule",
-           "SCCSchedule", "ConstantSchedule"]
+           "SCCSchedule", "ConstantSchedule", "dual_ascent", "normalized_control"]
 
 _DRO = ("drflmodel.problems.minmax.dro:FederatedDRO",)
 
@@ -262,6 +262,25 @@ def _initial_weights(weights, n: int, lambda0=None) -> np.ndarray:
     return np.asarray(weights.project(np.full(n, 1.0 / n)), float)
 
 
+def dual_ascent(lam, L, L_prev, sigma: float, extrap: float, dual_step) -> np.ndarray:
+    """The server's dual step (Algorithm 1 lines 6–7; the simulator's and the Flower port's):
+    :math:`s=(1+\\theta_r)L^r-\\theta_rL^{r-1}` (:math:`L^{-1}=L^0`: ``L_prev=None`` at the first
+    round), :math:`\\lambda^{r+1}=` ``dual_step`` :math:`(\\lambda^r+\\sigma_rs,\\sigma_r)`."""
+    L_prev = L if L_prev is None else L_prev
+    s = (1.0 + extrap) * L - extrap * L_prev
+    return np.asarray(dual_step(lam + sigma * s, sigma), float)
+
+
+def normalized_control(c, lam_next, normalize: bool):
+    """The server control :math:`c=\\sum_i\\lambda^{r+1}_ic_i` divided by :math:`\\sum_i\\lambda^{r+1}_i`
+    when ``normalize`` (weight sets not inside :math:`\\{\\mathbf 1^\\top\\lambda=1\\}`; zeros if that
+    sum is not positive), else unchanged (module docstring, step 4)."""
+    if not normalize:
+        return c
+    tot = float(lam_next.sum())
+    return c / tot if tot > 0 else np.zeros_like(c)
+
+
 def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, runtime: ClientRuntime,
                       dual_step, normalize: bool, control_variates: bool = True):
     """One Scaff-PD round (Algorithm 1 lines 3–11, Algorithm 2), shared with Scaff-PD-IA.
@@ -271,15 +290,9 @@ def primal_dual_round(x, lam, L_prev, tau, sigma, extrap, J, global_step, runtim
     """
     x_down = runtime.broadcast("model", x)
     L, C = runtime.upload(losses=runtime.losses(x_down), controls=runtime.gradients(x_down))
-    L_prev = L if L_prev is None else L_prev
-    s = (1.0 + extrap) * L - extrap * L_prev
-    lam_next = np.asarray(dual_step(lam + sigma * s, sigma), float)
+    lam_next = dual_ascent(lam, L, L_prev, sigma, extrap, dual_step)
     if control_variates:
-        c = runtime.aggregate(lam_next, C)
-        if normalize:
-            tot = float(lam_next.sum())
-            c = c / tot if tot > 0 else np.zeros_like(c)
-        c = runtime.broadcast("control", c)
+        c = runtime.broadcast("control", normalized_control(runtime.aggregate(lam_next, C), lam_next, normalize))
         correction = c[None, :] - C
     else:
         correction = None
@@ -375,16 +388,22 @@ class ScaffPD(Solver):
         if kind == "constant":
             ext = 1.0 if p["extrapolation"] is None else p["extrapolation"]
             return ConstantSchedule(p["step_size"], p["dual_step"], ext), {"schedule": "constant"}, None
+        mu_x = float(np.min(problem.objectives.strong_convexity())) if p["mu_x"] is None else p["mu_x"]
+        if mu_x <= 0:       # refused before any constant is computed: one error, advice that works
+            L = float(np.max(problem.objectives.smoothness())) if p["smoothness"] is None else p["smoothness"]
+            steps = f"step_size={1.0 / L:.3g}, dual_step=1.0" if np.isfinite(L) and L > 0 else "step_size=, dual_step="
+            raise InvalidParameterError(
+                f"schedule {kind!r} needs strongly convex client objectives (mu_x > 0; here mu_x = 0"
+                f"{no_strong_convexity_reason(problem)}): Scaff-PD's schedules are those of Theorems 3.1 "
+                "and 3.5 (Yu, Karimireddy, Ma, Jordan, arXiv:2307.13381). Either penalize every "
+                "coefficient (l2 > 0 with penalize_intercept=True), or pass schedule='constant' with "
+                f"explicit steps, e.g. ScaffPD(schedule='constant', {steps}) (tau = 1/L_xx; no rate is "
+                "then promised: check the run with dm.verify)")
         const = scaffpd_constants(problem, theta0, p["mu_x"], p["smoothness"], p["lipschitz"],
                                   p["mu_lambda"], p["radius"])
         info.update(const)
         if kind == "auto":
             kind = "sc-sc" if const["mu_lambda"] > 0 else "sc-c"
-        if const["mu_x"] <= 0:
-            raise InvalidParameterError(
-                f"schedule {kind!r} needs strongly convex client losses (mu_x > 0; here mu_x = 0"
-                f"{no_strong_convexity_reason(problem)}); use l2 > 0 on every coefficient or "
-                "schedule='constant'")
         if kind == "sc-sc":
             sch = sc_sc_schedule(const["mu_x"], const["mu_lambda"], const["L_xx"], const["L_lx"],
                                  p["conservative"])
@@ -436,7 +455,13 @@ class ScaffPD(Solver):
             x, state["weights"], state["L_prev"], tau, sigma, ext, self.local_steps,
             self.global_step, runtime, wset.prox, state["normalize"],
             self.params["control_variates"])
-        # ergodic average (Thm E.6 bounds it; the last iterate is reported too): sum_r t_r x^{r+1} / sum_r t_r
+        return self.server_step(r, state, x_next, lam_next, L, tau, sigma, ext)
+
+    def server_step(self, r, state, x_next, lam_next, L, tau, sigma, ext):
+        """Round *r*'s record after the primal and dual steps (the simulator's and the Flower
+        port's): the new iterates, the round's losses and steps, and the ergodic average
+        :math:`\\sum_rt_rx^{r+1}/\\sum_rt_r` of Theorem E.6 (``theta_avg``; the last iterate is
+        reported too)."""
         w = state["schedule"].weight(r)
         state["_wsum"] += w
         state["_xsum"] = state["_xsum"] + w * x_next

@@ -195,6 +195,12 @@ class ScaffPDIA(Solver):
         x_next, lam_next, L, _ = primal_dual_round(
             state["theta"], state["weights"], state["L_prev"], tau, sigma, ext, self.local_steps,
             state["beta"], runtime, state["dual"], normalize=False)
+        return self.server_step(r, state, x_next, lam_next, L, tau, sigma, ext)
+
+    def server_step(self, r, state, x_next, lam_next, L, tau, sigma, ext):
+        """Round *r*'s record after the primal and dual steps (the simulator's and the Flower
+        port's): the box projection :math:`\\Pi_\\Theta` of line 13 (``projection_active`` says
+        whether it moved the iterate), the new iterates, the round's losses and steps."""
         active = 0.0
         if state["box"] is not None:
             lo, up = state["box"]

@@ -107,8 +107,9 @@ def test_what_the_bridge_refuses(offline_iris):
 def test_the_graded_quickstart_through_the_bridge_is_quiet_and_certified(tmp_path, monkeypatch):
     """Flower's scikit-learn quickstart, graded through the bridge (graded.py), run in process with
     ``dmf.run_app`` in a fresh interpreter as a user would: the federated oracle is certified and
-    equals the centralized one on the rows the app's own load_data gives; stderr has < 40 lines
-    (it had 435 before Flower's per-round log was quieted)."""
+    equals the centralized one on the rows the app's own load_data gives; nothing at INFO level
+    reaches stderr (435 lines before Flower's per-round log was quieted, then 29 drflmodel lines:
+    one per round; the returned app holds the oracle and the verdict)."""
     env = {**os.environ, **write_offline_iris(tmp_path), "PYTHONPATH": str(ROOT)}
     script = ("from drflmodel import flower as dmf\n"
               f"app = dmf.run_app({str(APP)!r}, 3, run_config={{'trace-out': 'fedavg.npz'}})\n"
@@ -118,10 +119,8 @@ def test_the_graded_quickstart_through_the_bridge_is_quiet_and_certified(tmp_pat
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     err = proc.stderr.splitlines()
-    assert len(err) < 40, proc.stderr
-    assert any("[drflmodel] federated oracle: optimal" in line for line in err)
-    assert sum("[drflmodel] round" in line for line in err) == 26                     # rounds 0..25
-    assert not any("[ROUND" in line or "configure_train" in line for line in err)     # Flower's INFO log
+    assert not any("INFO" in line for line in err), proc.stderr                      # Flower's and ours
+    assert not any("[drflmodel] round" in line or "[ROUND" in line for line in err), proc.stderr
     upper, status = proc.stdout.splitlines()[3].split()      # after the final model's three rows
     assert status == "optimal"
     assert "FedAvg vs dro (25 rounds" in proc.stdout

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,10 @@ except ImportError as exc:
     print("ERROR:", exc)
 """)
     assert out.returncode == 0, out.stderr
-    assert 'ERROR: drflmodel.flower needs Flower (flwr), which is not installed: pip install "drflmodel[flower]"' in out.stdout
+    root = Path(__file__).resolve().parents[2]          # drflmodel runs from this clone: the clone's command
+    hint = (f'pip install -e ".[flower]" (in {root}, the clone drflmodel runs from)'
+            if (root / "pyproject.toml").is_file() and (root / "drflmodel").is_dir() else 'pip install "drflmodel[flower]"')
+    assert f"ERROR: drflmodel.flower needs Flower (flwr), which is not installed: {hint}" in out.stdout
 
 
 def test_importing_drflmodel_flower_switches_network_reporting_off():

@@ -22,10 +22,13 @@ def test_leaf_default_reproduces_the_published_statistics():
     assert round(st["mean"], 2) == 107.55 and round(st["std"], 2) == 213.22
 
 
-def _leaf_script(num_tasks, num_classes, num_dim, seed):
+def _leaf_script(num_tasks, num_classes, num_dim, seed, commit="54669fd"):
     """LEAF's data/synthetic recipe, written here with numpy's global generator as the script runs it
-    (main seeds, draws the sizes; the dataset seeds again; a softmax that divides by the Python sum
-    over a task's rows)."""
+    (main seeds, draws the sizes; the dataset seeds again); the labels of LEAF's code at ``commit``:
+    54669fd (HEAD, "fixes softmax bug") ``scipy.special.softmax(..., axis=1)``, 15681b5 (its first
+    commit) ``np.exp(x) / sum(np.exp(x))``, Python's sum over a task's rows."""
+    from scipy.special import softmax
+
     np.random.seed(seed)
     sizes = [min(s + 5, 1000) for s in np.random.lognormal(3, 2, (num_tasks)).astype(int)]
     np.random.seed(seed)
@@ -41,19 +44,36 @@ def _leaf_script(num_tasks, num_classes, num_dim, seed):
         x = np.ones((n, num_dim + 1))
         x[:, 1:] = np.random.multivariate_normal(mean=loc, cov=Sigma, size=n)
         w = np.matmul(Q, np.random.normal(loc=mean, scale=0.1, size=mean.shape))
-        z = np.exp(np.matmul(x, w) + np.random.normal(loc=0., scale=0.1, size=(n, num_classes)))
-        out.append((x[:, 1:], np.argmax(z / sum(z), axis=1)))
+        s = np.matmul(x, w) + np.random.normal(loc=0., scale=0.1, size=(n, num_classes))
+        if commit == "54669fd":
+            out.append((x[:, 1:], np.argmax(softmax(s, axis=1), axis=1)))
+        else:
+            z = np.exp(s)
+            out.append((x[:, 1:], np.argmax(z / sum(z), axis=1)))
     return out
 
 
-def test_leaf_generator_is_the_published_script_draw_for_draw():
-    inst = leaf_synthetic(n_tasks=25, n_classes=5, dim=12, seed=17, train_fraction=1.0)
-    ref = _leaf_script(25, 5, 12, 17)
+@pytest.mark.parametrize("commit", ["54669fd", "15681b5"])
+def test_leaf_generator_is_the_published_script_draw_for_draw(commit):
+    """The default labels are LEAF's at HEAD (54669fd); labels="15681b5" gives its first commit's."""
+    kwargs = {} if commit == "54669fd" else {"labels": commit}
+    inst = leaf_synthetic(n_tasks=25, n_classes=5, dim=12, seed=17, train_fraction=1.0, **kwargs)
+    assert inst.recipe["labels"] == commit and commit in inst.notes[0]
+    ref = _leaf_script(25, 5, 12, 17, commit)
     for client, (X, y) in zip(inst.train.clients, ref):
         assert np.array_equal(client.X[:, 1:], X) and np.array_equal(np.asarray(client.y).astype(int), y)
-    # the published softmax normalizes over rows: labels differ from the row-wise argmax somewhere
-    assert any(np.any(y != np.argmax(np.hstack([np.ones((len(X), 1)), X]) @ np.ones((13, 5)), axis=1))
-               for X, y in ref)
+    other = _leaf_script(25, 5, 12, 17, "15681b5" if commit == "54669fd" else "54669fd")
+    assert any(np.any(y != y2) for (_, y), (_, y2) in zip(ref, other))      # the two commits differ
+
+
+def test_leaf_default_labels_differ_from_the_first_commits_as_measured_upstream():
+    """LEAF's own scripts run at 54669fd and at 15681b5 (issue 43's measurement, outside drflmodel):
+    77,844 of the 107,553 labels (72.4%) differ; X is the same."""
+    head, first = leaf_synthetic(train_fraction=1.0), leaf_synthetic(train_fraction=1.0, labels="15681b5")
+    ya = np.concatenate([c.y for c in head.train.clients])
+    yb = np.concatenate([c.y for c in first.train.clients])
+    assert ya.size == 107553 and int(np.sum(ya != yb)) == 77844
+    assert all(np.array_equal(a.X, b.X) for a, b in zip(head.train.clients, first.train.clients))
 
 
 def _fedprox_script(alpha, beta, iid, seed, users=30, dimension=60, classes=10):
@@ -115,15 +135,35 @@ def test_fedprox_synthetic_has_the_recipes_statistics():
     assert len(means) >= 300 and 7.0 < np.var(means) < 13.0     # Var(v_kj) = beta^2 + 1 = 10
 
 
-def test_adult_doctorate_split_has_uci_counts():
-    """UCI Adult (adult.data, 32,561 rows = a8a + a8a.t): 413 doctorates, 74.1% of them above 50K."""
+def test_adult_doctorate_is_the_qffl_codes_protocol():
+    """fair_flearn's data/adult/create_dataset.py on UCI adult.data (32,561 rows): 413 "phd" and
+    32,148 "non-phd" training rows, 99 one-hot categorical features (the continuous ones dropped),
+    a missing value an all-zero block -- UCI's counts of "?": workclass 1,836, occupation 1,843,
+    native-country 583 -- and 7,841 rows (24.1%) above 50K; its test rows (adult.test) not shipped."""
     inst = adult_doctorate()
     assert [c.name for c in inst.train.clients] == ["doctorate", "non-doctorate"]
-    doc = inst.train.sizes[0] + inst.test.sizes[0]
-    assert doc == 413 and inst.statistics()["samples"] == 32561
-    y = np.concatenate([inst.train.clients[0].y, inst.test.clients[0].y])
-    assert round(float(np.mean(y > 0)), 3) == 0.741
-    assert inst.train.sizes.sum() == 22696 and inst.test.sizes.sum() == 9865
+    assert inst.train.sizes.tolist() == [413, 32148] and inst.test is None
+    assert inst.train.dim == 1 + 99 and inst.recipe["protocol"] == "qffl"
+    X = np.vstack([c.X for c in inst.train.clients])
+    y = np.concatenate([c.y for c in inst.train.clients])
+    assert int(np.sum(y > 0)) == 7841 and round(float(np.mean(inst.train.clients[0].y > 0)), 3) == 0.741
+    assert np.all(X[:, 0] == 1) and set(np.unique(X[:, 1:])) == {0.0, 1.0}
+    blocks = {"workclass": 8, "education": 16, "marital-status": 7, "occupation": 14, "relationship": 6,
+              "race": 5, "sex": 2, "native-country": 41}
+    missing, j = {}, 1
+    for name, width in blocks.items():
+        rows = X[:, j:j + width].sum(axis=1)
+        assert rows.max() == 1, name                          # one-hot: at most one 1 per block
+        missing[name], j = int(np.sum(rows == 0)), j + width
+    assert j == 100
+    assert missing == {**{k: 0 for k in blocks}, "workclass": 1836, "occupation": 1843, "native-country": 583}
+
+
+def test_adult_doctorate_a8a_protocol_is_libsvms_split():
+    """protocol="a8a": LIBSVM's a8a (22,696 rows, 300 doctorates) held out a8a.t (9,865, 113)."""
+    inst = adult_doctorate(protocol="a8a")
+    assert inst.train.sizes.tolist() == [300, 22396] and inst.test.sizes.tolist() == [113, 9752]
+    assert inst.train.dim == 124 and inst.statistics()["samples"] == 32561
 
 
 @pytest.mark.parametrize("call,match", [
@@ -132,6 +172,8 @@ def test_adult_doctorate_split_has_uci_counts():
     (lambda: fedprox_synthetic(train_fraction=0.0), "train_fraction must lie in"),
     (lambda: leaf_synthetic(prob_clusters=(0.5, 0.2)), "prob_clusters must be a probability vector"),
     (lambda: leaf_synthetic(n_tasks=0), "n_tasks must be an integer"),
+    (lambda: leaf_synthetic(labels="head"), "labels must be one of"),
+    (lambda: adult_doctorate(protocol="afl"), "protocol must be one of"),
     (lambda: fedprox_synthetic(seed=5, n_devices=6, dim=10), "labels no row with class"),
 ])
 def test_bad_generator_arguments_are_named(call, match):

@@ -10,40 +10,18 @@ import warnings
 
 import pytest
 
-# old path -> (new module, names that must come through the old path unchanged); written out here,
-# not read from drflmodel.problems._moved, so that a wrong table there fails this test
+# old public path -> (new module, names that must come through the old path unchanged); written out
+# here, not read from drflmodel.problems._moved, so that a wrong table there fails this test
 OLD_PATHS = {
-    "drflmodel.problems._base": ("drflmodel.problems.engine.problem",
-                                 ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]),
-    "drflmodel.problems._routes": ("drflmodel.problems.engine.route", ["Route", "SolveRequest", "dispatch"]),
-    "drflmodel.problems._conic": ("drflmodel.problems.engine.solvers",
-                                  ["SOLVER_OPTIONS", "SolverSequence", "check_solver", "installed_solvers",
-                                   "quiet_solve"]),
     "drflmodel.problems.dro": ("drflmodel.problems.minmax.dro", ["FederatedDRO", "WeightedMinMax"]),
     "drflmodel.problems.fafl": ("drflmodel.problems.minmax.fafl", ["FairnessAwareFL", "SmoothedRoute"]),
-    "drflmodel.problems._newton": ("drflmodel.problems.minmax.fixed_weight_bound",
-                                   ["weighted_newton_bound", "certified_lower_bound", "NewtonBound"]),
-    "drflmodel.problems._sqp": ("drflmodel.problems.minmax.hessian_sqp", ["NewtonSQPRoute", "SQPModel"]),
-    "drflmodel.problems._lagrangian_sqp": ("drflmodel.problems.minmax.lagrangian_sqp",
-                                           ["LagrangianSQPRoute", "WeightStepModel"]),
-    "drflmodel.problems._active_set": ("drflmodel.problems.minmax.active_set", ["ActiveSetRoute"]),
-    "drflmodel.problems._pieces": ("drflmodel.problems.minmax.pieces",
-                                   ["Pieces", "MoreauEnvelope", "SampleTable", "piecewise_dual_bound"]),
-    "drflmodel.problems._bundle": ("drflmodel.problems.minmax.level_bundle", ["LevelBundleRoute", "lagrangian_bound"]),
-    "drflmodel.problems._quadratic": ("drflmodel.problems.relative.quadratic", ["build_r1", "min_quadratic"]),
-    "drflmodel.problems._omega": ("drflmodel.problems.wasserstein.omega", ["TransportModel", "omega_constraints"]),
-    "drflmodel.problems._wasserstein_sqp": ("drflmodel.problems.wasserstein.trust_region_sqp",
-                                            ["WassersteinSQPRoute", "value_and_subgradient"]),
-    "drflmodel.problems._wasserstein_bound": ("drflmodel.problems.wasserstein.lagrangian_bound",
-                                              ["lagrangian_lower_bound", "sample_rows"]),
 }
-#: names that moved out of the module they used to share (the old path still re-exports them)
-SPLIT = {
-    "drflmodel.problems._conic": ("drflmodel.problems.engine.conic", ["ConicRoute"]),
-    "drflmodel.problems._base": ("drflmodel.problems.engine.solvers", ["SOLVER_OPTIONS", "installed_solvers"]),
-    "drflmodel.problems._sqp": ("drflmodel.problems.engine.steps",
-                                ["AUTO_MIN_SIZE", "check_sqp_options", "recovered_step", "step_solvers"]),
-}
+#: the private paths of the unreleased layout: gone (issue 42), no shim answers for them
+GONE = ["drflmodel.problems._base", "drflmodel.problems._routes", "drflmodel.problems._conic",
+        "drflmodel.problems._newton", "drflmodel.problems._sqp", "drflmodel.problems._lagrangian_sqp",
+        "drflmodel.problems._active_set", "drflmodel.problems._pieces", "drflmodel.problems._bundle",
+        "drflmodel.problems._quadratic", "drflmodel.problems._omega", "drflmodel.problems._wasserstein_sqp",
+        "drflmodel.problems._wasserstein_bound"]
 
 
 def _fresh_import(name: str):
@@ -65,13 +43,17 @@ def test_an_old_path_warns_and_re_exports_the_same_objects(old):
     for name in names:
         assert getattr(shim, name) is getattr(target, name), name
     assert set(getattr(target, "__all__", ())) <= set(shim.__all__)
-    if old in SPLIT:
-        other, moved = SPLIT[old]
-        other_module = importlib.import_module(other)
-        for name in moved:
-            assert getattr(shim, name) is getattr(other_module, name), name
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         shim.no_such_name
+
+
+@pytest.mark.parametrize("old", GONE)
+def test_a_private_path_of_the_unreleased_layout_is_gone(old):
+    import drflmodel.problems  # noqa: F401
+
+    sys.modules.pop(old, None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_from_import_of_an_old_path_names_the_import_line():
@@ -90,8 +72,6 @@ def test_the_new_paths_import_without_a_deprecation_warning():
         warnings.simplefilter("error", DeprecationWarning)
         for new, _ in OLD_PATHS.values():
             importlib.import_module(new)
-        for new, _ in SPLIT.values():
-            importlib.import_module(new)
 
 
 def test_the_problems_root_holds_the_family_folders_and_few_files():
@@ -101,6 +81,6 @@ def test_the_problems_root_holds_the_family_folders_and_few_files():
 
     root = Path(P.__file__).parent
     files = sorted(p.name for p in root.glob("*.py"))
-    assert len(files) <= 8, files
+    assert len(files) <= 4, files
     folders = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
     assert {"engine", "minmax", "wasserstein", "relative", "deo"} <= folders

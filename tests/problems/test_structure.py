@@ -96,7 +96,8 @@ def test_a_piecewise_linear_loss_and_a_quadratic_one():
 def test_the_families_state_their_facts():
     fed = dm.datasets.synthetic_classification(n_clients=3, dim=3, samples=30, seed=0)
     wass = dm.WassersteinDRFL(fed, dm.losses.Hinge(), radius=0.05, kappa=1.0, norm=2, weights=dm.sets.Simplex(3))
-    assert wass.structure.facts == {"shared_multiplier": False, "support_bounded": False}
+    assert wass.structure.facts == {"shared_multiplier": False, "support_bounded": False, "fixed_columns": (),
+                                    "labels_move": True, "transport_norm": 2.0}
     wafl = dm.WassersteinDRFL.wafl(fed, dm.losses.Hinge(), radius=0.05, kappa=1.0, norm=2)
     assert wafl.structure.facts["shared_multiplier"] is True
     reg = dm.datasets.synthetic_regression(n_clients=3, dim=2, samples=30, seed=0)

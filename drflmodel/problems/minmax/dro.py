@@ -337,9 +337,9 @@ class WeightedMinMax(Problem):
         pass is repeated.
 
         Every certificate made here covers the whole federation, so it is a valid interval whatever
-        happens next: the one with the smallest gap is kept in ``cache("certificates")["best"]``
-        (the federated solve returns it when a client fault interrupts the route; it clears the
-        record before it starts)."""
+        happens next: the one with the smallest gap is kept (:meth:`best_certificate`; the
+        federated solve returns it when a client fault interrupts the route, and calls
+        :meth:`forget_certificates` before it starts)."""
         W = self.weight_set
         losses, grads = evaluated if evaluated is not None else (self.client_losses(theta), None)
         U, lam_wc = W.worst_case(losses)
@@ -379,6 +379,18 @@ class WeightedMinMax(Problem):
         if "best" not in kept or sol.relative_gap < kept["best"].relative_gap:
             kept["best"] = copy.copy(sol)
         return sol
+
+    def best_certificate(self) -> Solution | None:
+        """A copy of the certificate with the smallest gap that :meth:`certify_point` made since
+        :meth:`forget_certificates` (or since a parameter changed the structure), or ``None``. Each
+        covers the whole federation, so it stays a valid interval when a later step fails: the
+        federated solve returns it after a client stops answering."""
+        best = self.cache("certificates").get("best")
+        return None if best is None else copy.copy(best)
+
+    def forget_certificates(self) -> None:
+        """Drop the record of :meth:`best_certificate` (a new solve starts)."""
+        self.cache("certificates").clear()
 
 
 def lower_bound_kind(fixed: dict) -> str:

@@ -117,7 +117,8 @@ def start_point(problem) -> np.ndarray:
 def client_hessian_factors(objectives, theta) -> np.ndarray:
     r"""Upper Cholesky factors :math:`R_i` (:math:`H_i=R_i^\top R_i`) of every client's Hessian,
     ``(n, d, d)``, from one batched BLAS product :math:`X_i^\top\mathrm{diag}(w_i)X_i`."""
-    X, y, mask, sizes = objectives._X, objectives._y, objectives._mask, objectives._sizes
+    rows = objectives.stacked                      # the rows: this route needs ROWS
+    X, y, mask, sizes = rows.X, rows.y, rows.mask, rows.sizes
     w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
     H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None]) + objectives.l2 * np.eye(X.shape[-1])
     return np.swapaxes(np.linalg.cholesky(H), 1, 2)

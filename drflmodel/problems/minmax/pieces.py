@@ -155,14 +155,16 @@ class SampleTable:
     weight :math:`1/N_i` (0 on padding), and the affine map :math:`z=s\\,u+r` from score to argument."""
 
     def __init__(self, objectives):
-        n, m, d = objectives._X.shape
+        rows = objectives.stacked
+        n, m, d = rows.X.shape
         self.objectives = objectives
+        self._stacked_X = rows.X
         self.shape = (n, m)
-        self.X = objectives._X.reshape(n * m, d)
-        self.valid = objectives._mask.reshape(-1) > 0
-        self.weight = (objectives._mask / objectives._sizes[:, None]).reshape(-1)
+        self.X = rows.X.reshape(n * m, d)
+        self.valid = rows.mask.reshape(-1) > 0
+        self.weight = (rows.mask / rows.sizes[:, None]).reshape(-1)
         self.client = np.repeat(np.arange(n), m)
-        y = objectives._y.reshape(-1)
+        y = rows.y.reshape(-1)
         if objectives.loss.task == "classification":
             self.sign, self.offset = y, np.zeros_like(y)
         else:
@@ -181,7 +183,7 @@ class SampleTable:
         """:math:`\\sum_{j\\in i}v_jx_j` per client, shape ``(n, d)`` (one batched product);
         ``absolute``: :math:`\\sum_{j\\in i}v_j|x_j|` instead (for error bounds)."""
         n, m = self.shape
-        Xs = np.abs(self.objectives._X) if absolute else self.objectives._X
+        Xs = np.abs(self._stacked_X) if absolute else self._stacked_X
         return np.matmul(per_row.reshape(n, 1, m), Xs).reshape(n, Xs.shape[2])
 
 

@@ -8,7 +8,14 @@ module                         what it is
                                special cases (``erm``, ``afl``, ``drfa``, ``wafl``)
 :mod:`.omega`                  the per-loss constraint sets :math:`\Omega_s` (Proposition 4.2,
                                Appendix B) and the exact per-client worst case
+:mod:`.multiclass`             the softmax loss: the K-class cost and its exact reformulation
+                               (:math:`\lambda_s\ge\max_{j<k}\|w_k-w_j\|_*`), derived and cited
+:mod:`.multiclass_bound`       the rigorous numpy lower bound of the softmax loss (tangents, label
+                               multipliers, flows over the class pairs)
+:mod:`.federated`              the federated oracle: each client answers for its own ball;
+                               consensus ADMM and a dual-decomposition certificate on the server
 :mod:`.trust_region_sqp`       route ``"newton"``: trust-region SQP on the exact objective
+:mod:`.hessian_free`           route ``"hessian_free"``: matrix-free, for smooth worst cases
 :mod:`.lagrangian_bound`       the rigorous numpy Lagrangian lower bound (unbounded support)
 =============================  ================================================================
 """

@@ -46,7 +46,8 @@ the near-active samples (ties between branches, kinks); that choice is then proj
 constraints and :math:`L` recomputed in numpy from scratch.
 
 Not covered (the route keeps the solver's dual objective and says so): bounded (polyhedral)
-supports, and problems with neither a positive radius nor :math:`\ell_2>0`.
+supports, problems with neither a positive radius nor :math:`\ell_2>0` and a free intercept
+(``penalize_intercept=False``). The softmax loss has its own bound (:mod:`.multiclass_bound`).
 """
 
 from __future__ import annotations
@@ -246,6 +247,12 @@ def lagrangian_lower_bound(problem, w, q, rounds: int = 2) -> tuple[float, dict]
     times at most); the best bound found is returned."""
     if problem.model.support.bounded:
         return float("-inf"), {"reason": "bounded support (polyhedral form): not covered"}
+    if problem.model.multiclass:
+        from .multiclass_bound import softmax_lagrangian_bound
+
+        return softmax_lagrangian_bound(problem, w, q)
+    if problem.model.moved is not None:
+        return float("-inf"), {"reason": "a free intercept (not transported, not penalized): not covered"}
     best = None
     for k in range(rounds):
         L, info, w = _one_round(problem, w, q)

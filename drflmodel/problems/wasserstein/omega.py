@@ -51,15 +51,16 @@ from scipy.optimize import linprog
 
 from ..._validation import as_finite_array
 from ...errors import InvalidDataError, InvalidParameterError, NotConvexError
-from ...losses import EpsilonInsensitive, Hinge, Huber, Logistic, Loss, Pinball, SmoothHinge
+from ...losses import EpsilonInsensitive, Hinge, Huber, Logistic, Loss, Multinomial, Pinball, SmoothHinge
 
 __all__ = ["SUPPORTED_LOSSES", "Support", "TransportModel", "make_support", "check_norm",
            "dual_exponent", "omega_constraints", "empirical_constraints", "lambda_min",
-           "worst_case_unbounded", "min_piecewise"]
+           "worst_case_unbounded", "min_piecewise", "own_and_flipped"]
 
-#: the six losses of the DRFL paper (§3); Squared is not covered by the paper
-SUPPORTED_LOSSES = (Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic)
-_SUPPORTED_NAMES = "Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic"
+#: the six losses of the DRFL paper (§3) and their K-class extension, the softmax loss
+#: (:mod:`.multiclass`); Squared is not covered by the paper
+SUPPORTED_LOSSES = (Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic, Multinomial)
+_SUPPORTED_NAMES = "Huber, EpsilonInsensitive, Pinball, Hinge, SmoothHinge, Logistic, Multinomial"
 _PL_NAMES = "EpsilonInsensitive, Pinball, Hinge"
 
 
@@ -160,16 +161,30 @@ def make_support(support, task: str, n: int) -> Support:
 
 @dataclass(frozen=True)
 class TransportModel:
-    """Loss, transport cost (feature norm, label cost :math:`\\kappa`) and support of one DRFL problem."""
+    """Loss, transport cost (feature norm, label cost :math:`\\kappa`) and support of one DRFL problem.
+
+    ``n_features`` is :math:`d` (the intercept column included), ``n_outputs`` :math:`K` (1 for the
+    scalar-score losses, the number of classes for :class:`~drflmodel.losses.Multinomial`) and
+    ``moved`` the feature columns the adversary may move (``None``: every column). With
+    ``penalize_intercept=False`` the intercept column is not moved: it is the constant 1 of every
+    sample, not a feature, so its coordinate of the transport is fixed (support :math:`\\{x_0=1\\}`)
+    and the dual norms of the Lipschitz form read the other columns only (:func:`lambda_min`)."""
 
     loss: Loss
     norm: float
     kappa: float
     support: Support
+    n_features: int = 0
+    n_outputs: int = 1
+    moved: tuple | None = None
 
     @property
     def task(self) -> str:
         return self.loss.task
+
+    @property
+    def multiclass(self) -> bool:
+        return self.task == "multiclass"
 
     @property
     def dual(self) -> float:
@@ -179,22 +194,32 @@ class TransportModel:
     @property
     def flips(self) -> bool:
         """Whether labels may flip (classification with finite :math:`\\kappa`)."""
-        return self.task == "classification" and np.isfinite(self.kappa)
+        return self.task in ("classification", "multiclass") and np.isfinite(self.kappa)
 
     @property
     def lip(self) -> float:
-        """The loss's Lipschitz constant in its argument (= its asymptotic slope)."""
-        return float(self.loss.lipschitz)
+        """The loss's Lipschitz constant in its argument (= its asymptotic slope); 1 for the softmax
+        loss, whose constant in :math:`x` is the pairwise norm :math:`\\Lambda(W)` itself (:mod:`.multiclass`)."""
+        return 1.0 if self.multiclass else float(self.loss.lipschitz)
+
+    def moved_columns(self, w):
+        """The moved coordinates of a scalar-score model ``w`` (numpy or CVXPY)."""
+        return w if self.moved is None else w[np.asarray(self.moved, dtype=int)]
 
     @staticmethod
-    def validate(loss, norm, kappa, support, n) -> "TransportModel":
+    def check_loss(loss) -> None:
         if not isinstance(loss, SUPPORTED_LOSSES):
             raise InvalidParameterError(
-                f"loss must be one of the DRFL paper's losses ({_SUPPORTED_NAMES}); got {loss!r}. "
-                "The squared loss is not Lipschitz, so its Wasserstein worst case is not covered by "
+                f"loss must be one of the DRFL paper's losses or the softmax loss ({_SUPPORTED_NAMES}); got "
+                f"{loss!r}. The squared loss is not Lipschitz, so its Wasserstein worst case is not covered by "
                 "Prop. 4.2's reformulation in the paper")
+
+    @staticmethod
+    def validate(loss, norm, kappa, support, n, n_outputs: int = 1, moved=None) -> "TransportModel":
+        TransportModel.check_loss(loss)
         norm = check_norm(norm)
-        sup = make_support(support, loss.task, n)
+        task = "classification" if loss.task == "multiclass" else loss.task
+        sup = make_support(support, task, n)
         if sup.bounded and not loss.piecewise_linear:
             raise NotConvexError(
                 f"{type(loss).__name__} on a bounded support {sup.kind!r}: the inner worst case "
@@ -202,7 +227,13 @@ class TransportModel:
                 "which the DRFL paper does not reformulate. Supported alternatives: "
                 f"support=None with {type(loss).__name__}, or a piecewise-linear loss "
                 f"({_PL_NAMES}) with a bounded support")
-        return TransportModel(loss, norm, float(kappa), sup)
+        if sup.bounded and moved is not None:
+            raise InvalidParameterError(
+                "penalize_intercept=False (an intercept column the transport does not move) is implemented "
+                f"on unbounded support only; got support={sup.kind!r}. Use support=None, or "
+                "penalize_intercept=True (the intercept column is then an ordinary, transported feature)")
+        return TransportModel(loss, norm, float(kappa), sup, int(n), int(n_outputs),
+                              None if moved is None else tuple(int(j) for j in moved))
 
     # ---------------------------------------------------------------- numpy helpers
     def slack(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -240,10 +271,17 @@ def _norm(w, p):
     return cp.norm(w, p) if isinstance(w, cp.Expression) else float(np.linalg.norm(np.asarray(w, float), p))
 
 
-def lambda_min(model: TransportModel, w) -> float:
+def lambda_min(model: TransportModel, w, labels=None) -> float:
     """Smallest :math:`\\lambda` with a finite sup on unbounded support (numpy):
-    :math:`\\mathrm{Lip}\\cdot N_*(w,-1)` (regression) or :math:`\\mathrm{Lip}\\|w\\|_*` (classification)."""
-    dn = float(np.linalg.norm(np.asarray(w, float), model.dual))
+    :math:`\\mathrm{Lip}\\cdot N_*(w,-1)` (regression) or :math:`\\mathrm{Lip}\\|w\\|_*` (classification),
+    the norms over the moved columns; the pairwise :math:`\\Lambda(W)` for the softmax loss
+    (:func:`.multiclass.pairwise_lipschitz`; ``labels``: the labels present, read when
+    :math:`\\kappa=\\infty`)."""
+    if model.multiclass:
+        from .multiclass import pairwise_lipschitz
+
+        return pairwise_lipschitz(model, w, labels)
+    dn = float(np.linalg.norm(model.moved_columns(np.asarray(w, float)), model.dual))
     if model.task == "regression" and np.isfinite(model.kappa):
         dn = max(dn, 1.0 / model.kappa)
     return model.lip * dn
@@ -254,6 +292,10 @@ def empirical_constraints(model: TransportModel, w, alpha, X, y) -> list:
     argument needs :math:`\\rho_s>0`)."""
     if X.shape[0] == 0:
         return []
+    if model.multiclass:
+        from .multiclass import score_expr
+
+        return [model.loss.block_expr(score_expr(model, X, w), y) <= alpha]
     return [model.loss.expr(X @ w, y) <= alpha]
 
 
@@ -262,7 +304,7 @@ def omega_constraints(model: TransportModel, w, lam, alpha, X, y, cid, clients) 
 
     Parameters
     ----------
-    w : CVXPY expression (or numpy vector) of the model, shape ``(n,)``.
+    w : CVXPY expression (or numpy vector) of the model, shape ``(P,)`` (:math:`P=Kd`, class-major).
     lam : CVXPY expression (or numpy vector) of the multipliers, indexed by client.
     alpha : CVXPY expression of shape ``(N,)``, one epigraph variable per sample.
     X, y : the samples (rows), ``cid`` their client indices into ``lam``.
@@ -271,6 +313,10 @@ def omega_constraints(model: TransportModel, w, lam, alpha, X, y, cid, clients) 
     N = X.shape[0]
     if N == 0:
         return []
+    if model.multiclass:
+        from .multiclass import omega_constraints_softmax
+
+        return omega_constraints_softmax(model, w, lam, alpha, X, y, cid, clients)
     lam_i = lam[cid]
     extra = []
     if isinstance(w, cp.Expression) and not w.is_constant():
@@ -301,10 +347,10 @@ def _lipschitz_form(model, w, u, lam, lam_i, alpha, X, y, clients) -> list:
 
 
 def _lip_norm(model, w, lam, clients) -> list:
-    """:math:`\\lambda_s\\ge\\mathrm{Lip}\\cdot N_*` for every listed client."""
+    """:math:`\\lambda_s\\ge\\mathrm{Lip}\\cdot N_*` for every listed client (norms over the moved columns)."""
     cons = []
     lam_c = lam[np.asarray(clients)]
-    cons.append(model.lip * _norm(w, model.dual) <= lam_c)
+    cons.append(model.lip * _norm(model.moved_columns(w), model.dual) <= lam_c)
     if model.task == "regression" and np.isfinite(model.kappa):
         cons.append(lam_c >= model.lip / model.kappa)
     return cons
@@ -371,6 +417,20 @@ def min_piecewise(rho: float, c: np.ndarray, L: np.ndarray, Lt: np.ndarray, kapp
     return float(vals[j]), float(cand[j])
 
 
+def own_and_flipped(model: TransportModel, w, X, y) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per sample the loss at its own label :math:`L_i` and the worst relabelled one
+    :math:`\\tilde L_i=\\max_{y'\\ne y_i}\\ell(x_i,y')` (``None`` when labels cannot move):
+    :math:`L(-y_iu_i)` in binary classification, :math:`\\log\\sum_ke^{s_k}-\\min_{k\\ne y_i}s_k` for
+    the softmax loss (:mod:`.multiclass`)."""
+    if model.multiclass:
+        from .multiclass import softmax_own_and_flipped
+
+        return softmax_own_and_flipped(model, w, X, y)
+    u = X @ np.asarray(w, float)
+    L = model.loss.value(u, y)
+    return L, (model.loss.value(u, -y) if model.flips else None)
+
+
 def worst_case_unbounded(model: TransportModel, w, X, y, rho: float, weights=None) -> tuple[float, float]:
     """Exact client worst case :math:`\\sup_{W\\le\\rho}\\mathbb E[L]` on unbounded support, and
     the minimizing :math:`\\lambda` (numpy; Prop. 4.2 with the Lipschitz form).
@@ -380,12 +440,10 @@ def worst_case_unbounded(model: TransportModel, w, X, y, rho: float, weights=Non
     """
     w = np.asarray(w, float)
     c = np.full(X.shape[0], 1.0 / X.shape[0]) if weights is None else np.asarray(weights, float)
-    u = X @ w
-    L = model.loss.value(u, y)
+    L, Lt = own_and_flipped(model, w, X, y)
     if rho == 0:
         return float(c @ L), float("nan")
-    lo = lambda_min(model, w)
-    if not model.flips:
+    lo = lambda_min(model, w, labels=np.unique(y) if model.multiclass else None)
+    if Lt is None:
         return float(rho * lo + c @ L), lo
-    Lt = model.loss.value(u, -y)
     return min_piecewise(rho, c, L, Lt, model.kappa, lo)

@@ -33,9 +33,19 @@ against an independent fixed-weight minimization :math:`\\min_w\\sum_s\\tilde q_
 :math:`\\tilde q\\in\\mathcal Q`, which is a lower bound by weak min–max duality.
 
 **Intercept.** The paper's models have no intercept. An intercept must be an explicit
-constant column (``datasets.add_intercept``) and is then an ordinary feature: the adversary may
-move it at transport cost, and it enters :math:`\\|w\\|_*`. An all-ones column lies on the boundary
-of ``"box"`` ([-1,1]^n) and ``"unit_box"`` ([0,1]^n), hence in the support; it is accepted.
+constant column (``datasets.add_intercept``). With ``penalize_intercept=True`` (the default) it is
+an ordinary feature: the adversary may move it at transport cost, and it enters :math:`\\|w\\|_*`
+and the ridge. An all-ones column lies on the boundary of ``"box"`` ([-1,1]^n) and ``"unit_box"``
+([0,1]^n), hence in the support; it is accepted. With ``penalize_intercept=False``
+(scikit-learn's convention) it is the constant 1 of every sample, which the transport does not
+move (the support of :math:`x` is :math:`\\{x_0=1\\}`): the inner sup of Proposition 4.2 runs over
+the other coordinates, so every dual norm of the Lipschitz form reads the other columns only,
+and the ridge leaves it out (unbounded support; :mod:`.multiclass` gives the argument).
+
+**Multi-class.** ``Multinomial()`` on a :math:`K`-class federation: the cost
+:math:`\\|x-x'\\|+\\kappa\\mathbb 1[y\\ne y']` over :math:`K` labels and the exact reformulation with
+:math:`\\lambda_s\\ge\\max_{j<k}\\|w_k-w_j\\|_*` (:mod:`.multiclass`); its lower bound is the conic
+rigorous numpy bound of :mod:`.multiclass_bound` (the conic dual objective with a free intercept).
 """
 
 from __future__ import annotations
@@ -51,11 +61,11 @@ from ..._validation import as_finite_array, as_real_array, check_probability_vec
 from ...errors import InvalidParameterError, SolverError
 from ...sets import Simplex, WeightSet, project_simplex
 from ...solution import DEFAULT_GAP_TOL, Solution, relative_gap
-from ..engine.problem import ClientView, Problem, refuse_unpenalized_intercept
+from ..engine.problem import ClientView, Problem
 from ..engine.steps import keep_warm_start
 from ..engine.solvers import SOLVER_DEFAULTS, SolverSequence, failure_reason, installed_solvers, solve_with_fallback, solver_order
-from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints,
-                     worst_case_unbounded)
+from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints, own_and_flipped,
+                    worst_case_unbounded)
 
 __all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_support_expr", "erm", "afl",
            "drfa", "wafl"]
@@ -123,7 +133,8 @@ class WassersteinDRFL(Problem):
     ----------
     federation : :class:`~drflmodel.data.Federation`.
     loss : one of ``Huber(eps)``, ``EpsilonInsensitive(eps)``, ``Pinball(tau)`` (the paper's
-        quantile level), ``Hinge()``, ``SmoothHinge()``, ``Logistic()``.
+        quantile level), ``Hinge()``, ``SmoothHinge()``, ``Logistic()``, or ``Multinomial()`` on a
+        multi-class federation (the :math:`K`-class cost and its exact reformulation: :mod:`.multiclass`).
     radius : :math:`\\rho_s\\ge0`, a scalar (shared) or one per client.
     kappa : label cost :math:`\\kappa>0`, ``np.inf`` for labels that cannot move.
     norm : feature norm of the transport cost, 1, 2 or inf.
@@ -132,9 +143,12 @@ class WassersteinDRFL(Problem):
     support : None (unbounded), ``"box"`` ([-1,1]^n), ``"unit_box"`` ([0,1]^n) or ``(C, d)``
         (polyhedral :math:`\\{C\\xi\\le d\\}`, Slater-checked); bounded supports only for the
         piecewise-linear losses. Training samples must lie in the support (the reformulation assumes it).
-    l2 : optional ridge term :math:`\\frac{\\ell_2}2\\|w\\|^2` (0 in the paper).
-    penalize_intercept : only ``True`` (every coordinate, the intercept column included, is
-        transported and penalized); ``False`` is refused with the reason.
+    l2 : optional ridge term :math:`\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2` (0 in the paper;
+        :math:`\\omega_j=0` on a free intercept).
+    penalize_intercept : ``True`` (default: every coordinate, the intercept column included, is
+        transported and penalized, as in the paper) or ``False`` (scikit-learn's free intercept: the
+        intercept column is the constant 1 of every sample, not moved by the transport -- its
+        coordinate is left out of every dual norm -- and left out of the ridge; unbounded support).
 
     Sweepable parameters (DPP, no recompilation): ``"radius"`` (while the zero pattern of
     :math:`\\rho` is unchanged) and ``"theta"`` (the LpBall radius).
@@ -142,18 +156,20 @@ class WassersteinDRFL(Problem):
 
     family = "wasserstein"
     shared_multiplier = False
+    supports_multiclass = True
 
     def __init__(self, federation, loss, radius, kappa, norm, weights, support=None, l2: float = 0.0,
                  penalize_intercept: bool = True):
-        if penalize_intercept is not True:
-            refuse_unpenalized_intercept(penalize_intercept, "WassersteinDRFL",
-                                         "its reformulation (the DRFL paper's Proposition 4.2) transports every "
-                                         "feature column, the intercept column included, and its dual norm "
-                                         "term covers every coordinate; an untransported, unpenalized intercept "
-                                         "is a different reformulation that drflmodel does not implement")
+        TransportModel.check_loss(loss)
         kappa = check_real(kappa, "kappa", low=0.0, low_open=True, allow_inf=True)
-        model = TransportModel.validate(loss, norm, kappa, support, federation.dim)
-        super().__init__(federation, loss, l2)          # checks the loss's task against the data
+        # checks the loss's task against the data and penalize_intercept (an intercept column needed)
+        super().__init__(federation, loss, l2, penalize_intercept)
+        layout = self.layout
+        moved = None
+        if not self.penalize_intercept:
+            j0 = federation.intercept_column
+            moved = [j for j in range(layout.n_features) if j != j0]
+        model = TransportModel.validate(loss, norm, kappa, support, layout.n_features, layout.n_outputs, moved)
         self.kappa = kappa
         self.model = model
         self.norm = self.model.norm
@@ -250,7 +266,11 @@ class WassersteinDRFL(Problem):
         worst case (:meth:`worst_case_losses`), then the support function of Q."""
         theta = self._check_theta(theta)
         z, _ = self.worst_case_losses(theta)
-        return self.outer(z)[0] + 0.5 * self.l2 * float(theta @ theta)
+        return self.outer(z)[0] + self.penalty(theta)
+
+    def penalty(self, theta) -> float:
+        """The ridge :math:`\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2` (not on a free intercept)."""
+        return float(self.objectives.penalty(np.asarray(theta, float)))
 
     def _check_theta(self, theta) -> np.ndarray:
         theta = as_finite_array(theta, "theta", ndim=1)
@@ -293,7 +313,8 @@ class WassersteinDRFL(Problem):
         cons += ocons
         self._parameters = {"radius": rho, **{k: v for k, v in oparams.items() if isinstance(v, cp.Parameter)}}
         aux = {k: v for k, v in oparams.items() if k in ("gamma", "eta")}
-        obj = outer + (0.5 * self.l2 * cp.sum_squares(w) if self.l2 > 0 else 0)
+        ridge = self.objectives.penalty_expr(w)
+        obj = outer + (ridge if ridge is not None else 0)
         self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
         return _RawProblem(cp.Minimize(obj), cons)
 
@@ -321,20 +342,31 @@ class WassersteinDRFL(Problem):
         "its fast route keeps every sample whose worst-case branch may change inside the trust region "
         "(the 'tied' samples) as an explicit term of the step problem, and its rigorous lower bound "
         "solves a small problem over the near-active samples: both read individual rows (x_ij, y_ij), "
-        "which a client would have to send to the server")
+        "which a client would have to send to the server. Its own federated oracle, where each client "
+        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve")
 
     def structure_facts(self) -> dict:
-        """``shared_multiplier`` (WAFL's one ball) and ``support_bounded`` (a polyhedral support)."""
+        """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support),
+        ``fixed_columns`` (the columns the transport does not move: a free intercept),
+        ``labels_move`` (a finite label cost) and ``transport_norm``."""
+        moved = self.model.moved
+        fixed = [] if moved is None else sorted(set(range(self.model.n_features)) - set(moved))
+        labels_move = self.model.flips or (self.model.task == "regression" and np.isfinite(self.model.kappa))
         return {"shared_multiplier": bool(self.shared_multiplier),
-                "support_bounded": bool(self.model.support.bounded)}
+                "support_bounded": bool(self.model.support.bounded),
+                "fixed_columns": tuple(fixed), "labels_move": bool(labels_move),
+                "transport_norm": float(self.model.norm)}
 
     def routes(self):
-        """``[WassersteinSQPRoute, ConicRoute]``: the trust-region SQP (smooth or piecewise-linear
-        loss, unbounded support, large N) falling back to the conic model when it cannot certify."""
+        """``[WassersteinHessianFreeRoute, WassersteinSQPRoute, ConicRoute]``: the matrix-free route
+        (smooth worst cases, from P = 1,000 under ``auto``), the trust-region SQP (smooth or
+        piecewise-linear loss, unbounded support, large N), each falling back to the conic model
+        when it cannot certify."""
         from ..engine.conic import ConicRoute
+        from .hessian_free import WassersteinHessianFreeRoute
         from .trust_region_sqp import WassersteinSQPRoute
 
-        return [WassersteinSQPRoute(), ConicRoute()]
+        return [WassersteinHessianFreeRoute(), WassersteinSQPRoute(), ConicRoute()]
 
     def certify_at(self, w, q_raw, solver: str, extra_info: dict | None = None) -> Solution:
         """The certified :class:`Solution` at ``w`` with candidate client weights ``q_raw`` (any
@@ -342,7 +374,7 @@ class WassersteinDRFL(Problem):
         :math:`L` the rigorous Lagrangian bound at :math:`w` with ``q_raw`` projected onto Q."""
         w = np.asarray(w, float)
         z_exact, lam_exact = self.worst_case_losses(w)
-        U = self.outer(z_exact)[0] + 0.5 * self.l2 * float(w @ w)
+        U = self.outer(z_exact)[0] + self.penalty(w)
         q_cert = self._weights_from_duals(q_raw, z_exact)
         L, bound_info = self._lower_bound(w, q_cert, U, float("-inf"))
         if not bound_info["lower_bound_method"].startswith("numpy"):
@@ -361,7 +393,7 @@ class WassersteinDRFL(Problem):
         prob, v = self._cp_problem, self._vars
         w = np.asarray(v["w"].value, float)
         z_exact, lam_exact = self.worst_case_losses(w)
-        U = self.outer(z_exact)[0] + 0.5 * self.l2 * float(w @ w)
+        U = self.outer(z_exact)[0] + self.penalty(w)
         L_conic, dinfo = conic_dual_bound(prob)
         q_dual = None if v["con_z"].dual_value is None else np.asarray(v["con_z"].dual_value, float)
         q_cert = self._weights_from_duals(q_dual, z_exact)
@@ -541,19 +573,18 @@ class ExactDualWAFL(WassersteinDRFL):
     def _client_part(self, theta, s, rho, lam):
         cl = self.federation.clients[s]
         if rho == 0:
-            return float(np.mean(self.loss.value(cl.X @ theta, cl.y)))
+            return float(np.mean(own_and_flipped(self.model, theta, cl.X, cl.y)[0]))
         if not self.support.bounded:
-            L = self.loss.value(cl.X @ theta, cl.y)
-            if not self.model.flips:
+            L, Lt = own_and_flipped(self.model, theta, cl.X, cl.y)
+            if Lt is None:
                 return float(rho * lam + L.mean())
-            Lt = self.loss.value(cl.X @ theta, -cl.y)
             return float(rho * lam + np.mean(np.maximum(L, Lt - self.kappa * lam)))
         return float(self.client_view(s).value_at_lambda(theta, lam))
 
     def objective(self, theta) -> float:
         theta = self._check_theta(theta)
         val, _, _ = self._joint(theta)
-        return val + 0.5 * self.l2 * float(theta @ theta)
+        return val + self.penalty(theta)
 
 
 # ====================================================================== local problems
@@ -621,6 +652,7 @@ class WassersteinClientView(ClientView):
     def __init__(self, problem: WassersteinDRFL, index: int):
         super().__init__(problem, index)
         self.model = problem.model
+        self.problem_dim = problem.dim
         self.rho = float(problem.radius[index])
         self._admm = None
         self._wc = None
@@ -661,7 +693,7 @@ class WassersteinClientView(ClientView):
 
     def admm_step(self, w, z, psi, zeta, c: float, solver: str = "CLARABEL") -> dict:
         """The client operator :math:`\\mathfrak C_s` of the DRFL paper's Algorithm 1 (Appendix E)."""
-        n = self._X.shape[1]
+        n = self.problem_dim
         c = check_real(c, "c", low=0.0, low_open=True)
         if self._admm is None:
             # DPP: c enters as sqrt(c/2) times variables, and sqrt(c/2) w, sqrt(c/2) z are

@@ -259,6 +259,12 @@ class WassersteinSQPRoute(Route):
             return "WAFL shares one multiplier across clients; the conic route applies"
         if structure.facts.get("support_bounded"):
             return "bounded (polyhedral) support: the conic route applies"
+        if structure.n_outputs > 1:
+            return ("the softmax loss has K scores per sample and this route's step model one; "
+                    "the conic route applies")
+        if structure.facts.get("fixed_columns"):
+            return ("a free intercept (penalize_intercept=False) leaves its column out of the dual norm, "
+                    "which this route's step model does not; the conic route applies")
         if not (structure.smooth or structure.piecewise_linear):
             return (f"the loss {structure.loss!r} is neither smooth nor piecewise linear; "
                     f"the conic route applies")
