@@ -112,8 +112,8 @@ def cvar_smoothed_lbfgs(fed, l2: float, alpha: float, mu: float = 1e-4):
     return res.x[:P], res.x[P], time.perf_counter() - t0, int(res.nit)
 
 
-def sklearn_erm(fed, l2: float, solver: str):
-    """``(theta, seconds, iterations)`` of ``LogisticRegression(solver=solver, tol=1e-8)`` on the
+def sklearn_erm(fed, l2: float, solver: str, tol: float = 1e-8):
+    """``(model, seconds, iterations)`` of ``LogisticRegression(solver=solver, tol=tol)`` on the
     pooled rows, in drflmodel's layout."""
     from sklearn.linear_model import LogisticRegression
 
@@ -121,6 +121,6 @@ def sklearn_erm(fed, l2: float, solver: str):
     j = fed.intercept_column
     keep = [c for c in range(X.shape[1]) if c != j]
     t0 = time.perf_counter()
-    model = LogisticRegression(C=1.0 / (l2 * len(y)), solver=solver, tol=1e-8, max_iter=10_000)
+    model = LogisticRegression(C=1.0 / (l2 * len(y)), solver=solver, tol=tol, max_iter=10_000)
     model.fit(X[:, keep], y.astype(int) if fed.task == "multiclass" else y)
     return model, time.perf_counter() - t0, int(np.max(model.n_iter_))

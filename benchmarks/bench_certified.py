@@ -42,9 +42,18 @@ problem's construction to the answer, i.e. beyond the data). ``--scale-rows erm,
 "optimal"; scikit-learn's ``tol=1e-8`` is a gradient tolerance, which usually lands closer to the
 optimum: the last column says by how much); ``--markdown FILE`` writes the table.
 
+**Every size** (issue 41): the shapes ``240x15`` (4 clients; CVaR at level 1/4) and ``2kx20`` join
+the scale shapes, so ``--scale`` runs ``prob.solve()`` as a user calls it (``method="auto"``,
+construction included) from a 240-row table up; ``--default-tol-baseline`` also times
+``LogisticRegression``'s lbfgs at its default ``tol=1e-4`` (what ``LogisticRegression().fit`` runs;
+reported, not in the ratio). ``--calibrate`` prints each route's measured seconds next to its
+:meth:`Route.cost` estimate and the route ``auto`` ranks first (the data of
+``drflmodel/problems/engine/cost.py``).
+
 Set ``OPENBLAS_NUM_THREADS=1`` on a shared machine. Not collected by pytest.
 Run: ``python benchmarks/bench_certified.py [--quick] [--cases dro/logistic/chi2,...]`` or
-``python benchmarks/bench_certified.py --scale [--scale-shapes ...] [--scale-rows ...]``.
+``python benchmarks/bench_certified.py --scale [--scale-shapes ...] [--scale-rows ...]`` or
+``python benchmarks/bench_certified.py --calibrate [--scale-shapes ...]``.
 """
 
 from __future__ import annotations
@@ -291,7 +300,8 @@ def run_case(name: str, N: int, d: int, plain_limit: float, plain_max: int) -> d
     t0 = time.perf_counter()
     sol = prob.solve(method=case.method)
     t_cert = time.perf_counter() - t0
-    row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": sol.info.get("method"), "certified": t_cert,
+    row = {"case": name, "N": N, "d": d, "P": prob.dim, "route": " then ".join([a["method"] for a in sol.info.get("route_attempts", [])]
+                                             + [sol.info.get("method")]), "certified": t_cert,
            "passes": t_cert / t_pass, "status": sol.status, "gap": sol.relative_gap, "U": sol.upper_bound}
     if case.plain is None:
         row["plain_note"] = "none (not convex)"
@@ -334,19 +344,28 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 # ------------------------------------------------------------------------------------ scale rows (issue 30)
 #: name -> (rows, features, classes); "digits" is scikit-learn's digits (1,797 x 64 pixels, 10 classes)
-SCALE_SHAPES = {"10kx50": (10_000, 50, 2), "100kx50": (100_000, 50, 2), "digits": (1_797, 64, 10),
+SCALE_SHAPES = {"240x15": (240, 14, 2), "2kx20": (2_000, 19, 2), "10kx50": (10_000, 50, 2), "100kx50": (100_000, 50, 2), "digits": (1_797, 64, 10),
                 "20kx200x10": (20_000, 200, 10), "50kx512x10": (50_000, 512, 10),
                 "50kx512x100": (50_000, 512, 100)}
 SCALE_ROWS = ("erm", "chi2", "cvar")
 SKLEARN_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky")
 
 
+#: shapes with fewer clients than N_CLIENTS (240 rows: 4 clients of at least 10 rows each)
+SCALE_CLIENTS = {"240x15": 4}
+
+
 def scale_federation(shape: str):
-    """The 20-client federation of a scale shape (seeded)."""
+    """The federation of a scale shape (seeded; 20 clients unless :data:`SCALE_CLIENTS` says)."""
     if shape == "digits":
         return dm.datasets.digits(n_clients=N_CLIENTS, alpha=0.1, seed=0)
     N, d, K = SCALE_SHAPES[shape]
-    return dm.datasets.gaussian_mixture(N, d, K, n_clients=N_CLIENTS, alpha=0.5, seed=0)
+    return dm.datasets.gaussian_mixture(N, d, K, n_clients=SCALE_CLIENTS.get(shape, N_CLIENTS), alpha=0.5, seed=0)
+
+
+def cvar_alpha(fed) -> float:
+    """The CVaR level of the scale rows: ALPHA, raised to 1/n where n clients need it."""
+    return max(ALPHA, 1.0 / fed.n_clients)
 
 
 def _pooled(fed):
@@ -361,12 +380,15 @@ def _certified_problem(fed, row: str, pooled=None):
     loss = dm.losses.Multinomial() if fed.task == "multiclass" else dm.losses.Logistic()
     if row == "erm":
         return dm.FederatedDRO(pooled, loss, dm.sets.Simplex(1), l2=L2, penalize_intercept=False)
-    W = dm.sets.ChiSquare(fed.n_clients, RHO) if row == "chi2" else dm.sets.CVaR(fed.n_clients, ALPHA)
+    W = dm.sets.ChiSquare(fed.n_clients, RHO) if row == "chi2" else dm.sets.CVaR(fed.n_clients, cvar_alpha(fed))
     return dm.FederatedDRO(fed, loss, W, l2=L2, penalize_intercept=False)
 
 
 #: the certified solve's relative gap tolerance on the scale rows (``--gap-tol``)
 SCALE_GAP_TOL = [1e-6]
+#: ``--default-tol-baseline``: also time scikit-learn's lbfgs at its default tol (1e-4), as
+#: ``LogisticRegression().fit`` runs (reported, not counted in the ratio: it stops farther from the optimum)
+DEFAULT_TOL_BASELINE = [False]
 
 
 def _certified_once(fed, row: str, method: str, pooled=None):
@@ -386,11 +408,15 @@ def _baselines_once(fed, row: str, prob, skip_cholesky_above: int) -> dict:
             model, seconds, it = sklearn_erm(fed, L2, solver)
             theta = prob.layout.from_sklearn(model.coef_, model.intercept_)
             out[f"sklearn {solver}"] = (seconds, it, prob.objective(theta))
+        if DEFAULT_TOL_BASELINE[0]:       # what LogisticRegression().fit runs: lbfgs at its default tol
+            model, seconds, it = sklearn_erm(fed, L2, "lbfgs", tol=1e-4)
+            theta = prob.layout.from_sklearn(model.coef_, model.intercept_)
+            out["sklearn lbfgs tol=1e-4"] = (seconds, it, prob.objective(theta))
     elif row == "chi2":
         theta, _, seconds, it = chi2_dual_lbfgs(fed, L2, RHO)
         out["L-BFGS-B chi2 dual"] = (seconds, it, prob.objective(theta))
     else:
-        theta, _, seconds, it = cvar_smoothed_lbfgs(fed, L2, ALPHA)
+        theta, _, seconds, it = cvar_smoothed_lbfgs(fed, L2, cvar_alpha(fed))
         out["L-BFGS-B smoothed CVaR"] = (seconds, it, prob.objective(theta))
     return out
 
@@ -417,7 +443,8 @@ def run_scale_row(shape: str, row: str, repeats: int, method: str, skip_cholesky
             base.setdefault(name, []).append((t, it, value))
     N = int(sum(fed.sizes))
     out = {"shape": shape, "row": row, "N": N, "d": fed.dim - 1, "K": fed.n_classes if fed.task == "multiclass" else 2,
-           "P": prob.dim, "route": sol.info.get("method"), "certified": float(np.median(times)), "status": sol.status,
+           "P": prob.dim, "route": " then ".join([a["method"] for a in sol.info.get("route_attempts", [])]
+                                             + [sol.info.get("method")]), "certified": float(np.median(times)), "status": sol.status,
            "gap": sol.relative_gap, "L": sol.lower_bound, "U": sol.upper_bound,
            "iterations": sol.info.get("iterations"), "baselines": {}}
     for name, runs in base.items():
@@ -426,7 +453,8 @@ def run_scale_row(shape: str, row: str, repeats: int, method: str, skip_cholesky
         out["baselines"][name] = {"seconds": float(np.median([r[0] for r in runs])), "iterations": runs[-1][1],
                                   "value": value, "above_L": (value - sol.lower_bound) / scale,
                                   "above_U": (value - sol.upper_bound) / scale}
-    fastest = min(out["baselines"].values(), key=lambda b: b["seconds"]) if out["baselines"] else None
+    matched = [b for name, b in out["baselines"].items() if not name.endswith("tol=1e-4")]
+    fastest = min(matched, key=lambda b: b["seconds"]) if matched else None
     out["ratio"] = out["certified"] / fastest["seconds"] if fastest else float("nan")
     if peak_memory:
         out["peak_bytes"] = _peak_bytes(fed, row, method, pooled)
@@ -474,6 +502,48 @@ def run_scale(args) -> None:
     emit(scale_markdown(rows), args, SCALE_MARKERS)
 
 
+# ------------------------------------------------------------------------------------ calibration (issue 41)
+CALIBRATION_ROUTES = ("hessian_free", "sqp", "conic")
+#: largest N x P at which --calibrate runs the conic route (the model of every row)
+CALIBRATION_CONIC_MAX = 100_000
+#: largest P at which --calibrate runs the dense sqp route
+CALIBRATION_SQP_MAX = 1_000
+
+
+def run_calibration(args) -> None:
+    """Each route's measured seconds (construction and ``solve(method=route)`` with the options
+    ``auto`` gives it, median of ``--repeats``, interleaved) next to its :meth:`Route.cost`
+    estimate, and the route ``auto`` ranks first -- the data the constants of
+    ``drflmodel/problems/engine/cost.py`` were fitted to."""
+    _warm_up("auto")
+    print("| shape | row | N x P (n) | route | measured (s) | estimated (s) | status | auto's first |")
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in args.scale_shapes.split(","):
+        fed = scale_federation(shape)
+        pooled = _pooled(fed)
+        for row in args.scale_rows.split(","):
+            prob = _certified_problem(fed, row, pooled)
+            s = prob.structure
+            routes = [r for r in prob.routes() if r.name in CALIBRATION_ROUTES
+                      and r.applies(s) is None
+                      and not (r.name == "conic" and s.size > CALIBRATION_CONIC_MAX)
+                      and not (r.name == "sqp" and s.dim > CALIBRATION_SQP_MAX)]
+            times, status = {r.name: [] for r in routes}, {}
+            for _ in range(args.repeats):
+                for r in routes:
+                    t0 = time.perf_counter()
+                    p = _certified_problem(fed, row, pooled)
+                    sol = p.solve(method=r.name, **r.auto_options(p.structure))
+                    times[r.name].append(time.perf_counter() - t0)
+                    status[r.name] = sol.status
+            first = prob.solve().info["route_choice"]["method"]
+            for r in routes:
+                est = r.cost(s)
+                print(f"| {shape} | {row} | {s.rows:,} x {s.dim:,} ({s.n_clients}) | {r.name} | "
+                      f"{float(np.median(times[r.name])):.3g} | {'-' if est is None else f'{est:.3g}'} | "
+                      f"{status[r.name]} | {first} |", flush=True)
+
+
 def emit(table: str, args, markers=MARKERS) -> None:
     """Print the table; write it to ``--markdown`` and, with ``--update-docs``, between
     ``markers`` of the Performance page, with the command that produced it."""
@@ -507,9 +577,17 @@ def main():
                     help="scale rows: largest P at which scikit-learn's newton-cholesky (a dense P x P Hessian) runs")
     ap.add_argument("--peak-memory", action="store_true", help="scale rows: one more untimed run under tracemalloc")
     ap.add_argument("--gap-tol", type=float, default=1e-6, help="scale rows: the certified solve's gap tolerance")
+    ap.add_argument("--default-tol-baseline", action="store_true",
+                    help="scale rows: also time LogisticRegression's lbfgs at its default tol=1e-4 (not in the ratio)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="each route's measured seconds next to its cost model's estimate (the scale shapes and rows)")
     args = ap.parse_args()
+    if args.calibrate:
+        run_calibration(args)
+        return
     if args.scale:
         SCALE_GAP_TOL[0] = args.gap_tol
+        DEFAULT_TOL_BASELINE[0] = args.default_tol_baseline
         run_scale(args)
         return
     limit = 60.0 if args.quick else args.plain_limit

@@ -39,7 +39,9 @@ import math
 import warnings
 
 import numpy as np
-import cvxpy as cp
+from ._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from ._validation import as_finite_array, as_real_array, check_int, check_probability_vector, check_real
 from .errors import InvalidDataError, InvalidParameterError, NotConvexError, SolverError

@@ -10,7 +10,10 @@ r"""The solve engine shared by every formulation family.
 * :mod:`.conic` -- :class:`~.conic.ConicRoute`, the default route of every family;
 * :mod:`.steps` -- what the SQP routes share (the ``auto`` size threshold, option checks, the
   recovery of a failed step problem);
-* :mod:`.memory` -- the refusal, by name and before allocating, of what would not fit in memory;
+* :mod:`.memory` -- the refusal, by name and before allocating, of what would not fit in memory
+  (each route's own estimate, ``Route.memory``);
+* :mod:`.cost` -- the calibrated blocks of the routes' cost estimates (``Route.cost``), by which
+  ``method="auto"`` ranks them;
 * :mod:`.problem` -- the problem base classes (:class:`~.problem.ProblemBase`, the horizontal
   :class:`~.problem.Problem`, :class:`~.problem.VerticalProblem`, :class:`~.problem.ClientView`).
 

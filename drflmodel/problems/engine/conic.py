@@ -30,14 +30,26 @@ class ConicRoute(Route):
     uses_solver = True
     passes_solver_options = True
 
-    def applies(self, structure) -> str | None:
-        """Refused (with the estimate and the route that fits) when the conic model of a min-max
-        problem, or its certificate's dense Hessian, would not fit in memory."""
-        if structure.family not in ("dro", "fafl"):
-            return None
-        from .memory import dense_route_refusal
+    allocates = "dense {P} x {P} matrices and the conic model of every row"
 
-        return dense_route_refusal(structure, self.name)
+    def applies(self, structure) -> str | None:
+        """Refused (with the estimate and the route that fits) when the family's estimate of its
+        conic model (``structure.conic_bytes``) would not fit in memory."""
+        return self.fits(structure)
+
+    def memory(self, structure) -> int | None:
+        """The family's estimate of its conic model and certificate (``structure.conic_bytes``;
+        ``None``: the family gives none)."""
+        return structure.conic_bytes
+
+    def cost(self, structure) -> float | None:
+        """Seconds of a conic solve (:func:`.cost.conic_seconds`): compiling and solving the model of
+        every row -- ``None`` when the family gives no estimate of its conic model."""
+        if structure.conic_bytes is None:
+            return None
+        from .cost import conic_seconds
+
+        return conic_seconds(structure)
 
     def first_solver(self, problem) -> str | None:
         order = problem.solver_order()

@@ -1,13 +1,12 @@
-"""The solve engine's memory estimates: what each route of a problem would allocate, from its
-structure alone, and the reason a route that would not fit gives.
+"""The solve engine's memory estimates: a route's refusal, by name and before allocating, when what
+it would allocate does not fit.
 
-A route's ``applies(structure)`` says it does not fit through :func:`dense_route_refusal` (the
-estimate of the dense routes of the client-weight min-max family: a dense :math:`P\\times P`
-Hessian, one per client, the conic model of every row); the reason it returns is a
-:class:`MemoryReason`, which the route contract turns into a
-:class:`~drflmodel.errors.MemoryLimitError` when the route is forced. Reading the memory available
-and refusing one allocation by name (:func:`check_memory`) is the package's low-level helper
-:mod:`drflmodel._memory`, re-exported here.
+Each route declares its own estimate (:meth:`~.route.Route.memory`, from the problem's
+:class:`~.structure.Structure` alone); :func:`route_refusal` compares it with the memory available
+and returns a :class:`MemoryReason`, which the route contract turns into a
+:class:`~drflmodel.errors.MemoryLimitError` when the route is forced. This module names no family
+and no route. Reading the memory available and refusing one allocation by name
+(:func:`check_memory`) is the package's low-level helper :mod:`drflmodel._memory`, re-exported here.
 """
 
 from __future__ import annotations
@@ -15,40 +14,42 @@ from __future__ import annotations
 from ... import _memory
 from ..._memory import available_memory, check_memory, dense_hessian_bytes, format_bytes
 from ...errors import MemoryLimitError
-from ...matrix_free import matrix_free_bytes
 
-__all__ = ["available_memory", "check_memory", "format_bytes", "dense_hessian_bytes", "dense_route_bytes",
-           "dense_route_refusal", "matrix_free_route_bytes", "memory_reason", "MemoryReason"]
+__all__ = ["available_memory", "check_memory", "format_bytes", "dense_hessian_bytes", "route_bytes",
+           "route_refusal", "dense_route_bytes", "dense_route_refusal", "matrix_free_route_bytes",
+           "memory_reason", "MemoryReason"]
 
 
 def matrix_free_route_bytes(structure) -> int:
     """Bytes the matrix-free objectives take (:func:`drflmodel.matrix_free.matrix_free_bytes`) for
-    a problem of this structure."""
+    a problem of this structure (values, gradients and Hessian-vector products from the rows)."""
+    from ...matrix_free import matrix_free_bytes
+
     K = max(int(structure.n_outputs), 1)
     return matrix_free_bytes(int(structure.rows), int(structure.dim) // K, K, int(structure.n_clients))
 
 
-def dense_route_bytes(structure, route: str) -> int | None:
-    """An estimate of the memory a dense route of the client-weight min-max family allocates
-    beyond the data (``None``: no estimate for this route). ``P`` parameters, ``N`` rows, ``n``
-    clients:
+def route_bytes(route, structure) -> int | None:
+    """The route's own estimate (:meth:`~.route.Route.memory`) of the bytes it allocates beyond the
+    data, ``None`` when it gives none."""
+    needed = route.memory(structure)
+    return None if needed is None else int(needed)
 
-    * ``"sqp"``: the weighted :math:`P\\times P` Hessian, its deflated copy, its Cholesky factor and
-      a damped copy (4 matrices), the clients' gradients and :math:`H^{-1}G^\\top` (:math:`nP` each)
-      and the weight step's :math:`n\\times n` curvature and its factor;
-    * ``"newton"``: one :math:`P\\times P` Cholesky factor per client, held twice (the CVXPY
-      parameter and its canonicalized copy), plus the certificate's Newton solve (3 matrices);
-    * ``"conic"``: CVXPY's coefficients of the :math:`N` rows' scores (about 24 bytes per entry of
-      an :math:`N\\times P` block) plus the certificate's Newton solve (3 matrices).
-    """
-    P, n = int(structure.dim), int(structure.n_clients)
-    if route == "sqp":
-        return dense_hessian_bytes(P, 4) + 8 * (3 * n * P + 3 * n * n)
-    if route == "newton":
-        return dense_hessian_bytes(P, 2 * n + 3)
-    if route == "conic":
-        return 24 * int(structure.rows) * P + dense_hessian_bytes(P, 3)
+
+def _named(structure, name: str):
+    """The route called ``name`` among those of the problem ``structure`` describes."""
+    for route in structure.routes:
+        if route.name == name:
+            return route
     return None
+
+
+def dense_route_bytes(structure, route: str) -> int | None:
+    """The memory estimate of the problem's route named ``route`` (:meth:`~.route.Route.memory`;
+    ``None``: no such route or no estimate). Kept for callers that name a route; new code asks the
+    route (:func:`route_bytes`)."""
+    found = _named(structure, route)
+    return None if found is None else route_bytes(found, structure)
 
 
 class MemoryReason(str):
@@ -76,19 +77,20 @@ def memory_reason(needed: int, what: str, instead: str) -> MemoryReason | None:
     return reason
 
 
-def dense_route_refusal(structure, route: str, instead: str | None = None) -> MemoryReason | None:
-    """``None`` when the dense route ``route`` fits in the memory available, else the reason: its
-    estimate (:func:`dense_route_bytes`), the memory available and ``instead`` (the route that
-    fits; default: the matrix-free ``method='hessian_free'`` for a smooth loss, with its estimate)."""
-    needed = dense_route_bytes(structure, route)
+def route_refusal(route, structure, instead: str | None = None) -> MemoryReason | None:
+    """``None`` when ``route``'s estimate (:meth:`~.route.Route.memory`) fits in the memory
+    available or it gives none, else the reason: the estimate, what it counts
+    (``route.allocates``), the memory available and ``instead`` (default: the route's
+    :meth:`~.route.Route.instead`)."""
+    needed = route_bytes(route, structure)
     if needed is None:
         return None
-    P = int(structure.dim)
-    if instead is None:
-        instead = (f"method='hessian_free' needs no P x P array (about "
-                   f"{format_bytes(matrix_free_route_bytes(structure))}: values, gradients and Hessian-vector "
-                   f"products)" if structure.smooth else
-                   "no route of this problem fits: use fewer parameters or rows, or a machine with more memory")
-    what = (f"route {route!r} (dense {P} x {P} matrices"
-            + (" and the conic model of every row" if route == "conic" else "") + ")")
-    return memory_reason(needed, what, instead)
+    return memory_reason(needed, f"route {route.name!r} ({route.allocates.format(P=int(structure.dim))})",
+                         route.instead(structure) if instead is None else instead)
+
+
+def dense_route_refusal(structure, route: str, instead: str | None = None) -> MemoryReason | None:
+    """:func:`route_refusal` of the problem's route named ``route`` (``None``: no such route, no
+    estimate, or it fits). Kept for callers that name a route."""
+    found = _named(structure, route)
+    return None if found is None else route_refusal(found, structure, instead)

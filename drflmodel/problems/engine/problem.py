@@ -30,7 +30,9 @@ from __future__ import annotations
 from typing import Iterable
 
 import numpy as np
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from ..._frames import SweepResult
 from ..._progress import progress_iter
@@ -362,8 +364,15 @@ class Problem(ProblemBase):
 
     def describe_structure(self) -> Structure:
         """The structure of a horizontal problem, read from its client objectives
-        (:func:`~.structure.describe_objectives`) and the family's :meth:`structure_facts`."""
-        return describe_objectives(self.family, self.objectives, self.structure_facts())
+        (:func:`~.structure.describe_objectives`), the family's :meth:`structure_facts` and
+        :meth:`structure_fields` and its :meth:`routes`."""
+        return describe_objectives(self.family, self.objectives, self.structure_facts(),
+                                   routes=tuple(self.routes()), **self.structure_fields())
+
+    def structure_fields(self) -> dict:
+        """The :class:`~.structure.Structure` fields the family sets (``conic_bytes``: the size
+        of its conic model; ``weights``: the kind of its weight set; default: none)."""
+        return {}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim}, "

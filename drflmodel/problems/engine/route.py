@@ -55,12 +55,33 @@ Extensions (optional; the defaults keep the contract above):
 ``Route.refusal(problem, reason) -> Exception``
     The error raised when the route is forced but does not apply (default
     :class:`~drflmodel.errors.InvalidParameterError`).
+``Route.memory(structure) -> int | None``
+    The bytes the route would allocate beyond the data for a problem of this structure (``None``:
+    no estimate). A route whose ``applies`` calls :meth:`Route.fits` is refused, by name and before
+    allocating, when the estimate does not fit (:mod:`.memory`).
+``Route.cost(structure) -> float | None``
+    The route's estimated seconds to a certified answer (a model calibrated by measurements:
+    :mod:`.cost`; ``None``: no estimate).
+``Route.auto_options(structure) -> dict``
+    Option defaults ``method="auto"`` gives the route (the user's options win): a route that stops
+    at ``gap_tol`` by default is asked for the gap the family's other routes close to, so auto's
+    answer is as accurate whichever route it ranks first (default: none).
 
 **Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction, the one chooser of
-the centralized and the federated solve alike): ``method="auto"`` keeps, in order, the routes
-whose needs are available, that apply, that ``auto_skip`` does not pass over, that use a solver if
-one is named, and that accept every given option; it solves with the first, and with the next only
-after a ``may_fall_back`` route's non-optimal answer.
+the centralized and the federated solve alike): ``method="auto"`` keeps the routes whose needs are
+available, that apply, that ``auto_skip`` does not pass over, that use a solver if one is named,
+and that accept every given option. When every one of them declares a :meth:`~Route.cost` they are
+ordered by it (the cheapest first; ties keep the family's order), else the family's order stands.
+It solves with the first, and with the next only after a ``may_fall_back`` route's non-optimal
+answer (a stalled gap), or after an answer that certified but stalled far short of the ``tol`` auto
+asked of the route (:data:`SHORT_FACTOR`) when the next route's estimate is within
+:data:`ACCURACY_FALLBACK_COST` times its own (the closer answer is returned; the problem
+remembers it, ``problem.cache("auto")``, and its next solve starts with the next route); each
+attempt is recorded in ``info["route_attempts"]`` and ``info["route_choice"]["fell_back"]``. A
+forced ``may_fall_back`` route run with its default options whose gap stalls (status
+``"optimal_within_gap"``: certified, not within ``gap_tol``) falls back the same way unless
+``fallback=False``; a forced route that fails, or that the user capped with an option, is returned
+as it is.
 
 **Caches.** A route keeps what it reuses between solves (compiled step models, a sweep's warm
 start) in ``problem.cache(route_name)``, a dict the problem clears with its structure.
@@ -92,7 +113,9 @@ class SolveRequest:
     seed : seed of every random choice of the route (multi-start points, ...).
     verbose : pass solver output through.
     fallback : when the named ``solver`` fails, try the others (recorded in ``info["attempts"]``,
-        with a warning) -- ``True``, the default -- or return the honest failure (``False``).
+        with a warning), and when a forced ``may_fall_back`` route's gap stalls
+        (``"optimal_within_gap"``), the routes ``auto`` would try (``info["route_attempts"]``) --
+        ``True``, the default -- or return the honest answer (``False``).
     options : the route's options, validated and completed with its defaults.
     solver_options : settings for the first conic solver tried (routes with
         ``passes_solver_options``), validated against that solver's documented settings.
@@ -152,6 +175,48 @@ class Route:
     def solve(self, problem, request: SolveRequest):
         """Solve ``problem`` and return a certified :class:`~drflmodel.solution.Solution`."""
         raise NotImplementedError
+
+    # ---- memory and cost (what ``auto`` weighs) ----------------------------------------------
+    #: what the route's memory estimate counts (named in a refusal; ``{P}``: the parameters)
+    allocates: ClassVar[str] = "its working arrays"
+
+    def memory(self, structure) -> int | None:
+        """Bytes the route allocates beyond the data for a problem of ``structure`` (``None``: no
+        estimate)."""
+        return None
+
+    def cost(self, structure) -> float | None:
+        """Estimated seconds to a certified answer for a problem of ``structure`` (``None``: no
+        estimate; see :mod:`.cost`)."""
+        return None
+
+    def auto_options(self, structure) -> dict:
+        """Option defaults ``method="auto"`` gives this route (the user's options win; default:
+        none)."""
+        return {}
+
+    def instead(self, structure) -> str:
+        """What to do when the route does not fit in memory (the end of its refusal): the first other
+        route of the problem that offers itself (:meth:`offer`), else that nothing fits."""
+        for route in structure.routes:
+            if route.name != self.name:
+                offer = route.offer(structure)
+                if offer:
+                    return offer
+        return "no route of this problem fits: use fewer parameters or rows, or a machine with more memory"
+
+    def offer(self, structure) -> str | None:
+        """What this route offers when another does not fit in memory (``"method='x' needs ..."``),
+        or ``None`` (default)."""
+        return None
+
+    def fits(self, structure):
+        """``None`` when :meth:`memory` fits in the memory available (or there is no estimate), else
+        the :class:`~.memory.MemoryReason` naming the estimate, the memory available and
+        :meth:`instead` (for :meth:`applies`)."""
+        from .memory import route_refusal
+
+        return route_refusal(self, structure)
 
     def complete_options(self, given: Mapping[str, Any]) -> dict:
         """The route's defaults updated with ``given``; an unknown option raises
@@ -238,17 +303,44 @@ def _why_not(route, structure, available) -> str | None:
     return route.missing(available) or route.applies(structure) or route.auto_skip(structure)
 
 
+def estimated_costs(routes, structure, available=None) -> dict:
+    """``{name: seconds or None}``: :meth:`Route.cost` of each route that ``method="auto"`` could
+    take (needs available, applies, not skipped)."""
+    available = structure.queries if available is None else available
+    return {r.name: r.cost(structure) for r in routes if _why_not(r, structure, available) is None}
+
+
+def by_cost(routes, structure, available) -> list:
+    """``routes`` ordered for ``method="auto"``: by :meth:`Route.cost` (cheapest first, ties in the
+    family's order) when every route auto could take declares one, else in the family's order."""
+    routes = list(routes)
+    costs = estimated_costs(routes, structure, available)
+    if not costs or any(c is None for c in costs.values()):
+        return routes
+    rank = {name: k for k, name in enumerate(sorted(costs, key=lambda name: costs[name]))}
+    return sorted(routes, key=lambda r: rank.get(r.name, len(rank)))
+
+
 def _route_choice(first, structure, available, routes) -> dict:
     """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
-    listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`) and why
-    each route listed before it was passed over."""
+    listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`), the
+    estimated seconds of each route it could take (:meth:`Route.cost`) and why each route ranked
+    before it was passed over."""
+    costs = estimated_costs(routes, structure, available)
+    ranked = by_cost(routes, structure, available)
     passed = {}
-    for r in routes:
+    for r in ranked:
         if r is first:
             break
         passed[r.name] = _why_not(r, structure, available) or "an option or solver it does not take"
-    return {"method": first.name, "why": first.choice(structure) or "the first route that applies",
-            "passed_over": passed}
+    why = first.choice(structure)
+    if why is None:
+        why = ("the cheapest route that applies (estimated seconds in 'estimated_seconds')"
+               if costs and all(c is not None for c in costs.values()) else "the first route that applies")
+    out = {"method": first.name, "why": why, "passed_over": passed}
+    if any(c is not None for c in costs.values()):
+        out["estimated_seconds"] = {name: c for name, c in costs.items() if c is not None}
+    return out
 
 
 def _candidates(problem, structure, available, routes, solver, options) -> list:
@@ -256,7 +348,7 @@ def _candidates(problem, structure, available, routes, solver, options) -> list:
     applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
     ``may_fall_back`` route, the next such route (see the module docstring)."""
     applicable, fitting = [], []
-    for r in routes:
+    for r in by_cost(routes, structure, available):
         if _why_not(r, structure, available) is not None:
             continue
         applicable.append(r)
@@ -297,6 +389,39 @@ def _candidates(problem, structure, available, routes, solver, options) -> list:
     raise InvalidParameterError(f"{what}; valid options ({listing})")
 
 
+#: ``method="auto"``: a route whose certified gap stays this many times above the ``tol`` auto asked
+#: of it (:meth:`Route.auto_options`) has stalled short of it ...
+SHORT_FACTOR = 100.0
+#: ... and the next ranked route is tried when its estimated seconds are at most this many times
+#: the first's (a closer certificate at a bounded cost; the closer of the two answers is returned)
+ACCURACY_FALLBACK_COST = 10.0
+
+
+def _short_of_asked(route, sol, request, structure) -> bool:
+    """Whether ``sol`` certified ``"optimal"`` but stalled well short of the ``tol`` auto asked of
+    ``route`` (e.g. a bound whose floor is above it)."""
+    asked = route.auto_options(structure).get("tol")
+    return (asked is not None and request.options.get("tol") == asked and sol.status == "optimal"
+            and sol.relative_gap > SHORT_FACTOR * asked)
+
+
+def _affordable(following, route, structure) -> bool:
+    """The next ranked route's estimate is at most :data:`ACCURACY_FALLBACK_COST` times ``route``'s."""
+    a, b = route.cost(structure), following.cost(structure)
+    return a is not None and b is not None and b <= ACCURACY_FALLBACK_COST * max(a, 1e-3)
+
+
+def _fallbacks(problem, structure, available, routes, forced, solver) -> list:
+    """The routes a forced ``may_fall_back`` route falls back to when its answer does not certify
+    ``"optimal"`` (``fallback=True``): the routes ``method="auto"`` would try, without ``forced``
+    and without route options (the forced route's options are its own)."""
+    others = [r for r in routes if r is not forced]
+    try:
+        return _candidates(problem, structure, available, others, solver, {})
+    except (InvalidParameterError, MemoryLimitError):
+        return []
+
+
 def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
              fallback=True, options=None, available=None):
     """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body, and the
@@ -327,23 +452,64 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     structure = problem.structure
     available = structure.queries if available is None else available
+    skipped = None
     if method == "auto":
         chosen = _candidates(problem, structure, available, routes, solver, options)
+        stalled = problem.cache("auto").get("stalled", set())
+        skipped = chosen[0].name if len(chosen) > 1 and chosen[0].name in stalled else None
+        if skipped:
+            chosen = chosen[1:]       # it stalled short on this problem before: its next solve would too
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
-    requests = [r.request(problem, options, **choices) for r in chosen]   # validates before solving
-    route_attempts = []
-    for k, (route, request) in enumerate(zip(chosen, requests)):
+    if method == "auto":      # validates before solving
+        requests = [r.request(problem, {**r.auto_options(structure), **options}, **choices) for r in chosen]
+    else:
+        requests = [r.request(problem, options, **choices) for r in chosen]
+    route_attempts, short = [], None
+    k = 0
+    while True:
+        route, request = chosen[k], requests[k]
         sol = route.solve(problem, request)
-        if route.may_fall_back and sol.status != "optimal" and k + 1 < len(chosen):
-            route_attempts.append({"method": route.name, "status": sol.status,
-                                   "relative_gap": sol.relative_gap})
+        if method == "auto" and _short_of_asked(route, sol, request, structure) and k + 1 < len(chosen) \
+                and _affordable(chosen[k + 1], route, structure):
+            short = short if short is not None and short.relative_gap <= sol.relative_gap else sol
+            problem.cache("auto").setdefault("stalled", set()).add(route.name)
+            route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap,
+                                   "short_of": request.options["tol"]})
+            k += 1
             continue
-        break
+        if not route.may_fall_back or sol.status == "optimal":
+            break
+        if (k + 1 == len(chosen) and method != "auto" and choices["fallback"] and not route_attempts
+                and not options and sol.status == "optimal_within_gap"):
+            # a stalled gap of a route run with its defaults (a failure, or a run the user capped with
+            # an option, is returned as it is)
+            more = _fallbacks(problem, structure, available, routes, route, solver)
+            chosen += more
+            requests += [r.request(problem, r.auto_options(structure), **choices) for r in more]
+        if k + 1 == len(chosen):
+            break
+        route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})
+        k += 1
+    if short is not None and (sol.status != "optimal" or sol.relative_gap > short.relative_gap):
+        sol, route = short, next(r for r in chosen if r.name == route_attempts[0]["method"])   # the closer answer
+        route_attempts = [a for a in route_attempts if a["method"] != route.name]
     sol.info["method"] = route.name
     if method == "auto":
         sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes)
+        if skipped:
+            sol.info["route_choice"]["passed_over"][skipped] = (
+                "its certificate stalled short of the gap auto asks of it on an earlier solve of this problem")
+    elif route_attempts:
+        sol.info["route_choice"] = {"method": method, "why": f"forced with method={method!r}", "passed_over": {}}
     if route_attempts:
+        first = route_attempts[0]
+        why = (f"the first route's certificate closed to {first['relative_gap']:.1e}, short of the {first['short_of']:.0e} "
+               f"auto asked of it, and the next route's estimate is within {ACCURACY_FALLBACK_COST:g}x of its own"
+               if "short_of" in first else
+               f"the first route's certificate did not close within gap_tol (status {first['status']!r})")
+        sol.info["route_choice"]["fell_back"] = {"from": [a["method"] for a in route_attempts], "to": route.name,
+                                                 "why": why}
         sol.info["route_attempts"] = route_attempts
     sol.problem = problem
     problem.annotate(sol, request, started)

@@ -34,7 +34,9 @@ import sys
 import time
 import warnings
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
 from ...errors import InvalidParameterError, SolverFallbackWarning
@@ -68,10 +70,12 @@ _DOCUMENTED_SETTINGS = {
 _TYPE_WORDS = {int: "an integer", float: "a real number", bool: "True or False", str: "a string",
                list: "a list"}
 
-#: CVXPY statuses of a solved problem (an inaccurate answer is recorded; the certificate decides)
-OK_STATUSES = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-#: CVXPY statuses of a solver's infeasibility certificate
-INFEASIBLE_STATUSES = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+#: CVXPY statuses of a solved problem (an inaccurate answer is recorded; the certificate decides);
+#: the values of ``cp.OPTIMAL`` and ``cp.OPTIMAL_INACCURATE``, written out so that reading them does
+#: not import CVXPY
+OK_STATUSES = ("optimal", "optimal_inaccurate")
+#: CVXPY statuses of a solver's infeasibility certificate (``cp.INFEASIBLE``, ``cp.INFEASIBLE_INACCURATE``)
+INFEASIBLE_STATUSES = ("infeasible", "infeasible_inaccurate")
 #: ``tolerances`` of a :class:`SolverSequence` that runs Clarabel and ECOS at their own default
 #: tolerances (1e-8) instead of :data:`SOLVER_OPTIONS` (SCS keeps its documented ones: its own
 #: default, 1e-4, is too loose) -- for small problems whose answer is only a point to check
@@ -80,8 +84,15 @@ SOLVER_DEFAULTS = {"CLARABEL": {}, "ECOS": {}}
 DEFAULT_ORDER = ("CLARABEL", "ECOS", "SCS")
 #: the documented order for problems with semidefinite cones (ECOS has none)
 SDP_ORDER = ("CLARABEL", "SCS")
-#: the errors a solve may raise that mean "this solver gave no answer" (the next one is tried)
-SOLVE_ERRORS = (cp.error.SolverError, ValueError, ArithmeticError)
+#: the errors a solve may raise that mean "this solver gave no answer" (the next one is tried),
+#: besides CVXPY's ``SolverError`` (:func:`solve_errors`)
+SOLVE_ERRORS = (ValueError, ArithmeticError)
+
+
+def solve_errors() -> tuple:
+    """:data:`SOLVE_ERRORS` and CVXPY's ``SolverError`` (read when a solve runs: CVXPY is then
+    imported anyway)."""
+    return (cp.error.SolverError, *SOLVE_ERRORS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -297,7 +308,7 @@ class SolverSequence:
                 else:
                     warnings.filterwarnings("ignore", message="Solution may be inaccurate")
                 prob.solve(solver=name, verbose=self.verbose, **self.options_for(name))
-        except SOLVE_ERRORS as exc:
+        except solve_errors() as exc:
             self.record = {"solver": name, "error": str(exc)[:200]}
             self._append(self.record, requested)
             return None

@@ -9,15 +9,18 @@ Newton route of the DEO family.
 
 from __future__ import annotations
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from .solvers import SolverSequence
 
 __all__ = ["AUTO_MIN_SIZE", "RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
            "too_small_for_sqp", "check_sqp_options"]
 
-#: ``method="auto"`` takes the SQP route when (rows N) x (dimension d) reaches this size; below it
-#: the conic route is faster (measured in benchmarks/bench_fast.py)
+#: ``method="auto"`` takes an SQP route that declares no cost (:meth:`~.route.Route.cost`) when
+#: (rows N) x (dimension d) reaches this size; below it the conic route is faster (measured in
+#: benchmarks/bench_fast.py). Routes that declare a cost are ranked by it instead.
 AUTO_MIN_SIZE = 50_000
 
 
@@ -60,7 +63,7 @@ def too_small_for_sqp(structure) -> str | None:
         return None
     if structure.size < AUTO_MIN_SIZE:
         return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
-                f"small problems; force a fast route with method='sqp' or 'newton'")
+                f"small problems; force the fast route by its method name")
     return None
 
 

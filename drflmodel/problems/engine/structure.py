@@ -12,6 +12,12 @@ A route's :meth:`~drflmodel.problems.engine.route.Route.applies` and ``auto_skip
 * where the data are: rows local or remote, and the query kinds the problem's client objectives
   answer (:mod:`.queries`);
 * a memory estimate: bytes of the rows held, bytes of one dense :math:`P\times P` Hessian;
+* what the family says of its own conic model (``conic_bytes``: its estimated size, ``None`` when
+  the family gives none -- the conic route reads it, never the family's name) and of its weights
+  (``weights``: ``"fixed"``, ``"smooth"``, ``"polyhedral"`` or ``""``: what the routes' cost models
+  read, :mod:`.cost`);
+* the family's routes (``routes``, not part of ``to_dict``), so a route can be asked for its
+  estimates by name (:mod:`.memory`);
 * ``facts``: what only one family's routes read (relative fairness: :math:`\varphi`, the box and
   the convexity tests; Wasserstein: the support and the shared multiplier; DEO: the problem
   class).
@@ -57,6 +63,9 @@ class Structure:
     queries: frozenset = field(default=EVERY_KIND)
     data_bytes: int = 0
     facts: Mapping[str, Any] = field(default_factory=dict)
+    conic_bytes: int | None = None
+    weights: str = ""
+    routes: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -79,7 +88,7 @@ class Structure:
         return 8 * int(self.dim) ** 2
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "routes"}
         out["queries"] = sorted(self.queries)
         out["unpenalized"] = list(self.unpenalized)
         out.update(size=self.size, ridge_covers_all=self.ridge_covers_all, strongly_convex=self.strongly_convex,
@@ -103,10 +112,11 @@ def loss_fields(loss) -> dict:
                 twice_differentiable=twice)
 
 
-def describe_objectives(family: str, objectives, facts: Mapping[str, Any] | None = None) -> Structure:
+def describe_objectives(family: str, objectives, facts: Mapping[str, Any] | None = None, **fields) -> Structure:
     """The :class:`Structure` of a horizontal problem from its client objectives (a
     :class:`~drflmodel.objectives.ClientObjectives` holding rows, or a federated server's
-    objectives of :mod:`drflmodel.client_oracle`, which say what they can answer)."""
+    objectives of :mod:`drflmodel.client_oracle`, which say what they can answer); ``fields``:
+    what the family sets itself (``conic_bytes``, ``weights``, ``routes``)."""
     rows_local = bool(getattr(objectives, "holds_rows", True))
     queries = frozenset(getattr(objectives, "query_kinds", EVERY_KIND))
     if not rows_local:
@@ -120,4 +130,4 @@ def describe_objectives(family: str, objectives, facts: Mapping[str, Any] | None
         l2=float(objectives.l2), unpenalized=unpenalized,
         strong_convexity=float(moduli.min()) if moduli.size else 0.0,
         rows_local=rows_local, queries=queries, data_bytes=int(getattr(objectives, "data_bytes", 0)) if rows_local else 0,
-        facts=dict(facts or {}))
+        facts=dict(facts or {}), **fields)

@@ -22,6 +22,8 @@ module                     what it is
 :mod:`.hessian_free_steps` its steps: L-BFGS on the smooth composition, a quasi-Newton SQP
 :mod:`.hessian_free_bound` the fixed-weight lower bound without the Hessian (strong convexity of
                            the ridge, the intercepts' exact partial minimum); not a route
+:mod:`.route_costs`        what the routes cost and allocate (``auto`` ranks them by it); not a
+                           route
 =========================  =====================================================================
 """
 

@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import time
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 import scipy.sparse as sp
 

@@ -42,13 +42,16 @@ the fixed-weight solver's :math:`\hat\theta` (valid for any subgradient).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import numpy as np
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
 from ...errors import InvalidParameterError, NotConvexError
-from ...solution import Solution
+from ...solution import Solution, status_from_gap
 from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
 from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
@@ -60,6 +63,82 @@ CERTIFICATE = "fixed-weight minimization at dual weights"
 
 #: sweepable parameter name -> attribute of the weight set holding its ``cp.Parameter``
 _SET_PARAMETERS = {"alpha": "cap_param", "rho": "rho_param", "radius": "radius_param"}
+
+
+_HESSIAN_FREE_ROUTE = []
+
+#: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
+#: times ``tol`` (and ``auto`` caps its iterations at 4x the cost model's estimate)
+STALL_FACTOR = 100.0
+
+#: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
+#: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
+AUTO_TOL = 1e-10
+
+
+def _hessian_free_route():
+    """The Hessian-free route with the family's cost and memory estimates (defined on first use:
+    its module loads the matrix-free objectives)."""
+    if not _HESSIAN_FREE_ROUTE:
+        from .hessian_free import HESSIAN_FREE_MIN_DIM, SQP_MIN_SIZE, HessianFreeRoute
+        from .lagrangian_sqp import LagrangianSQPRoute, conic_is_compressed
+        from .route_costs import hessian_free_iterations, hessian_free_memory, hessian_free_seconds
+        from ..engine.memory import format_bytes
+
+        class RankedHessianFreeRoute(HessianFreeRoute):
+            """:class:`~.hessian_free.HessianFreeRoute` ranked by its estimated seconds where the rows
+            are held (:mod:`.route_costs`); on a federated server its own size rule stands."""
+
+            def auto_skip(self, structure):
+                if structure.rows_local:
+                    return conic_is_compressed(structure, self.name)
+                return super().auto_skip(structure)
+
+            def choice(self, structure):
+                if not structure.rows_local:
+                    return super().choice(structure)
+                refused = LagrangianSQPRoute().fits(structure)
+                return None if refused is None else f"the dense routes do not fit in memory: {refused}"
+
+            def cost(self, structure):
+                return hessian_free_seconds(structure, SQP_MIN_SIZE)
+
+            def memory(self, structure):
+                return hessian_free_memory(structure)
+
+            def offer(self, structure):
+                if not structure.smooth:
+                    return None
+                return (f"method='hessian_free' needs no P x P array (about "
+                        f"{format_bytes(hessian_free_memory(structure))}: values, gradients and Hessian-vector "
+                        f"products)")
+
+            def solve(self, problem, request):
+                """With a ``tol`` far below ``gap_tol`` (``auto``'s 1e-10): the route's stall rule
+                (a gap within ``gap_tol`` that stops halving) is applied at ``100 tol`` instead, so the
+                run goes on towards ``tol`` (on digits it stopped at 4e-7 with ``gap_tol = 1e-6`` and
+                certifies 3e-9 with ``1e-8``); the status is the user's ``gap_tol``'s."""
+                asked = request.options.get("tol")
+                if asked is None or request.gap_tol <= STALL_FACTOR * asked:
+                    return super().solve(problem, request)
+                sol = super().solve(problem, dataclasses.replace(request, gap_tol=STALL_FACTOR * asked))
+                if sol.status in ("optimal", "optimal_within_gap"):
+                    sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
+                sol.info["gap_tol"] = request.gap_tol
+                return sol
+
+            def auto_options(self, structure):
+                """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
+                permitting) below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, where
+                ``auto`` used to answer with the dense routes, so its answer is as accurate whichever
+                route it ranks first; from there none (the route stops at ``gap_tol``, as ``auto``'s
+                Hessian-free answer always did there)."""
+                if structure.dim >= HESSIAN_FREE_MIN_DIM:
+                    return {}
+                return {"tol": AUTO_TOL, "max_iterations": int(4 * hessian_free_iterations(structure))}
+
+        _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
+    return _HESSIAN_FREE_ROUTE[0]()
 
 
 class WeightedMinMax(Problem):
@@ -113,25 +192,36 @@ class WeightedMinMax(Problem):
     # ------------------------------------------------------------------ routes
     def routes(self):
         """``[HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute,
-        LevelBundleRoute]``: the Hessian-free route for smooth losses from
-        :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, or when the dense routes' P x P
-        matrices would not fit in memory (no P x P array), then the fast routes where they apply (smooth loss, strongly convex or self-concordant: SQP;
-        piecewise-linear loss with every coordinate penalized: the active set), each falling back to
-        the next when it cannot certify. The dense ``newton`` SQP is taken only when forced (the
-        Lagrangian-Hessian ``sqp`` supersedes it). ``method="auto"`` takes the SQP route from
-        :data:`~drflmodel.problems.engine.steps.AUTO_MIN_SIZE` on (rows x parameters), below it the conic route is as fast; the
-        active-set route at every size (measured as fast as the conic route at 50 rows, faster from
-        200). The bundle route (values and subgradients only: the route of a federated server for
-        non-smooth losses, :mod:`drflmodel.client_oracle`) is taken only when forced."""
+        LevelBundleRoute]``. Where the rows are held, ``method="auto"`` takes the route of least
+        estimated seconds among those that apply (:mod:`.route_costs`; measured: the Hessian-free
+        route for a fixed or smooth weight set from about 10k x 50, the dense ``sqp`` route below
+        it and for a polyhedral set up to a few hundred parameters, the conic route only where
+        neither applies), each falling back to the next when it cannot certify ``"optimal"``. The
+        conic route stays the independent reference (``method="conic"``). On a federated server
+        (no rows): the Hessian-free route from :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
+        parameters or when the dense routes' P x P matrices would not fit, else ``sqp``. A
+        piecewise-linear loss with every coordinate penalized takes the active set (no cost model:
+        the order stands). The dense ``newton`` SQP is taken only when forced (the
+        Lagrangian-Hessian ``sqp`` supersedes it); the bundle route (values and subgradients only:
+        the route of a federated server for non-smooth losses, :mod:`drflmodel.client_oracle`)
+        only when forced where the rows are held."""
         from .active_set import ActiveSetRoute
         from .level_bundle import LevelBundleRoute
         from ..engine.conic import ConicRoute
         from .lagrangian_sqp import LagrangianSQPRoute
         from .hessian_sqp import NewtonSQPRoute
-        from .hessian_free import HessianFreeRoute
 
-        return [HessianFreeRoute(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
+        return [_hessian_free_route(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
                 LevelBundleRoute()]
+
+    def structure_fields(self) -> dict:
+        """The kind of the weight set (:func:`~.route_costs.weights_kind`) and the size of the
+        conic model (:func:`~.route_costs.conic_model_bytes`), which the routes' cost and memory
+        estimates read."""
+        from .route_costs import conic_model_bytes, weights_kind
+
+        return {"weights": weights_kind(self.weight_set),
+                "conic_bytes": conic_model_bytes(int(np.asarray(self.federation.sizes).sum()), self.dim)}
 
     # ------------------------------------------------------------------ CVXPY
     def _build(self) -> cp.Problem:

@@ -35,7 +35,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 from scipy.optimize import brentq
 from scipy.special import expit, xlogy
 

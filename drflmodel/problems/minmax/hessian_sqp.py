@@ -47,13 +47,14 @@ from __future__ import annotations
 
 import time
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
 from ...solution import relative_gap
 from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.queries import ROWS
-from ..engine.memory import dense_route_refusal
 from ..engine.route import Route
 from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
 from .fixed_weight_bound import weighted_newton_bound
@@ -146,7 +147,15 @@ class NewtonSQPRoute(Route):
             return ("some client objective is not strongly convex (l2 = 0 and a non-quadratic loss or a "
                     "singular Gram matrix); the route needs positive definite client Hessians: set l2 > 0 "
                     "or use method='conic'")
-        return dense_route_refusal(structure, self.name)
+        return self.fits(structure)
+
+    allocates = "dense {P} x {P} matrices"
+
+    def memory(self, structure) -> int:
+        """:func:`~.route_costs.newton_bytes`."""
+        from .route_costs import newton_bytes
+
+        return newton_bytes(structure)
 
     def auto_skip(self, structure) -> str | None:
         return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import time
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
 from ...sets import feasible_weights
@@ -48,9 +50,8 @@ from ...solution import relative_gap, status_from_gap
 from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
-from ..engine.memory import dense_route_refusal
 from ..engine.route import Route
-from ..engine.steps import cached, check_sqp_options, keep_warm_start, too_small_for_sqp, warm_start
+from ..engine.steps import cached, check_sqp_options, keep_warm_start, warm_start
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel", "FixedWeightStep", "weight_step_model", "finish_answer"]
 
@@ -169,6 +170,17 @@ FREE_DIRECTION_ON_A_SERVER = (
     "certify where the rows are (method='conic' on the pooled problem)")
 
 
+def conic_is_compressed(structure, route: str) -> str | None:
+    """Why ``method="auto"`` leaves a quadratic loss with few parameters to the conic route (its
+    model is QR-compressed: one (P+2)-cone per client, whatever N, and it answers the conic duals:
+    the set's auxiliary variables), or ``None``."""
+    if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:
+        return (f"quadratic loss with P = {structure.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
+                f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
+                f"method={route!r}")
+    return None
+
+
 class LagrangianSQPRoute(Route):
     """SQP with the Lagrangian Hessian and the numpy certificate (module docstring). Options:
     ``max_steps`` (default 50) and ``tol`` (the relative certificate gap at which it stops, default
@@ -193,14 +205,24 @@ class LagrangianSQPRoute(Route):
             if structure.rows_local:
                 return why + "use method='conic'"
             return why + FREE_DIRECTION_ON_A_SERVER
-        return dense_route_refusal(structure, self.name)
+        return self.fits(structure)
+
+    allocates = "dense {P} x {P} matrices"
+
+    def memory(self, structure) -> int:
+        """:func:`~.route_costs.sqp_bytes`."""
+        from .route_costs import sqp_bytes
+
+        return sqp_bytes(structure)
+
+    def cost(self, structure) -> float | None:
+        """:func:`~.route_costs.sqp_seconds` (``None`` on a federated server)."""
+        from .route_costs import sqp_seconds
+
+        return sqp_seconds(structure)
 
     def auto_skip(self, structure) -> str | None:
-        if structure.quadratic and structure.dim < QUADRATIC_MIN_PARAMETERS and structure.rows_local:
-            return (f"quadratic loss with P = {structure.dim} < {QUADRATIC_MIN_PARAMETERS} parameters: the conic "
-                    f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
-                    f"method='sqp'")
-        return too_small_for_sqp(structure)
+        return conic_is_compressed(structure, self.name)
 
     def complete_options(self, given) -> dict:
         return check_sqp_options(super().complete_options(given))
@@ -209,7 +231,8 @@ class LagrangianSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        solver = default_solver()
+        # a fixed weight set steps in numpy (FixedWeightStep): no conic solver, CVXPY not imported
+        solver = "numpy" if problem.weight_set.single_point() is not None else default_solver()
         t0 = time.perf_counter()
         model = weight_step_model(problem, solver)
         timing["model"] += time.perf_counter() - t0

@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import time
 
-import cvxpy as cp
+from ..._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
 from ...sets import feasible_weights

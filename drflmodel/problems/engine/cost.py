@@ -1,0 +1,79 @@
+r"""The cost model ``method="auto"`` ranks routes by: estimated seconds from a problem's
+:class:`~.structure.Structure` (rows :math:`N`, parameters :math:`P`, clients :math:`n`, the kind
+of weight set, the loss), in terms of the few operations every route is made of.
+
+Each route's :meth:`~.route.Route.cost` composes these blocks with its own count of them (a route
+knows how many passes or steps it takes; this module names no route and no family):
+
+* :func:`pass_seconds` -- one pass over the rows computing every client's value and gradient
+  (two :math:`N\times P` products and the loss): :math:`a_0+a_1NP`;
+* :func:`hessian_pass_seconds` -- the same pass with the weighted :math:`P\times P` Hessian
+  (:math:`a_2NP^2`) and its Cholesky factor and solves (:math:`a_3P^3`);
+* :func:`weight_step_seconds` -- one solve of a compiled :math:`n`-variable weight problem by a
+  conic solver (:math:`b_0+b_1n`), and :data:`WEIGHT_MODEL_SECONDS` to compile it once;
+* :func:`conic_seconds` -- building, compiling and solving the conic model of every row
+  (:math:`c_0+c_1NP+c_2n`).
+
+**Calibration** (the constants below): medians of 3 runs, one BLAS thread, on the shapes 240 x 15,
+2,000 x 20, 10,000 x 50 (binary logistic), scikit-learn's digits (1,797 x 650, multinomial) and
+20,000 x 2,000 (10 classes), with a fixed weight set (ERM), the :math:`\chi^2` ball and CVaR on 4-20
+clients (``benchmarks/bench_certified.py --calibrate`` prints the measured and the modelled seconds
+of each route side by side). The model is meant to *rank* routes -- it is right within a factor of
+about 2 on those shapes, not a timing prediction; every answer is certified whatever route it
+ranks first, and a route whose certificate stalls falls back to the next (:func:`~.route.dispatch`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["PASS_OVERHEAD", "PASS_PER_ENTRY", "HESSIAN_PER_ENTRY", "FACTOR_PER_CUBE", "WEIGHT_STEP_BASE",
+           "WEIGHT_STEP_PER_CLIENT", "WEIGHT_MODEL_SECONDS", "CONIC_BASE", "CONIC_PER_ENTRY", "CONIC_PER_CLIENT",
+           "pass_seconds", "hessian_pass_seconds", "weight_step_seconds", "conic_seconds"]
+
+#: seconds of Python overhead per pass (the loss, the certificate's cheap test, L-BFGS's bookkeeping)
+PASS_OVERHEAD = 1.2e-4
+#: seconds per entry of the N x P data per pass (value and gradient; measured 3e-10 to 6e-10)
+PASS_PER_ENTRY = 6e-10
+#: seconds per N P^2 of forming the weighted Hessian (a syrk on one thread)
+HESSIAN_PER_ENTRY = 4e-11
+#: seconds per P^3 of factoring and solving with the P x P Hessian
+FACTOR_PER_CUBE = 3e-11
+#: seconds of one solve of a compiled n-variable weight problem (Clarabel through CVXPY): base and
+#: per client (measured 1.3 ms at n = 4, 3.5 ms at n = 20)
+WEIGHT_STEP_BASE = 1e-3
+WEIGHT_STEP_PER_CLIENT = 1.2e-4
+#: seconds to build and compile a weight problem once (DPP)
+WEIGHT_MODEL_SECONDS = 5e-3
+#: the conic model of every row: build, compile (CVXPY) and solve (Clarabel); measured 20-50 ms at
+#: 240 x 15 and 0.15-0.4 s at 2,000 x 20 (1-20 clients)
+CONIC_BASE = 1.5e-2
+CONIC_PER_ENTRY = 4e-6
+CONIC_PER_CLIENT = 5e-3
+
+
+def _sizes(structure) -> tuple[int, int, int]:
+    return int(structure.rows), int(structure.dim), max(int(structure.n_clients), 1)
+
+
+def pass_seconds(structure) -> float:
+    """Seconds of one value-and-gradient pass over the rows: :math:`a_0+a_1NP`."""
+    N, P, _ = _sizes(structure)
+    return PASS_OVERHEAD + PASS_PER_ENTRY * N * P
+
+
+def hessian_pass_seconds(structure) -> float:
+    """Seconds of one pass with the weighted Hessian, its factor and solves:
+    :func:`pass_seconds` :math:`+\\,a_2NP^2+a_3P^3`."""
+    N, P, _ = _sizes(structure)
+    return pass_seconds(structure) + HESSIAN_PER_ENTRY * N * P * P + FACTOR_PER_CUBE * float(P) ** 3
+
+
+def weight_step_seconds(structure) -> float:
+    """Seconds of one solve of the compiled :math:`n`-variable weight problem: :math:`b_0+b_1n`."""
+    return WEIGHT_STEP_BASE + WEIGHT_STEP_PER_CLIENT * _sizes(structure)[2]
+
+
+def conic_seconds(structure) -> float:
+    """Seconds of building, compiling and solving the conic model of every row:
+    :math:`c_0+c_1NP+c_2n`."""
+    N, P, n = _sizes(structure)
+    return CONIC_BASE + CONIC_PER_ENTRY * N * P + CONIC_PER_CLIENT * n

@@ -1,0 +1,104 @@
+r"""What the routes of the client-weight min-max family cost, for ``method="auto"`` to rank them
+(:meth:`~drflmodel.problems.engine.route.Route.cost`, :meth:`~drflmodel.problems.engine.route.Route.memory`;
+the blocks and their calibration: :mod:`drflmodel.problems.engine.cost`).
+
+The family tells the engine what its routes read (:meth:`~.dro.WeightedMinMax.structure_fields`):
+the kind of its weight set -- ``"fixed"`` (one point: ERM, one client, HCVaR at level 1),
+``"smooth"`` (:math:`\sigma_\Lambda` differentiable: :math:`\chi^2` with :math:`\rho>0`, q-FFL) or
+``"polyhedral"`` (the simplex, CVaR, HCVaR, :math:`\ell_p` balls) -- and the size of its conic model.
+
+Counts (measured on the calibration shapes of :mod:`~drflmodel.problems.engine.cost`):
+
+* Hessian-free (:mod:`.hessian_free`), asked for a 1e-10 gap by ``auto`` below 1,000 parameters:
+  L-BFGS for a fixed or smooth set, about :math:`15+P/11` iterations (14-19 at :math:`P\le50`,
+  64-71 on digits, :math:`P=650`) of 1.2 passes, about 40 from 1,000 parameters (15-39 measured at
+  P = 2,010-51,300, stopping at ``gap_tol``); the quasi-Newton SQP for a polyhedral set, as many iterations
+  (15-18 and 59), each with one weight solve;
+* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-9 steps (10 for a polyhedral set), each a pass
+  with the weighted Hessian and its factor and, unless the set is fixed, one weight solve; its
+  certificate one more Hessian pass;
+* conic (:class:`~drflmodel.problems.engine.conic.ConicRoute`): the model of every row.
+
+Where the rows are not held (a federated server) the costs are ``None``: the family's order of
+preference stands (what a federated solve costs is exchanges and bytes, not seconds).
+"""
+
+from __future__ import annotations
+
+from ..._memory import dense_hessian_bytes
+from ...sets import WeightSet
+from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
+from ..engine.memory import matrix_free_route_bytes
+
+__all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds",
+           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory"]
+
+#: L-BFGS evaluations per iteration (line search), measured 1.0-1.3
+EVALUATIONS_PER_ITERATION = 1.2
+
+
+def weights_kind(W: WeightSet) -> str:
+    """``"fixed"``, ``"smooth"`` or ``"polyhedral"`` (module docstring)."""
+    from .hessian_free import smooth_support
+
+    if W.single_point() is not None:
+        return "fixed"
+    return "smooth" if smooth_support(W) else "polyhedral"
+
+
+def conic_model_bytes(rows: int, dim: int) -> int:
+    """The conic model of every row: CVXPY's coefficients of the :math:`N` rows' scores (about 24
+    bytes per entry of an :math:`N\\times P` block) plus the certificate's Newton solve (3 dense
+    :math:`P\\times P` matrices)."""
+    return 24 * int(rows) * int(dim) + dense_hessian_bytes(int(dim), 3)
+
+
+def sqp_bytes(structure) -> int:
+    """The ``sqp`` route: the weighted :math:`P\\times P` Hessian, its deflated copy, its Cholesky
+    factor and a damped copy (4 matrices), the clients' gradients and :math:`H^{-1}G^\\top`
+    (:math:`nP` each) and the weight step's :math:`n\\times n` curvature and its factor."""
+    P, n = int(structure.dim), int(structure.n_clients)
+    return dense_hessian_bytes(P, 4) + 8 * (3 * n * P + 3 * n * n)
+
+
+def newton_bytes(structure) -> int:
+    """The ``newton`` route: one :math:`P\\times P` Cholesky factor per client, held twice (the
+    CVXPY parameter and its canonicalized copy), plus the certificate's Newton solve (3 matrices)."""
+    return dense_hessian_bytes(int(structure.dim), 2 * int(structure.n_clients) + 3)
+
+
+def hessian_free_iterations(structure) -> float:
+    """The Hessian-free route's iterations to the 1e-10 gap ``auto`` asks of it below 1,000
+    parameters: :math:`15+P/11` (module docstring); from there (stopping at ``gap_tol``) 15-40
+    were measured at P = 2,010-51,300: 40."""
+    return 15.0 + structure.dim / 11.0 if structure.dim < 1000 else 40.0
+
+
+def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
+    """Seconds of the Hessian-free route (``None`` where the rows are not held): iterations x
+    (1.2 passes, plus a weight solve when its quasi-Newton SQP runs: a polyhedral set, or a smooth
+    one from ``sqp_min_size`` rows x parameters) plus the compile of that weight problem."""
+    if not structure.rows_local:
+        return None
+    iterations = hessian_free_iterations(structure)
+    qn_sqp = structure.weights == "polyhedral" or (structure.weights == "smooth" and structure.size >= sqp_min_size)
+    per = EVALUATIONS_PER_ITERATION * pass_seconds(structure)
+    if qn_sqp:
+        return iterations * (per + weight_step_seconds(structure)) + WEIGHT_MODEL_SECONDS
+    return iterations * per + 2 * pass_seconds(structure)
+
+
+def sqp_seconds(structure) -> float | None:
+    """Seconds of the Lagrangian-Hessian SQP route (``None`` where the rows are not held): steps x
+    (a Hessian pass, plus a weight solve unless the set is fixed) plus its certificate."""
+    if not structure.rows_local:
+        return None
+    fixed = structure.weights == "fixed"
+    steps = 10 if structure.weights == "polyhedral" else 8
+    per = hessian_pass_seconds(structure) + (0.0 if fixed else weight_step_seconds(structure))
+    return steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else WEIGHT_MODEL_SECONDS)
+
+
+def hessian_free_memory(structure) -> int:
+    """The Hessian-free route: the matrix-free objectives (:func:`~drflmodel.matrix_free.matrix_free_bytes`)."""
+    return matrix_free_route_bytes(structure)

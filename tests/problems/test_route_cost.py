@@ -1,0 +1,209 @@
+"""Routes declare their memory and cost; ``method="auto"`` ranks by cost and falls back when a gap
+stalls (issue 41; DESIGN.md section 8). No timing is asserted: what is checked is the ranking rule,
+the record of it, the fallback, the memory hook and that a small certified solve imports no CVXPY."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import drflmodel as dm
+from drflmodel.problems.engine import memory
+from drflmodel.problems.engine.conic import ConicRoute
+from drflmodel.problems.minmax import hessian_free
+from drflmodel.problems.minmax.dro import WeightedMinMax
+from drflmodel.problems.minmax.lagrangian_sqp import LagrangianSQPRoute
+
+ENGINE = pathlib.Path(dm.__file__).parent / "problems" / "engine"
+ROOT = pathlib.Path(dm.__file__).parents[1]
+
+
+def _fed(n_clients=4, samples=200, seed=3):
+    return dm.datasets.synthetic_classification(n_clients=n_clients, dim=5, samples=samples, seed=seed)
+
+
+def _pooled(fed):
+    X, y, _ = fed.pooled()
+    return dm.Federation.from_arrays([X], [y], task="classification")
+
+
+def _string_constants(path):
+    """The string constants of a module's code (docstrings left out: they may give examples)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_the_engine_names_no_family_and_no_other_route():
+    """The engine's code reads route hooks and structure fields, never a family's or another route's
+    name (DESIGN.md section 8): no such string constant, nor a message naming one as a method."""
+    names = ["dro", "fafl", "wasserstein", "relative", "deo", "sqp", "newton", "hessian_free", "active_set",
+             "bundle"]
+    for path in ENGINE.glob("*.py"):
+        for text in _string_constants(path):
+            assert text not in names, (path.name, text)
+            assert not any(f"method='{name}'" in text for name in names), (path.name, text)
+
+
+class _Priced(ConicRoute):
+    """The conic route with a given cost (the ranking is what is tested, not the estimate)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def cost(self, structure):
+        return self.seconds
+
+
+class _PricedSQP(LagrangianSQPRoute):
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def cost(self, structure):
+        return self.seconds
+
+
+class _TwoRoutes(dm.FederatedDRO):
+    priced = ()
+
+    def routes(self):
+        return list(self.priced)
+
+
+@pytest.mark.parametrize("sqp_seconds, conic_seconds, expected", [(1.0, 2.0, "sqp"), (3.0, 2.0, "conic")])
+def test_auto_takes_the_cheapest_route_and_records_the_estimates(sqp_seconds, conic_seconds, expected):
+    prob = _TwoRoutes(_fed(), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    prob.priced = (_PricedSQP(sqp_seconds), _Priced(conic_seconds))
+    sol = prob.solve()
+    assert sol.info["method"] == expected and sol.status == "optimal"
+    choice = sol.info["route_choice"]
+    assert choice["estimated_seconds"] == {"sqp": sqp_seconds, "conic": conic_seconds}
+    assert "cheapest" in choice["why"]
+    json.dumps(sol.to_dict())
+
+
+def test_a_route_without_an_estimate_keeps_the_family_order():
+    """One route without a cost: no ranking, the family's order stands (the first that applies)."""
+    prob = _TwoRoutes(_fed(), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    prob.priced = (_PricedSQP(None), _Priced(0.001))
+    sol = prob.solve()
+    assert sol.info["method"] == "sqp" and sol.info["route_choice"]["why"] == "the first route that applies"
+
+
+def test_the_family_ranks_by_its_estimates():
+    """Where the rows are held the min-max family's routes declare costs; auto's first route is the
+    cheapest estimate, and it certifies (whatever it is)."""
+    fed = _fed()
+    for W in (dm.sets.ChiSquare(4, 0.5), dm.sets.CVaR(4, 0.5)):
+        sol = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=1e-2).solve()
+        estimated = sol.info["route_choice"]["estimated_seconds"]
+        assert set(estimated) == {"hessian_free", "sqp", "conic"}
+        assert sol.info["method"] == min(estimated, key=estimated.get) and sol.status == "optimal"
+        assert sol.relative_gap <= 1e-10          # auto asks the Hessian-free route for sqp's 1e-10 gap too
+        assert dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=1e-2).structure.weights == (
+            "smooth" if isinstance(W, dm.sets.ChiSquare) else "polyhedral")
+
+
+def _stalling(monkeypatch):
+    """The Hessian-free route capped at 2 iterations by default: its gap does not close."""
+    monkeypatch.setattr(hessian_free.HessianFreeRoute, "options",
+                        {**hessian_free.HessianFreeRoute.options, "max_iterations": 2})
+
+
+def test_a_forced_route_whose_gap_stalls_falls_back_to_one_that_certifies(monkeypatch):
+    _stalling(monkeypatch)
+    fed = _fed()
+    sol = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2).solve(method="hessian_free")
+    assert sol.status == "optimal" and sol.info["method"] != "hessian_free"
+    attempt, = sol.info["route_attempts"]
+    assert attempt["method"] == "hessian_free" and attempt["status"] == "optimal_within_gap"
+    assert sol.info["route_choice"]["fell_back"]["to"] == sol.info["method"]
+    # fallback=False, or an option the user set: the route's own honest answer
+    alone = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    kept = alone.solve(method="hessian_free", fallback=False)
+    assert kept.info["method"] == "hessian_free" and kept.status == "optimal_within_gap"
+    capped = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    capped = capped.solve(method="hessian_free", max_iterations=2)
+    assert capped.info["method"] == "hessian_free" and "route_attempts" not in capped.info
+
+
+def test_auto_falls_back_when_the_first_ranked_gap_stalls(monkeypatch):
+    _stalling(monkeypatch)
+    prob = dm.FederatedDRO(_pooled(_fed()), dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-2)
+    ranked = type(prob.routes()[0])
+    monkeypatch.setattr(ranked, "cost", lambda self, structure: 0.0)   # ranked first
+    monkeypatch.setattr(ranked, "auto_options", lambda self, structure: {"tol": 1e-10, "max_iterations": 2})
+    sol = prob.solve()
+    assert sol.info["route_choice"]["method"] == "hessian_free"
+    assert [a["method"] for a in sol.info["route_attempts"]] == ["hessian_free"]
+    assert sol.status == "optimal" and sol.info["route_choice"]["fell_back"]["to"] == sol.info["method"]
+
+
+def test_memory_estimates_are_the_routes_own():
+    prob = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    s = prob.structure
+    sqp = next(r for r in s.routes if r.name == "sqp")
+    assert memory.dense_route_bytes(s, "sqp") == sqp.memory(s) == memory.route_bytes(sqp, s)
+    P, n = prob.dim, 4
+    assert sqp.memory(s) == 4 * 8 * P * P + 8 * (3 * n * P + 3 * n * n)
+    assert ConicRoute().memory(s) == s.conic_bytes == 24 * s.rows * P + 3 * 8 * P * P
+    assert memory.dense_route_bytes(s, "no-such-route") is None
+
+
+def test_a_family_without_a_conic_estimate_is_never_refused_for_memory(monkeypatch):
+    import drflmodel._memory as low
+
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=6, seed=0)
+    prob = dm.RelativeFairness(fed, dm.losses.Squared(), dm.sets.Simplex(3), dm.sets.Simplex(3), phi=0.1,
+                               box=(-3 * np.ones(fed.dim), 3 * np.ones(fed.dim)))
+    minmax = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    structures = prob.structure, minmax.structure           # computed before the memory shrinks
+    monkeypatch.setattr(low, "MIN_REFUSED_BYTES", 0)
+    monkeypatch.setattr(low, "available_memory", lambda: 1)
+    assert structures[0].conic_bytes is None and ConicRoute().applies(structures[0]) is None
+    refused = ConicRoute().applies(structures[1])        # the min-max family gives one: refused, by name
+    assert isinstance(refused, memory.MemoryReason) and f"dense {minmax.dim} x {minmax.dim}" in refused
+    assert "method='hessian_free' needs no P x P array" in refused      # the route that offers itself
+
+
+def test_a_small_certified_solve_imports_no_cvxpy():
+    code = ("import sys\nimport drflmodel as dm\n"
+            "fed = dm.datasets.gaussian_mixture(240, 14, 2, n_clients=1, alpha=0.5, seed=0)\n"
+            "sol = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3, "
+            "penalize_intercept=False).solve()\n"
+            "print(sol.status, sol.info['method'], 'cvxpy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "PATH": ""}).stdout.split()
+    assert out[0] == "optimal" and out[1] in ("sqp", "hessian_free") and out[2] == "False"
+
+
+def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it_asked(monkeypatch):
+    """auto asks the Hessian-free route for a 1e-10 gap; an answer certified only to gap_tol (here:
+    the route made to stop there) goes on to the next ranked route when its estimate is affordable,
+    and the closer certificate is returned."""
+    original = hessian_free.HessianFreeRoute.solve
+
+    def stops_at_gap_tol(self, problem, request):
+        return original(self, problem, dataclasses.replace(request, gap_tol=1e-4, options={**request.options, "tol": None}))
+
+    monkeypatch.setattr(hessian_free.HessianFreeRoute, "solve", stops_at_gap_tol)
+    prob = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.5), l2=1e-2)
+    sol = prob.solve(gap_tol=1e-4)
+    attempt, = sol.info["route_attempts"]
+    assert attempt["method"] == "hessian_free" and attempt["short_of"] == 1e-10 and attempt["relative_gap"] > 1e-8
+    assert sol.info["method"] == "sqp" and sol.status == "optimal" and sol.relative_gap < attempt["relative_gap"]
+    assert "short of" in sol.info["route_choice"]["fell_back"]["why"]
+    again = prob.solve(gap_tol=1e-4)            # the problem remembers: the next solve starts with sqp
+    assert again.info["method"] == "sqp" and "route_attempts" not in again.info
+    assert "stalled short" in again.info["route_choice"]["passed_over"]["hessian_free"]
