@@ -85,11 +85,12 @@ def test_given_configuration_overrides_the_recorded_one(logistic):
     assert rep.config_source["mu"] == "given" and rep.verdict == "elsewhere"
 
 
-def test_minibatch_and_uncharacterized_runs_are_refused(logistic):
+def test_minibatch_runs_are_observed_and_uncharacterized_ones_refused(logistic):
     prob, sol = logistic
     tr = dm.solvers.FedAvg(rounds=5, local_steps=3, batch_size=4).run(prob)
-    with pytest.raises(StrategyNotCharacterized, match="minibatch"):
-        conformance(tr, prob, solution=sol)
+    rep = conformance(tr, prob, solution=sol)              # no certified point: observed, never proved
+    assert rep.verdict == "observed" and rep.evidence == "observed" and "batch_size=4" in rep.text
+    assert rep.extra["minibatch"]["last_distance"] == pytest.approx(rep.rows[-1]["dist_fixed_point"])
     tr = dm.solvers.FedAvg(rounds=5, local_steps=3).run(prob)
     with pytest.raises(StrategyNotCharacterized, match="Krum"):
         conformance(tr, prob, "Krum", solution=sol)
