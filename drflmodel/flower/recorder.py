@@ -18,7 +18,11 @@ returns the live error each round as a ``MetricRecord`` (``dist_theta``, ``objec
 which replied and which failed (a ``ClientApp`` error or no reply), the messages and payload
 floats each way, and the training configuration the strategy sent (``train_config``: e.g.
 ``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` given to ``start(train_config=...)``,
-which :func:`drflmodel.landing.conformance` reads); clients are named by the ``partition-id`` metric of their reply when they send
+which :func:`drflmodel.landing.conformance` reads -- the ``lr``, ``batch-size`` and participation it
+sent), the dtypes of the arrays the clients returned (``info["dtypes"]``: the precision they computed
+in), and each named client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)``: row
+:math:`r` the models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`; NaN where a client did
+not reply), against which each client's update is graded); clients are named by the ``partition-id`` metric of their reply when they send
 one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
 :class:`~drflmodel.solvers.Trace` (``dm.verify`` grades it; rounds where not every client took
 part are listed in ``info["partial_participation"]`` and reported by ``dm.verify``).
@@ -85,6 +89,8 @@ class Recorder:
         self.times: dict[int, float] = {}
         self.rounds: dict[int, dict] = {}
         self.objectives: dict[int, float] = {}
+        #: per round, the model each named client returned (``{round: {partition-id: theta}}``)
+        self.client_models: dict[int, dict] = {}
         self.strategy_name = "flower"
         #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
         self.caveats: list[str] = []
@@ -183,6 +189,7 @@ class Recorder:
                 row["participants"].append(names[node])
                 row["messages_up"] += 1
                 row["floats_up"] += record_floats(m.content)
+                self._keep_reply(server_round, row, names[node], m.content)
             for node in set(row["sampled"]) - {m.metadata.src_node_id for m in replies}:
                 row["missing"][self._name(node, names)] = "no reply"
             row["participants"].sort()
@@ -191,6 +198,22 @@ class Recorder:
         strategy.configure_train = configure_train
         strategy.aggregate_train = aggregate_train
         return strategy
+
+    def _keep_reply(self, server_round: int, row: dict, name, content) -> None:
+        """The dtypes of a reply's arrays (the precision the client computed in), and its model as
+        :math:`\\theta` when the client is named by its ``partition-id`` (to grade each client's update
+        against its own round map, :func:`drflmodel.landing.conformance`)."""
+        records = list(getattr(content, "array_records", {}).values())
+        arrays = [a for rec in records for a in rec.to_numpy_ndarrays()]
+        dtypes = sorted({str(np.asarray(a).dtype) for a in arrays if np.issubdtype(np.asarray(a).dtype, np.floating)})
+        row["dtypes"] = sorted(set(row.get("dtypes", [])) | set(dtypes))
+        if len(records) != 1 or not isinstance(name, int) or self.problem is None:
+            return
+        try:
+            theta = self.theta_of(records[0].to_numpy_ndarrays())
+        except InvalidDataError:
+            return
+        self.client_models.setdefault(int(server_round), {})[name] = theta
 
     @staticmethod
     def _name(node, names):
@@ -218,6 +241,16 @@ class Recorder:
         info = {"engine": "flower", "recorded_by": "drflmodel.flower.Recorder",
                 "participation": [row for row in rows if row], "partial_participation": partial}
         iterates = {}
+        if self.client_models and n is not None and self.problem is not None:
+            models = np.full((R + 1, n, int(self.problem.dim)), np.nan)     # row r: the replies of round r
+            for r, replies in self.client_models.items():
+                for i, theta in replies.items():
+                    if 1 <= r <= R and 0 <= i < n and theta.shape == (models.shape[2],):
+                        models[r, i] = theta
+            iterates["client_models"] = models
+        dtypes = sorted({d for row in rows for d in row.get("dtypes", [])})
+        if dtypes:
+            info["dtypes"] = dtypes
         if self.objectives:
             iterates["objective"] = np.array([self.objectives.get(r, np.nan) for r in range(R + 1)])
         if self.solution is not None:

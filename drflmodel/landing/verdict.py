@@ -68,8 +68,9 @@ from .._validation import as_finite_array, check_real
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
 from .arithmetic import rounding_allowance, run_precision
+from .clients import client_faults, describe
 from .participation import ALL, round_subsets, subset_constants
-from .points import CONFIG_KEYS, fixed_point, missing_configuration, optimum_point
+from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .strategies import StrategyNotCharacterized, characterize
 
@@ -223,13 +224,21 @@ def _iterates(run) -> np.ndarray:
         thetas = run
     if thetas is None:
         raise InvalidDataError("run has no per-round models: pass a Trace, a graded app or an array (R+1, P)")
+    try:
+        T = np.asarray(thetas, float)
+    except (TypeError, ValueError):
+        raise InvalidDataError(f"iterates must be an array of shape (R+1, P) of floats; got "
+                               f"{type(thetas).__name__}") from None
+    if T.ndim != 2 or T.shape[0] < 2 or T.shape[1] < 1:
+        raise InvalidDataError(f"iterates must have shape (R+1, P) with R >= 1 rounds (at least two models: the "
+                               f"start and one round); got shape {T.shape}")
     return as_finite_array(thetas, "iterates", ndim=2)
 
 
 # --------------------------------------------------------------------------- the verdict
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
                 global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
-                participation=None) -> Conformance:
+                participation=None, client_models=None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -245,6 +254,10 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         or a unit roundoff); default: recorded or inferred (:mod:`drflmodel.landing.arithmetic`).
     participation : ``"all"``, ``"sampled"`` or per round the indices of the clients that took part;
         default: as the run records it (:mod:`drflmodel.landing.participation`).
+    client_models : ``(R+1, n, P)``, row ``r`` the model each client returned in round ``r`` (NaN where
+        none); default: ``run.iterates["client_models"]`` (a recorded Flower run). Each is checked
+        against the client's own local steps and a faulty client is named
+        (:mod:`drflmodel.landing.clients`).
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -254,6 +267,10 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         The verdict, its evidence, the distances per round, the drift of the landing point.
     """
     tol = check_real(tol, "tol", low=0.0, low_open=True)
+    check_problem(problem)
+    check_solution(solution)
+    if global_step is not None:
+        global_step = check_real(global_step, "global_step", low=0.0, low_open=True)
     if not isinstance(run, (np.ndarray, list, tuple)) and hasattr(run, "trace") and not hasattr(run, "theta"):
         if solution is None:
             solution = getattr(run, "solution", None)
@@ -326,8 +343,42 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
     arithmetic = run_precision(T, _recorded_dtypes(run), precision)
     subsets, how = round_subsets(run, int(problem.n_clients), len(T) - 1, participation)
-    return _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-                    arithmetic, subsets, how, common)
+    rep = _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
+                   arithmetic, subsets, how, common)
+    if client_models is None:
+        client_models = (getattr(run, "iterates", None) or {}).get("client_models")
+    if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx"):
+        _grade_clients(rep, problem, fp, T, client_models, arithmetic[1])
+    return rep
+
+
+def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
+    """Each client's returned models against its own local steps; a faulty client turns the verdict
+    into "elsewhere" (proved under the rounding allowance) and is named."""
+    models = np.asarray(client_models, float)
+    if models.ndim != 3 or models.shape[0] != len(T) or models.shape[2] != T.shape[1]:
+        raise InvalidDataError(f"client_models must have shape ({len(T)}, n, {T.shape[1]}) (row r: the models "
+                               f"returned in round r); got {models.shape}")
+    faults = client_faults(problem, fp, T, client_models, u, rep.strategy)
+    rep.extra["faulty_clients"] = faults
+    rep.extra["clients_checked"] = True
+    if not faults:
+        rep.reasons.append("every recorded client update matches its own local steps (within rounding)")
+        return
+    named = describe(faults[0], rep.strategy)
+    if len(faults) > 1:
+        named += f" (and client(s) {', '.join(str(f['client']) for f in faults[1:])} likewise: extra['faulty_clients'])"
+    rep.reasons.append(f"evidence (proved, per client): {named}")
+    if rep.verdict != "elsewhere":
+        rep.verdict, rep.evidence = "elsewhere", "proved"
+        rep.text = f"landed elsewhere: not the strategy it claims to be ({named})"
+    else:
+        rep.text += f"; {named}"
+
+
+#: FedProx clients that are not J gradient steps (scikit-learn's saga / lbfgs, any exact local solver)
+_EXACT_HINT = ("if the clients solve their proximal problem to optimality (a non-gradient local solver, e.g. "
+               "scikit-learn's saga or lbfgs), grade against that point: conformance(..., local_steps='exact')")
 
 
 def _recorded_dtypes(run):
@@ -406,6 +457,8 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
                 f"{d_fp[-1]:.3e}, to the optimum {d_opt[-1]:.3e}")
         if matches:
             text += f"; it matches {matches}"
+        elif char.name == "FedProx" and fp.kind == "local_steps":
+            text += f"; {_EXACT_HINT}"
         return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
                            evidence=evidence, matches=matches, extra=extra, **common)
     rounds = None if sampled else _rounds_to_land(fp, config, d_fp[-1], tol_abs + region)
@@ -413,6 +466,8 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
             f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
     if rounds is not None:
         text += f"; about {rounds} more rounds at the certified rate"
+    if char.name == "FedProx" and fp.kind == "local_steps":
+        reasons.append(_EXACT_HINT)
     elif sampled and bounds is not None:
         text += f" (a correct run with these sampled rounds ends within {region:.3e} of the point)"
     return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, extra=extra, **common)
