@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from .contraction import local_iterates
 
-__all__ = ["round_subsets", "subset_constants", "ALL", "UNKNOWN"]
+__all__ = ["round_subsets", "subset_constants", "round_noise", "ALL", "UNKNOWN"]
 
 #: every client took part (weights p); a strict subset that is not recorded
 ALL, UNKNOWN = "all", "unknown"
@@ -106,3 +106,12 @@ def subset_constants(problem, fp, subsets) -> tuple[np.ndarray, np.ndarray, dict
             b_r[k] = float(np.max(v_norm[idx])) + (1.0 + q_r[k]) * rho
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     return q_r, b_r, {"sampled_rounds": sampled, "client_moves": v_norm, "max_q": float(np.max(q_r, initial=0.0))}
+
+
+def round_noise(s, weights, subsets) -> np.ndarray:
+    """Per round the bound on the average of the clients' deviations ``s`` (minibatch noise,
+    :mod:`drflmodel.landing.minibatch`): :math:`\\sum_ip_is_i` with every client, the maximum over
+    the subset otherwise (any convex weighting of it)."""
+    s, p = np.asarray(s, float), np.asarray(weights, float)
+    return np.array([float(p @ s) if isinstance(S, str) and S == ALL
+                     else float(np.max(s if isinstance(S, str) else s[S])) for S in subsets])

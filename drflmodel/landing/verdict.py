@@ -69,7 +69,8 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
 from .arithmetic import rounding_allowance, run_precision
 from .clients import client_faults, describe
-from .participation import ALL, round_subsets, subset_constants
+from .minibatch import noise_bounds
+from .participation import ALL, round_noise, round_subsets, subset_constants
 from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .strategies import StrategyNotCharacterized, characterize
@@ -238,7 +239,8 @@ def _iterates(run) -> np.ndarray:
 # --------------------------------------------------------------------------- the verdict
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
                 global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
-                participation=None, client_models=None) -> Conformance:
+                participation=None, client_models=None, delta: float = 1e-3,
+                batch_sampling: str | None = None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -258,6 +260,10 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         none); default: ``run.iterates["client_models"]`` (a recorded Flower run). Each is checked
         against the client's own local steps and a faulty client is named
         (:mod:`drflmodel.landing.clients`).
+    delta, batch_sampling : for minibatch local steps (``batch_size`` set): the failure probability of
+        the noise region, and how each step's batch is drawn -- ``"fresh"`` (each step samples anew;
+        drflmodel's simulator) or ``"epoch"`` (batches of one shuffled epoch: worst-case noise);
+        default ``"fresh"`` for a simulator trace, else ``"epoch"`` (:mod:`drflmodel.landing.minibatch`).
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -339,12 +345,21 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     drift_objective = (float(objective(fp.theta)) - float(objective(opt_theta))) / max(1.0, abs(g_star))
     common = dict(strategy=char.name, config=_shown(config, fp), config_source=source, missing=[], fixed_point=fp,
                   optimum=sol, rows=rows, drift=drift, drift_objective=drift_objective, tol=tol)
+    noise = None
     if config.get("batch_size") is not None:
-        return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
+        if batch_sampling is None:
+            batch_sampling = "fresh" if getattr(run, "solver", None) not in (None, "flower", "iterates") and \
+                getattr(run, "info", {}).get("engine") != "flower" else "epoch"
+        if fp.kind == "local_steps" and _plain_round(char, config)[0]:
+            noise = noise_bounds(problem, fp, config["batch_size"], len(T) - 1, delta, batch_sampling)
+        if noise is None:
+            return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
     arithmetic = run_precision(T, _recorded_dtypes(run), precision)
     subsets, how = round_subsets(run, int(problem.n_clients), len(T) - 1, participation)
     rep = _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-                   arithmetic, subsets, how, common)
+                   arithmetic, subsets, how, common, noise)
+    if noise is not None:
+        return rep
     if client_models is None:
         client_models = (getattr(run, "iterates", None) or {}).get("client_models")
     if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx"):
@@ -408,7 +423,7 @@ def _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common) -> Conformanc
 
 
 def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-             arithmetic, subsets, how, common) -> Conformance:
+             arithmetic, subsets, how, common, noise=None) -> Conformance:
     R = len(T) - 1
     scale = max(1.0, float(np.linalg.norm(fp.theta)))
     tol_abs = tol * scale
@@ -420,7 +435,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
     norms = np.linalg.norm(T, axis=1)
     J = fp.config.get("local_steps") if isinstance(fp.config.get("local_steps"), int) else 1
     eps = rounding_allowance(u, J, int(problem.n_clients), np.maximum(norms[:-1], norms[1:]))
-    bounds = _round_bounds(char, fp, problem, config, subsets, eps)
+    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise)
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     region = bounds["region"] if bounds is not None else 0.0
     reasons = [f"landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
@@ -430,7 +445,13 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
     extra = {"precision": precision, "unit_roundoff": u, "precision_source": precision_source,
              "rounding_allowance": float(eps.max()), "sampled_rounds": sampled, "participation_source": how,
              "landing_region": region}
-    if sampled:
+    if noise is not None:
+        extra.update(noise_region=region, noise_probability=noise[1], batch_size=config["batch_size"])
+        reasons.append(f"minibatch local steps (batch_size={config['batch_size']}): the round deviates from the "
+                       f"full-batch map by at most {float(np.max(noise[0])):.3e} per client ({noise[1]}; "
+                       f"per-sample gradient bounds from the rows)")
+        where = f"within the noise region (radius {region:.3e}, {noise[1]})"
+    elif sampled:
         where = (f"within the region every correct run with sampled clients reaches (radius {region:.3e} around "
                  f"the full-participation point; {sampled} of {R} rounds sampled)")
     elif region > tol_abs:
@@ -443,9 +464,15 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
         return Conformance(verdict="landed", text=text, reasons=reasons, extra=extra, **common)
 
     proof = _broken_bound(char, d_fp, steps, radius, bounds)
+    if proof is not None and noise is not None:
+        proof += (" -- a correct run does this with probability <= " + noise[1].split("- ")[1]
+                  if noise[1].startswith("probability >=") else " -- impossible for a correct run (worst-case noise)")
     if proof is not None and how.startswith("assumed"):
         proof += " -- assuming every client took part every round (these iterates record no participation)"
-    stopped = _stopped(d_fp, steps) and not sampled
+    # observed only beyond the floor where rounded iterations stall (sqrt(u) of the scale, a heuristic
+    # floor: no per-round bound gives the rounding region for a server optimizer)
+    stopped = (_stopped(d_fp, steps) and not sampled and noise is None
+               and d_fp[-1] > tol_abs + radius + np.sqrt(u) * scale)
     if proof is not None or stopped:
         matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs + region, weights)
         evidence = "proved" if proof is not None else "observed"
@@ -461,7 +488,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
             text += f"; {_EXACT_HINT}"
         return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
                            evidence=evidence, matches=matches, extra=extra, **common)
-    rounds = None if sampled else _rounds_to_land(fp, config, d_fp[-1], tol_abs + region)
+    rounds = None if (sampled or noise is not None) else _rounds_to_land(fp, config, d_fp[-1], tol_abs + region)
     text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
             f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
     if rounds is not None:
@@ -499,7 +526,7 @@ def _plain_round(char, config) -> tuple[bool, float]:
     return True, float(config.get("global_step") or 1.0)
 
 
-def _round_bounds(char, fp, problem, config, subsets, eps) -> dict | None:
+def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict | None:
     """Per round the contraction :math:`q_r`, the subset's pull :math:`b_r` (0 with every client), the
     server step and the rounding allowance :math:`\\varepsilon_r`; ``None`` when no per-round bound is
     certified for the strategy (module docstring; :mod:`drflmodel.landing.participation`)."""
@@ -508,6 +535,8 @@ def _round_bounds(char, fp, problem, config, subsets, eps) -> dict | None:
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
     q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    if noise is not None:                      # minibatch noise enters like a subset's pull
+        b_r = b_r + round_noise(noise[0], fp.config["weights"], subsets)
     if not np.all(q_r < 1.0):
         return None
     kappa = np.abs(1.0 - g) + g * q_r
