@@ -1,8 +1,8 @@
 """Sweep: landing verdicts on the runs people train -- never a false proof, bugs caught (issue 38).
 
-Randomized *correct* runs of FedAvg / FedProx (logistic or softmax, 2-50 clients, J in {1, 5, 20},
-float64 / float32 / bfloat16-rounded models, every client or 10-50 % sampled per round, full-batch or
-minibatch local steps) graded by :func:`drflmodel.landing.conformance`; a false verdict is
+Randomized *correct* runs of FedAvg / FedProx / FedAvgM / FedAdam (logistic or softmax, 2-50
+clients, J in {1, 5, 20}, float64 / float32 / bfloat16-rounded models, every client or 10-50 % sampled
+per round, full-batch or minibatch local steps with batch 1, 8 or 64) graded by :func:`drflmodel.landing.conformance`; a false verdict is
 "elsewhere" on a correct run (a false "proved" is the worst kind). Then *planted client bugs* (full
 participation, float64 and float32) graded with the per-client models recorded: the share reported
 "elsewhere", proved, and with the faulty client named. Finally the time to grade a 1,000-round,
@@ -12,7 +12,7 @@ The runs are built here, independently of the verdict's bounds: the exact round 
 (``landing.contraction.local_iterates``, the solvers' local steps) in float64, each client's model
 rounded to the run's format (float32, or float32 then bfloat16) and averaged in that format over the
 round's clients with weights proportional to their examples (Flower's weighting); minibatch runs are
-the simulator's (``dm.solvers.FedAvg / FedProx(batch_size=8)``). Clients computing end to end in
+the simulator's (``dm.solvers.FedAvg / FedProx(batch_size=B)``, full participation, float64). Clients computing end to end in
 float32 err by about ``u ||theta||`` per round (measured, see landing/arithmetic.py), less than the
 cast modelled here plus the allowance.
 
@@ -60,21 +60,34 @@ def _cast(x, dtype):
     return bfloat16_round(x32) if dtype == "bfloat16" else x32
 
 
-def simulate(prob, p, rounds, J, eta, mu, dtype, subsets=None, bug=None, rng=None):
-    """``(thetas (R+1, P), client_models (R+1, n, P))`` of a run (module docstring), with ``bug``."""
+def simulate(prob, p, rounds, J, eta, mu, dtype, subsets=None, bug=None, server="plain"):
+    """``(thetas (R+1, P), client_models (R+1, n, P))`` of a run (module docstring), with ``bug``;
+    ``server``: ``"plain"`` (FedAvg / FedProx), ``"FedAvgM"`` (momentum 0.5, server step 1) or
+    ``"FedAdam"`` (Reddi et al. 2021, Algorithm 2: beta1 0.9, beta2 0.99, tau 1e-3, server step 0.05)
+    on the pseudo-gradient theta - average(client models)."""
     obj, n, P = prob.objectives, prob.n_clients, prob.dim
     theta = np.zeros(P)
     thetas, models = [theta], [np.full((n, P), np.nan)]
     momentum = np.zeros((n, P))
+    m1, m2 = np.zeros(P), np.zeros(P)
     for r in range(rounds):
         U = _local_models(obj, theta, J, eta, mu, bug, momentum)
         U = np.asarray(_cast(U, dtype), float)
         S = np.arange(n) if subsets is None else subsets[r]
         w = np.full(S.size, 1.0 / S.size) if bug == "update not weighted by examples" else p[S] / p[S].sum()
         if dtype == "float64":
-            theta = w @ U[S]
+            avg = w @ U[S]
         else:
-            theta = np.asarray(_cast(w.astype(np.float32) @ U[S].astype(np.float32), dtype), float)
+            avg = np.asarray(_cast(w.astype(np.float32) @ U[S].astype(np.float32), dtype), float)
+        if server == "FedAvgM":
+            m1 = 0.5 * m1 + (theta - avg)
+            avg = theta - m1
+        elif server == "FedAdam":
+            delta = theta - avg
+            m1 = 0.9 * m1 + 0.1 * delta
+            m2 = 0.99 * m2 + 0.01 * delta ** 2
+            avg = theta - 0.05 * m1 / (np.sqrt(m2) + 1e-3)
+        theta = avg if server == "plain" else np.asarray(_cast(avg, dtype), float)
         row = np.full((n, P), np.nan)
         row[S] = U[S]
         thetas.append(theta)
@@ -127,20 +140,21 @@ def correct_run(rng, rounds):
     kind = str(rng.choice(["logistic", "softmax"]))
     n = int(rng.integers(2, 51))
     prob, p = make_problem(rng, kind, n)
-    strategy = str(rng.choice(["FedAvg", "FedProx"]))
+    strategy = str(rng.choice(["FedAvg", "FedProx", "FedProx", "FedAvgM", "FedAdam"]))
     mu = float(rng.choice([0.1, 1.0])) if strategy == "FedProx" else 0.0
     J = int(rng.choice([1, 5, 20]))
     L = float(np.max(prob.objectives.smoothness()))
     eta = float(rng.choice([0.3, 1.0])) / ((L + mu) * (1 if J == 1 else np.sqrt(J)))
-    batch = str(rng.choice(["full", "full", "small"]))
+    batch = str(rng.choice(["full", "full", "1", "8", "64"])) if strategy in ("FedAvg", "FedProx") else "full"
     dtype = str(rng.choice(DTYPES))
     sampled = bool(rng.random() < 0.5)
     sol = prob.solve()
     kw = dict(local_steps=J, step_size=eta, solution=sol, **({"mu": mu} if strategy == "FedProx" else {}))
-    if batch == "small":
-        solver = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=8)
+    if batch != "full":
+        B = int(batch)
+        solver = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=B)
                   if strategy == "FedProx" else dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta,
-                                                                   batch_size=8))
+                                                                   batch_size=B))
         tr = solver.run(prob, seed=int(rng.integers(1000)))
         rep = conformance(tr, prob, strategy, **kw)
         dtype, sampled = "float64", False
@@ -149,7 +163,8 @@ def correct_run(rng, rounds):
         if sampled:
             m = max(1, int(round(rng.uniform(0.1, 0.5) * n)))
             subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
-        T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets)
+        server = strategy if strategy in ("FedAvgM", "FedAdam") else "plain"
+        T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets, server=server)
         rep = conformance(T, prob, strategy, participation=subsets if sampled else "all", client_models=models, **kw)
     return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
             "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text}
@@ -192,10 +207,11 @@ def timing(seed=0):
 def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
     rng = np.random.default_rng(seed)
     results = [correct_run(rng, rounds) for _ in range(runs)]
-    table = defaultdict(Counter)
+    table, by_strategy = defaultdict(Counter), defaultdict(Counter)
     for r in results:
         key = (r["dtype"], "sampled" if r["sampled"] else "all", r["batch"])
         table[key][r["verdict"]] += 1
+        by_strategy[r["strategy"]][r["verdict"]] += 1
     false_elsewhere = [r for r in results if r["verdict"] == "elsewhere"]
     false_proved = [r for r in false_elsewhere if r["evidence"] == "proved"]
     bugs = [bug_run(rng, bug, rounds) for bug in BUGS for _ in range(bug_runs)]
@@ -210,6 +226,12 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
             c = table[k]
             print(f"| {k[0]} | {k[1]} | {k[2]} | {sum(c.values())} | {c['landed']} | {c['not_landed']} | "
                   f"{c['observed']} | {c['elsewhere']} |")
+        print("\n| strategy | runs | landed | not landed | observed | elsewhere |")
+        print("|---|---|---|---|---|---|")
+        for k in sorted(by_strategy):
+            c = by_strategy[k]
+            print(f"| {k} | {sum(c.values())} | {c['landed']} | {c['not_landed']} | {c['observed']} | "
+                  f"{c['elsewhere']} |")
         print("\n| planted bug | runs | moved beyond the region | elsewhere | proved | client named | median round of the proof |")
         print("|---|---|---|---|---|---|---|")
         for bug in BUGS:
