@@ -204,6 +204,16 @@ def timing(seed=0):
     return time.perf_counter() - t0, rep.verdict
 
 
+def _print_counts(columns, table) -> None:
+    """A Markdown table of verdict counts per key."""
+    verdicts = ("landed", "not_landed", "observed", "elsewhere")
+    print("\n| " + " | ".join(columns + ["runs"] + [v.replace("_", " ") for v in verdicts]) + " |")
+    print("|" + "---|" * (len(columns) + 1 + len(verdicts)))
+    for key in sorted(table):
+        c = table[key]
+        print("| " + " | ".join([str(k) for k in key] + [str(sum(c.values()))] + [str(c[v]) for v in verdicts]) + " |")
+
+
 def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
     rng = np.random.default_rng(seed)
     results = [correct_run(rng, rounds) for _ in range(runs)]
@@ -220,18 +230,8 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
     if not quiet:
         print(f"{runs} correct runs ({rounds} rounds each): false 'elsewhere' {len(false_elsewhere)}, "
               f"false 'proved' {len(false_proved)}")
-        print("| dtype | participation | batch | runs | landed | not landed | observed | elsewhere |")
-        print("|---|---|---|---|---|---|---|---|")
-        for k in sorted(table):
-            c = table[k]
-            print(f"| {k[0]} | {k[1]} | {k[2]} | {sum(c.values())} | {c['landed']} | {c['not_landed']} | "
-                  f"{c['observed']} | {c['elsewhere']} |")
-        print("\n| strategy | runs | landed | not landed | observed | elsewhere |")
-        print("|---|---|---|---|---|---|")
-        for k in sorted(by_strategy):
-            c = by_strategy[k]
-            print(f"| {k} | {sum(c.values())} | {c['landed']} | {c['not_landed']} | {c['observed']} | "
-                  f"{c['elsewhere']} |")
+        _print_counts(["dtype", "participation", "batch"], table)
+        _print_counts(["strategy"], {(k,): v for k, v in by_strategy.items()})
         print("\n| planted bug | runs | moved beyond the region | elsewhere | proved | client named | median round of the proof |")
         print("|---|---|---|---|---|---|---|")
         for bug in BUGS:
