@@ -469,10 +469,8 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
                   if noise[1].startswith("probability >=") else " -- impossible for a correct run (worst-case noise)")
     if proof is not None and how.startswith("assumed"):
         proof += " -- assuming every client took part every round (these iterates record no participation)"
-    # observed only beyond the floor where rounded iterations stall (sqrt(u) of the scale, a heuristic
-    # floor: no per-round bound gives the rounding region for a server optimizer)
     stopped = (_stopped(d_fp, steps) and not sampled and noise is None
-               and d_fp[-1] > tol_abs + radius + np.sqrt(u) * scale)
+               and d_fp[-1] > tol_abs + radius + _stall_floor(fp, eps, u, scale))
     if proof is not None or stopped:
         matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs + region, weights)
         evidence = "proved" if proof is not None else "observed"
@@ -488,16 +486,33 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
             text += f"; {_EXACT_HINT}"
         return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
                            evidence=evidence, matches=matches, extra=extra, **common)
-    rounds = None if (sampled or noise is not None) else _rounds_to_land(fp, config, d_fp[-1], tol_abs + region)
-    text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
-            f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
+    certified_rate = bounds is not None and not sampled and noise is None
+    rounds = _rounds_to_land(fp, config, d_fp[-1], tol_abs + region) if certified_rate else None
+    if _stopped(d_fp, steps):
+        text = (f"not landed: stalled at distance {d_fp[-1]:.3e} from its fixed point (last step "
+                f"{steps[R - 1]:.2e}), within the distance a correct {precision} run may stall at "
+                f"({_stall_floor(fp, eps, u, scale):.2e}); consistent with {char.name}, not proved")
+    else:
+        text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
+                f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
     if rounds is not None:
         text += f"; about {rounds} more rounds at the certified rate"
-    if char.name == "FedProx" and fp.kind == "local_steps":
-        reasons.append(_EXACT_HINT)
     elif sampled and bounds is not None:
         text += f" (a correct run with these sampled rounds ends within {region:.3e} of the point)"
+    if char.name == "FedProx" and fp.kind == "local_steps":
+        reasons.append(_EXACT_HINT)
     return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, extra=extra, **common)
+
+
+def _stall_floor(fp, eps, u, scale) -> float:
+    """How far from its point a correct rounded run may stall (its updates rounded away): the rounding
+    region of the round map, :math:`\\varepsilon/(1-q)` (for local-steps points), and at least
+    :math:`\\sqrt u` of the scale -- a
+    heuristic floor for "observed" (no per-round bound gives it for a server optimizer, whose steps
+    can be rounded away sooner)."""
+    q = fp.contraction
+    region = float(np.max(eps)) / (1.0 - q) if q is not None and 0 <= q < 1 else 0.0
+    return max(np.sqrt(u) * scale, region)
 
 
 def _stopped(d_fp, steps) -> bool:
