@@ -20,7 +20,8 @@ floats each way, and the training configuration the strategy sent (``train_confi
 ``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` given to ``start(train_config=...)``,
 which :func:`drflmodel.landing.conformance` reads -- the ``lr``, ``batch-size`` and participation it
 sent), the dtypes of the arrays the clients returned (``info["dtypes"]``: the precision they computed
-in), and each named client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)``: row
+in), and each named client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)`` -- fewer rows when
+that would exceed :data:`CLIENT_MODELS_MAX_FLOATS` --: row
 :math:`r` the models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`; NaN where a client did
 not reply), against which each client's update is graded); clients are named by the ``partition-id`` metric of their reply when they send
 one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
@@ -57,7 +58,10 @@ from ..solution import Solution
 from ..solvers import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED"]
+__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED", "CLIENT_MODELS_MAX_FLOATS"]
+
+#: the largest per-client model record ((R+1) n P floats) a Recorder keeps
+CLIENT_MODELS_MAX_FLOATS = 20_000_000
 
 
 class Recorder:
@@ -91,6 +95,7 @@ class Recorder:
         self.objectives: dict[int, float] = {}
         #: per round, the model each named client returned (``{round: {partition-id: theta}}``)
         self.client_models: dict[int, dict] = {}
+        self.client_models_truncated = False
         self.strategy_name = "flower"
         #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
         self.caveats: list[str] = []
@@ -209,6 +214,10 @@ class Recorder:
         row["dtypes"] = sorted(set(row.get("dtypes", [])) | set(dtypes))
         if len(records) != 1 or not isinstance(name, int) or self.problem is None:
             return
+        n = self.n_clients or 0
+        if (int(server_round) + 1) * n * int(self.problem.dim) > CLIENT_MODELS_MAX_FLOATS:
+            self.client_models_truncated = True        # the (R+1, n, P) record would be too large
+            return
         try:
             theta = self.theta_of(records[0].to_numpy_ndarrays())
         except InvalidDataError:
@@ -241,11 +250,15 @@ class Recorder:
         info = {"engine": "flower", "recorded_by": "drflmodel.flower.Recorder",
                 "participation": [row for row in rows if row], "partial_participation": partial}
         iterates = {}
+        if self.client_models_truncated:
+            info["client_models"] = (f"recorded for the rounds whose (R+1, n, P) record fits in "
+                                     f"{CLIENT_MODELS_MAX_FLOATS} floats; later rounds not kept")
         if self.client_models and n is not None and self.problem is not None:
-            models = np.full((R + 1, n, int(self.problem.dim)), np.nan)     # row r: the replies of round r
+            kept = min(R, max(self.client_models))       # row r: the replies of round r, r <= the last kept
+            models = np.full((kept + 1, n, int(self.problem.dim)), np.nan)
             for r, replies in self.client_models.items():
                 for i, theta in replies.items():
-                    if 1 <= r <= R and 0 <= i < n and theta.shape == (models.shape[2],):
+                    if 1 <= r < len(models) and 0 <= i < n and theta.shape == (models.shape[2],):
                         models[r, i] = theta
             iterates["client_models"] = models
         dtypes = sorted({d for row in rows for d in row.get("dtypes", [])})

@@ -35,7 +35,7 @@ def client_faults(problem, fp, thetas, client_models, u: float, strategy: str) -
     models = np.asarray(client_models, float)
     J, eta, mu = fp.config["local_steps"], fp.config["step_size"], fp.config.get("mu") or 0.0
     replied = np.flatnonzero(np.any(np.all(np.isfinite(models), axis=2), axis=1))
-    replied = replied[(replied >= 1) & (replied < len(thetas))]
+    replied = replied[(replied >= 1) & (replied < min(len(thetas), len(models)))]
     if replied.size == 0:
         return []
     pick = replied[np.unique(np.linspace(0, replied.size - 1, min(MAX_ROUNDS_CHECKED, replied.size)).astype(int))]

@@ -257,7 +257,7 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     participation : ``"all"``, ``"sampled"`` or per round the indices of the clients that took part;
         default: as the run records it (:mod:`drflmodel.landing.participation`).
     client_models : ``(R+1, n, P)``, row ``r`` the model each client returned in round ``r`` (NaN where
-        none); default: ``run.iterates["client_models"]`` (a recorded Flower run). Each is checked
+        none; fewer rows: only the first rounds are checked); default: ``run.iterates["client_models"]`` (a recorded Flower run). Each is checked
         against the client's own local steps and a faulty client is named
         (:mod:`drflmodel.landing.clients`).
     delta, batch_sampling : for minibatch local steps (``batch_size`` set): the failure probability of
@@ -371,9 +371,10 @@ def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
     """Each client's returned models against its own local steps; a faulty client turns the verdict
     into "elsewhere" (proved under the rounding allowance) and is named."""
     models = np.asarray(client_models, float)
-    if models.ndim != 3 or models.shape[0] != len(T) or models.shape[2] != T.shape[1]:
-        raise InvalidDataError(f"client_models must have shape ({len(T)}, n, {T.shape[1]}) (row r: the models "
-                               f"returned in round r); got {models.shape}")
+    if models.ndim != 3 or not 2 <= models.shape[0] <= len(T) or models.shape[2] != T.shape[1] \
+            or models.shape[1] != int(problem.n_clients):
+        raise InvalidDataError(f"client_models must have shape ({len(T)}, {problem.n_clients}, {T.shape[1]}) (row r: "
+                               f"the models returned in round r; fewer rows: the first rounds only); got {models.shape}")
     faults = client_faults(problem, fp, T, client_models, u, rep.strategy)
     rep.extra["faulty_clients"] = faults
     rep.extra["clients_checked"] = True

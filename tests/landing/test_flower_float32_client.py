@@ -99,3 +99,17 @@ def test_float32_minibatch_clients_under_flowers_fedavg(problem):
     rep = dm.landing.conformance(tr, prob, "FedAvg", solution=sol)
     assert rep.config["batch_size"] == 8 and rep.verdict in ("landed", "not_landed"), rep.text
     assert "noise region" in rep.text or rep.verdict == "not_landed"
+
+
+def test_the_recorder_keeps_client_models_within_its_budget(problem, monkeypatch):
+    import drflmodel.flower.recorder as recorder
+
+    prob, sol = problem
+    n = prob.n_clients
+    monkeypatch.setattr(recorder, "CLIENT_MODELS_MAX_FLOATS", 3 * n * prob.dim)     # rounds 0-2 fit
+    lr = 0.5 / float(np.max(prob.objectives.smoothness()) + 1.0)
+    tr = _run(prob, FedProx(proximal_mu=1.0, min_available_nodes=n, min_train_nodes=n, fraction_evaluate=0.0),
+              4, {"lr": lr, "local-steps": J}, faulty=1)
+    assert tr.iterates["client_models"].shape == (3, n, prob.dim) and "later rounds not kept" in tr.info["client_models"]
+    rep = dm.landing.conformance(tr, prob, solution=sol)
+    assert [f["client"] for f in rep.extra["faulty_clients"]] == [1]

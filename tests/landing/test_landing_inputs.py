@@ -59,3 +59,23 @@ def test_a_linearly_converging_run_is_reported_linear(logistic):
     text = dm.verify_iterates(prob, sol, tr.theta, tol=1e-6).summary()
     line = next(x for x in text.splitlines() if "empirical rate" in x)
     assert "empirical rate: linear, factor" in line and "fits better than O(r^" in line
+
+
+def test_client_models_of_the_wrong_shape_are_refused_and_a_short_record_is_checked(logistic):
+    from drflmodel.landing.contraction import local_iterates
+
+    prob, sol = logistic
+    p = np.asarray(prob.federation.proportions, float)
+    T, models = [np.zeros(prob.dim)], [np.full((prob.n_clients, prob.dim), np.nan)]
+    for _ in range(30):
+        U = local_iterates(prob.objectives, T[-1], 5, 0.1, 1.0)
+        if len(T) == 2:
+            U[3] = local_iterates(prob.objectives, T[-1], 5, 0.1, 0.0)[3]   # client 3 ignores mu in round 2
+        models.append(U)
+        T.append(p @ U)
+    kw = dict(local_steps=5, step_size=0.1, mu=1.0, solution=sol)
+    with pytest.raises(InvalidDataError, match="client_models must have shape"):
+        conformance(np.array(T), prob, "FedProx", client_models=np.zeros((31, 2, prob.dim)), **kw)
+    rep = conformance(np.array(T), prob, "FedProx", client_models=np.array(models[:4]), **kw)   # rounds 0-3 kept
+    assert [f["client"] for f in rep.extra["faulty_clients"]] == [3] and rep.extra["faulty_clients"][0]["round"] == 2
+    assert rep.verdict == "elsewhere" and "ignore mu" in rep.text
