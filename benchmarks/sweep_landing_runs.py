@@ -1,22 +1,22 @@
 """Sweep: landing verdicts on the runs people train -- never a false proof, bugs caught (issue 38).
 
 Randomized *correct* runs of FedAvg / FedProx / FedAvgM / FedAdam (logistic or softmax, 2-50
-clients, J in {1, 5, 20}, float64 / float32 / bfloat16-rounded models, every client or 10-50 % sampled
-per round, full-batch or minibatch local steps with batch 1, 8 or 64) graded by :func:`drflmodel.landing.conformance`; a false verdict is
-"elsewhere" on a correct run (a false "proved" is the worst kind). Then *planted client bugs* (full
-participation, float64 and float32) graded with the per-client models recorded: the share reported
-"elsewhere", proved, and with the faulty client named. Finally the time to grade a 1,000-round,
-50-client recorded run.
+clients, J in {1, 5, 20}, float64 / float32 / bfloat16-rounded models, every client or 10-50 %
+sampled per round, full-batch or minibatch local steps with batch 1, 8 or 64) graded by
+:func:`drflmodel.landing.conformance`; a false verdict is "elsewhere" on a correct run (a false
+"proved" is the worst kind). Then *planted client bugs* (full participation, float64 and float32)
+graded with the per-client models recorded: the share reported "elsewhere", proved, and with the
+faulty client named. Finally the time to grade a 1,000-round, 50-client recorded run.
 
 The runs are built here, independently of the verdict's bounds: the exact round map
 (``landing.contraction.local_iterates``, the solvers' local steps) in float64, each client's model
 rounded to the run's format (float32, or float32 then bfloat16) and averaged in that format over the
 round's clients with weights proportional to their examples (Flower's weighting); minibatch runs are
-the simulator's (``dm.solvers.FedAvg / FedProx(batch_size=B)``, full participation, float64). Clients computing end to end in
-float32 err by about ``u ||theta||`` per round (measured, see landing/arithmetic.py), less than the
-cast modelled here plus the allowance.
+the simulator's (``dm.solvers.FedAvg / FedProx(batch_size=B)``, full participation, float64).
+Clients computing end to end in float32 err by about ``u ||theta||`` per round (measured, see
+landing/arithmetic.py), less than the cast modelled here plus the allowance.
 
-Run: ``python benchmarks/sweep_landing_runs.py [--runs N] [--bug-runs M] [--seed S]``.
+Run: ``python benchmarks/sweep_landing_runs.py [--runs N] [--bug-runs M] [--rounds R] [--seed S]``.
 """
 
 from __future__ import annotations
@@ -232,7 +232,8 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
               f"false 'proved' {len(false_proved)}")
         _print_counts(["dtype", "participation", "batch"], table)
         _print_counts(["strategy"], {(k,): v for k, v in by_strategy.items()})
-        print("\n| planted bug | runs | moved beyond the region | elsewhere | proved | client named | median round of the proof |")
+        print("\n| planted bug | runs | moved beyond the region | elsewhere | proved | client named "
+              "| median round of the proof |")
         print("|---|---|---|---|---|---|---|")
         for bug in BUGS:
             rs = [b for b in bugs if b["bug"] == bug]

@@ -17,14 +17,14 @@ returns the live error each round as a ``MetricRecord`` (``dist_theta``, ``objec
 :meth:`Recorder.watch` (optional) also records, per round, which clients the strategy sampled,
 which replied and which failed (a ``ClientApp`` error or no reply), the messages and payload
 floats each way, and the training configuration the strategy sent (``train_config``: e.g.
-``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` given to ``start(train_config=...)``,
-which :func:`drflmodel.landing.conformance` reads -- the ``lr``, ``batch-size`` and participation it
-sent), the dtypes of the arrays the clients returned (``info["dtypes"]``: the precision they computed
-in), and each named client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)`` -- fewer rows when
-that would exceed :data:`CLIENT_MODELS_MAX_FLOATS` --: row
-:math:`r` the models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`; NaN where a client did
-not reply), against which each client's update is graded); clients are named by the ``partition-id`` metric of their reply when they send
-one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
+``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` / ``batch-size`` given to
+``start(train_config=...)``, which :func:`drflmodel.landing.conformance` reads); the dtypes of the
+arrays the clients returned (``info["dtypes"]``: the precision they computed in); and each named
+client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)``, row :math:`r` the
+models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`, NaN where a client did not
+reply; fewer rows when the record would exceed :data:`CLIENT_MODELS_MAX_FLOATS`), against which
+each client's update is graded. Clients are named by the ``partition-id`` metric of their reply
+when they send one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
 :class:`~drflmodel.solvers.Trace` (``dm.verify`` grades it; rounds where not every client took
 part are listed in ``info["partial_participation"]`` and reported by ``dm.verify``).
 

@@ -32,8 +32,10 @@ that is not the strategy it claims to be:
     still moving and consistent with the strategy so far; the rounds still needed at the certified
     rate are estimated.
 ``"observed"``
-    no landing point or region is certified for the run (minibatch local steps, ``batch_size`` set):
-    the distances to the full-batch point over the last rounds are reported, nothing is proved.
+    no landing point or region is certified for the run (minibatch local steps on a loss without a
+    per-sample gradient bound, or with a server optimizer): the distances to the full-batch point
+    over the last rounds are reported, nothing is proved. Minibatch runs of FedAvg / FedProx on a
+    Lipschitz loss are graded against a certified noise region (:mod:`drflmodel.landing.minibatch`).
 ``"incomplete"``
     the landing point depends on configuration the run does not record (the local steps
     :math:`J`, the step :math:`\eta`, FedProx's :math:`\mu`): the report names what it needs and
@@ -257,8 +259,9 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     participation : ``"all"``, ``"sampled"`` or per round the indices of the clients that took part;
         default: as the run records it (:mod:`drflmodel.landing.participation`).
     client_models : ``(R+1, n, P)``, row ``r`` the model each client returned in round ``r`` (NaN where
-        none; fewer rows: only the first rounds are checked); default: ``run.iterates["client_models"]`` (a recorded Flower run). Each is checked
-        against the client's own local steps and a faulty client is named
+        none; fewer rows: only the first rounds are checked); default: ``run.iterates["client_models"]``
+        (a recorded Flower run). Each is checked against the client's own local steps and a faulty
+        client is named
         (:mod:`drflmodel.landing.clients`).
     delta, batch_sampling : for minibatch local steps (``batch_size`` set): the failure probability of
         the noise region, and how each step's batch is drawn -- ``"fresh"`` (each step samples anew;
@@ -373,8 +376,9 @@ def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
     models = np.asarray(client_models, float)
     if models.ndim != 3 or not 2 <= models.shape[0] <= len(T) or models.shape[2] != T.shape[1] \
             or models.shape[1] != int(problem.n_clients):
-        raise InvalidDataError(f"client_models must have shape ({len(T)}, {problem.n_clients}, {T.shape[1]}) (row r: "
-                               f"the models returned in round r; fewer rows: the first rounds only); got {models.shape}")
+        raise InvalidDataError(f"client_models must have shape ({len(T)}, {problem.n_clients}, {T.shape[1]}) "
+                               f"(row r: the models returned in round r; fewer rows: the first rounds only); "
+                               f"got {models.shape}")
     faults = client_faults(problem, fp, T, client_models, u, rep.strategy)
     rep.extra["faulty_clients"] = faults
     rep.extra["clients_checked"] = True
