@@ -114,3 +114,18 @@ def test_bad_participation_is_refused_by_name(logistic):
         dm.landing.conformance(T, prob, "FedProx", participation=[[0, 1]] * 2, **kw)
     with pytest.raises(InvalidDataError, match="round 2"):
         dm.landing.conformance(T, prob, "FedProx", participation=[[0], [7], [1]], **kw)
+
+
+def test_verify_checks_no_theorem_bound_on_rounded_models():
+    """dm.verify's explicit theorem bound holds for exact arithmetic: a Scaff-PD trace whose models
+    are rounded to float32 is said not to be covered, instead of being checked against it."""
+    from drflmodel._bounds import theorem_bound
+
+    fed = dm.datasets.synthetic_regression(n_clients=5, dim=4, samples=40, seed=0)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.CVaR(5, 0.4), l2=0.1)
+    sol = prob.solve()
+    tr = dm.solvers.ScaffPD(rounds=20, local_steps=2).run(prob, seed=0)
+    assert theorem_bound(tr, prob, sol).applies
+    tr.theta = tr.theta.astype(np.float32).astype(float)
+    b = theorem_bound(tr, prob, sol)
+    assert not b.applies and "rounded to float32" in b.why_not
