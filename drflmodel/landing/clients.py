@@ -65,6 +65,7 @@ def _matches(problem, start, got, i, J, eta, mu, allowance) -> str | None:
 def describe(fault: dict, strategy: str) -> str:
     """One sentence naming the client."""
     text = (f"client {fault['client']} is not running {strategy}: in round {fault['round']} its returned model is "
-            f"{fault['distance']:.3e} from {strategy}'s local steps from the model it received (rounding "
-            f"allowance {fault['allowance']:.1e})")
-    return text + (f"; {fault['matches']}" if fault.get("matches") else "")
+            f"{fault['distance']:.3e} from {strategy}'s full-batch local steps from the model it received "
+            f"(rounding allowance {fault['allowance']:.1e})")
+    return text + (f"; {fault['matches']}" if fault.get("matches") else
+                   " (if its clients use minibatches, pass batch_size=)")
