@@ -232,6 +232,12 @@ def _not_covered(trace) -> str:
         return "minibatch gradients (the theorems add a noise floor with an unknown constant)"
     if info.get("partial_participation"):
         return "not every client took part in every round"
+    from .landing.arithmetic import run_precision          # the run's arithmetic (issue 38)
+
+    precision = run_precision(np.asarray(trace.theta), info.get("dtypes"))[0]
+    if precision != "float64":
+        return (f"the models are rounded to {precision} (the theorems' bounds are for exact arithmetic; no "
+                "rounding allowance is derived for them)")
     if params.get("control_variates") is False:
         return "control variates off (an ablation outside the theorems)"
     if info.get("normalized_control"):

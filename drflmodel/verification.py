@@ -214,7 +214,14 @@ class Report:
         if d.get("text"):
             lines.append(f"  error: {d['text']}")
         rt = self.rate
-        if rt and np.isfinite(rt.get("slope", np.nan)):
+        alt = (rt or {}).get("alternative") or {}
+        if rt and rt.get("kind") != "linear" and np.isfinite(alt.get("r2", np.nan)) and \
+                alt["r2"] >= rt.get("r2", -np.inf) and alt.get("factor", 1.0) < 1.0:
+            # no rate kind claimed and the errors fall geometrically: say so, not "O(r^-12.67)"
+            lines.append(f"  empirical rate: linear, factor {alt['factor']:.4f}/round (R^2={alt['r2']:.3f}; "
+                         f"fits better than O(r^{rt['slope']:.2f}), R^2={rt['r2']:.3f}); "
+                         f"paper: {rt.get('expected') or 'n/a'}")
+        elif rt and np.isfinite(rt.get("slope", np.nan)):
             if rt["kind"] == "linear":
                 lines.append(f"  empirical rate: linear, factor {rt['factor']:.4f}/round (R^2={rt['r2']:.3f}); "
                              f"paper: {rt.get('expected') or 'n/a'}")

@@ -32,7 +32,10 @@ objective and against FedProx's certified landing point for that configuration:
   FedProx keeps by design;
 * each buggy client "landed elsewhere: not the strategy it claims to be", with a proof (a round of
   the run breaks Banach's bound that every round of FedProx obeys), and the point it matches when
-  there is one (the zero term and mu ignored both land on FedAvg's fixed point with the same steps);
+  there is one (the zero term and mu ignored both land on FedAvg's fixed point with the same steps),
+  and each client named: the Recorder keeps every client's returned model, and each is checked
+  against FedProx's local steps from the model it received ("client 0 is not running FedProx ...;
+  its updates ignore mu");
 * a run whose clients used a step the server never sent cannot be graded: the verdict says which
   configuration it needs.
 

@@ -669,8 +669,8 @@ def test_table1_claims_are_computed_from_the_printed_means(table1):
                                                     and abs(w["FedProx"] - w["FedAvg"]) <= 0.01)
     found = {(c["id"], c["alpha"]): c["holds"] for c in res["claims"] if c["alpha"] is not None}
     assert found == expected
-    for c in res["claims"]:
-        verdict = "holds" if c["holds"] else "does not hold"
+    for c in res["claims"]:                  # a --quick smoke run judges no claim (issue 38)
+        verdict = ("holds" if c["holds"] else "does not hold") if c["judged"] else "not judged"
         assert f"[{verdict}] " + (f"alpha = {c['alpha']}: " if c["alpha"] is not None else "") + c["text"] in out
 
 

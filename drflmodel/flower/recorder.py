@@ -17,9 +17,14 @@ returns the live error each round as a ``MetricRecord`` (``dist_theta``, ``objec
 :meth:`Recorder.watch` (optional) also records, per round, which clients the strategy sampled,
 which replied and which failed (a ``ClientApp`` error or no reply), the messages and payload
 floats each way, and the training configuration the strategy sent (``train_config``: e.g.
-``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` given to ``start(train_config=...)``,
-which :func:`drflmodel.landing.conformance` reads); clients are named by the ``partition-id`` metric of their reply when they send
-one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
+``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` / ``batch-size`` given to
+``start(train_config=...)``, which :func:`drflmodel.landing.conformance` reads); the dtypes of the
+arrays the clients returned (``info["dtypes"]``: the precision they computed in); and each named
+client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)``, row :math:`r` the
+models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`, NaN where a client did not
+reply; fewer rows when the record would exceed :data:`CLIENT_MODELS_MAX_FLOATS`), against which
+each client's update is graded. Clients are named by the ``partition-id`` metric of their reply
+when they send one (drflmodel's clients do), else by node id. :meth:`Recorder.trace` gives a
 :class:`~drflmodel.solvers.Trace` (``dm.verify`` grades it; rounds where not every client took
 part are listed in ``info["partial_participation"]`` and reported by ``dm.verify``).
 
@@ -53,7 +58,10 @@ from ..solution import Solution
 from ..solvers import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED"]
+__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED", "CLIENT_MODELS_MAX_FLOATS"]
+
+#: the largest per-client model record ((R+1) n P floats) a Recorder keeps
+CLIENT_MODELS_MAX_FLOATS = 20_000_000
 
 
 class Recorder:
@@ -85,6 +93,9 @@ class Recorder:
         self.times: dict[int, float] = {}
         self.rounds: dict[int, dict] = {}
         self.objectives: dict[int, float] = {}
+        #: per round, the model each named client returned (``{round: {partition-id: theta}}``)
+        self.client_models: dict[int, dict] = {}
+        self.client_models_truncated = False
         self.strategy_name = "flower"
         #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
         self.caveats: list[str] = []
@@ -183,6 +194,7 @@ class Recorder:
                 row["participants"].append(names[node])
                 row["messages_up"] += 1
                 row["floats_up"] += record_floats(m.content)
+                self._keep_reply(server_round, row, names[node], m.content)
             for node in set(row["sampled"]) - {m.metadata.src_node_id for m in replies}:
                 row["missing"][self._name(node, names)] = "no reply"
             row["participants"].sort()
@@ -191,6 +203,26 @@ class Recorder:
         strategy.configure_train = configure_train
         strategy.aggregate_train = aggregate_train
         return strategy
+
+    def _keep_reply(self, server_round: int, row: dict, name, content) -> None:
+        """The dtypes of a reply's arrays (the precision the client computed in), and its model as
+        :math:`\\theta` when the client is named by its ``partition-id`` (to grade each client's update
+        against its own round map, :func:`drflmodel.landing.conformance`)."""
+        records = list(getattr(content, "array_records", {}).values())
+        arrays = [a for rec in records for a in rec.to_numpy_ndarrays()]
+        dtypes = sorted({str(np.asarray(a).dtype) for a in arrays if np.issubdtype(np.asarray(a).dtype, np.floating)})
+        row["dtypes"] = sorted(set(row.get("dtypes", [])) | set(dtypes))
+        if len(records) != 1 or not isinstance(name, int) or self.problem is None:
+            return
+        n = self.n_clients or 0
+        if (int(server_round) + 1) * n * int(self.problem.dim) > CLIENT_MODELS_MAX_FLOATS:
+            self.client_models_truncated = True        # the (R+1, n, P) record would be too large
+            return
+        try:
+            theta = self.theta_of(records[0].to_numpy_ndarrays())
+        except InvalidDataError:
+            return
+        self.client_models.setdefault(int(server_round), {})[name] = theta
 
     @staticmethod
     def _name(node, names):
@@ -218,6 +250,20 @@ class Recorder:
         info = {"engine": "flower", "recorded_by": "drflmodel.flower.Recorder",
                 "participation": [row for row in rows if row], "partial_participation": partial}
         iterates = {}
+        if self.client_models_truncated:
+            info["client_models"] = (f"recorded for the rounds whose (R+1, n, P) record fits in "
+                                     f"{CLIENT_MODELS_MAX_FLOATS} floats; later rounds not kept")
+        if self.client_models and n is not None and self.problem is not None:
+            kept = min(R, max(self.client_models))       # row r: the replies of round r, r <= the last kept
+            models = np.full((kept + 1, n, int(self.problem.dim)), np.nan)
+            for r, replies in self.client_models.items():
+                for i, theta in replies.items():
+                    if 1 <= r < len(models) and 0 <= i < n and theta.shape == (models.shape[2],):
+                        models[r, i] = theta
+            iterates["client_models"] = models
+        dtypes = sorted({d for row in rows for d in row.get("dtypes", [])})
+        if dtypes:
+            info["dtypes"] = dtypes
         if self.objectives:
             iterates["objective"] = np.array([self.objectives.get(r, np.nan) for r in range(R + 1)])
         if self.solution is not None:

@@ -32,7 +32,8 @@ from .moreau import moreau_certificate, solve_moreau_fixed_point, strong_convexi
 from .result import FixedPoint
 from .strategies import StrategyNotCharacterized, characterize
 
-__all__ = ["fixed_point", "optimum_point", "strategy_configuration", "client_weights", "CONFIG_KEYS"]
+__all__ = ["fixed_point", "optimum_point", "strategy_configuration", "client_weights", "check_problem",
+           "check_solution", "CONFIG_KEYS"]
 
 #: the configuration keys a landing point may depend on, and what they are
 CONFIG_KEYS = {"local_steps": "J, the number of local steps per round (or 'exact' for FedProx's exact local solve)",
@@ -77,6 +78,21 @@ def client_weights(problem, weights=None) -> np.ndarray:
     from ..solvers.baselines import fixed_weights
 
     return fixed_weights(problem.weights, n)
+
+
+def check_problem(problem) -> None:
+    """Refuse, by name, a ``problem`` that is not a drflmodel problem (before any work)."""
+    if isinstance(problem, (str, bytes)) or not all(hasattr(problem, a) for a in ("dim", "n_clients", "solve")):
+        raise InvalidParameterError(f"problem must be a drflmodel problem (e.g. dm.FederatedDRO(...)) with dim, "
+                                    f"n_clients and solve(); got {type(problem).__name__} {problem!r:.60}")
+
+
+def check_solution(solution) -> None:
+    """Refuse, by name, a ``solution`` that is not a certified drflmodel Solution."""
+    if solution is not None and not all(hasattr(solution, a) for a in ("theta", "status", "value",
+                                                                        "lower_bound", "upper_bound")):
+        raise InvalidParameterError(f"solution must be a drflmodel Solution (problem.solve()) or None; got "
+                                    f"{type(solution).__name__} {solution!r:.60}")
 
 
 def _check_smooth_horizontal(problem, name: str) -> None:
@@ -150,6 +166,10 @@ def fixed_point(problem, strategy, *, local_steps=None, step_size=None, mu=None,
     FixedPoint
         The point, its status and certificate, the characterization and its source.
     """
+    check_problem(problem)
+    check_solution(solution)
+    if global_step is not None:
+        global_step = check_real(global_step, "global_step", low=0.0, low_open=True)
     name, config = strategy_configuration(strategy, local_steps=local_steps, step_size=step_size, mu=mu,
                                           global_step=global_step, batch_size=batch_size)
     char = characterize(name)

@@ -31,10 +31,26 @@ that is not the strategy it claims to be:
 ``"not_landed"``
     still moving and consistent with the strategy so far; the rounds still needed at the certified
     rate are estimated.
+``"observed"``
+    no landing point or region is certified for the run (minibatch local steps on a loss without a
+    per-sample gradient bound, or with a server optimizer): the distances to the full-batch point
+    over the last rounds are reported, nothing is proved. Minibatch runs of FedAvg / FedProx on a
+    Lipschitz loss are graded against a certified noise region (:mod:`drflmodel.landing.minibatch`).
 ``"incomplete"``
     the landing point depends on configuration the run does not record (the local steps
     :math:`J`, the step :math:`\eta`, FedProx's :math:`\mu`): the report names what it needs and
     still grades the distance to the optimum.
+
+**The run's arithmetic and participation.** Every bound above holds for the exact round map with
+every client. A run computed in float32 / float16 / bfloat16 perturbs each round by at most a rounding
+allowance :math:`\varepsilon_r` (:mod:`drflmodel.landing.arithmetic`): the bounds become
+:math:`(\|\theta^{r+1}-\theta^r\|+\varepsilon_r)/(\eta_g(1-q))` and
+:math:`\kappa^Rd_0+\sum_r\kappa^{R-1-r}\varepsilon_r`, and "landed" means within the rounding region
+:math:`\varepsilon/(1-\kappa)`. A round with a sampled subset of the clients applies that subset's map,
+a contraction towards its own point: the bounds take the subset's pull :math:`b_S`
+(:mod:`drflmodel.landing.participation`), and "landed" means within the region every correct sampled
+run reaches. Iterates that record no participation are assumed to have full participation, and a
+proof says so.
 
 The configuration is read from the run where it is recorded (a simulator trace's parameters and
 ``info["step_size_used"]``; the training configuration a Flower strategy sent -- ``proximal-mu``,
@@ -53,21 +69,24 @@ import numpy as np
 from .._validation import as_finite_array, check_real
 from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
-from .points import CONFIG_KEYS, fixed_point, missing_configuration, optimum_point
+from .arithmetic import rounding_allowance, run_precision
+from .clients import client_faults, describe
+from .minibatch import noise_bounds
+from .participation import ALL, round_noise, round_subsets, subset_constants
+from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .strategies import StrategyNotCharacterized, characterize
 
 __all__ = ["conformance", "Conformance", "VERDICTS", "recorded_configuration"]
 
-VERDICTS = ("landed", "elsewhere", "not_landed", "incomplete")
+VERDICTS = ("landed", "elsewhere", "not_landed", "incomplete", "observed")
 
 #: Flower training-configuration keys -> drflmodel's configuration keys
 FLOWER_CONFIG_KEYS = {"proximal-mu": "mu", "lr": "step_size", "learning-rate": "step_size",
-                      "local-steps": "local_steps", "local-epochs": None}
+                      "local-steps": "local_steps", "local-epochs": None, "batch-size": "batch_size",
+                      "batch_size": "batch_size"}
 #: server optimizers: their fixed point is FedAvg's, but no per-round contraction holds for them
 _SERVER_OPTIMIZERS = ("FedAdam", "FedYogi", "FedAdagrad", "FedAvgM")
-#: relative rounding allowance on a run's own arithmetic (per unit of max(1, ||theta||))
-_RUN_ROUNDING = 1e-10
 
 
 @dataclass
@@ -208,12 +227,22 @@ def _iterates(run) -> np.ndarray:
         thetas = run
     if thetas is None:
         raise InvalidDataError("run has no per-round models: pass a Trace, a graded app or an array (R+1, P)")
+    try:
+        T = np.asarray(thetas, float)
+    except (TypeError, ValueError):
+        raise InvalidDataError(f"iterates must be an array of shape (R+1, P) of floats; got "
+                               f"{type(thetas).__name__}") from None
+    if T.ndim != 2 or T.shape[0] < 2 or T.shape[1] < 1:
+        raise InvalidDataError(f"iterates must have shape (R+1, P) with R >= 1 rounds (at least two models: the "
+                               f"start and one round); got shape {T.shape}")
     return as_finite_array(thetas, "iterates", ndim=2)
 
 
 # --------------------------------------------------------------------------- the verdict
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
-                global_step=None, solution=None, tol: float = 1e-6) -> Conformance:
+                global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
+                participation=None, client_models=None, delta: float = 1e-3,
+                batch_sampling: str | None = None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -223,8 +252,21 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         ``trace`` attribute (a :func:`drflmodel.flower.graded` app), or iterates of shape ``(R+1, P)``.
     problem : the problem the run trains on (the objective the strategy claims to minimize).
     strategy : the strategy the run claims to be (default: the one the trace records).
-    local_steps, step_size, mu, weights, global_step : the configuration; recorded values are used
-        where these are ``None``.
+    local_steps, step_size, mu, weights, global_step, batch_size : the configuration; recorded values
+        are used where these are ``None`` (a recorded ``mu`` only when grading as FedProx).
+    precision : the arithmetic of the run (``"float64"``, ``"float32"``, ``"float16"``, ``"bfloat16"``
+        or a unit roundoff); default: recorded or inferred (:mod:`drflmodel.landing.arithmetic`).
+    participation : ``"all"``, ``"sampled"`` or per round the indices of the clients that took part;
+        default: as the run records it (:mod:`drflmodel.landing.participation`).
+    client_models : ``(R+1, n, P)``, row ``r`` the model each client returned in round ``r`` (NaN where
+        none; fewer rows: only the first rounds are checked); default: ``run.iterates["client_models"]``
+        (a recorded Flower run). Each is checked against the client's own local steps and a faulty
+        client is named
+        (:mod:`drflmodel.landing.clients`).
+    delta, batch_sampling : for minibatch local steps (``batch_size`` set): the failure probability of
+        the noise region, and how each step's batch is drawn -- ``"fresh"`` (each step samples anew;
+        drflmodel's simulator) or ``"epoch"`` (batches of one shuffled epoch: worst-case noise);
+        default ``"fresh"`` for a simulator trace, else ``"epoch"`` (:mod:`drflmodel.landing.minibatch`).
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -234,6 +276,10 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         The verdict, its evidence, the distances per round, the drift of the landing point.
     """
     tol = check_real(tol, "tol", low=0.0, low_open=True)
+    check_problem(problem)
+    check_solution(solution)
+    if global_step is not None:
+        global_step = check_real(global_step, "global_step", low=0.0, low_open=True)
     if not isinstance(run, (np.ndarray, list, tuple)) and hasattr(run, "trace") and not hasattr(run, "theta"):
         if solution is None:
             solution = getattr(run, "solution", None)
@@ -249,12 +295,13 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     if not isinstance(name, str):
         name = type(name).__name__
     char = characterize(name)
-    given = {"local_steps": local_steps, "step_size": step_size, "mu": mu, "global_step": global_step}
+    given = {"local_steps": local_steps, "step_size": step_size, "mu": mu, "global_step": global_step,
+             "batch_size": batch_size}
     config, source = {}, {}
     for key in CONFIG_KEYS:
         if given.get(key) is not None:
             config[key], source[key] = given[key], "given"
-        elif recorded.get(key) is not None:
+        elif recorded.get(key) is not None and (key != "mu" or char.name == "FedProx"):
             config[key], source[key] = recorded[key], "recorded"
     if T.shape[1] != int(problem.dim):
         raise InvalidDataError(f"iterates must have {problem.dim} columns (the problem's P); got {T.shape[1]}")
@@ -286,7 +333,6 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     fp_config = {k: v for k, v in config.items() if k in ("local_steps", "step_size", "mu", "global_step")}
     if char.kind == "optimum":
         fp_config = {k: v for k, v in fp_config.items() if k in char.needs}
-    fp_config["batch_size"] = config.get("batch_size")
     fp = fixed_point(problem, char.name, weights=weights, solution=sol if char.kind == "optimum" else None,
                      theta0=opt_theta if char.kind != "optimum" else None, **fp_config)
     if fp.theta is None:
@@ -300,32 +346,138 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     objective = problem.objective_for(sol) if hasattr(problem, "objective_for") else problem.objective
     g_star = float(sol.value)
     drift_objective = (float(objective(fp.theta)) - float(objective(opt_theta))) / max(1.0, abs(g_star))
-    return _verdict(char, fp, problem, sol, T, d_fp, d_opt, steps, config, source, rows, drift,
-                    drift_objective, tol, weights, opt_theta, opt_radius)
+    common = dict(strategy=char.name, config=_shown(config, fp), config_source=source, missing=[], fixed_point=fp,
+                  optimum=sol, rows=rows, drift=drift, drift_objective=drift_objective, tol=tol)
+    noise = None
+    if config.get("batch_size") is not None:
+        if batch_sampling is None:
+            batch_sampling = "fresh" if getattr(run, "solver", None) not in (None, "flower", "iterates") and \
+                getattr(run, "info", {}).get("engine") != "flower" else "epoch"
+        if fp.kind == "local_steps" and _plain_round(char, config)[0]:
+            noise = noise_bounds(problem, fp, config["batch_size"], len(T) - 1, delta, batch_sampling)
+        if noise is None:
+            return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
+    arithmetic = run_precision(T, _recorded_dtypes(run), precision)
+    subsets, how = round_subsets(run, int(problem.n_clients), len(T) - 1, participation)
+    rep = _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
+                   arithmetic, subsets, how, common, noise)
+    if noise is not None:
+        return rep
+    if client_models is None:
+        client_models = (getattr(run, "iterates", None) or {}).get("client_models")
+    if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx"):
+        _grade_clients(rep, problem, fp, T, client_models, arithmetic[1])
+    return rep
 
 
-def _verdict(char, fp, problem, sol, T, d_fp, d_opt, steps, config, source, rows, drift, drift_objective,
-             tol, weights, opt_theta, opt_radius) -> Conformance:
+def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
+    """Each client's returned models against its own local steps; a faulty client turns the verdict
+    into "elsewhere" (proved under the rounding allowance) and is named."""
+    models = np.asarray(client_models, float)
+    if models.ndim != 3 or not 2 <= models.shape[0] <= len(T) or models.shape[2] != T.shape[1] \
+            or models.shape[1] != int(problem.n_clients):
+        raise InvalidDataError(f"client_models must have shape ({len(T)}, {problem.n_clients}, {T.shape[1]}) "
+                               f"(row r: the models returned in round r; fewer rows: the first rounds only); "
+                               f"got {models.shape}")
+    faults = client_faults(problem, fp, T, client_models, u, rep.strategy)
+    rep.extra["faulty_clients"] = faults
+    rep.extra["clients_checked"] = True
+    if not faults:
+        rep.reasons.append("every recorded client update matches its own local steps (within rounding)")
+        return
+    named = describe(faults[0], rep.strategy)
+    if len(faults) > 1:
+        named += f" (and client(s) {', '.join(str(f['client']) for f in faults[1:])} likewise: extra['faulty_clients'])"
+    rep.reasons.append(f"evidence (proved, per client): {named}")
+    if rep.verdict != "elsewhere":
+        rep.verdict, rep.evidence = "elsewhere", "proved"
+        rep.text = f"landed elsewhere: not the strategy it claims to be ({named})"
+    else:
+        rep.text += f"; {named}"
+
+
+#: FedProx clients that are not J gradient steps (scikit-learn's saga / lbfgs, any exact local solver)
+_EXACT_HINT = ("if the clients solve their proximal problem to optimality (a non-gradient local solver, e.g. "
+               "scikit-learn's saga or lbfgs), grade against that point: conformance(..., local_steps='exact')")
+
+
+def _recorded_dtypes(run):
+    info = dict(getattr(run, "info", None) or {})
+    found = list(info.get("dtypes", []))
+    for row in info.get("participation", []):
+        found.extend(row.get("dtypes", []))
+    return sorted(set(found)) or None
+
+
+def _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common) -> Conformance:
+    """Minibatch local steps: no landing point is certified; the statistics, observed."""
+    R = len(d_fp) - 1
+    tail = slice(R - max(1, R // 10), R + 1)
+    B = common["config"]["batch_size"]
+    stats = {"last_distance": float(d_fp[-1]), "tail_median_distance": float(np.median(d_fp[tail])),
+             "tail_max_distance": float(np.max(d_fp[tail])), "tail_median_step": float(np.nanmedian(steps[tail]))}
+    text = (f"observed, not graded: {char.name} with minibatch local steps (batch_size={B}) has no certified "
+            f"landing point or region here; over the last {R + 1 - tail.start} rounds the distance to the "
+            f"full-batch fixed point has median {stats['tail_median_distance']:.3e} (max "
+            f"{stats['tail_max_distance']:.3e}) and the rounds move {stats['tail_median_step']:.3e}; distance to "
+            f"the optimum {d_opt[-1]:.3e}")
+    reasons = [f"full-batch landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
+               "minibatch gradient noise keeps the iterates moving around it: nothing is proved either way"]
+    return Conformance(verdict="observed", text=text, reasons=reasons, evidence="observed",
+                       extra={"minibatch": stats}, **common)
+
+
+def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
+             arithmetic, subsets, how, common, noise=None) -> Conformance:
     R = len(T) - 1
     scale = max(1.0, float(np.linalg.norm(fp.theta)))
     tol_abs = tol * scale
     radius = fp.radius if np.isfinite(fp.radius) else 0.0
-    slack = _RUN_ROUNDING * scale
     near = tol_abs + radius + (opt_radius if np.isfinite(opt_radius) else 0.0)
-    expected = (f"drift from the optimum: {drift:.3e} in theta, {drift_objective:+.3e} relative in the "
+    expected = (f"drift from the optimum: {drift:.3e} in theta, {common['drift_objective']:+.3e} relative in the "
                 f"objective, expected" if drift > near else "it is the optimum")
-    common = dict(strategy=char.name, config=_shown(config, fp), config_source=source, missing=[], fixed_point=fp,
-                  optimum=sol, rows=rows, drift=drift, drift_objective=drift_objective, tol=tol)
+    precision, u, precision_source = arithmetic
+    norms = np.linalg.norm(T, axis=1)
+    J = fp.config.get("local_steps") if isinstance(fp.config.get("local_steps"), int) else 1
+    eps = rounding_allowance(u, J, int(problem.n_clients), np.maximum(norms[:-1], norms[1:]))
+    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise)
+    sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
+    region = bounds["region"] if bounds is not None else 0.0
     reasons = [f"landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
-               f"source: {fp.source}"]
-    if d_fp[-1] <= tol_abs + radius:
-        text = f"landed on its fixed point (distance {d_fp[-1]:.2e} <= tol {tol_abs:.1e}; {expected})"
-        return Conformance(verdict="landed", text=text, reasons=reasons, **common)
+               f"source: {fp.source}",
+               f"arithmetic: {precision} ({precision_source}; rounding allowance up to {eps.max():.2e} per round)",
+               f"participation: {sampled} of {R} rounds with a strict subset of the clients ({how})"]
+    extra = {"precision": precision, "unit_roundoff": u, "precision_source": precision_source,
+             "rounding_allowance": float(eps.max()), "sampled_rounds": sampled, "participation_source": how,
+             "landing_region": region}
+    if noise is not None:
+        extra.update(noise_region=region, noise_probability=noise[1], batch_size=config["batch_size"])
+        reasons.append(f"minibatch local steps (batch_size={config['batch_size']}): the round deviates from the "
+                       f"full-batch map by at most {float(np.max(noise[0])):.3e} per client ({noise[1]}; "
+                       f"per-sample gradient bounds from the rows)")
+        where = f"within the noise region (radius {region:.3e}, {noise[1]})"
+    elif sampled:
+        where = (f"within the region every correct run with sampled clients reaches (radius {region:.3e} around "
+                 f"the full-participation point; {sampled} of {R} rounds sampled)")
+    elif region > tol_abs:
+        where = f"within its {precision} rounding region (radius {region:.2e})"
+    else:
+        where = ""
+    if d_fp[-1] <= tol_abs + radius + region:
+        text = (f"landed on its fixed point{' ' + where if where else ''} (distance {d_fp[-1]:.2e} <= "
+                f"tol {tol_abs:.1e}{' + region' if where else ''}; {expected})")
+        return Conformance(verdict="landed", text=text, reasons=reasons, extra=extra, **common)
 
-    proof = _broken_bound(char, fp, config, d_fp, steps, radius, slack)
-    stopped = _stopped(d_fp, steps)
+    proof = _broken_bound(char, d_fp, steps, radius, bounds)
+    if proof is not None and noise is not None:
+        proof += (" -- a correct run does this with probability <= " + noise[1].split("- ")[1]
+                  if noise[1].startswith("probability >=") else " -- impossible for a correct run (worst-case noise)")
+    if proof is not None and how.startswith("assumed"):
+        proof += " -- assuming every client took part every round (these iterates record no participation)"
+    stopped = (_stopped(d_fp, steps) and not sampled and noise is None
+               and d_fp[-1] > tol_abs + radius + _stall_floor(fp, eps, u, scale))
     if proof is not None or stopped:
-        matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs, weights)
+        matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs + region, weights)
         evidence = "proved" if proof is not None else "observed"
         why = proof if proof is not None else (
             f"the run stopped (last step {steps[R - 1]:.2e}; its distance fell by less than 1% over the last "
@@ -335,14 +487,37 @@ def _verdict(char, fp, problem, sol, T, d_fp, d_opt, steps, config, source, rows
                 f"{d_fp[-1]:.3e}, to the optimum {d_opt[-1]:.3e}")
         if matches:
             text += f"; it matches {matches}"
+        elif char.name == "FedProx" and fp.kind == "local_steps":
+            text += f"; {_EXACT_HINT}"
         return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
-                           evidence=evidence, matches=matches, **common)
-    rounds = _rounds_to_land(fp, config, d_fp[-1], tol_abs)
-    text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
-            f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
+                           evidence=evidence, matches=matches, extra=extra, **common)
+    certified_rate = bounds is not None and not sampled and noise is None
+    rounds = _rounds_to_land(fp, config, d_fp[-1], tol_abs + region) if certified_rate else None
+    if _stopped(d_fp, steps):
+        text = (f"not landed: stalled at distance {d_fp[-1]:.3e} from its fixed point (last step "
+                f"{steps[R - 1]:.2e}), within the distance a correct {precision} run may stall at "
+                f"({_stall_floor(fp, eps, u, scale):.2e}); consistent with {char.name}, not proved")
+    else:
+        text = (f"not landed yet: distance {d_fp[-1]:.3e} to its fixed point, still moving (last step "
+                f"{steps[R - 1]:.2e}); consistent with {char.name} so far")
     if rounds is not None:
         text += f"; about {rounds} more rounds at the certified rate"
-    return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, **common)
+    elif sampled and bounds is not None:
+        text += f" (a correct run with these sampled rounds ends within {region:.3e} of the point)"
+    if char.name == "FedProx" and fp.kind == "local_steps":
+        reasons.append(_EXACT_HINT)
+    return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, extra=extra, **common)
+
+
+def _stall_floor(fp, eps, u, scale) -> float:
+    """How far from its point a correct rounded run may stall (its updates rounded away): the rounding
+    region of the round map, :math:`\\varepsilon/(1-q)` (for local-steps points), and at least
+    :math:`\\sqrt u` of the scale -- a
+    heuristic floor for "observed" (no per-round bound gives it for a server optimizer, whose steps
+    can be rounded away sooner)."""
+    q = fp.contraction
+    region = float(np.max(eps)) / (1.0 - q) if q is not None and 0 <= q < 1 else 0.0
+    return max(np.sqrt(u) * scale, region)
 
 
 def _stopped(d_fp, steps) -> bool:
@@ -371,26 +546,50 @@ def _plain_round(char, config) -> tuple[bool, float]:
     return True, float(config.get("global_step") or 1.0)
 
 
-def _broken_bound(char, fp, config, d_fp, steps, radius, slack) -> str | None:
-    """The first certified bound the run breaks (module docstring), as a sentence, or ``None``."""
+def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict | None:
+    """Per round the contraction :math:`q_r`, the subset's pull :math:`b_r` (0 with every client), the
+    server step and the rounding allowance :math:`\\varepsilon_r`; ``None`` when no per-round bound is
+    certified for the strategy (module docstring; :mod:`drflmodel.landing.participation`)."""
     plain, g = _plain_round(char, config)
     q = fp.contraction
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
+    q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    if noise is not None:                      # minibatch noise enters like a subset's pull
+        b_r = b_r + round_noise(noise[0], fp.config["weights"], subsets)
+    if not np.all(q_r < 1.0):
+        return None
+    kappa = np.abs(1.0 - g) + g * q_r
+    if not np.all(kappa < 1.0):
+        return None
+    region = float(np.max((g * b_r + eps) / (1.0 - kappa)))
+    return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": eps, "region": region}
+
+
+def _broken_bound(char, d_fp, steps, radius, bounds) -> str | None:
+    """The first certified bound the run breaks (module docstring), as a sentence, or ``None``."""
+    if bounds is None:
+        return None
     R = len(d_fp) - 1
-    # a posteriori: ||theta_r - theta*|| <= ||theta_{r+1} - theta_r|| / (g (1 - q)) (+ the point's radius)
-    allowed = steps[:R] / (g * (1.0 - q)) + radius + slack / (1.0 - q)
+    g, q, b, kappa, eps = (bounds[k] for k in ("g", "q", "b", "kappa", "eps"))
+    # a posteriori: ||theta_r - theta*|| <= (||theta_{r+1} - theta_r|| / g + eps_r / g + b_r) / (1 - q_r) + radius
+    allowed = (steps[:R] / g + eps / g + b) / (1.0 - q) + radius
     over = np.flatnonzero(d_fp[:R] > allowed * (1.0 + 1e-9))
     if over.size:
         r = int(over[0])
         return (f"round {r}: distance {d_fp[r]:.3e} to the landing point exceeds the bound "
-                f"step/(eta_g (1-q)) = {allowed[r]:.3e} that every round of {char.name} obeys (q = {q:.4f})")
-    kappa = fp.round_factor(g)
-    if kappa is not None and kappa < 1:
-        prior = kappa ** R * (d_fp[0] + radius) + radius + slack / (1.0 - q)
-        if d_fp[-1] > prior * (1.0 + 1e-9):
-            return (f"after {R} rounds the distance {d_fp[-1]:.3e} exceeds the certified contraction bound "
-                    f"kappa^R d_0 = {prior:.3e} (kappa = {kappa:.4f})")
+                f"(step/eta_g + rounding + subset pull)/(1-q) = {allowed[r]:.3e} that every round of {char.name} "
+                f"obeys (q = {q[r]:.4f})")
+    # a priori: d_{r+1} <= kappa_r d_r + g b_r + eps_r from d_0 (+ radius on both ends)
+    D = np.empty(R + 1)
+    D[0] = d_fp[0] + radius
+    for r in range(R):
+        D[r + 1] = kappa[r] * D[r] + g * b[r] + eps[r]
+    over = np.flatnonzero(d_fp > (D + radius) * (1.0 + 1e-9))
+    if over.size:
+        r = int(over[0])
+        return (f"after {r} rounds the distance {d_fp[r]:.3e} exceeds the certified contraction bound "
+                f"kappa^r d_0 (+ rounding and sampling terms) = {D[r] + radius:.3e} (kappa <= {kappa.max():.4f})")
     return None
 
 

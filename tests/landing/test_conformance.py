@@ -90,11 +90,14 @@ def test_given_configuration_overrides_the_recorded_one(logistic):
     assert rep.config_source["mu"] == "given" and rep.verdict == "elsewhere"
 
 
-def test_minibatch_and_uncharacterized_runs_are_refused(logistic):
+def test_minibatch_runs_without_a_noise_bound_are_observed_and_uncharacterized_ones_refused(logistic):
     prob, sol = logistic
-    tr = dm.solvers.FedAvg(rounds=5, local_steps=3, batch_size=4).run(prob)
-    with pytest.raises(StrategyNotCharacterized, match="minibatch"):
-        conformance(tr, prob, solution=sol)
+    reg = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=20, seed=0)
+    sq = dm.FederatedDRO(reg, dm.losses.Squared(), weights=dm.sets.HCVaR(reg.proportions, 1.0), l2=0.1)
+    tr = dm.solvers.FedAvg(rounds=5, local_steps=3, batch_size=4).run(sq)
+    rep = conformance(tr, sq)              # squared loss: no per-sample gradient bound -> observed, never proved
+    assert rep.verdict == "observed" and rep.evidence == "observed" and "batch_size=4" in rep.text
+    assert rep.extra["minibatch"]["last_distance"] == pytest.approx(rep.rows[-1]["dist_fixed_point"])
     tr = dm.solvers.FedAvg(rounds=5, local_steps=3).run(prob)
     with pytest.raises(StrategyNotCharacterized, match="Krum"):
         conformance(tr, prob, "Krum", solution=sol)

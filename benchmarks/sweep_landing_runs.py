@@ -1,0 +1,261 @@
+"""Sweep: landing verdicts on the runs people train -- never a false proof, bugs caught (issue 38).
+
+Randomized *correct* runs of FedAvg / FedProx / FedAvgM / FedAdam (logistic or softmax, 2-50
+clients, J in {1, 5, 20}, float64 / float32 / bfloat16-rounded models, every client or 10-50 %
+sampled per round, full-batch or minibatch local steps with batch 1, 8 or 64) graded by
+:func:`drflmodel.landing.conformance`; a false verdict is "elsewhere" on a correct run (a false
+"proved" is the worst kind). Then *planted client bugs* (full participation, float64 and float32)
+graded with the per-client models recorded: the share reported "elsewhere", proved, and with the
+faulty client named. Finally the time to grade a 1,000-round, 50-client recorded run.
+
+The runs are built here, independently of the verdict's bounds: the exact round map
+(``landing.contraction.local_iterates``, the solvers' local steps) in float64, each client's model
+rounded to the run's format (float32, or float32 then bfloat16) and averaged in that format over the
+round's clients with weights proportional to their examples (Flower's weighting); minibatch runs are
+the simulator's (``dm.solvers.FedAvg / FedProx(batch_size=B)``, full participation, float64).
+Clients computing end to end in float32 err by about ``u ||theta||`` per round (measured, see
+landing/arithmetic.py), less than the cast modelled here plus the allowance.
+
+Run: ``python benchmarks/sweep_landing_runs.py [--runs N] [--bug-runs M] [--rounds R] [--seed S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+
+import drflmodel as dm
+from drflmodel.landing import conformance
+from drflmodel.landing.arithmetic import bfloat16_round
+from drflmodel.landing.contraction import local_iterates
+
+DTYPES = ("float64", "float32", "bfloat16")
+BUGS = ("proximal term unsquared", "proximal term zero (mu ignored)", "update not weighted by examples",
+        "learning rate ignored", "one client's loss for all", "optimizer state not reset")
+
+
+def make_problem(rng, kind: str, n: int):
+    dim = int(rng.integers(3, 7))
+    samples = [int(s) for s in rng.integers(15, 60, size=n)]
+    seed = int(rng.integers(1_000_000))
+    if kind == "logistic":
+        fed = dm.datasets.synthetic_classification(n_clients=n, dim=dim, samples=samples, heterogeneity=1.5,
+                                                   add_intercept=True, seed=seed)
+        loss = dm.losses.Logistic()
+    else:
+        fed = dm.datasets.synthetic_multiclass(n_clients=n, dim=dim, n_classes=3, samples=samples, seed=seed)
+        loss = dm.losses.Multinomial()
+    prob = dm.FederatedDRO(fed, loss, weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=float(rng.choice([0.05, 0.1])))
+    return prob, np.asarray(fed.proportions, float)
+
+
+def _cast(x, dtype):
+    if dtype == "float64":
+        return np.asarray(x, float)
+    x32 = np.asarray(x, np.float32)
+    return bfloat16_round(x32) if dtype == "bfloat16" else x32
+
+
+def simulate(prob, p, rounds, J, eta, mu, dtype, subsets=None, bug=None, server="plain"):
+    """``(thetas (R+1, P), client_models (R+1, n, P))`` of a run (module docstring), with ``bug``;
+    ``server``: ``"plain"`` (FedAvg / FedProx), ``"FedAvgM"`` (momentum 0.5, server step 1) or
+    ``"FedAdam"`` (Reddi et al. 2021, Algorithm 2: beta1 0.9, beta2 0.99, tau 1e-3, server step 0.05)
+    on the pseudo-gradient theta - average(client models)."""
+    obj, n, P = prob.objectives, prob.n_clients, prob.dim
+    theta = np.zeros(P)
+    thetas, models = [theta], [np.full((n, P), np.nan)]
+    momentum = np.zeros((n, P))
+    m1, m2 = np.zeros(P), np.zeros(P)
+    for r in range(rounds):
+        U = _local_models(obj, theta, J, eta, mu, bug, momentum)
+        U = np.asarray(_cast(U, dtype), float)
+        S = np.arange(n) if subsets is None else subsets[r]
+        w = np.full(S.size, 1.0 / S.size) if bug == "update not weighted by examples" else p[S] / p[S].sum()
+        if dtype == "float64":
+            avg = w @ U[S]
+        else:
+            avg = np.asarray(_cast(w.astype(np.float32) @ U[S].astype(np.float32), dtype), float)
+        if server == "FedAvgM":
+            m1 = 0.5 * m1 + (theta - avg)
+            avg = theta - m1
+        elif server == "FedAdam":
+            delta = theta - avg
+            m1 = 0.9 * m1 + 0.1 * delta
+            m2 = 0.99 * m2 + 0.01 * delta ** 2
+            avg = theta - 0.05 * m1 / (np.sqrt(m2) + 1e-3)
+        theta = avg if server == "plain" else np.asarray(_cast(avg, dtype), float)
+        row = np.full((n, P), np.nan)
+        row[S] = U[S]
+        thetas.append(theta)
+        models.append(row)
+    return np.array(thetas), np.array(models)
+
+
+def _local_models(obj, theta, J, eta, mu, bug, momentum):
+    if bug in (None, "update not weighted by examples"):
+        return local_iterates(obj, theta, J, eta, mu)
+    if bug == "proximal term zero (mu ignored)":
+        return local_iterates(obj, theta, J, eta, 0.0)
+    if bug == "learning rate ignored":
+        return local_iterates(obj, theta, J, 0.5 * eta, mu)        # the client's own default lr
+    U = np.array(np.broadcast_to(theta, (obj.n, theta.size)))
+    for _ in range(J):
+        G = obj.gradients(U)
+        if bug == "one client's loss for all":
+            G = _client0_gradients(obj, U)
+        if bug == "proximal term unsquared":
+            D = U - theta[None, :]
+            norms = np.linalg.norm(D, axis=1, keepdims=True)
+            prox = 0.5 * mu * np.divide(D, norms, out=np.zeros_like(D), where=norms > 0)
+        else:
+            prox = mu * (U - theta[None, :])
+        step = G + prox
+        if bug == "optimizer state not reset":
+            momentum *= 0.5
+            momentum += step
+            step = momentum.copy()
+        U = U - eta * step
+    return U
+
+
+def _client0_gradients(obj, U):
+    """Every client's gradient of client 0's loss at its own model."""
+    out = np.empty_like(U)
+    for i in range(U.shape[0]):
+        out[i] = obj.gradients(np.broadcast_to(U[i], U.shape))[0]
+    return out
+
+
+def _round_of(text: str) -> int | None:
+    m = re.search(r"round (\d+)|after (\d+) rounds", text)
+    return None if m is None else int(next(g for g in m.groups() if g is not None))
+
+
+def correct_run(rng, rounds):
+    """One randomized correct run and its verdict."""
+    kind = str(rng.choice(["logistic", "softmax"]))
+    n = int(rng.integers(2, 51))
+    prob, p = make_problem(rng, kind, n)
+    strategy = str(rng.choice(["FedAvg", "FedProx", "FedProx", "FedAvgM", "FedAdam"]))
+    mu = float(rng.choice([0.1, 1.0])) if strategy == "FedProx" else 0.0
+    J = int(rng.choice([1, 5, 20]))
+    L = float(np.max(prob.objectives.smoothness()))
+    eta = float(rng.choice([0.3, 1.0])) / ((L + mu) * (1 if J == 1 else np.sqrt(J)))
+    batch = str(rng.choice(["full", "full", "1", "8", "64"])) if strategy in ("FedAvg", "FedProx") else "full"
+    dtype = str(rng.choice(DTYPES))
+    sampled = bool(rng.random() < 0.5)
+    sol = prob.solve()
+    kw = dict(local_steps=J, step_size=eta, solution=sol, **({"mu": mu} if strategy == "FedProx" else {}))
+    if batch != "full":
+        B = int(batch)
+        solver = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=B)
+                  if strategy == "FedProx" else dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta,
+                                                                   batch_size=B))
+        tr = solver.run(prob, seed=int(rng.integers(1000)))
+        rep = conformance(tr, prob, strategy, **kw)
+        dtype, sampled = "float64", False
+    else:
+        subsets = None
+        if sampled:
+            m = max(1, int(round(rng.uniform(0.1, 0.5) * n)))
+            subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
+        server = strategy if strategy in ("FedAvgM", "FedAdam") else "plain"
+        T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets, server=server)
+        rep = conformance(T, prob, strategy, participation=subsets if sampled else "all", client_models=models, **kw)
+    return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
+            "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text}
+
+
+def bug_run(rng, bug, rounds):
+    kind = str(rng.choice(["logistic", "softmax"]))
+    n = int(rng.integers(2, 21))
+    prob, p = make_problem(rng, kind, n)
+    J, mu = int(rng.choice([5, 20])), 1.0
+    L = float(np.max(prob.objectives.smoothness()))
+    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    dtype = str(rng.choice(["float64", "float32"]))
+    sol = prob.solve()
+    T, models = simulate(prob, p, rounds, J, eta, mu, dtype, bug=bug)
+    kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
+    run_only = conformance(T, prob, "FedProx", participation="all", **kw)
+    named = conformance(T, prob, "FedProx", participation="all", client_models=models, **kw)
+    # does the bug move the landing point beyond the run's rounding region? (the bug's own limit)
+    moved = run_only.rows[-1]["dist_fixed_point"] > 10 * max(run_only.extra.get("landing_region", 0.0),
+                                                             run_only.tol * max(1.0, np.linalg.norm(sol.theta)))
+    return {"bug": bug, "dtype": dtype, "moved": bool(moved), "verdict": run_only.verdict,
+            "evidence": run_only.evidence, "round": _round_of(run_only.text) if run_only.evidence == "proved" else None,
+            "named": bool(named.extra.get("faulty_clients"))}
+
+
+def timing(seed=0):
+    rng = np.random.default_rng(seed)
+    prob, p = make_problem(rng, "logistic", 50)
+    sol = prob.solve()
+    L = float(np.max(prob.objectives.smoothness()))
+    J, mu = 5, 1.0
+    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    T, models = simulate(prob, p, 1000, J, eta, mu, "float32")
+    t0 = time.perf_counter()
+    rep = conformance(T, prob, "FedProx", local_steps=J, step_size=eta, mu=mu, solution=sol, client_models=models)
+    return time.perf_counter() - t0, rep.verdict
+
+
+def _print_counts(columns, table) -> None:
+    """A Markdown table of verdict counts per key."""
+    verdicts = ("landed", "not_landed", "observed", "elsewhere")
+    print("\n| " + " | ".join(columns + ["runs"] + [v.replace("_", " ") for v in verdicts]) + " |")
+    print("|" + "---|" * (len(columns) + 1 + len(verdicts)))
+    for key in sorted(table):
+        c = table[key]
+        print("| " + " | ".join([str(k) for k in key] + [str(sum(c.values()))] + [str(c[v]) for v in verdicts]) + " |")
+
+
+def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
+    rng = np.random.default_rng(seed)
+    results = [correct_run(rng, rounds) for _ in range(runs)]
+    table, by_strategy = defaultdict(Counter), defaultdict(Counter)
+    for r in results:
+        key = (r["dtype"], "sampled" if r["sampled"] else "all", r["batch"])
+        table[key][r["verdict"]] += 1
+        by_strategy[r["strategy"]][r["verdict"]] += 1
+    false_elsewhere = [r for r in results if r["verdict"] == "elsewhere"]
+    false_proved = [r for r in false_elsewhere if r["evidence"] == "proved"]
+    bugs = [bug_run(rng, bug, rounds) for bug in BUGS for _ in range(bug_runs)]
+    out = {"correct": results, "false_elsewhere": len(false_elsewhere), "false_proved": len(false_proved),
+           "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs}
+    if not quiet:
+        print(f"{runs} correct runs ({rounds} rounds each): false 'elsewhere' {len(false_elsewhere)}, "
+              f"false 'proved' {len(false_proved)}")
+        _print_counts(["dtype", "participation", "batch"], table)
+        _print_counts(["strategy"], {(k,): v for k, v in by_strategy.items()})
+        print("\n| planted bug | runs | moved beyond the region | elsewhere | proved | client named "
+              "| median round of the proof |")
+        print("|---|---|---|---|---|---|---|")
+        for bug in BUGS:
+            rs = [b for b in bugs if b["bug"] == bug]
+            mv = [b for b in rs if b["moved"]]
+            rounds_ = [b["round"] for b in mv if b["round"] is not None]
+            print(f"| {bug} | {len(rs)} | {len(mv)} | {sum(b['verdict'] == 'elsewhere' for b in mv)}/{len(mv)} | "
+                  f"{sum(b['evidence'] == 'proved' for b in mv)}/{len(mv)} | {sum(b['named'] for b in rs)}/{len(rs)} | "
+                  f"{int(np.median(rounds_)) if rounds_ else '-'} |")
+        for r in false_elsewhere[:5]:
+            print("FALSE:", r)
+        seconds, verdict = timing(seed)
+        out["timing"] = seconds
+        print(f"\nconformance of a 1,000-round, 50-client float32 run with per-client models: {seconds:.2f} s "
+              f"({verdict})")
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--bug-runs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds)
