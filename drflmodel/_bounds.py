@@ -232,7 +232,7 @@ def _not_covered(trace) -> str:
         return "minibatch gradients (the theorems add a noise floor with an unknown constant)"
     if info.get("partial_participation"):
         return "not every client took part in every round"
-    from .landing.arithmetic import run_precision          # the run's arithmetic (issue 38)
+    from .landing.arithmetic import run_precision          # the run's arithmetic
 
     precision = run_precision(np.asarray(trace.theta), info.get("dtypes"))[0]
     if precision != "float64":

@@ -218,7 +218,7 @@ def config_client_app(app_dir):
         return Site(client.X, client.y, objectives.loss, objectives.n_outputs, name=client.name)
 
     # the client's policy is the site's own file (node config "query-policy"), else the default --
-    # never read from the submitted configuration or run config (issue 39): a site
+    # never read from the submitted configuration or run config: a site
     # that lets the server grade every round in one exchange allows points_per_values = rounds + 1
     # there; otherwise the server asks one point at a time (FederatedObjectives.prefetch_values)
     return with_oracle(client_app(view), site)

@@ -191,13 +191,13 @@ def _families(instance: Instance, families) -> list[tuple[str, float | None, str
                                        and families[0] == "qffl" and not isinstance(families[1], (str, tuple))):
         families = (families,)                           # one family, not a sequence of characters
     try:
-        specs = list(families)
+        chosen = list(families)
     except TypeError:
         raise InvalidParameterError(f"families must be one of {FAMILIES}, ('qffl', q) or a sequence of them; "
                                     f"got {families!r}") from None
-    if not specs:
+    if not chosen:
         raise InvalidParameterError(f"families must name at least one of {FAMILIES}; got {families!r}")
-    return [_family(spec) for spec in specs]
+    return [_family(spec) for spec in chosen]
 
 
 def certify(instance: Instance, families=None, cache: bool = True, cache_path=None,

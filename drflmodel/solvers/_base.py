@@ -551,7 +551,7 @@ class Solver:
     #: rate proved by the paper (``"linear"``, ``"sublinear"`` or ``None``)
     expected_rate: str | None = None
 
-    #: hooks renamed public (issue 42); a subclass still defining the old name is refused
+    #: hooks renamed public; a subclass still defining the old name is refused
     _RENAMED = {"_check_problem": "check_problem", "_batch_size": "minibatch_size"}
 
     def __init_subclass__(cls, **kwargs):
