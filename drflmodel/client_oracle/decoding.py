@@ -111,6 +111,13 @@ def expected_sizes(query: str, request: dict | None, options: dict | None, decla
         return {"allowance": (4, True), "feature_norm": (1, with_intercept), "intercept_value": (1, with_intercept),
                 "intercept_gradient": (k, with_intercept),
                 "intercept_hessian": (None if k is None else _triangle(k), with_intercept)}
+    # Wasserstein DRFL's own queries (problems.wasserstein.federated): each client answers for its ball
+    if query == "wasserstein_value":
+        return {"value": (1, True), "lambda": (1, True)}
+    if query == "wasserstein_prox":
+        return {"w_hat": (_size_of(request, "theta"), True), "varpi": (1, True)}
+    if query == "wasserstein_bound":
+        return {"bound": (1, True), "dual_residual": (1, True)}
     raise Malformed("decode", f"unknown query {query!r}")
 
 
