@@ -239,6 +239,34 @@ def _check_vector(v, n: int, name: str) -> np.ndarray:
 # ======================================================================================
 # base class
 # ======================================================================================
+class _DPPParameter:
+    """A set's ``cp.Parameter`` (a DPP sweep's handle), made on first access -- so a set whose
+    routes run no CVXPY model never imports CVXPY -- and given the value of the set's numpy
+    attribute ``value_attr`` at every access (one source of truth: ``set_alpha`` writes numpy)."""
+
+    def __init__(self, value_attr: str, name: str, vector: bool = False):
+        self.value_attr, self.name, self.vector = value_attr, name, vector
+
+    def __set_name__(self, owner, attr):
+        self.slot = "_" + attr
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        param = obj.__dict__.get(self.slot)
+        if param is None:
+            param = cp.Parameter((obj.n,) if self.vector else (), nonneg=True, name=self.name)
+            obj.__dict__[self.slot] = param
+        param.value = getattr(obj, self.value_attr)
+        return param
+
+    def sync(self, obj) -> None:
+        """Give the parameter, if made, the numpy value (a compiled problem reads it in place)."""
+        param = obj.__dict__.get(self.slot)
+        if param is not None:
+            param.value = getattr(obj, self.value_attr)
+
+
 class WeightSet:
     """Base class of client-weight sets.
 
@@ -464,7 +492,6 @@ class CVaR(_BoxSimplexSet):
 
     def __init__(self, n: int, alpha: float):
         super().__init__(n)
-        self.cap_param = cp.Parameter(nonneg=True, name="cvar_cap")
         self.set_alpha(alpha)
 
     def _validate_alpha(self, alpha) -> float:
@@ -481,11 +508,13 @@ class CVaR(_BoxSimplexSet):
         """Change :math:`\\alpha` (numpy side and the DPP parameter ``cap_param``)."""
         self.alpha = self._validate_alpha(alpha)
         self.cap = 1.0 / (self.alpha * self.n)
-        self.cap_param.value = self.cap
+        CVaR.cap_param.sync(self)
 
     @property
     def _upper(self):
         return min(self.cap, 1.0)
+
+    cap_param = _DPPParameter("cap", "cvar_cap")
 
     def vertices(self):
         """Vertices of :math:`\\Delta_\\alpha`: :math:`k=\\lfloor\\alpha n\\rfloor` coordinates at the cap,
@@ -555,7 +584,6 @@ class HCVaR(_BoxSimplexSet):
         super().__init__(p.size)
         self.p = p
         self.clip_alpha = bool(clip_alpha)
-        self.cap_param = cp.Parameter(self.n, nonneg=True, name="hcvar_caps")
         self.set_alpha(alpha)
 
     def set_alpha(self, alpha) -> None:
@@ -582,11 +610,13 @@ class HCVaR(_BoxSimplexSet):
                           UserWarning, stacklevel=3)
         self.alpha = np.maximum(a, self.p)
         self.caps = self.p / self.alpha
-        self.cap_param.value = self.caps
+        HCVaR.cap_param.sync(self)
 
     @property
     def _upper(self):
         return np.minimum(self.caps, 1.0)
+
+    cap_param = _DPPParameter("caps", "hcvar_caps", vector=True)
 
     @property
     def tau(self) -> float:
