@@ -299,6 +299,12 @@ class WeightSet:
         """The penalty :math:`\\psi(\\lambda)` (0 for plain sets)."""
         return 0.0
 
+    def box_bounds(self):
+        """``(lower, upper)`` (arrays of length :math:`n`) when the set is
+        :math:`\\{l\\le\\lambda\\le u,\\ \\mathbf 1^\\top\\lambda=1\\}` with :math:`\\psi=0` (the simplex,
+        CVaR, HCVaR), else ``None``."""
+        return None
+
     def worst_case(self, f) -> tuple[float, np.ndarray]:
         """``(value, lam)`` with value :math:`=\\max_{\\lambda\\in\\Lambda}\\lambda^\\top f-\\psi(\\lambda)`."""
         raise NotImplementedError
@@ -386,6 +392,9 @@ class _BoxSimplexSet(WeightSet):
 
     def _bounds(self):
         return np.broadcast_to(self._lower, (self.n,)), np.broadcast_to(self._upper, (self.n,))
+
+    def box_bounds(self):
+        return self._bounds()
 
     def single_point(self) -> np.ndarray | None:
         """The one point when the caps close the simplex (upper caps summing to 1, e.g. ``HCVaR``

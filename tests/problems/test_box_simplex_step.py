@@ -42,7 +42,7 @@ def test_the_active_set_step_is_at_least_as_good_as_clarabel_projected():
         G = rng.standard_normal((n, int(rng.integers(1, n + 3)))) * 10 ** rng.uniform(-3, 3)
         S, f = G @ G.T, rng.standard_normal(n) * 10 ** rng.uniform(-2, 2)
         W = _weight_set(trial % 3, n, rng)
-        lam = box_simplex_qp(S, f, *W._bounds(), start=W.project(W.worst_case(f)[1]))
+        lam = box_simplex_qp(S, f, *W.box_bounds(), start=W.project(W.worst_case(f)[1]))
         assert W.contains(lam, tol=1e-12)
         x = cp.Variable(n)
         prob = cp.Problem(cp.Maximize(f @ x - 0.5 * cp.sum_squares(G.T @ x)), W.constraints(x))
@@ -64,7 +64,7 @@ def test_with_no_curvature_the_step_is_the_greedy_worst_case():
     for n, alpha in ((5, 0.4), (12, 0.25), (7, 1 / 7)):
         W = CVaR(n, alpha)
         f = rng.standard_normal(n)
-        lam = box_simplex_qp(np.zeros((n, n)), f, *W._bounds(), start=np.full(n, 1 / n))
+        lam = box_simplex_qp(np.zeros((n, n)), f, *W.box_bounds(), start=np.full(n, 1 / n))
         k = alpha * n
         top = np.sort(f)[::-1]
         expected = (top[:int(k)].sum() + (k - int(k)) * (top[int(k)] if int(k) < n else 0)) / k

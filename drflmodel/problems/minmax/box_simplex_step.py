@@ -136,7 +136,7 @@ class BoxSimplexStep:
         S = 0.5 * (S + S.T)
         start = self._previous if self._previous is not None else np.asarray(W.worst_case(f)[1], float)
         try:
-            lam = box_simplex_qp(S, f, *W._bounds(), start=np.asarray(W.project(start), float))
+            lam = box_simplex_qp(S, f, *W.box_bounds(), start=np.asarray(W.project(start), float))
         except _NoConvergence:
             if self._fallback_model is None:
                 self._fallback_model = self._fallback()

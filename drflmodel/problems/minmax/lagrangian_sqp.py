@@ -145,13 +145,12 @@ def weight_step_model(problem, solver: str | None = None):
     :class:`~.box_simplex_step.BoxSimplexStep` (CVXPY is not imported); else the CVXPY
     :class:`WeightStepModel` compiled for ``solver`` (``None``: the default solver)."""
     from . import box_simplex_step
-    from ...sets import _BoxSimplexSet
 
     W = problem.weight_set
     point = W.single_point()
     if point is not None:
         return cached(problem, "sqp", (W, "fixed"), lambda: FixedWeightStep(W, point))
-    if isinstance(W, _BoxSimplexSet) and W.n <= box_simplex_step.NUMPY_STEP_MAX_CLIENTS:
+    if W.box_bounds() is not None and W.n <= box_simplex_step.NUMPY_STEP_MAX_CLIENTS:
         conic = lambda: WeightStepModel(W, solver or default_solver())      # noqa: E731
         return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.BoxSimplexStep(W, conic))
     solver = solver or default_solver()
