@@ -30,6 +30,7 @@ def _q(lam, S, f):
     return float(f @ lam - 0.5 * lam @ S @ lam)
 
 
+@pytest.mark.filterwarnings("ignore:HCVaR")          # clip_alpha's note on random alphas below p_i
 def test_the_active_set_step_is_at_least_as_good_as_clarabel_projected():
     """Random PSD curvatures of every rank (1 to n + 2) over 15 decades, three set kinds: the numpy
     answer is feasible to 1e-12 and its model value is never below the value of Clarabel's answer
