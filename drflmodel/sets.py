@@ -677,15 +677,17 @@ class ChiSquare(WeightSet):
 
     def __init__(self, n: int, rho: float):
         super().__init__(n)
-        self.rho_param = cp.Parameter(nonneg=True, name="chi2_rho")
-        self.inv_rho_param = cp.Parameter(nonneg=True, name="chi2_inv_rho")
         self.set_rho(rho)
+
+    rho_param = _DPPParameter("rho", "chi2_rho")
+    inv_rho_param = _DPPParameter("inv_rho", "chi2_inv_rho")
 
     def set_rho(self, rho: float) -> None:
         """Change :math:`\\rho` (numpy side and the DPP parameters)."""
         self.rho = check_real(rho, "rho", low=0)
-        self.rho_param.value = self.rho
-        self.inv_rho_param.value = 1.0 / self.rho if self.rho > 0 else 0.0
+        self.inv_rho = 1.0 / self.rho if self.rho > 0 else 0.0
+        ChiSquare.rho_param.sync(self)
+        ChiSquare.inv_rho_param.sync(self)
 
     @property
     def strong_concavity(self) -> float:
@@ -778,13 +780,14 @@ class LpBall(WeightSet):
             p = np.inf
         self.p = check_real(p, "p", low=1, allow_inf=True)
         self.polytope = self.p in (1.0, np.inf)
-        self.radius_param = cp.Parameter(nonneg=True, name="lp_radius")
         self.set_radius(radius)
+
+    radius_param = _DPPParameter("radius", "lp_radius")
 
     def set_radius(self, radius: float) -> None:
         """Change the radius (numpy side and the DPP parameter ``radius_param``)."""
         self.radius = check_real(radius, "radius", low=0, low_open=True)
-        self.radius_param.value = self.radius
+        LpBall.radius_param.sync(self)
 
     @property
     def p_dual(self) -> float:

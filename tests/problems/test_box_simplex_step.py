@@ -104,3 +104,21 @@ def test_the_step_falls_back_to_the_cvxpy_model_when_cut_short(monkeypatch):
     steps = [m for m in model.values() if isinstance(m, box_simplex_step.BoxSimplexStep)]
     assert steps and steps[0].fell_back > 0
     assert sol.status == "optimal" and sol.value == pytest.approx(ref.value, rel=1e-8)
+
+
+def test_building_a_weight_set_imports_no_cvxpy_and_its_parameter_follows_the_setter():
+    code = ("import sys, drflmodel as dm\n"
+            "sets = [dm.sets.CVaR(4, 0.5), dm.sets.HCVaR([0.1, 0.2, 0.3, 0.4], 0.6), dm.sets.ChiSquare(4, 0.5),\n"
+            "        dm.sets.LpBall([0.25] * 4, 0.1)]\n"
+            "assert 'cvxpy' not in sys.modules\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root)
+    W = CVaR(4, 0.5)
+    param = W.cap_param
+    W.set_alpha(0.25)                                   # a compiled problem holds `param` itself
+    assert W.cap_param is param and param.value == pytest.approx(1.0)
+    chi = dm.sets.ChiSquare(4, 0.5)
+    rho, inv = chi.rho_param, chi.inv_rho_param
+    chi.set_rho(2.0)
+    assert (rho.value, inv.value) == (2.0, 0.5) and chi.rho_param is rho
