@@ -173,7 +173,7 @@ class StackedData:
     never contribute. Each client's update reads only its own slice ``[i]``.
     """
 
-    X: np.ndarray      # (n, m_max, d)
+    X: np.ndarray      # (n, m_max, d); float32 when every client's features are (else float64)
     y: np.ndarray      # (n, m_max)
     mask: np.ndarray   # (n, m_max), 1.0 for real rows, 0.0 for padding
     sizes: np.ndarray  # (n,) integer sample counts
