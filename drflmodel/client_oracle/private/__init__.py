@@ -57,6 +57,7 @@ from .clients import PrivateClient, private_clients
 from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
 from .secure_sum import SecureSum, SumOnlyChannel, flower_dequantize_sum, flower_quantize
+from .solve import REFUSED, private_route, private_solve
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_chi_square_solve", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "REFUSED", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]
