@@ -66,7 +66,7 @@ class _NoisyClient:
 
     def __init__(self, client, seed: int, n: int, row_norm: float):
         self.client, self.seed, self.n = client, int(seed), int(n)
-        largest = float(client._mf.row_norms().max())
+        largest = client.max_row_norm()
         if largest > row_norm:
             raise InvalidParameterError(f"row_norm={row_norm} is below a client's largest row norm: every row "
                                         f"must satisfy ||x|| <= row_norm for the sensitivity to hold")
@@ -110,7 +110,7 @@ def dp_fixed_weight_solve(problem, epsilon: float, delta: float = 1e-5, beta: fl
     start = time.perf_counter()
     clients = private_clients(problem)
     if row_norm is None:
-        row_norm = max(float(c._mf.row_norms().max()) for c in clients)
+        row_norm = max(c.max_row_norm() for c in clients)
     R = float(row_norm)
     n = len(clients)
     channel = SumOnlyChannel([_NoisyClient(c, seed, n, R) for c in clients], seed=seed, **channel_options)
