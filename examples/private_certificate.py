@@ -73,8 +73,8 @@ def main(quick: bool = False, verbose: bool = True, out=None, flower: bool | Non
     through Flower's SecAgg+ on the in-process grid; default: in the full run only)."""
     rows = []
     if verbose:
-        print(f"{'case':24s} | {'non-private L':>14s} {'U':>14s} {'status':>8s} {'kB':>7s} | "
-              f"{'private L':>14s} {'U':>14s} {'status':>8s} {'kB':>7s} {'sums':>5s} {'isolating':>9s}")
+        print(f"{'case':24s} | {'non-private L':>14s} {'U':>14s} {'status':>18s} {'kB':>7s} | "
+              f"{'private L':>14s} {'U':>14s} {'status':>18s} {'kB':>7s} {'sums':>5s} {'isolating':>9s}")
     for name, prob in cases(quick):
         channel = LocalChannel.from_problem(prob)
         t0 = time.perf_counter()
@@ -91,8 +91,8 @@ def main(quick: bool = False, verbose: bool = True, out=None, flower: bool | Non
         rows.append(row)
         if verbose:
             a, b = row["np"], row["private"]
-            print(f"{name:24s} | {a['lower']:14.10f} {a['upper']:14.10f} {a['status'][:8]:>8s} {a['kB']:7.1f} | "
-                  f"{b['lower']:14.10f} {b['upper']:14.10f} {b['status'][:8]:>8s} {b['kB']:7.1f} "
+            print(f"{name:24s} | {a['lower']:14.10f} {a['upper']:14.10f} {a['status']:>18s} {a['kB']:7.1f} | "
+                  f"{b['lower']:14.10f} {b['upper']:14.10f} {b['status']:>18s} {b['kB']:7.1f} "
                   f"{row['secure_sums']:5d} {row['isolating_sums']:9d}")
     if verbose:
         both = all(r["private"]["lower"] <= r["np"]["upper"] and r["np"]["lower"] <= r["private"]["upper"]
