@@ -27,7 +27,7 @@ rule when a named solver fails are documented in :mod:`.solvers`.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 from ..._lazy import LazyModule
@@ -46,6 +46,9 @@ from .conic import ConicRoute
 from .route import Route, dispatch
 from .solvers import failure_reason, solver_order
 from .structure import Structure, describe_objectives
+
+if TYPE_CHECKING:     # the interface every route reads; client_oracle sits above the engine
+    from ...client_oracle.protocol import ClientOracle
 
 __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
@@ -307,6 +310,21 @@ class ProblemBase:
         return out
 
 
+def _supplied(objectives, federation):
+    """``objectives`` if it has every member of the :class:`~drflmodel.client_oracle.ClientOracle`
+    protocol (what the routes ask), else :class:`~drflmodel.errors.InvalidDataError` naming the
+    missing ones (checked where a federation supplies its own; the in-process
+    :class:`~drflmodel.objectives.ClientObjectives` is checked by the conformance test)."""
+    from ...client_oracle.protocol import ClientOracle
+
+    if not isinstance(objectives, ClientOracle):
+        members = [*ClientOracle.__annotations__, *(n for n in vars(ClientOracle) if not n.startswith("_"))]
+        missing = sorted({n for n in members if not hasattr(objectives, n)})
+        raise InvalidDataError(f"{type(federation).__name__}.client_objectives returned a {type(objectives).__name__}, "
+                               f"not a ClientOracle: it has no {', '.join(missing)}")
+    return objectives
+
+
 class Problem(ProblemBase):
     """An oracle on a horizontal :class:`~drflmodel.data.Federation`: client *i* owns rows
     :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta)=\\frac1{N_i}\\sum_j\\ell+\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2`
@@ -321,6 +339,8 @@ class Problem(ProblemBase):
     #: whether the family accepts the multi-class (softmax) loss; the others refuse it with a reason
     supports_multiclass = False
     multiclass_refusal = "its reformulation is written for one score per sample"
+    #: the clients' objectives, all a route reads of the data (:class:`~drflmodel.client_oracle.ClientOracle`)
+    objectives: ClientOracle
 
     def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
         from ...data import Federation
@@ -333,7 +353,7 @@ class Problem(ProblemBase):
                 f"{type(self).__name__} does not support the multi-class loss {loss!r}: "
                 f"{self.multiclass_refusal}; FederatedDRO, FairnessAwareFL and RelativeFairness do")
         supply = getattr(federation, "client_objectives", None)     # a federated server's federation
-        self.objectives = (supply(loss, self.l2, penalize_intercept) if callable(supply)
+        self.objectives = (_supplied(supply(loss, self.l2, penalize_intercept), federation) if callable(supply)
                            else ClientObjectives(federation, loss, self.l2, penalize_intercept))
         self.penalize_intercept = self.objectives.penalize_intercept
 
