@@ -43,6 +43,7 @@ from ...losses import Loss
 from ...objectives import ClientObjectives
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
+from .queries import ROWS
 from .route import Route, dispatch
 from .solvers import failure_reason, solver_order
 from .structure import Structure, describe_objectives
@@ -207,15 +208,27 @@ class ProblemBase:
         cleared with the structure (:meth:`invalidate_structure`)."""
         return self._route_caches.setdefault(name, {})
 
-    #: why this family has no federated certified solve (``None``: it has one, :meth:`on_federation`)
-    federated_refusal: str | None = "its routes are not written on the client-oracle interface"
+    #: why a federated server cannot take this family's routes, said when none of them can run
+    #: without rows (an explanation only: :meth:`federated_routes` decides; ``None``: the routes' needs)
+    federated_refusal: str | None = None
+
+    @classmethod
+    def federated_routes(cls) -> list[str]:
+        """The names of this family's routes that a federated server can take: those whose
+        ``Route.needs`` hold no row (:data:`~.queries.ROWS`). The one answer to "is there a
+        federated solve": :meth:`check_federated` and :data:`drflmodel.client_oracle.SUPPORTED`
+        read it. :meth:`routes` is the family's list, whatever the instance (a route's ``applies``
+        decides per instance), so it is read on an unbuilt instance."""
+        return [r.name for r in cls.routes(cls.__new__(cls)) if ROWS not in r.needs]
 
     def check_federated(self) -> None:
-        """Refuse (:class:`~drflmodel.errors.InvalidParameterError` with :attr:`federated_refusal`)
-        if this family has no federated certified solve."""
-        if self.federated_refusal is not None:
-            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: "
-                                        f"{self.federated_refusal}")
+        """Refuse (:class:`~drflmodel.errors.InvalidParameterError`) if a federated server cannot
+        solve this family by its routes (:meth:`federated_routes` is empty), with
+        :attr:`federated_refusal` or, without one, what each route needs."""
+        if not self.federated_routes():
+            why = self.federated_refusal or "every route needs the clients' rows ({})".format(
+                ", ".join(repr(r.name) for r in self.routes()))
+            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: {why}")
 
     def on_federation(self, federation):
         """The same problem (family and parameters) on another federation -- e.g. the

@@ -526,8 +526,6 @@ class FederatedDRO(WeightedMinMax):
             f"{type(W).__name__} has no parameter {name!r}; available: "
             f"{sorted(k for k in params if k != 'n')}")
 
-    federated_refusal = None
-
     def on_federation(self, federation) -> "FederatedDRO":
         """The same problem (loss, weight set, ridge) on ``federation`` -- e.g. a federated server's
         declared federation (:mod:`drflmodel.client_oracle`)."""
