@@ -15,7 +15,6 @@ import pytest
 import drflmodel as dm
 from drflmodel.problems.minmax.dro import WeightedMinMax
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems.engine import steps
 from drflmodel.problems.engine.solvers import default_solver
 from tests.clarabel_faults import fail_clarabel
 from drflmodel.problems.minmax import hessian_sqp, lagrangian_sqp
@@ -113,11 +112,10 @@ def test_cvar_eta_of_the_fast_route_attains_the_value():
 
 
 def test_auto_takes_the_fast_route_only_where_valid_and_large():
-    big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000 >= AUTO_MIN_SIZE
-    assert 4 * 3000 * 5 >= steps.AUTO_MIN_SIZE
+    big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000
     assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "sqp"
     small = _fed("classification", 30, seed=9)
-    # issue 41: below AUTO_MIN_SIZE too, auto ranks the routes by estimated seconds and the SQP steps
+    # issue 41: on small problems too, auto ranks the routes by estimated seconds and the SQP steps
     # (a few ms) come before the conic model of every row (tens of ms)
     sol = dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve()
     estimated = sol.info["route_choice"]["estimated_seconds"]

@@ -16,8 +16,8 @@ derived from the two, never copied from a solver.
 The contract (stable; families and helpers code against it):
 
 ``Route.name``
-    The value of ``solve(method=...)`` and of ``info["method"]`` (e.g. ``"conic"``, ``"newton"``,
-    ``"R1"``, ``"sdp"``, ``"local"``).
+    The value of ``solve(method=...)`` and of ``info["method"]`` (e.g. ``"conic"``: the
+    engine's own; the others are the families').
 ``Route.options``
     The route's own keyword options and their defaults (``{"n_starts": 3, ...}``). ``solve``
     rejects any option the chosen route does not list, naming the valid ones.

@@ -74,9 +74,14 @@ from ..engine.solvers import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows
-from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp, warm_start
+from ..engine.steps import check_sqp_options, recovered_step, warm_start
 
-__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
+__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient", "AUTO_MIN_SIZE"]
+
+#: ``method="auto"`` takes this route when (rows N) x (parameters P) reaches this size; below it
+#: the conic route is as fast (building the step problems costs ~0.1-0.4 s; measured in
+#: benchmarks/bench_fast.py). A federated server has no conic route: there it always applies.
+AUTO_MIN_SIZE = 50_000
 
 
 def _norm_subgradient(w, p: float) -> np.ndarray:
@@ -271,7 +276,12 @@ class WassersteinSQPRoute(Route):
         return None
 
     def auto_skip(self, structure) -> str | None:
-        return too_small_for_sqp(structure)
+        """Why ``method="auto"`` leaves this problem to the conic route (N*P below
+        :data:`AUTO_MIN_SIZE` where the rows are held), or ``None``."""
+        if structure.rows_local and structure.size < AUTO_MIN_SIZE:
+            return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
+                    f"small problems; force the fast route by its method name")
+        return None
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int
