@@ -157,7 +157,7 @@ def test_the_federated_solve_is_the_dispatch_of_the_family_over_what_the_clients
     assert info["queries_needed"] == ["gradients", "hessians", "values"]
     assert "rows" not in info["queries_available"] and {"values", "gradients", "hessians"} <= set(info["queries_available"])
     with pytest.raises(dm.InvalidParameterError, match="method 'conic' needs the clients' rows: a federated server "
-                                                       "holds no row.*'sqp', 'bundle'"):
+                                                       "holds no row.*'sqp', 'level_bundle'"):
         federated_solve(prob, LocalChannel.from_problem(prob), method="conic")
 
 

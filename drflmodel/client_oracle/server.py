@@ -179,7 +179,7 @@ class _ServerObjectives:
         self._rows_needed("a minibatch gradient")
 
     def hessians(self, theta):
-        self._rows_needed("the per-client Hessian array of the 'newton' route")
+        self._rows_needed("the per-client Hessian array of the 'hessian_sqp' route")
 
     def restricted(self, i):
         self._rows_needed("a client view")

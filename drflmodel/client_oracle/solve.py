@@ -153,7 +153,7 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     """Certify ``problem`` (a problem or a factory, :func:`server_problem`) from the clients'
     answers over ``channel`` (module docstring): the family's routes, chosen by ``dispatch`` among
     those whose needs the clients answer -- ``"sqp"`` for smooth losses (values, gradients,
-    Hessians; for the squared loss all from the clients' statistics), ``"bundle"`` for the others
+    Hessians; for the squared loss all from the clients' statistics), ``"level_bundle"`` for the others
     (values and subgradients). ``method`` forces one; ``options`` go to the route (``max_steps``,
     ``tol``, ...). Returns a :class:`~drflmodel.solution.Solution` whose ``info["federated"]``
     holds the exchanges, the reveal table, the rejected answers and any fault.

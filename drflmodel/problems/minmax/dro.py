@@ -201,7 +201,7 @@ class WeightedMinMax(Problem):
         (no rows): the Hessian-free route from :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
         parameters or when the dense routes' P x P matrices would not fit, else ``sqp``. A
         piecewise-linear loss with every coordinate penalized takes the active set (no cost model:
-        the order stands). The dense ``newton`` SQP is taken only when forced (the
+        the order stands). The dense ``hessian_sqp`` route is taken only when forced (the
         Lagrangian-Hessian ``sqp`` supersedes it); the bundle route (values and subgradients only:
         the route of a federated server for non-smooth losses, :mod:`drflmodel.client_oracle`)
         only when forced where the rows are held."""

@@ -1,6 +1,7 @@
 r"""The fast certified route of Wasserstein DRFL (every loss: smooth ones and piecewise-linear
-ones) on unbounded support: trust-region SQP on the exact robust objective (``solve(method="newton")``, chosen by ``method="auto"`` when
-it applies).
+ones) on unbounded support: trust-region SQP on the exact robust objective
+(``solve(method="trust_region_sqp")``, formerly ``"newton"``, chosen by ``method="auto"`` when it
+applies).
 
 **Problem** (:mod:`.problem`, unbounded support). With :math:`u=Xw`, the own-label loss
 :math:`v_{i0}(u_i)=L(u_i,y_i)`, the flipped one :math:`v_{i1}(u_i)=L(u_i,-y_i)` (classification
@@ -254,7 +255,8 @@ class WassersteinSQPRoute(Route):
     up to 16x, while good steps are cut short by the region it forces),
     ``tol`` (relative certificate gap at which it stops, default 1e-9)."""
 
-    name = "newton"
+    name = "trust_region_sqp"
+    aliases = ("newton",)      # its name until 2026-12-06
     options = {"max_steps": 60, "cap": 1000, "tol": 1e-9}
     uses_solver = False
     may_fall_back = True
