@@ -157,7 +157,7 @@ class ProblemBase:
         """The objective a ``solution`` certifies (a callable of :math:`\\theta`).
 
         Usually :meth:`objective`; a family whose oracle can also certify a *different* target
-        (e.g. the smoothed FAFL objective rFedFair converges to) returns that target's function,
+        (e.g. a smoothed objective a distributed solver converges to) returns that target's function,
         so that :func:`drflmodel.verify` measures iterates against the right value.
         """
         return self.objective

@@ -344,7 +344,7 @@ def failure_reason(attempts) -> str:
     for a in attempts:
         if "solver" in a:
             solvers.append(f"{a['solver']}: {a.get('error') or a.get('status') or a.get('cvxpy_status')}")
-        elif "history" in a:        # a route's own iterations (SQP steps, bundle steps, ...)
+        elif "history" in a:        # a route's own iterations (its steps)
             errors = [h["error"] for h in a["history"] if "error" in h]
             routes.append(f"method {a.get('method')!r} stopped after {len(a['history'])} step(s)"
                           + (f": {errors[-1]}" if errors else ""))
