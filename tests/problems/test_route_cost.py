@@ -56,6 +56,23 @@ def test_the_engine_names_no_family_and_no_other_route():
             assert not any(f"method='{name}'" in text for name in names), (path.name, text)
 
 
+def test_no_engine_identifier_is_named_after_a_family_or_a_route():
+    """Nor does a function, class, variable or attribute of the engine carry such a name (e.g. a
+    size threshold of one family's route, ``too_small_for_sqp``, lived there)."""
+    words = {"dro", "fafl", "wasserstein", "deo", "sqp", "newton", "bundle"}
+    compounds = ("hessian_free", "active_set", "hessian_sqp", "trust_region_sqp", "level_bundle")
+    for path in ENGINE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = (getattr(node, "name", None) if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.alias))
+                    else node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                    else None)
+            if not name:
+                continue
+            lowered = name.lower()
+            assert not (words & set(lowered.split("_"))) and not any(c in lowered for c in compounds), \
+                (path.name, name)
+
+
 class _Priced(ConicRoute):
     """The conic route with a given cost (the ranking is what is tested, not the estimate)."""
 

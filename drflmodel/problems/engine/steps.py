@@ -13,7 +13,7 @@ cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY
 from .solvers import SolverSequence
 
 __all__ = ["RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
-           "check_sqp_options"]
+           "check_step_options"]
 
 #: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
 #: step solver before the route declares the step failed
@@ -46,9 +46,9 @@ def recovered_step(step, first: str, scale: float, record: dict):
     raise ArithmeticError("every step solve failed: " + "; ".join(errors))
 
 
-def check_sqp_options(opts: dict) -> dict:
+def check_step_options(opts: dict) -> dict:
     """``opts`` with ``max_steps`` checked as an integer >= 1 and ``tol`` as a real > 0 (the
-    options every SQP route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
+    options every step-based route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
     from ..._validation import check_int, check_real
 
     opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
@@ -75,7 +75,7 @@ def cached(problem, name: str, key, build):
 
 def warm_start(problem):
     """The last certified point of a fast route on this problem (a sweep's previous answer), or
-    ``None``: the one warm-start slot every SQP route of a problem shares."""
+    ``None``: the one warm-start slot every step-based route of a problem shares."""
     theta = problem.cache("warm_start").get("theta")
     return None if theta is None or theta.shape != (problem.dim,) else theta.copy()
 

@@ -56,7 +56,7 @@ from ...solution import relative_gap
 from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.queries import ROWS
 from ..engine.route import Route
-from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
+from ..engine.steps import cached, check_step_options, recovered_step, warm_start
 from .fixed_weight_bound import weighted_newton_bound
 from .lagrangian_sqp import finish_answer
 
@@ -164,7 +164,7 @@ class NewtonSQPRoute(Route):
                 "it; force it with method='hessian_sqp'")
 
     def complete_options(self, given) -> dict:
-        return check_sqp_options(super().complete_options(given))
+        return check_step_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()

@@ -75,7 +75,7 @@ from ..engine.solvers import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows
-from ..engine.steps import check_sqp_options, recovered_step, warm_start
+from ..engine.steps import check_step_options, recovered_step, warm_start
 
 __all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient", "AUTO_MIN_SIZE"]
 
@@ -288,7 +288,7 @@ class WassersteinSQPRoute(Route):
     def complete_options(self, given) -> dict:
         from ..._validation import check_int
 
-        opts = check_sqp_options(super().complete_options(given))
+        opts = check_step_options(super().complete_options(given))
         opts["cap"] = check_int(opts["cap"], "cap", low=1)
         return opts
 
