@@ -41,7 +41,7 @@ KIND_OF_ANSWER = {"values": VALUES, "evaluate": GRADIENTS, "hessian": HESSIANS, 
                   "statistics": STATISTICS}
 
 #: why a federated server cannot take the routes that read rows
-NEEDS_ROWS = ("the conic route writes each client's rows into the CVXPY model and the 'newton' route "
+NEEDS_ROWS = ("the conic route writes each client's rows into the CVXPY model and the 'hessian_sqp' route "
               "reads them for its per-client cones; a federated server holds no row")
 
 
