@@ -24,6 +24,7 @@ _QUANTITY = {
     "feature_norm": "mean ||x_ij|| without the intercept", "intercept_value": "value h_i(theta) (bound)",
     "intercept_gradient": "gradient of h_i in the K intercepts",
     "intercept_hessian": "Hessian of h_i in the K intercepts (upper triangle)",
+    "column_squares": "mean x_ijk^2 of every column k (preconditioner)",
 }
 
 

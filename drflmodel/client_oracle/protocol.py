@@ -27,7 +27,8 @@ QUERIES = {
     "statistics": ("gram", "moment", "yy"),
     # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the
     # sites that answer "hvp" (smooth losses), part of that kind
-    "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian"),
+    "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian",
+                    "column_squares"),
 }
 
 #: what a client's ability to answer a query gives the routes: the query kind it serves

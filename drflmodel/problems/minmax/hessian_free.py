@@ -37,6 +37,13 @@ evaluations for CVaR where the quasi-Newton SQP needs 11-16; for the smooth :mat
 L-BFGS is faster on small problems (no weight problem to solve per step) and the SQP on large ones
 (:data:`SQP_MIN_SIZE`). Both are available through ``algorithm``.
 
+**Preconditioned** (``precondition=True``, the default): both step algorithms run in the variables
+:math:`z=D^{-1}\theta` with the Jacobi estimate :math:`D^{-2}_{(c,k)}=\beta\,\overline{x_k^2}+\ell_2\omega_k`
+(:func:`diagonal_scaling`: :math:`\beta` the loss's smoothness, :math:`\overline{x_k^2}` the mean
+squared column, a sum over the rows -- on a federated server the clients' column statistics, asked
+once), so columns in different units (:math:`10^{-3}` next to :math:`10^3`) cost about the iterations
+of standardized ones; the certificate is computed at :math:`\theta=Dz` in the original variables.
+
 **Certificate, at every iterate, independent of the steps.** :math:`U=\Phi(\theta)` exactly
 (``weights.worst_case``, numpy); :math:`\hat\lambda=\lambda_\tau(f(\theta))\in\Lambda`; :math:`L=`
 the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
@@ -64,7 +71,7 @@ from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, keep_warm_start, warm_start
 
-__all__ = ["HessianFreeRoute", "SmoothedSupport", "fixed_weights_of", "smooth_support"]
+__all__ = ["HessianFreeRoute", "SmoothedSupport", "diagonal_scaling", "fixed_weights_of", "smooth_support"]
 
 
 def fixed_weights_of(W: WeightSet) -> np.ndarray | None:
@@ -124,10 +131,12 @@ class HessianFreeRoute(Route):
     ``"lbfgs"``: L-BFGS with the smoothing continuation for every set; ``"sqp"``: the quasi-Newton
     SQP for every set) and ``tol`` (the relative gap at which it stops; default ``None``: the first
     iterate certified within ``gap_tol``; a smaller value goes on, down to the floor the bound's
-    floating-point allowance sets, about :math:`10^{-16}N` relative)."""
+    floating-point allowance sets, about :math:`10^{-16}N` relative) and ``precondition`` (default
+    ``True``: the diagonal scaling of :func:`diagonal_scaling`; ``False``: the steps in
+    :math:`\theta` itself)."""
 
     name = "hessian_free"
-    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None}
+    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None, "precondition": True}
     #: values and gradients, and the bound's per-client means (the Hessian-vector-product kind): in
     #: process computed from the rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`, one pass
     #: per evaluation), on a federated server answered by the clients (``evaluate`` and
@@ -182,6 +191,10 @@ class HessianFreeRoute(Route):
         opts["algorithm"] = check_choice(opts["algorithm"], "algorithm", ("auto", "lbfgs", "sqp"))
         if opts["tol"] is not None:
             opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+        if not isinstance(opts["precondition"], (bool, np.bool_)):
+            from ...errors import InvalidParameterError
+
+            raise InvalidParameterError(f"precondition must be True or False; got {opts['precondition']!r}")
         return opts
 
     def solve(self, problem, request):
@@ -198,9 +211,10 @@ class HessianFreeRoute(Route):
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
+        scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
         if algorithm == "sqp":
-            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem))
+            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem), scaling=scaling)
             theta = run.minimize(theta, opts["max_iterations"])
             history, evaluations, stages = run.history, run.evaluations, []
             if certifier.best is None:                  # no step certified: the worst-case weights at the end
@@ -210,7 +224,7 @@ class HessianFreeRoute(Route):
             for tau in stages:
                 support = SmoothedSupport(W, tau)
                 run = LBFGSRun(mf, support, certifier, opts["memory"],
-                               stage_done=None if support.tau == 0 else _stage_done(problem, W))
+                               stage_done=None if support.tau == 0 else _stage_done(problem, W), scaling=scaling)
                 theta = run.minimize(theta, opts["max_iterations"] - len(history))
                 history += run.history
                 evaluations += run.evaluations
@@ -226,6 +240,7 @@ class HessianFreeRoute(Route):
         total = time.perf_counter() - started
         sol.info.update({"iterations": len(history), "evaluations": evaluations, "history": history,
                          "gap_tol": request.gap_tol, "algorithm": algorithm, "smoothing": stages,
+                         "preconditioned": scaling is not None,
                          "time_split": {"setup": setup, "certificate": certificate,
                                         "iterations": total - setup - certificate, "total": total}})
         return sol
@@ -267,6 +282,28 @@ def _matrix_free(problem):
     remote = getattr(objectives, "matrix_free", None)
     build = remote if remote is not None else (lambda: MatrixFreeObjectives(objectives))
     return cached(problem, "hessian_free", (objectives, objectives.loss), build)
+
+
+def diagonal_scaling(mf) -> np.ndarray | None:
+    r"""The diagonal preconditioner :math:`D` of the steps (module docstring):
+    :math:`\delta_{(c,k)}=(\beta\,\overline{x_k^2}+\ell_2\omega_k)^{-1/2}` for class :math:`c` and
+    column :math:`k`, with :math:`\overline{x_k^2}=\frac1N\sum_jx_{jk}^2` (the clients' column
+    statistics summed: :meth:`~drflmodel.matrix_free.MatrixFreeObjectives.column_second_moments`) and
+    :math:`\beta` the loss's smoothness. :math:`\beta\overline{x_k^2}` bounds the diagonal of the data
+    term's Hessian (:math:`\ell''\le\beta`), so :math:`D^{-2}` is its Jacobi estimate. A column that
+    is zero on every row and carries no ridge gets :math:`\delta=1`. ``None`` when the column
+    statistics are not available (a federated client that does not send them): the steps run
+    unscaled."""
+    moments = getattr(mf, "column_second_moments", None)
+    per_client = moments() if moments is not None else None
+    if per_client is None:
+        return None
+    sizes = np.asarray(mf.sizes, float)
+    column = sizes @ np.asarray(per_client, float) / sizes.sum()              # (d,)
+    beta = float(mf.loss.smoothness)
+    diagonal = beta * np.tile(column, mf.n_outputs) + mf.penalty_diagonal
+    diagonal = np.where(diagonal > 0, diagonal, 1.0)
+    return 1.0 / np.sqrt(diagonal)
 
 
 def _weight_model(problem):

@@ -1,0 +1,130 @@
+"""Random honest federated certified solves on awkward data: does the server ever name an honest client?
+
+Each solve draws (from its own seed): a loss (squared, Huber, logistic, smooth hinge, hinge, softmax
+with 3-9 classes), K = 1..10 clients, d features (P = d K up to ``--max-dim``), some sites of 1-3
+rows, columns scaled by 10^U(-3, 3) (half the solves), nearly separable classes (a third of the
+classification solves: labels from a large-margin model), l2 log-uniform in [1e-5, 1e-1], a weight
+set (simplex, CVaR, chi-square, ERM) and a method (auto, sqp, hessian_free for the smooth losses;
+bundle for the non-smooth ones). Every client is an honest :class:`~drflmodel.client_oracle.Site`
+under the default :class:`~drflmodel.client_oracle.QueryPolicy` (its budgets), every answer checked
+(:class:`~drflmodel.client_oracle.CheckedChannel`). Counted: solves, statuses, honest clients
+*named* (a fault or a rejected answer: the target is 0), refusals by budget, rejections by check.
+
+Issue 39's "reveal floor" (a site of fewer than P + 1 rows refuses per-client gradient queries by
+default) is not applied here: the tiny sites run under an explicit policy without it, so the answer
+checks and budgets are exercised on them.
+
+Run: ``python benchmarks/sweep_honest.py --solves 0 200`` (``--transport flower`` for the Flower
+simulation grid, much slower; ``--max-dim`` bounds P). Prints one line per solve that named a client
+and a table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import drflmodel as dm  # noqa: E402
+from drflmodel.client_oracle import LocalChannel, PolicySite, QueryPolicy, Site, federated_solve  # noqa: E402
+
+LOSSES = ("squared", "huber", "logistic", "smooth_hinge", "hinge", "multinomial")
+
+
+def draw(seed: int, max_dim: int = 3000) -> tuple:
+    """``(problem, method, description)`` of solve ``seed`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    loss_name = LOSSES[seed % len(LOSSES)]
+    K = int(rng.integers(1, 11))
+    classes = int(rng.integers(3, 10)) if loss_name == "multinomial" else 1
+    big = rng.random() < 0.1
+    d_max = max(2, max_dim // classes) if big else max(2, min(40, max_dim // classes))
+    d = int(rng.integers(2, d_max + 1))
+    scaled = rng.random() < 0.5
+    separable = loss_name in ("logistic", "smooth_hinge", "hinge", "multinomial") and rng.random() < 0.35
+    scale = 10.0 ** rng.uniform(-3, 3, size=d - 1) if scaled else np.ones(d - 1)
+    sizes = [int(rng.integers(1, 4)) if rng.random() < 0.3 else int(rng.integers(10, 80)) for _ in range(K)]
+    W = rng.normal(size=(d - 1, max(classes, 1))) / scale[:, None] * (8.0 if separable else 1.0)
+    Xs, ys = [], []
+    for i, n in enumerate(sizes):
+        X = np.hstack([np.ones((n, 1)), rng.normal(size=(n, d - 1)) * scale])
+        s = X[:, 1:] @ W
+        if loss_name in ("squared", "huber"):
+            y = s[:, 0] + rng.normal(size=n)
+        elif loss_name == "multinomial":
+            y = np.argmax(s + (0 if separable else rng.gumbel(size=s.shape)), axis=1)
+        else:
+            y = np.where(s[:, 0] + (0 if separable else rng.logistic(size=n)) > 0, 1.0, -1.0)
+        Xs.append(X)
+        ys.append(y)
+    if loss_name == "multinomial":                       # every class held by some client
+        for k in range(classes):
+            if not any(np.any(y == k) for y in ys):
+                ys[int(rng.integers(K))][0] = k
+        task = "multiclass"
+    else:
+        task = "regression" if loss_name in ("squared", "huber") else "classification"
+    fed = dm.Federation.from_arrays(Xs, ys, task=task, classes=list(range(classes)) if task == "multiclass" else None)
+    loss = {"squared": dm.losses.Squared(), "huber": dm.losses.Huber(1.0), "logistic": dm.losses.Logistic(),
+            "smooth_hinge": dm.losses.SmoothHinge(), "hinge": dm.losses.Hinge(),
+            "multinomial": dm.losses.Multinomial()}[loss_name]
+    l2 = float(10.0 ** rng.uniform(-5, -1))
+    wname = ["simplex", "cvar", "chi2", "erm"][int(rng.integers(4))] if K > 1 else "erm"
+    sizes_ = np.asarray(sizes, float)
+    weights = {"simplex": lambda: dm.sets.Simplex(K), "cvar": lambda: dm.sets.CVaR(K, 0.5),
+               "chi2": lambda: dm.sets.ChiSquare(K, 0.1),
+               "erm": lambda: dm.sets.HCVaR(sizes_ / sizes_.sum(), 1.0)}[wname]()
+    prob = dm.FederatedDRO(fed, loss, weights=weights, l2=l2)
+    smooth = np.isfinite(loss.smoothness)
+    method = ["auto", "sqp", "hessian_free"][int(rng.integers(3))] if smooth else "auto"
+    if loss_name == "squared" and method == "hessian_free":
+        method = "auto"                                   # a federated quadratic is solved from its statistics
+    desc = (f"{loss_name} K={K} P={d * max(classes, 1)} sizes={sizes} scaled={scaled} separable={separable} "
+            f"l2={l2:.2g} {wname} {method}")
+    return prob, method, desc
+
+
+def run_one(seed: int, max_dim: int) -> dict:
+    prob, method, desc = draw(seed, max_dim)
+    sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy()) for i in range(prob.n_clients)]
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = federated_solve(prob, LocalChannel(sites), method=method)
+    fed = sol.info.get("federated", {})
+    fault = sol.info.get("fault")
+    return {"seed": seed, "desc": desc, "status": sol.status, "fault": fault,
+            "rejections": fed.get("rejections", []), "seconds": time.perf_counter() - started,
+            "exchanges": fed.get("exchanges", fed.get("rounds"))}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--solves", type=int, nargs=2, default=(0, 60), help="seed range [a, b)")
+    ap.add_argument("--max-dim", type=int, default=3000)
+    args = ap.parse_args(argv)
+    statuses, named, checks, runs = Counter(), 0, Counter(), 0
+    t0 = time.perf_counter()
+    for seed in range(*args.solves):
+        r = run_one(seed, args.max_dim)
+        runs += 1
+        statuses[r["status"]] += 1
+        for rej in r["rejections"]:
+            checks[rej["check"]] += 1
+        if r["fault"] is not None or r["rejections"]:
+            named += 1
+            what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"
+            print(f"NAMED seed={seed} {r['desc']}: {what[:300]}", flush=True)
+    print(f"{runs} honest solves in {time.perf_counter() - t0:.0f} s; solves naming an honest client: {named}; "
+          f"statuses {dict(statuses)}; rejections by check {dict(checks)}")
+
+
+if __name__ == "__main__":
+    main()
