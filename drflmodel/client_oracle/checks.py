@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Violation", "ROUNDING", "Magnitudes", "gamma", "EXTRA_TERMS", "finite", "shape", "value_range", "value_at_zero", "value_lipschitz",
+__all__ = ["Violation", "ROUNDING", "Magnitudes", "gamma", "EXTRA_TERMS", "mean_squared_norm_at_zero", "finite", "shape", "value_range", "value_at_zero", "value_lipschitz",
            "gradient_length",
            "hessian_psd", "hessian_size", "hvp_psd", "statistics_gram", "same_value",
            "first_order_convexity", "monotone_gradients", "curvature_matches_gradients", "hvp_symmetry",
@@ -115,6 +115,21 @@ class Magnitudes:
     row_norm: float | None = None
     lipschitz: float = math.inf
     smoothness: float = math.inf
+    mean_squared_norm: float | None = None
+
+    @property
+    def _norms(self) -> tuple[float, float] | None:
+        r"""``(r1, r2)`` with :math:`\frac1N\sum_j\|x_j\|\le r_1` and :math:`\frac1N\sum_j\|x_j\|^2\le r_2`:
+        from the mean squared norm :math:`q` when known (:math:`\sqrt q`, :math:`q`; Jensen), else from
+        the row norm (:math:`R`, :math:`R^2`); ``None`` when neither is known."""
+        if self.mean_squared_norm is not None:
+            q = max(float(self.mean_squared_norm), 0.0)
+            if self.row_norm is not None:
+                return min(math.sqrt(q), self.row_norm), min(q, self.row_norm ** 2)
+            return math.sqrt(q), q
+        if self.row_norm is not None:
+            return float(self.row_norm), float(self.row_norm) ** 2
+        return None
 
     @property
     def gamma(self) -> float:
@@ -130,19 +145,19 @@ class Magnitudes:
         return None
 
     def value_error(self, value: float, theta_norm: float) -> float | None:
-        r""":math:`\gamma_m(|h|+GR\|\theta\|)` (``None`` without :math:`R`)."""
-        G = self._slope(value)
-        if self.row_norm is None or G is None:
+        r""":math:`\gamma_m(|h|+GR\|\theta\|)` (``None`` without :math:`R`; :math:`R` may be replaced by the
+        root mean squared norm: :math:`\frac1N\sum_j\|\nabla\ell_j\|\|x_j\|\le G\sqrt q` by Cauchy-Schwarz)."""
+        G, norms = self._slope(value), self._norms
+        if norms is None or G is None:
             return None
-        return self.gamma * (abs(value) + G * self.row_norm * theta_norm)
+        return self.gamma * (abs(value) + G * norms[0] * theta_norm)
 
     def gradient_error(self, value: float, theta_norm: float) -> float | None:
         r""":math:`\gamma_m(GR+\beta R^2\|\theta\|)` (``None`` without :math:`R` or :math:`\beta`)."""
-        G = self._slope(value)
-        if self.row_norm is None or G is None or not np.isfinite(self.smoothness):
+        G, norms = self._slope(value), self._norms
+        if norms is None or G is None or not np.isfinite(self.smoothness):
             return None
-        R = self.row_norm
-        return self.gamma * (G * R + self.smoothness * R * R * theta_norm)
+        return self.gamma * (G * norms[0] + self.smoothness * norms[1] * theta_norm)
 
     @property
     def curvature(self) -> float:
@@ -150,10 +165,26 @@ class Magnitudes:
         return float(self.smoothness) * (1.0 if self.outputs == 1 else 4.0)
 
     def hessian_error(self) -> float | None:
-        r""":math:`\gamma_m\,c\,R^2`, a bound on the 2-norm of a computed Hessian's error."""
-        if self.row_norm is None or not np.isfinite(self.smoothness):
+        r""":math:`\gamma_m\,c\,R^2` (or :math:`c` times the mean squared norm), a bound on the 2-norm of
+        a computed Hessian's error."""
+        norms = self._norms
+        if norms is None or not np.isfinite(self.smoothness):
             return None
-        return self.gamma * self.curvature * self.row_norm ** 2
+        return self.gamma * self.curvature * norms[1]
+
+
+def mean_squared_norm_at_zero(hessian, outputs: int) -> float | None:
+    r"""The mean squared row norm :math:`\frac1N\sum_j\|x_j\|^2` read off a softmax Hessian at
+    :math:`\theta=0` (every row's probabilities are exactly :math:`1/K` there, so
+    :math:`\nabla^2h(0)=\frac1N\sum_jx_jx_j^\top\otimes(I/K-\mathbf 1\mathbf 1^\top/K^2)` and
+    :math:`\mathrm{tr}\nabla^2h(0)=\frac{K-1}K\frac1N\sum_j\|x_j\|^2`); raised by :math:`\gamma_{P+16}`
+    for the trace's own rounding. The magnitude a softmax Hessian's check needs when the client
+    declared no row norm (``None`` for a scalar score)."""
+    K = int(outputs)
+    if K < 2:
+        return None
+    H = np.asarray(hessian, float)
+    return float(np.trace(H)) * K / (K - 1) * (1.0 + gamma(H.shape[0] + EXTRA_TERMS))
 
 
 def _two_values(magnitudes: Magnitudes | None, value_a: float, theta_a, value_b: float, theta_b) -> float | None:

@@ -228,6 +228,11 @@ class FederatedObjectives(_ServerObjectives):
         e = self._entry(theta)
         want = {i for i in range(self.n) if lam[i] > 0} if hessian else set()
         missing_h = sorted(want - set(e["hess"]))
+        if missing_h and self.n_outputs > 1 and hasattr(self.channel, "books"):
+            # a checked softmax Hessian (A - Z'Z: its diagonal cancels on saturated rows) needs the row
+            # norm for its rounding allowance (checks.Magnitudes); the self-concordance bound asks it
+            # anyway, once -- asked before the first Hessian instead
+            self.max_row_norms()
         if e["grads"] is None or missing_h:
             ask = range(self.n) if e["grads"] is None else missing_h
             got = self.channel.ask("evaluate", {"theta": theta}, clients=ask,

@@ -96,9 +96,12 @@ class ClientBook:
     def magnitudes(self) -> check.Magnitudes:
         """What the checks' rounding allowances are made of (:class:`.checks.Magnitudes`)."""
         loss = self.loss
+        zero = self.records.get(np.zeros(self.dim or 0).tobytes()) if self.dim else None
+        msn = (check.mean_squared_norm_at_zero(zero.hessian, self.outputs)
+               if zero is not None and zero.hessian is not None else None)
         return check.Magnitudes(rows=self.rows or 1, dim=self.dim or 1, outputs=self.outputs, row_norm=self.row_norm,
                                 lipschitz=float(getattr(loss, "lipschitz", np.inf)),
-                                smoothness=float(getattr(loss, "smoothness", np.inf)))
+                                smoothness=float(getattr(loss, "smoothness", np.inf)), mean_squared_norm=msn)
 
     # ------------------------------------------------------------------ one new answer
     def validate(self, query: str, request: dict, options: dict, answer: dict) -> check.Violation | None:
