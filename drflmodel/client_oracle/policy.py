@@ -109,6 +109,16 @@ class QueryPolicy:
                 ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
                  "bound_terms")}}
 
+    def admit_plan(self, plan, who: str = "site") -> None:
+        """Accept a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` (stated with its first query)
+        or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
+        -- at the start of the route, before it has answered anything of it."""
+        from .plan import plan_refusal
+
+        why = plan_refusal(self, plan)
+        if why is not None:
+            raise QueryRefused(f"{who} refuses the route's plan: {why}")
+
 
 class PolicySite:
     """A :class:`~drflmodel.client_oracle.Site` that answers only what ``policy`` allows; ``counts``
@@ -127,6 +137,10 @@ class PolicySite:
         return int(np.asarray(declared["features"]).reshape(-1)[0]) * int(np.asarray(declared["outputs"]).reshape(-1)[0])
 
     def answer(self, query: str, arrays: dict | None = None, options: dict | None = None) -> dict:
+        if (options or {}).get("plan") is not None:      # a route states its plan with its first query
+            from .plan import QueryPlan
+
+            self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"))
         dim = self.dim if query == "values" else 1
         self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"))
         out = self.site.answer(query, arrays, options)

@@ -45,6 +45,7 @@ class RemoteMatrixFree:
         self._feature_norms = None
         self._mean_squared_norm = None
         self._column_moments = None
+        self.plan = None                             # the route's QueryPlan, once announced
 
     @property
     def n(self) -> int:
@@ -62,9 +63,23 @@ class RemoteMatrixFree:
     def n_rows(self) -> int:
         return int(self.sizes.sum())
 
+    def announce(self, plan) -> None:
+        """State the route's :class:`~drflmodel.client_oracle.plan.QueryPlan` to every client with the
+        route's first query (the bound terms and column statistics at :math:`\theta=0`, asked anyway):
+        a client whose policy does not admit it refuses there, by name, before answering anything of
+        the route. Every later query is counted against the plan (:meth:`QueryPlan.spend`) before it is
+        sent."""
+        self.plan = plan
+        self.bound_terms(np.zeros(self.dim), columns=True, announce=True)
+
+    def _spend(self, kind: str) -> None:
+        if self.plan is not None:
+            self.plan.spend(kind)
+
     def at(self, theta) -> "RemotePoint":
         """The clients' values and gradients at ``theta`` (one exchange)."""
         theta = np.array(theta, float)
+        self._spend("evaluations")
         values, grads, _ = self.oracle.evaluate(theta, hessian=False)
         return RemotePoint(self, theta, values, grads)
 
@@ -75,17 +90,21 @@ class RemoteMatrixFree:
         return self.at(theta)
 
     def values(self, theta) -> np.ndarray:
+        self._spend("values")
         return self.oracle.values(theta)
 
-    def bound_terms(self, theta: np.ndarray, columns: bool = False) -> dict:
+    def bound_terms(self, theta: np.ndarray, columns: bool = False, announce: bool = False) -> dict:
         """The clients' ``bound_terms`` answers at ``theta`` (one exchange per point, kept); ``columns``
         asks the column statistics with them (at :math:`\theta=0`, once)."""
         key = theta.tobytes()
-        if key not in self._bound_terms or (columns and self._column_moments is None):
+        if key not in self._bound_terms or (columns and self._column_moments is None) or announce:
             j0 = self.layout.intercept_column
             options = {"intercept_column": -1 if j0 is None else int(j0)}
             if columns:
                 options["columns"] = 1
+            if announce and self.plan is not None:
+                options["plan"] = self.plan.wire()
+            self._spend("bound_terms")
             got = self.oracle.channel.ask("bound_terms", {"theta": theta}, options=options)
             answers = [got[i] for i in range(self.n)]
             while len(self._bound_terms) >= 4:           # a few recent points

@@ -65,6 +65,7 @@ from ...sets import ChiSquare, QFFL, WeightSet, LpBall, feasible_weights
 from ...solution import relative_gap, status_from_gap
 from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, hessian_free_structure_refusal
 from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
+from ...client_oracle.plan import PlanExhausted
 from ..engine.memory import (dense_route_bytes, dense_route_refusal, format_bytes, matrix_free_route_bytes,
                              memory_reason)
 from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
@@ -133,10 +134,14 @@ class HessianFreeRoute(Route):
     iterate certified within ``gap_tol``; a smaller value goes on, down to the floor the bound's
     floating-point allowance sets, about :math:`10^{-16}N` relative) and ``precondition`` (default
     ``True``: the diagonal scaling of :func:`diagonal_scaling`; ``False``: the steps in
-    :math:`\theta` itself)."""
+    :math:`\theta` itself) and ``plan`` (a federated server only: the
+    :class:`~drflmodel.client_oracle.plan.QueryPlan` stated to the clients before the first query; default
+    :func:`~drflmodel.client_oracle.plan.hessian_free_plan`, the default policy's budgets -- the route
+    stops at the plan's first limit with its best certificate, ``info["plan"]``)."""
 
     name = "hessian_free"
-    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None, "precondition": True}
+    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None, "precondition": True,
+               "plan": None}
     #: values and gradients, and the bound's per-client means (the Hessian-vector-product kind): in
     #: process computed from the rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`, one pass
     #: per evaluation), on a federated server answered by the clients (``evaluate`` and
@@ -211,6 +216,26 @@ class HessianFreeRoute(Route):
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
+        plan = _announce(mf, opts["plan"])
+        try:
+            return self._run(problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started)
+        except PlanExhausted as exc:               # the server's own limit: the best certificate met, if any
+            plan.final = True                      # the reserve: one last certificate at the last point
+            try:
+                if certifier.last is not None:
+                    certifier.check(certifier.last, {}, force=True)
+            except PlanExhausted:
+                pass
+            if certifier.best is None:
+                failed = problem.failed_solution([{"method": self.name, "plan": plan.to_dict(), "reason": str(exc)}])
+                failed.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+                return failed
+            sol = self._finish(problem, request, mf, certifier, [], 0, algorithm, [], None, started, started)
+            sol.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+            return sol
+
+    def _run(self, problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started):
+        opts = request.options
         scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
         if algorithm == "sqp":
@@ -232,12 +257,21 @@ class HessianFreeRoute(Route):
                     break
         if certifier.best is None:
             return problem.failed_solution([{"method": self.name, "history": history[-20:]}])
+        sol = self._finish(problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
+                           started, started + setup)
+        if plan is not None:
+            sol.info["plan"] = plan.to_dict()
+        return sol
+
+    def _finish(self, problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
+                started, setup_done):
         t0 = time.perf_counter()
         sol = _solution(problem, mf, certifier.best[1])
         certificate = certifier.seconds + time.perf_counter() - t0
         sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
         keep_warm_start(problem, sol.theta)
         total = time.perf_counter() - started
+        setup = setup_done - started
         sol.info.update({"iterations": len(history), "evaluations": evaluations, "history": history,
                          "gap_tol": request.gap_tol, "algorithm": algorithm, "smoothing": stages,
                          "preconditioned": scaling is not None,
@@ -304,6 +338,27 @@ def diagonal_scaling(mf) -> np.ndarray | None:
     diagonal = beta * np.tile(column, mf.n_outputs) + mf.penalty_diagonal
     diagonal = np.where(diagonal > 0, diagonal, 1.0)
     return 1.0 / np.sqrt(diagonal)
+
+
+def _announce(mf, plan):
+    """On a federated server (matrix-free objectives with ``announce``), the route's plan stated to the
+    clients before its first query (``plan``: a :class:`~drflmodel.client_oracle.plan.QueryPlan`, or
+    ``None`` for :func:`~drflmodel.client_oracle.plan.hessian_free_plan`); ``None`` in process."""
+    announce = getattr(mf, "announce", None)
+    if announce is None:
+        return None
+    from ...client_oracle.plan import QueryPlan, hessian_free_plan
+
+    if plan is None:
+        plan = hessian_free_plan()
+    elif not isinstance(plan, QueryPlan):
+        from ...errors import InvalidParameterError
+
+        raise InvalidParameterError(f"plan must be a drflmodel.client_oracle.plan.QueryPlan or None; got "
+                                    f"{type(plan).__name__}")
+    plan.used = {}
+    announce(plan)
+    return plan
 
 
 def _weight_model(problem):

@@ -81,6 +81,7 @@ class Certifier:
         self._certify, self.gap_tol = certify, gap_tol
         self.tol = gap_tol if tol is None else min(tol, gap_tol)
         self.best, self.seconds, self._since_halved = None, 0.0, 0
+        self.last = None                     # the last evaluation offered (a plan's last certificate)
 
     @property
     def closed(self) -> bool:
@@ -90,6 +91,7 @@ class Certifier:
 
     def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
         """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
+        self.last = ev
         t0 = time.perf_counter()
         cert = self._certify(ev, force)
         self.seconds += time.perf_counter() - t0
