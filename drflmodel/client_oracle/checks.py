@@ -532,10 +532,14 @@ def curvature_matches_gradients(theta_a, gradient_a, hessian_a, theta_b, gradien
     grads = _two_gradients(magnitudes, theta_a, theta_b, values)
     herr = None if magnitudes is None else magnitudes.hessian_error()
     if grads is not None and herr is not None:
-        stretch = max(1.0, hi / phi) if phi > 0 and np.isfinite(hi) else (math.inf if not np.isfinite(hi) else 1.0)
-        slack = nd * grads + nd * nd * herr * stretch + gamma(d.size + EXTRA_TERMS) * (
-            nd * float(np.linalg.norm(ga) + np.linalg.norm(gb)) + abs(phi) * max(1.0, stretch))
-        if lo - slack <= inner <= hi + slack:
+        # d'Hd errs by ||d||^2 herr (and the server's product); the range [lo, hi] stretches that error
+        # by at most max(1, (e^c - 1)/c); an infinite hi (c > 700) bounds nothing above
+        stretch = 1.0 if c <= 1e-12 else (max(1.0, math.expm1(c) / c) if c <= 700 else math.inf)
+        phi_err = nd * nd * herr + gamma(d.size + EXTRA_TERMS) * abs(phi)
+        inner_err = nd * grads + gamma(d.size + EXTRA_TERMS) * nd * float(np.linalg.norm(ga) + np.linalg.norm(gb))
+        low_ok = inner >= lo - (inner_err + phi_err)
+        high_ok = (not np.isfinite(hi)) or not np.isfinite(stretch) or inner <= hi + inner_err + phi_err * stretch
+        if low_ok and high_ok:
             return None
         return Violation("curvature vs gradients",
                          f"d'(g_b - g_a) = {inner:.10g}, but the Hessian gives d'Hd = {phi:.10g} and allows "
