@@ -91,39 +91,71 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     return prob, method, desc
 
 
-def run_one(seed: int, max_dim: int) -> dict:
+def run_one(seed: int, max_dim: int, transport: str = "local") -> dict:
     prob, method, desc = draw(seed, max_dim)
-    sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy()) for i in range(prob.n_clients)]
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sol = federated_solve(prob, LocalChannel(sites), method=method)
+        if transport == "flower":
+            from drflmodel import flower as dmf
+
+            sol = dmf.certified_solve(prob, method=method)
+        else:
+            # an explicit policy: the default budgets, and no reveal floor for the 1-3-row sites
+            sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy()) for i in range(prob.n_clients)]
+            sol = federated_solve(prob, LocalChannel(sites), method=method)
     fed = sol.info.get("federated", {})
-    fault = sol.info.get("fault")
-    return {"seed": seed, "desc": desc, "status": sol.status, "fault": fault,
+    return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": sol.status, "fault": sol.info.get("fault"),
             "rejections": fed.get("rejections", []), "seconds": time.perf_counter() - started,
-            "exchanges": fed.get("exchanges", fed.get("rounds"))}
+            "exchanges": fed.get("exchanges"), "route": sol.info.get("method"),
+            "evaluations": (fed.get("queries") or {}).get("evaluate", {}).get("exchanges", 0),
+            "plan_exhausted": "exhausted" in (sol.info.get("plan") or {})}
 
 
 def main(argv=None):
+    from drflmodel.client_oracle import checks
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--solves", type=int, nargs=2, default=(0, 60), help="seed range [a, b)")
     ap.add_argument("--max-dim", type=int, default=3000)
+    ap.add_argument("--transport", choices=("local", "flower"), default="local")
     args = ap.parse_args(argv)
-    statuses, named, checks, runs = Counter(), 0, Counter(), 0
+    rows, checks_seen = {}, Counter()
     t0 = time.perf_counter()
+    evaluations = []
     for seed in range(*args.solves):
-        r = run_one(seed, args.max_dim)
-        runs += 1
-        statuses[r["status"]] += 1
+        r = run_one(seed, args.max_dim, args.transport)
+        row = rows.setdefault(r["loss"], Counter())
+        row["solves"] += 1
+        row[r["status"]] += 1
+        row["plan stop"] += int(r["plan_exhausted"])
+        if r["route"] == "hessian_free":
+            evaluations.append(r["evaluations"])
         for rej in r["rejections"]:
-            checks[rej["check"]] += 1
+            checks_seen[rej["check"]] += 1
         if r["fault"] is not None or r["rejections"]:
-            named += 1
+            row["named"] += 1
             what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"
             print(f"NAMED seed={seed} {r['desc']}: {what[:300]}", flush=True)
-    print(f"{runs} honest solves in {time.perf_counter() - t0:.0f} s; solves naming an honest client: {named}; "
-          f"statuses {dict(statuses)}; rejections by check {dict(checks)}")
+    total = Counter()
+    print(f"\n{args.transport}: seeds {args.solves[0]}..{args.solves[1] - 1}, max P {args.max_dim}, "
+          f"{time.perf_counter() - t0:.0f} s\n")
+    print("| loss | solves | optimal | optimal_within_gap | other | stopped by the route's plan | honest clients named |")
+    print("|---|---|---|---|---|---|---|")
+    for loss in LOSSES:
+        c = rows.get(loss, Counter())
+        other = c["solves"] - c["optimal"] - c["optimal_within_gap"]
+        total.update(c)
+        print(f"| {loss} | {c['solves']} | {c['optimal']} | {c['optimal_within_gap']} | {other} | {c['plan stop']} "
+              f"| {c['named']} |")
+    other = total["solves"] - total["optimal"] - total["optimal_within_gap"]
+    print(f"| all | {total['solves']} | {total['optimal']} | {total['optimal_within_gap']} | {other} | "
+          f"{total['plan stop']} | {total['named']} |")
+    if evaluations:
+        e = np.asarray(evaluations)
+        print(f"\nhessian_free solves: {e.size}; evaluate exchanges median {np.median(e):.0f}, 95th percentile "
+              f"{np.percentile(e, 95):.0f}, max {e.max()}")
+    print(f"rejections by check: {dict(checks_seen)}; decisions on the fallback allowance: {dict(checks.FALLBACKS)}")
 
 
 if __name__ == "__main__":
