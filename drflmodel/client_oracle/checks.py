@@ -95,6 +95,8 @@ EXTRA_TERMS = 16
 ROUNDING = 1e4
 #: how many decisions took the fallback (by check name): a record for the sweep, not a switch
 FALLBACKS: dict = {}
+#: the allowance of each check's latest comparison ("derived" or "fallback"): a violation says which
+_DECIDED: dict = {}
 
 
 def gamma(m: float) -> float:
@@ -214,7 +216,9 @@ def _allow(check: str, derived: float | None, visible_scale: float, server_terms
     :data:`ROUNDING` :math:`\epsilon` times the visible scale (counted in :data:`FALLBACKS`)."""
     if derived is None:
         FALLBACKS[check] = FALLBACKS.get(check, 0) + 1
+        _DECIDED[check] = "fallback"
         return _tol(visible_scale)
+    _DECIDED[check] = "derived"
     return float(derived) + gamma(server_terms + EXTRA_TERMS) * max(float(visible_scale), np.finfo(float).tiny)
 
 
@@ -225,6 +229,14 @@ class Violation:
     check: str
     detail: str
     numbers: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        # a rejection decided on the fallback allowance may be the server's own limit: say so
+        if _DECIDED.pop(self.check, None) == "fallback":
+            self.detail += (" [decided on the fallback allowance (ROUNDING eps x the scale visible in the answers): "
+                            "the client's magnitudes were unknown (no row norm declared), so this may be the "
+                            "server's own limit rather than a wrong answer]")
+            self.numbers = {**self.numbers, "fallback_allowance": 1.0}
 
     def __str__(self) -> str:
         return f"{self.check}: {self.detail}"
@@ -338,14 +350,17 @@ def _psd_defect(M, magnitudes: Magnitudes | None = None, cancellation: bool = Fa
     Without the magnitudes: the scaled test with the fallback :data:`ROUNDING`."""
     M = 0.5 * (np.asarray(M, float) + np.asarray(M, float).T)
     P = M.shape[0]
-    g = None if magnitudes is None else magnitudes.gamma
+    unknown = magnitudes is None or (cancellation and magnitudes.hessian_error() is None)
+    g = None if unknown else magnitudes.gamma
     eig = gamma(P + EXTRA_TERMS)
     diag = np.diag(M)
     scale = float(np.max(np.abs(diag))) if P else 0.0
     if g is None:
         FALLBACKS[name] = FALLBACKS.get(name, 0) + 1
+        _DECIDED[name] = "fallback"
         diag_floor, scaled_tol = -np.zeros_like(diag), _tol(1.0) * P
     else:
+        _DECIDED[name] = "derived"
         diag_floor, scaled_tol = -(g + eig) * np.abs(diag), (g + eig) * P
     bad_diag = diag < diag_floor
     if not bad_diag.any():
@@ -357,14 +372,12 @@ def _psd_defect(M, magnitudes: Magnitudes | None = None, cancellation: bool = Fa
     else:
         k = int(np.argmin(diag - diag_floor))
         scaled = (float(diag[k]), float(diag.max()))
-    if cancellation and magnitudes is not None:
+    if cancellation and not unknown:
         error = magnitudes.hessian_error()
-        if error is not None:
-            ev = np.linalg.eigvalsh(M)
-            if ev[0] >= -(error + eig * max(abs(float(ev[0])), abs(float(ev[-1])), scale)):
-                return None
-            return float(ev[0]), float(ev[-1])
-        FALLBACKS[name] = FALLBACKS.get(name, 0) + 1
+        ev = np.linalg.eigvalsh(M)
+        if ev[0] >= -(error + eig * max(abs(float(ev[0])), abs(float(ev[-1])), scale)):
+            return None
+        return float(ev[0]), float(ev[-1])
     return scaled
 
 
@@ -546,6 +559,7 @@ def curvature_matches_gradients(theta_a, gradient_a, hessian_a, theta_b, gradien
                          f"[{lo:.10g}, {hi:.10g}] (c = M R ||d|| = {c:.3g})",
                          {"inner": inner, "dHd": phi, "low": lo, "high": hi})
     FALLBACKS["curvature vs gradients"] = FALLBACKS.get("curvature vs gradients", 0) + 1
+    _DECIDED["curvature vs gradients"] = "fallback"
     low_norm, high_norm = _spectral_norm_bounds(H)
     if not outside(low_norm):                 # inside with the smaller allowance: inside with the exact one
         return None
