@@ -64,10 +64,12 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
             y = np.where(s[:, 0] + (0 if separable else rng.logistic(size=n)) > 0, 1.0, -1.0)
         Xs.append(X)
         ys.append(y)
-    if loss_name == "multinomial":                       # every class held by some client
-        for k in range(classes):
+    if loss_name == "multinomial":                       # every class held by some client: relabel a row
+        for k in range(classes):                         # whose class has another row
             if not any(np.any(y == k) for y in ys):
-                ys[int(rng.integers(K))][0] = k
+                counts = np.bincount(np.concatenate(ys).astype(int), minlength=classes)
+                i, j = next((i, j) for i, y in enumerate(ys) for j in range(y.size) if counts[int(y[j])] > 1)
+                ys[i][j] = k
         task = "multiclass"
     else:
         task = "regression" if loss_name in ("squared", "huber") else "classification"

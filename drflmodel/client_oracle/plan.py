@@ -90,7 +90,7 @@ class QueryPlan:
                 "derivation": self.derivation, "used": dict(self.used)}
 
 
-def hessian_free_plan(evaluations: int = 400, bound_terms: int = 400, values: int = 600) -> QueryPlan:
+def hessian_free_plan(evaluations: int = 1000, bound_terms: int = 1000, values: int = 1500) -> QueryPlan:
     """The Hessian-free route's plan on a federated server (module docstring). The steps stop short of
     the limits by a reserve for one last certificate at the last point (its bound terms, and the
     intercepts' polish: up to 30 Newton steps, each one evaluation, one bound-term answer and a few
