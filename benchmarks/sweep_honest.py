@@ -114,34 +114,12 @@ def run_one(seed: int, max_dim: int, transport: str = "local") -> dict:
             "plan_exhausted": "exhausted" in (sol.info.get("plan") or {})}
 
 
-def main(argv=None):
+def table(rows: dict, evaluations: list, checks_seen: Counter, header: str) -> None:
+    """The sweep's Markdown table (per loss: solves, statuses, stops by the route's plan, clients named)."""
     from drflmodel.client_oracle import checks
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--solves", type=int, nargs=2, default=(0, 60), help="seed range [a, b)")
-    ap.add_argument("--max-dim", type=int, default=3000)
-    ap.add_argument("--transport", choices=("local", "flower"), default="local")
-    args = ap.parse_args(argv)
-    rows, checks_seen = {}, Counter()
-    t0 = time.perf_counter()
-    evaluations = []
-    for seed in range(*args.solves):
-        r = run_one(seed, args.max_dim, args.transport)
-        row = rows.setdefault(r["loss"], Counter())
-        row["solves"] += 1
-        row[r["status"]] += 1
-        row["plan stop"] += int(r["plan_exhausted"])
-        if r["route"] == "hessian_free":
-            evaluations.append(r["evaluations"])
-        for rej in r["rejections"]:
-            checks_seen[rej["check"]] += 1
-        if r["fault"] is not None or r["rejections"]:
-            row["named"] += 1
-            what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"
-            print(f"NAMED seed={seed} {r['desc']}: {what[:300]}", flush=True)
     total = Counter()
-    print(f"\n{args.transport}: seeds {args.solves[0]}..{args.solves[1] - 1}, max P {args.max_dim}, "
-          f"{time.perf_counter() - t0:.0f} s\n")
+    print(f"\n{header}\n")
     print("| loss | solves | optimal | optimal_within_gap | other | stopped by the route's plan | honest clients named |")
     print("|---|---|---|---|---|---|---|")
     for loss in LOSSES:
@@ -157,7 +135,36 @@ def main(argv=None):
         e = np.asarray(evaluations)
         print(f"\nhessian_free solves: {e.size}; evaluate exchanges median {np.median(e):.0f}, 95th percentile "
               f"{np.percentile(e, 95):.0f}, max {e.max()}")
-    print(f"rejections by check: {dict(checks_seen)}; decisions on the fallback allowance: {dict(checks.FALLBACKS)}")
+    print(f"rejections by check: {dict(checks_seen)}; decisions on the fallback allowance: {dict(checks.FALLBACKS)}",
+          flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--solves", type=int, nargs=2, default=(0, 60), help="seed range [a, b)")
+    ap.add_argument("--max-dim", type=int, default=3000)
+    ap.add_argument("--transport", choices=("local", "flower"), default="local")
+    ap.add_argument("--every", type=int, default=0, help="print the table every this many solves (0: at the end)")
+    args = ap.parse_args(argv)
+    rows, checks_seen, evaluations = {}, Counter(), []
+    t0 = time.perf_counter()
+    for n, seed in enumerate(range(*args.solves), start=1):
+        r = run_one(seed, args.max_dim, args.transport)
+        row = rows.setdefault(r["loss"], Counter())
+        row["solves"] += 1
+        row[r["status"]] += 1
+        row["plan stop"] += int(r["plan_exhausted"])
+        if r["route"] == "hessian_free":
+            evaluations.append(r["evaluations"])
+        for rej in r["rejections"]:
+            checks_seen[rej["check"]] += 1
+        if r["fault"] is not None or r["rejections"]:
+            row["named"] += 1
+            what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"
+            print(f"NAMED seed={seed} {r['desc']}: {what[:300]}", flush=True)
+        if (args.every and n % args.every == 0) or seed == args.solves[1] - 1:
+            table(rows, evaluations, checks_seen, f"{args.transport}: seeds {args.solves[0]}..{seed}, max P "
+                                                  f"{args.max_dim}, {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":
