@@ -5,7 +5,8 @@ with 3-9 classes), K = 1..10 clients, d features (P = d K up to ``--max-dim``), 
 rows, columns scaled by 10^U(-3, 3) (half the solves), nearly separable classes (a third of the
 classification solves: labels from a large-margin model), l2 log-uniform in [1e-5, 1e-1], a weight
 set (simplex, CVaR, chi-square, ERM) and a method (auto, sqp, hessian_free for the smooth losses;
-bundle for the non-smooth ones). Every client is an honest :class:`~drflmodel.client_oracle.Site`
+bundle for the non-smooth ones; above P = 1,000 no forced sqp: its dense P x P Hessians on the wire would
+dominate the machine, and auto takes the Hessian-free route there). Every client is an honest :class:`~drflmodel.client_oracle.Site`
 under the default :class:`~drflmodel.client_oracle.QueryPolicy` (its budgets), every answer checked
 (:class:`~drflmodel.client_oracle.CheckedChannel`). Counted: solves, statuses, honest clients
 *named* (a fault or a rejected answer: the target is 0), refusals by budget, rejections by check.
@@ -88,6 +89,8 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     method = ["auto", "sqp", "hessian_free"][int(rng.integers(3))] if smooth else "auto"
     if loss_name == "squared" and method == "hessian_free":
         method = "auto"                                   # a federated quadratic is solved from its statistics
+    if method == "sqp" and d * max(classes, 1) > 1000:
+        method = "auto"                                   # dense P x P Hessians on the wire: auto's route instead
     desc = (f"{loss_name} K={K} P={d * max(classes, 1)} sizes={sizes} scaled={scaled} separable={separable} "
             f"l2={l2:.2g} {wname} {method}")
     return prob, method, desc
