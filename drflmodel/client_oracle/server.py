@@ -17,7 +17,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..objectives import ClientObjectives
 from ..problems.engine.queries import (EVERY_KIND, GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, ROWS, STATISTICS,
                                        VALUES)
-from .protocol import NEEDS_ROWS, unpack_symmetric
+from .protocol import NEEDS_ROWS, ClientFault, unpack_symmetric
 
 __all__ = ["DeclaredFederation", "FederatedObjectives", "StatisticsObjectives"]
 
@@ -218,6 +218,7 @@ class FederatedObjectives(_ServerObjectives):
             return self._known[theta.tobytes()] + self.penalty(theta)
         e = self._entry(theta)
         if e["values"] is None:
+            self._declare_magnitudes()
             got = self.channel.ask("values", {"theta": theta})
             e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
         return e["values"] + self.penalty(theta)
@@ -228,12 +229,8 @@ class FederatedObjectives(_ServerObjectives):
         e = self._entry(theta)
         want = {i for i in range(self.n) if lam[i] > 0} if hessian else set()
         missing_h = sorted(want - set(e["hess"]))
-        if missing_h and self.n_outputs > 1 and hasattr(self.channel, "books"):
-            # a checked softmax Hessian (A - Z'Z: its diagonal cancels on saturated rows) needs the row
-            # norm for its rounding allowance (checks.Magnitudes); the self-concordance bound asks it
-            # anyway, once -- asked before the first Hessian instead
-            self.max_row_norms()
         if e["grads"] is None or missing_h:
+            self._declare_magnitudes()
             ask = range(self.n) if e["grads"] is None else missing_h
             got = self.channel.ask("evaluate", {"theta": theta}, clients=ask,
                                    per_client_options={i: {"hessian": i in missing_h} for i in ask})
@@ -272,6 +269,22 @@ class FederatedObjectives(_ServerObjectives):
             raise InvalidParameterError("a quadratic loss is solved from sufficient statistics "
                                         "(StatisticsObjectives)")
         return np.full(self.n, float(self.penalty_diagonal.min()))
+
+    def _declare_magnitudes(self) -> None:
+        """Before the first checked value or gradient: the clients' row norms (one float each, asked
+        once; the self-concordance bounds ask them anyway), from which the answer checks derive their
+        rounding allowances (:class:`~drflmodel.client_oracle.checks.Magnitudes`: a value errs by
+        :math:`\\gamma_m(|h|+GR\\|\\theta\\|)`; without :math:`R` the checks fall back to a fixed multiple of
+        the visible scale, which rejected honest tiny and saturated clients). A client whose policy
+        refuses the row norm is asked nothing more about it; its checks use the fallback."""
+        if self._row_norms is not None or getattr(self, "_magnitudes_asked", False) or not hasattr(self.channel, "books"):
+            return
+        self._magnitudes_asked = True
+        try:
+            self.max_row_norms()
+        except ClientFault as fault:
+            if fault.kind != "refused":
+                raise
 
     def max_row_norms(self) -> np.ndarray:
         """Asked of the clients once (one float each), when the self-concordance bound needs it."""
