@@ -55,6 +55,8 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     separable = loss_name in ("logistic", "smooth_hinge", "hinge", "multinomial") and rng.random() < 0.35
     scale = 10.0 ** rng.uniform(-3, 3, size=d - 1) if scaled else np.ones(d - 1)
     sizes = [int(rng.integers(1, 4)) if rng.random() < 0.3 else int(rng.integers(10, 80)) for _ in range(K)]
+    if sum(sizes) < classes:                            # room for every class
+        sizes[0] += classes
     W = rng.normal(size=(d - 1, max(classes, 1))) / scale[:, None] * (8.0 if separable else 1.0)
     Xs, ys = [], []
     for i, n in enumerate(sizes):

@@ -157,8 +157,10 @@ class Magnitudes:
     def gradient_error(self, value: float, theta_norm: float) -> float | None:
         r""":math:`\gamma_m(GR+\beta R^2\|\theta\|)` (``None`` without :math:`R` or :math:`\beta`)."""
         G, norms = self._slope(value), self._norms
-        if norms is None or G is None or not np.isfinite(self.smoothness):
+        if norms is None or G is None:
             return None
+        if not np.isfinite(self.smoothness):       # a piecewise-linear loss: its derivative is exact between
+            return self.gamma * G * norms[0]         # kinks (a score's rounding only picks another subgradient)
         return self.gamma * (G * norms[0] + self.smoothness * norms[1] * theta_norm)
 
     @property
