@@ -17,7 +17,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..objectives import ClientObjectives
 from ..problems.engine.queries import (EVERY_KIND, GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, ROWS, STATISTICS,
                                        VALUES)
-from .protocol import NEEDS_ROWS, unpack_symmetric
+from .protocol import NEEDS_ROWS, ClientFault, unpack_symmetric
 
 __all__ = ["DeclaredFederation", "FederatedObjectives", "StatisticsObjectives"]
 
@@ -237,6 +237,7 @@ class FederatedObjectives(_ServerObjectives):
             return self._known[theta.tobytes()] + self.penalty(theta)
         e = self._entry(theta)
         if e["values"] is None:
+            self._declare_magnitudes()
             got = self.channel.ask("values", {"theta": theta})
             e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
         return e["values"] + self.penalty(theta)
@@ -248,6 +249,7 @@ class FederatedObjectives(_ServerObjectives):
         want = {i for i in range(self.n) if lam[i] > 0} if hessian else set()
         missing_h = sorted(want - set(e["hess"]))
         if e["grads"] is None or missing_h:
+            self._declare_magnitudes()
             ask = range(self.n) if e["grads"] is None else missing_h
             got = self.channel.ask("evaluate", {"theta": theta}, clients=ask,
                                    per_client_options={i: {"hessian": i in missing_h} for i in ask})
@@ -286,6 +288,22 @@ class FederatedObjectives(_ServerObjectives):
         which needs the data: :class:`StatisticsObjectives` reads it from the statistics (what a
         federated server builds when every client answers them)."""
         return np.full(self.n, float(self.penalty_diagonal.min()))
+
+    def _declare_magnitudes(self) -> None:
+        """Before the first checked value or gradient: the clients' row norms (one float each, asked
+        once; the self-concordance bounds ask them anyway), from which the answer checks derive their
+        rounding allowances (:class:`~drflmodel.client_oracle.checks.Magnitudes`: a value errs by
+        :math:`\\gamma_m(|h|+GR\\|\\theta\\|)`; without :math:`R` the checks fall back to a fixed multiple of
+        the visible scale, which rejected honest tiny and saturated clients). A client whose policy
+        refuses the row norm is asked nothing more about it; its checks use the fallback."""
+        if getattr(self, "_row_norms", None) is not None or getattr(self, "_magnitudes_asked", False) or not hasattr(self.channel, "books"):
+            return
+        self._magnitudes_asked = True
+        try:
+            self.max_row_norms()
+        except ClientFault as fault:
+            if fault.kind != "refused":
+                raise
 
     def smoothness(self):
         self._rows_needed("the per-client smoothness constant")

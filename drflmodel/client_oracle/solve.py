@@ -250,5 +250,9 @@ def _fault_message(fault: ClientFault, retries: int, returned_earlier: bool) -> 
     if fault.kind == "no answer":
         return what + "; no certificate over every client was completed"
     if fault.kind == "refused":
+        if "per run (" in fault.reasons[-1]:           # a budget met mid-solve: the server's demand
+            what += (" -- a budget reached mid-solve: the server's route asked more than this client's policy "
+                     "allows, which an honest client refuses too (the server's own limit, not a fault of the client; "
+                     "a route that states its plan up front is refused before any answer instead)")
         return what + "; a refused query ends the solve: no certificate is returned"
     return what + "; no certificate is returned (any earlier one used this client's answers)"
