@@ -121,7 +121,8 @@ def _solve(prob, method, desc, seed, transport, started) -> dict:
             sol = dmf.certified_solve(prob, method=method)
         else:
             # an explicit policy: the default budgets, and no reveal floor for the 1-3-row sites
-            sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy()) for i in range(prob.n_clients)]
+            sites = [PolicySite(Site.from_problem(prob, i), QueryPolicy(rows_above_parameters=False))
+                     for i in range(prob.n_clients)]
             sol = federated_solve(prob, LocalChannel(sites), method=method)
     fed = sol.info.get("federated", {})
     return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": sol.status, "fault": sol.info.get("fault"),

@@ -196,16 +196,6 @@ class QueryPolicy:
         return {"allow": list(self.allow), "min_rows": self.min_rows, "rows_above_parameters": self.rows_above_parameters,
                 **{k: getattr(self, k) for k in self._FIELDS}}
 
-
-def site_policy(node_config) -> QueryPolicy | None:
-    """The policy a site set for itself: the file named by ``node_config["query-policy"]`` (the
-    SuperNode's ``--node-config``, which no submitter reaches; :meth:`QueryPolicy.from_file`), or
-    ``None`` when the site named none."""
-    path = (node_config or {}).get(NODE_CONFIG_KEY)
-    if path is None or str(path) == "":
-        return None
-    return QueryPolicy.from_file(path)
-
     def admit_plan(self, plan, who: str = "site") -> None:
         """Accept a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` (stated with its first query)
         or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
@@ -215,6 +205,16 @@ def site_policy(node_config) -> QueryPolicy | None:
         why = plan_refusal(self, plan)
         if why is not None:
             raise QueryRefused(f"{who} refuses the route's plan: {why}")
+
+
+def site_policy(node_config) -> QueryPolicy | None:
+    """The policy a site set for itself: the file named by ``node_config["query-policy"]`` (the
+    SuperNode's ``--node-config``, which no submitter reaches; :meth:`QueryPolicy.from_file`), or
+    ``None`` when the site named none."""
+    path = (node_config or {}).get(NODE_CONFIG_KEY)
+    if path is None or str(path) == "":
+        return None
+    return QueryPolicy.from_file(path)
 
 
 class PolicySite:
