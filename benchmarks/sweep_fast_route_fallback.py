@@ -115,7 +115,7 @@ def newton_in_auto(args, rng):
             times["with newton"].append(t_sqp)
             times["without newton"].append(t_sqp)
             continue
-        newton_applies = next(r for r in problem.routes() if r.name == "newton").applies(problem.structure) is None
+        newton_applies = next(r for r in problem.routes() if r.name == "hessian_sqp").applies(problem.structure) is None
         order = ["newton", "conic"] if counts["instances"] % 2 else ["conic", "newton"]      # interleaved
         runs = {m: _timed(problem, m) for m in order if m != "newton" or newton_applies}
         conic, t_conic = runs["conic"]

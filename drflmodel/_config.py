@@ -38,7 +38,7 @@ types and missing files are errors naming the key and the expected type (one lin
     weights = { name = "chi_square", rho = 0.1 }   # dro / wasserstein weight set; relative uses A and B
 
     [solve]                     # optional: how the problem is solved (Problem.solve's arguments)
-    method = "auto"             # auto | a route of the family (e.g. "sqp", "conic", "bundle")
+    method = "auto"             # auto | a route of the family (e.g. "sqp", "conic", "level_bundle")
     solver = "CLARABEL"         # the CVXPY solver to try first (an installed one)
     gap_tol = 1e-6              # relative certificate gap below which the status is "optimal"
     options = { max_steps = 200 }   # the route's own options (e.g. relative's time_limit)
@@ -524,7 +524,10 @@ def solve_arguments(cfg: dict, problem, method=None, solver=None, gap_tol=None) 
     method = table.get("method", "auto") if method is None else method
     solver = table.get("solver") if solver is None else solver
     gap_tol = table.get("gap_tol", 1e-6) if gap_tol is None else gap_tol
+    from .problems.engine.route import method_name
+
     routes = [r.name for r in problem.routes()]
+    method = method_name(problem.routes(), method)
     if method != "auto" and method not in routes:
         raise ConfigError(f"{name('method')} must be one of auto, {', '.join(routes)} (the routes of family = "
                           f"\"{problem.family}\"); got {method!r}")

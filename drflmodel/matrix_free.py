@@ -126,6 +126,13 @@ class MatrixFreeObjectives:
         """:math:`\\frac1N\\sum_j\\|x_j\\|^2` (the scale of the loss's curvature in :math:`\\theta`)."""
         return float(np.mean(self.row_norms() ** 2))
 
+    def column_second_moments(self) -> np.ndarray:
+        r"""Per client (rows), the mean over its rows of every squared column,
+        :math:`\frac1{N_i}\sum_{j\in\mathcal C_i}x_{jk}^2`, shape ``(n, d)``: sums of the client's own
+        rows (their sum over :math:`k` is the mean :math:`\|x_j\|^2` of :meth:`RowPoint.allowance_terms`),
+        the column statistics the Hessian-free route's diagonal preconditioner is made of."""
+        return self.client_sums(self.X * self.X) / self.sizes[:, None]
+
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)
         if theta.shape != (self.dim,):

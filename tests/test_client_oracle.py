@@ -157,7 +157,7 @@ def test_the_federated_solve_is_the_dispatch_of_the_family_over_what_the_clients
     assert info["queries_needed"] == ["gradients", "hessians", "values"]
     assert "rows" not in info["queries_available"] and {"values", "gradients", "hessians"} <= set(info["queries_available"])
     with pytest.raises(dm.InvalidParameterError, match="method 'conic' needs the clients' rows: a federated server "
-                                                       "holds no row.*'sqp', 'bundle'"):
+                                                       "holds no row.*'sqp', 'level_bundle'"):
         federated_solve(prob, LocalChannel.from_problem(prob), method="conic")
 
 
@@ -178,3 +178,26 @@ def test_the_client_oracle_patches_nothing_and_switches_on_no_type():
                     if isinstance(target, ast.Attribute) and target.attr in ("objectives", "certify_at"):
                         found.append(f"{path.name}:{node.lineno} .{target.attr} =")
     assert not found, found
+
+
+def test_a_quadratic_loss_is_solved_with_or_without_the_clients_statistics():
+    """Squared loss: from the statistics (asked once, no row norm: M = 0 makes them unneeded) and,
+    when the clients do not answer statistics, from per-query objectives whose strong-convexity
+    modulus is the ridge's (it raised before); both certify the centralized optimum."""
+    from drflmodel.problems.engine.queries import EVERY_KIND, ROWS, STATISTICS
+
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=[6, 9, 7], seed=3)
+    prob = dm.FederatedDRO(fed, dm.losses.Squared(), dm.sets.Simplex(3), l2=0.1)
+    central = prob.solve()
+    for kinds, cls in ((None, StatisticsObjectives), (EVERY_KIND - {ROWS, STATISTICS}, FederatedObjectives)):
+        channel = LocalChannel.from_problem(prob)
+        declared = DeclaredFederation(fed.sizes, fed.dim, fed.task, intercept_column=fed.intercept_column,
+                                      channel=channel, kinds=kinds)
+        server = dm.FederatedDRO(declared, dm.losses.Squared(), dm.sets.Simplex(3), l2=0.1)
+        assert type(server.objectives) is cls
+        sol = server.solve()
+        assert sol.status == central.status == "optimal"
+        assert abs(sol.value - central.value) <= 1e-6 * abs(central.value)
+        assert "row_norm" not in channel.ledger.queries
+        assert ("statistics" in channel.ledger.queries) == (cls is StatisticsObjectives)
+    np.testing.assert_array_equal(server.objectives.strong_convexity(), np.full(3, 0.1))

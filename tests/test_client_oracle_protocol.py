@@ -47,3 +47,25 @@ def test_only_the_in_process_objectives_hold_rows():
     assert rows.X.shape == (3, 7, 3) and rows.sizes.tolist() == [5.0, 7.0, 6.0]
     assert rows.mask.sum() == 18 and not rows.X.flags.writeable
     assert not hasattr(FederatedObjectives, "stacked") and not hasattr(StatisticsObjectives, "stacked")
+
+
+def test_problem_objectives_is_declared_a_client_oracle_and_a_supplied_one_is_checked():
+    """``Problem.objectives`` is annotated with the protocol; objectives a federation supplies that
+    miss a member of it are refused where they are set, naming what is missing."""
+    from drflmodel.problems.engine.problem import Problem
+
+    assert Problem.__annotations__["objectives"] == "ClientOracle"
+
+    class _Partial:
+        def __init__(self, objectives):
+            self.loss, self.layout, self.l2 = objectives.loss, objectives.layout, objectives.l2
+
+    class _Supplying(dm.Federation):
+        def client_objectives(self, loss, l2, penalize_intercept=True):
+            return _Partial(dm.ClientObjectives(self, loss, l2, penalize_intercept))
+
+    fed = dm.datasets.synthetic_regression(n_clients=3, dim=3, samples=[5, 7, 6], seed=0)
+    supplying = _Supplying(fed.clients)
+    with pytest.raises(dm.InvalidDataError, match=r"_Supplying.client_objectives returned a _Partial, not a "
+                                                  r"ClientOracle: it has no dim, evaluate, .*values, weighted_hessian"):
+        dm.FederatedDRO(supplying, dm.losses.Squared(), dm.sets.Simplex(3), l2=0.1)

@@ -151,3 +151,19 @@ def test_intercept_terms_are_the_intercept_block_of_the_dense_derivatives(loss):
     np.testing.assert_allclose(mf.shifted(mf.at(theta), idx, b).values, dense.values(shifted), rtol=1e-12)
     terms = mf.at(theta).allowance_terms()
     assert terms.shape == (mf.n, 4) and np.all(terms >= 0)
+
+
+def test_column_second_moments_are_each_client_s_mean_squared_columns_and_the_jacobi_scaling():
+    """The preconditioner's column statistics (issue 44) against numpy on each client's own rows, and
+    the Hessian-free route's diagonal scaling: D^-2 = smoothness x mean squared column + ridge."""
+    from drflmodel.problems.minmax.hessian_free import diagonal_scaling
+
+    fed = _federation(L.Multinomial())
+    ob = ClientObjectives(fed, L.Multinomial(), l2=0.05)
+    mf = MatrixFreeObjectives(ob)
+    expected = np.stack([np.mean(c.X ** 2, axis=0) for c in fed.clients])
+    assert np.allclose(mf.column_second_moments(), expected, rtol=1e-14, atol=0)
+    overall = np.concatenate([c.X for c in fed.clients]) ** 2
+    D = diagonal_scaling(mf)
+    want = L.Multinomial().smoothness * np.tile(overall.mean(axis=0), 3) + ob.penalty_diagonal
+    assert np.allclose(D ** -2, want, rtol=1e-12, atol=0)

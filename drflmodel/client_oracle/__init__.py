@@ -116,8 +116,9 @@ from .server import DeclaredFederation, FederatedObjectives, StatisticsObjective
 from .site import Site
 from .validation import CheckedChannel, ClientBook
 from .solve import SUPPORTED, federated_solve, server_problem
+from .private import private_solve
 
 __all__ = ["ClientOracle", "Site", "DeclaredFederation", "Channel", "LocalChannel", "ClientFault",
            "RevealLedger", "FederatedObjectives", "StatisticsObjectives", "federated_solve",
            "server_problem", "SUPPORTED", "QUERIES", "NEEDS_ROWS", "CheckedChannel", "ClientBook",
-           "QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS"]
+           "QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "private_solve"]

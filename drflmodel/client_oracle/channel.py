@@ -26,6 +26,7 @@ _QUANTITY = {
     "intercept_hessian": "Hessian of h_i in the K intercepts (upper triangle)",
     "lambda": "Wasserstein multiplier lambda_s", "w_hat": "Wasserstein prox point V_s", "varpi": "Wasserstein varpi_s",
     "bound": "Wasserstein bound term b_s", "dual_residual": "dual residual of b_s",
+    "column_squares": "mean x_ijk^2 of every column k (preconditioner)",
 }
 
 

@@ -17,7 +17,8 @@ evaluate       value 1, gradient :math:`P`, hessian :math:`T(P)` (when asked)
 hvp            hvp :math:`P`
 statistics     gram :math:`T(d)`, moment :math:`d`, yy 1
 bound_terms    allowance 4, feature_norm 1, intercept_value 1, intercept_gradient :math:`K`,
-               intercept_hessian :math:`T(K)` (the last four with an intercept column)
+               intercept_hessian :math:`T(K)` (the last four with an intercept column),
+               column_squares :math:`d` (when asked with ``columns``: the preconditioner)
 =============  ====================================================================================
 
 An array is read from Flower's wire form (an ``Array``: ``stype``, ``shape``, ``dtype``, ``data``
@@ -110,7 +111,8 @@ def expected_sizes(query: str, request: dict | None, options: dict | None, decla
         k = None if K is None else int(K)          # without a declaration: K from the gradient (checked below)
         return {"allowance": (4, True), "feature_norm": (1, with_intercept), "intercept_value": (1, with_intercept),
                 "intercept_gradient": (k, with_intercept),
-                "intercept_hessian": (None if k is None else _triangle(k), with_intercept)}
+                "intercept_hessian": (None if k is None else _triangle(k), with_intercept),
+                "column_squares": (None if d is None else int(d), bool(options.get("columns")))}
     # Wasserstein DRFL's own queries (problems.wasserstein.federated): each client answers for its ball
     if query == "wasserstein_value":
         return {"value": (1, True), "lambda": (1, True)}

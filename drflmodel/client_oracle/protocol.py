@@ -27,7 +27,8 @@ QUERIES = {
     "statistics": ("gram", "moment", "yy"),
     # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the
     # sites that answer "hvp" (smooth losses), part of that kind
-    "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian"),
+    "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian",
+                    "column_squares"),
     # Wasserstein DRFL's own oracle: a client answers for its own ball (drflmodel.problems.wasserstein.
     # federated.QUERIES, written out here: that package imports CVXPY)
     "wasserstein_value": ("value", "lambda"),
@@ -41,7 +42,7 @@ KIND_OF_ANSWER = {"values": VALUES, "evaluate": GRADIENTS, "hessian": HESSIANS, 
                   "statistics": STATISTICS}
 
 #: why a federated server cannot take the routes that read rows
-NEEDS_ROWS = ("the conic route writes each client's rows into the CVXPY model and the 'newton' route "
+NEEDS_ROWS = ("the conic route writes each client's rows into the CVXPY model and the 'hessian_sqp' route "
               "reads them for its per-client cones; a federated server holds no row")
 
 

@@ -11,6 +11,9 @@ What the ``hessian_free`` route (:mod:`drflmodel.problems.minmax.hessian_free`) 
   magnitudes for the floating-point allowance, the mean :math:`\|\tilde x_{ij}\|`, and, with an
   unpenalized intercept, the mean loss with its gradient and Hessian in the :math:`K` intercepts
   (:math:`6+K+K(K+1)/2` floats) -- asked only when a certificate is attempted;
+* once, at :math:`\theta=0`, the mean of every squared column over the client's rows (``bound_terms``
+  with ``columns``; :math:`d` floats, sums of the client's rows): the route's diagonal preconditioner
+  (:meth:`RemoteMatrixFree.column_second_moments`);
 * the mean loss with the intercepts moved (the intercepts' Newton polish of the bound): the
   ``values`` query at the moved point (one float).
 
@@ -41,6 +44,8 @@ class RemoteMatrixFree:
         self._bound_terms: dict = {}
         self._feature_norms = None
         self._mean_squared_norm = None
+        self._column_moments = None
+        self.plan = None                             # the route's QueryPlan, once announced
 
     @property
     def n(self) -> int:
@@ -58,9 +63,23 @@ class RemoteMatrixFree:
     def n_rows(self) -> int:
         return int(self.sizes.sum())
 
+    def announce(self, plan) -> None:
+        """State the route's :class:`~drflmodel.client_oracle.plan.QueryPlan` to every client with the
+        route's first query (the bound terms and column statistics at :math:`\theta=0`, asked anyway):
+        a client whose policy does not admit it refuses there, by name, before answering anything of
+        the route. Every later query is counted against the plan (:meth:`QueryPlan.spend`) before it is
+        sent."""
+        self.plan = plan
+        self.bound_terms(np.zeros(self.dim), columns=True, announce=True)
+
+    def _spend(self, kind: str) -> None:
+        if self.plan is not None:
+            self.plan.spend(kind)
+
     def at(self, theta) -> "RemotePoint":
         """The clients' values and gradients at ``theta`` (one exchange)."""
         theta = np.array(theta, float)
+        self._spend("evaluations")
         values, grads, _ = self.oracle.evaluate(theta, hessian=False)
         return RemotePoint(self, theta, values, grads)
 
@@ -71,15 +90,22 @@ class RemoteMatrixFree:
         return self.at(theta)
 
     def values(self, theta) -> np.ndarray:
+        self._spend("values")
         return self.oracle.values(theta)
 
-    def bound_terms(self, theta: np.ndarray) -> dict:
-        """The clients' ``bound_terms`` answers at ``theta`` (one exchange per point, kept)."""
+    def bound_terms(self, theta: np.ndarray, columns: bool = False, announce: bool = False) -> dict:
+        """The clients' ``bound_terms`` answers at ``theta`` (one exchange per point, kept); ``columns``
+        asks the column statistics with them (at :math:`\theta=0`, once)."""
         key = theta.tobytes()
-        if key not in self._bound_terms:
+        if key not in self._bound_terms or (columns and self._column_moments is None) or announce:
             j0 = self.layout.intercept_column
-            got = self.oracle.channel.ask("bound_terms", {"theta": theta},
-                                              options={"intercept_column": -1 if j0 is None else int(j0)})
+            options = {"intercept_column": -1 if j0 is None else int(j0)}
+            if columns:
+                options["columns"] = 1
+            if announce and self.plan is not None:
+                options["plan"] = self.plan.wire()
+            self._spend("bound_terms")
+            got = self.oracle.channel.ask("bound_terms", {"theta": theta}, options=options)
             answers = [got[i] for i in range(self.n)]
             while len(self._bound_terms) >= 4:           # a few recent points
                 self._bound_terms.pop(next(iter(self._bound_terms)))
@@ -89,7 +115,17 @@ class RemoteMatrixFree:
             if self._mean_squared_norm is None:
                 x2 = np.array([float(a["allowance"][2]) for a in answers])
                 self._mean_squared_norm = float(self.sizes @ x2) / self.n_rows
+            if columns and all("column_squares" in a for a in answers):
+                self._column_moments = np.stack([np.asarray(a["column_squares"], float).reshape(-1)
+                                                 for a in answers])
         return self._bound_terms[key]
+
+    def column_second_moments(self) -> np.ndarray | None:
+        """Per client, the mean of every squared column over its rows, ``(n, d)`` (asked once with the
+        bound terms at :math:`\theta=0`; ``None`` if a client's answer does not carry them)."""
+        if self._column_moments is None:
+            self.bound_terms(np.zeros(self.dim), columns=True)
+        return self._column_moments
 
     def feature_norm_means(self, intercept_column: int) -> np.ndarray:
         """Per client, the mean :math:`\\|\\tilde x_{ij}\\|` (from the first ``bound_terms`` answers; a

@@ -17,7 +17,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..objectives import ClientObjectives
 from ..problems.engine.queries import (EVERY_KIND, GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, ROWS, STATISTICS,
                                        VALUES)
-from .protocol import NEEDS_ROWS, unpack_symmetric
+from .protocol import NEEDS_ROWS, ClientFault, unpack_symmetric
 
 __all__ = ["DeclaredFederation", "FederatedObjectives", "StatisticsObjectives"]
 
@@ -140,6 +140,15 @@ class _ServerObjectives:
     def penalty(self, theta) -> np.ndarray:
         return self.template.penalty(theta)
 
+    def max_row_norms(self) -> np.ndarray:
+        """:math:`\\max_j\\|x_{ij}\\|_2` per client, asked of the clients once (the ``row_norm``
+        query, one float each) when first needed: the sufficient statistics do not determine it
+        (:math:`X_i^\\top X_i` bounds it only by :math:`\\sqrt{\\lambda_{\\max}}`)."""
+        if getattr(self, "_row_norms", None) is None:
+            got = self.channel.ask("row_norm")
+            self._row_norms = np.array([float(got[i]["max_row_norm"][0]) for i in range(self.n)])
+        return self._row_norms
+
     def _shared(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)
         if theta.shape != (self.dim,):
@@ -170,7 +179,7 @@ class _ServerObjectives:
         self._rows_needed("a minibatch gradient")
 
     def hessians(self, theta):
-        self._rows_needed("the per-client Hessian array of the 'newton' route")
+        self._rows_needed("the per-client Hessian array of the 'hessian_sqp' route")
 
     def restricted(self, i):
         self._rows_needed("a client view")
@@ -192,7 +201,6 @@ class FederatedObjectives(_ServerObjectives):
         self.channel = channel
         self._cache: OrderedDict = OrderedDict()
         self._size = int(cache)
-        self._row_norms = None
         self._known: dict = {}                 # data values prefetched at many points
 
     def prefetch_values(self, thetas) -> None:
@@ -229,6 +237,7 @@ class FederatedObjectives(_ServerObjectives):
             return self._known[theta.tobytes()] + self.penalty(theta)
         e = self._entry(theta)
         if e["values"] is None:
+            self._declare_magnitudes()
             got = self.channel.ask("values", {"theta": theta})
             e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
         return e["values"] + self.penalty(theta)
@@ -240,6 +249,7 @@ class FederatedObjectives(_ServerObjectives):
         want = {i for i in range(self.n) if lam[i] > 0} if hessian else set()
         missing_h = sorted(want - set(e["hess"]))
         if e["grads"] is None or missing_h:
+            self._declare_magnitudes()
             ask = range(self.n) if e["grads"] is None else missing_h
             got = self.channel.ask("evaluate", {"theta": theta}, clients=ask,
                                    per_client_options={i: {"hessian": i in missing_h} for i in ask})
@@ -272,19 +282,28 @@ class FederatedObjectives(_ServerObjectives):
         return RemoteMatrixFree(self)
 
     def strong_convexity(self) -> np.ndarray:
-        """:math:`\\ell_2\\min_j\\omega_j` per client (the ridge's modulus; no query). Quadratic
-        losses use :class:`StatisticsObjectives`, whose modulus reads the statistics."""
-        if self.loss.is_quadratic:
-            raise InvalidParameterError("a quadratic loss is solved from sufficient statistics "
-                                        "(StatisticsObjectives)")
+        """:math:`\\ell_2\\min_j\\omega_j` per client (the ridge's modulus; no query): a modulus of
+        every loss, since each client's data term is convex. For a quadratic loss it can be below
+        the in-process one, :math:`\\lambda_{\\min}(\\beta_\\ell X_i^\\top X_i/N_i+\\ell_2\\mathrm{diag}\\,\\omega)`,
+        which needs the data: :class:`StatisticsObjectives` reads it from the statistics (what a
+        federated server builds when every client answers them)."""
         return np.full(self.n, float(self.penalty_diagonal.min()))
 
-    def max_row_norms(self) -> np.ndarray:
-        """Asked of the clients once (one float each), when the self-concordance bound needs it."""
-        if self._row_norms is None:
-            got = self.channel.ask("row_norm")
-            self._row_norms = np.array([float(got[i]["max_row_norm"][0]) for i in range(self.n)])
-        return self._row_norms
+    def _declare_magnitudes(self) -> None:
+        """Before the first checked value or gradient: the clients' row norms (one float each, asked
+        once; the self-concordance bounds ask them anyway), from which the answer checks derive their
+        rounding allowances (:class:`~drflmodel.client_oracle.checks.Magnitudes`: a value errs by
+        :math:`\\gamma_m(|h|+GR\\|\\theta\\|)`; without :math:`R` the checks fall back to a fixed multiple of
+        the visible scale, which rejected honest tiny and saturated clients). A client whose policy
+        refuses the row norm is asked nothing more about it; its checks use the fallback."""
+        if getattr(self, "_row_norms", None) is not None or getattr(self, "_magnitudes_asked", False) or not hasattr(self.channel, "books"):
+            return
+        self._magnitudes_asked = True
+        try:
+            self.max_row_norms()
+        except ClientFault as fault:
+            if fault.kind != "refused":
+                raise
 
     def smoothness(self):
         self._rows_needed("the per-client smoothness constant")
@@ -346,14 +365,6 @@ class StatisticsObjectives(_ServerObjectives):
     def smoothness(self) -> np.ndarray:
         ev = np.linalg.eigvalsh(self.gram / self.sizes[:, None, None])[:, -1]
         return self.loss.smoothness * ev + float(self.penalty_diagonal.max())
-
-    def max_row_norms(self) -> np.ndarray:
-        """Not in the statistics, and not needed: the squared loss has self-concordance constant
-        :math:`M=0`, so the bound of :mod:`drflmodel.problems.minmax.fixed_weight_bound` uses :math:`M\\max\\|x\\|=0`
-        whatever the norms; zeros keep that product exact."""
-        if self.loss.self_concordance != 0:
-            raise InvalidParameterError("row norms are not part of the sufficient statistics")
-        return np.zeros(self.n)
 
     def quadratic_forms(self):
         m = self.sizes

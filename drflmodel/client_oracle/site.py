@@ -127,7 +127,7 @@ class Site:
         theta = self._check_theta(arrays)
         if query == "bound_terms":
             self._require("bound_terms")
-            return self.bound_terms(theta, options.get("intercept_column"))
+            return self.bound_terms(theta, options.get("intercept_column"), bool(options.get("columns", False)))
         if query == "hvp":
             self._require("hvp")
             v = self._check_theta(arrays, "direction")
@@ -141,13 +141,14 @@ class Site:
             out["hessian"] = pack_symmetric(H)
         return out
 
-    def bound_terms(self, theta, intercept_column=None) -> dict:
+    def bound_terms(self, theta, intercept_column=None, columns: bool = False) -> dict:
         """What the Hessian-free bound (:mod:`drflmodel.problems.minmax.hessian_free_bound`) reads of
         this site at ``theta``: the means over its rows of :math:`|\\ell_j|`,
         :math:`\\|x_j\\|\\|\\nabla_s\\ell_j\\|`, :math:`\\|x_j\\|^2`, :math:`\\|s_j\\|_1` (``allowance``, 4
         floats) and of :math:`\\|\\tilde x_j\\|` (``feature_norm``); with an intercept column, the mean
         loss, its gradient and Hessian in the :math:`K` intercepts (``intercept_*``; :math:`1+K+K(K+1)/2`
-        floats). :math:`O(K^2)` floats, no row."""
+        floats); with ``columns``, the mean of every squared column :math:`x_{jk}^2` (``column_squares``,
+        :math:`d` floats, asked once: the route's diagonal preconditioner). :math:`O(K^2+d)` floats, no row."""
         from ..matrix_free import MatrixFreeObjectives
 
         mf = self._matrix_free
@@ -155,6 +156,8 @@ class Site:
             mf = self._matrix_free = MatrixFreeObjectives(self._objective)
         point = mf.at(theta)
         out = {"allowance": point.allowance_terms()[0]}
+        if columns:
+            out["column_squares"] = mf.column_second_moments()[0]
         if intercept_column is not None and int(intercept_column) >= 0:
             j0 = int(intercept_column)
             idx = j0 + self._X.shape[1] * np.arange(self.n_outputs)

@@ -31,16 +31,17 @@ __all__ = ["federated_solve", "server_problem", "SUPPORTED"]
 class _Supported(Mapping):
     """The families with a federated solve: class name -> what it does (the registry entry's
     ``federated`` text), derived whenever read from the one answer -- the class's
-    ``federated_refusal`` (``None``: its routes' needs are answerable by clients), which
-    ``problem.check_federated`` also reads; the classes are imported only then (no CVXPY at import
-    time of :mod:`drflmodel.client_oracle`)."""
+    ``federated_routes()`` (its routes whose ``needs`` hold no row), which
+    ``problem.check_federated`` also reads -- or the family's own oracle (``federated_oracle``);
+    the classes are imported only then (no CVXPY at import time of :mod:`drflmodel.client_oracle`)."""
 
     def _table(self) -> dict:
         from ..problems.registry import FAMILIES
 
-        return {f.cls: f.federated or "its routes whose query needs the clients answer"
-                for f in FAMILIES.values() if getattr(f.load(), "federated_refusal", "") is None
-                or callable(getattr(f.load(), "federated_oracle", None))}
+        classes = {f: f.load() for f in FAMILIES.values()}
+        return {f.cls: f.federated or "its routes whose query needs the clients answer: " + ", ".join(
+                    cls.federated_routes()) for f, cls in classes.items()
+                if callable(getattr(cls, "federated_oracle", None)) or cls.federated_routes()}
 
     def __getitem__(self, key):
         return self._table()[key]
@@ -152,7 +153,7 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     """Certify ``problem`` (a problem or a factory, :func:`server_problem`) from the clients'
     answers over ``channel`` (module docstring): the family's routes, chosen by ``dispatch`` among
     those whose needs the clients answer -- ``"sqp"`` for smooth losses (values, gradients,
-    Hessians; for the squared loss all from the clients' statistics), ``"bundle"`` for the others
+    Hessians; for the squared loss all from the clients' statistics), ``"level_bundle"`` for the others
     (values and subgradients). ``method`` forces one; ``options`` go to the route (``max_steps``,
     ``tol``, ...). Returns a :class:`~drflmodel.solution.Solution` whose ``info["federated"]``
     holds the exchanges, the reveal table, the rejected answers and any fault.
@@ -249,5 +250,9 @@ def _fault_message(fault: ClientFault, retries: int, returned_earlier: bool) -> 
     if fault.kind == "no answer":
         return what + "; no certificate over every client was completed"
     if fault.kind == "refused":
+        if "per run (" in fault.reasons[-1]:           # a budget met mid-solve: the server's demand
+            what += (" -- a budget reached mid-solve: the server's route asked more than this client's policy "
+                     "allows, which an honest client refuses too (the server's own limit, not a fault of the client; "
+                     "a route that states its plan up front is refused before any answer instead)")
         return what + "; a refused query ends the solve: no certificate is returned"
     return what + "; no certificate is returned (any earlier one used this client's answers)"

@@ -92,6 +92,17 @@ class ClientBook:
         levels = np.asarray(loss.block_value(S, labels), float)
         return float(levels[0]) if np.allclose(levels, levels[0], rtol=0, atol=0) else None
 
+    @property
+    def magnitudes(self) -> check.Magnitudes:
+        """What the checks' rounding allowances are made of (:class:`.checks.Magnitudes`)."""
+        loss = self.loss
+        zero = self.records.get(np.zeros(self.dim or 0).tobytes()) if self.dim else None
+        msn = (check.mean_squared_norm_at_zero(zero.hessian, self.outputs)
+               if zero is not None and zero.hessian is not None else None)
+        return check.Magnitudes(rows=self.rows or 1, dim=self.dim or 1, outputs=self.outputs, row_norm=self.row_norm,
+                                lipschitz=float(getattr(loss, "lipschitz", np.inf)),
+                                smoothness=float(getattr(loss, "smoothness", np.inf)), mean_squared_norm=msn)
+
     # ------------------------------------------------------------------ one new answer
     def validate(self, query: str, request: dict, options: dict, answer: dict) -> check.Violation | None:
         """The first failed check of ``answer`` (to ``query`` at ``request``), or ``None``."""
@@ -161,29 +172,30 @@ class ClientBook:
             check.Violation("declaration", f"max_j ||x_j|| = {r[0]:.6g} < 0") if r[0] < 0 else None)
 
     def _value_checks(self, theta, value) -> check.Violation | None:
-        bad = check.value_range(value)
+        mags = self.magnitudes
+        bad = check.value_range(value, magnitudes=mags, theta=theta)
         if bad:
             return bad
         if not np.any(theta):
             level = self._zero_level()
             if level is not None:
-                bad = check.value_at_zero(value, level)
+                bad = check.value_at_zero(value, level, mags)
                 if bad:
                     return bad
         key = np.asarray(theta, float).tobytes()
         old = self.records.get(key)
         if old is not None and old.value is not None:
-            bad = check.same_value(theta, old.value, value)
+            bad = check.same_value(theta, old.value, value, mags)
             if bad:
                 return bad
         lip = getattr(self.loss, "lipschitz", np.inf)
         for rec in self.records.values():
             if rec.value is not None and self.row_norm is not None and np.isfinite(lip):
-                bad = check.value_lipschitz(rec.theta, rec.value, theta, value, lip, self.row_norm)
+                bad = check.value_lipschitz(rec.theta, rec.value, theta, value, lip, self.row_norm, mags)
                 if bad:
                     return bad
             if rec.gradient is not None:
-                bad = check.first_order_convexity(rec.theta, rec.value, rec.gradient, theta, value)
+                bad = check.first_order_convexity(rec.theta, rec.value, rec.gradient, theta, value, mags)
                 if bad:
                     return bad
         return None
@@ -212,13 +224,14 @@ class ClientBook:
         if bad:
             return bad
         loss, R = self.loss, self.row_norm
+        mags = self.magnitudes
         bad = self._value_checks(theta, float(value[0])) or check.gradient_length(
-            grad, getattr(loss, "lipschitz", np.inf), R)
+            grad, getattr(loss, "lipschitz", np.inf), R, mags, theta, float(value[0]))
         if bad:
             return bad
         H = self._hessian(answer, P) if "hessian" in answer else None
         if H is not None:
-            bad = check.hessian_psd(H) or check.hessian_size(H, getattr(loss, "smoothness", np.inf), R)
+            bad = check.hessian_psd(H, mags) or check.hessian_size(H, getattr(loss, "smoothness", np.inf), R, mags)
             if bad:
                 return bad
         M = getattr(loss, "self_concordance", None)
@@ -228,17 +241,22 @@ class ClientBook:
             if np.array_equal(rec.theta, theta):
                 continue
             if rec.value is not None:                   # the new tangent under every kept value
-                bad = check.first_order_convexity(theta, float(value[0]), grad, rec.theta, rec.value)
+                bad = check.first_order_convexity(theta, float(value[0]), grad, rec.theta, rec.value, mags)
             if not bad and rec.gradient is not None:
-                bad = check.monotone_gradients(rec.theta, rec.gradient, theta, grad)
+                vals = (rec.value if rec.value is not None else 0.0, float(value[0]))
+                bad = check.monotone_gradients(rec.theta, rec.gradient, theta, grad, mags, vals)
                 if not bad and H is not None:
-                    bad = check.curvature_matches_gradients(theta, grad, H, rec.theta, rec.gradient, M, R)
+                    bad = check.curvature_matches_gradients(theta, grad, H, rec.theta, rec.gradient, M, R, mags,
+                                                            vals[::-1])
                 if not bad and rec.hessian is not None:
-                    bad = check.curvature_matches_gradients(rec.theta, rec.gradient, rec.hessian, theta, grad, M, R)
+                    bad = check.curvature_matches_gradients(rec.theta, rec.gradient, rec.hessian, theta, grad, M, R,
+                                                            mags, vals)
                 for u, hu in ([] if bad else rec.hvps):
-                    bad = bad or check.hvp_matches_gradients(rec.theta, u, hu, rec.gradient, theta, grad, M, R)
+                    bad = bad or check.hvp_matches_gradients(rec.theta, u, hu, rec.gradient, theta, grad, M, R,
+                                                             mags, vals)
                 for u, hu in ([] if bad else products):
-                    bad = bad or check.hvp_matches_gradients(theta, u, hu, grad, rec.theta, rec.gradient, M, R)
+                    bad = bad or check.hvp_matches_gradients(theta, u, hu, grad, rec.theta, rec.gradient, M, R,
+                                                             mags, vals[::-1])
             if bad:
                 return bad
         return None
@@ -246,21 +264,24 @@ class ClientBook:
     def _hvp(self, request, options, answer):
         v = np.asarray(request["direction"], float).reshape(-1)
         hv = np.asarray(answer["hvp"], float).reshape(-1)
-        bad = check.shape("hvp", hv, v.size) or check.hvp_psd(v, hv)
+        mags = self.magnitudes
+        bad = check.shape("hvp", hv, v.size) or check.hvp_psd(v, hv, mags)
         if bad:
             return bad
         rec = self.records.get(np.asarray(request["theta"], float).tobytes())
         if rec is not None:
             if rec.hessian is not None:
-                bad = check.hvp_matches_hessian(rec.hessian, v, hv)
+                bad = check.hvp_matches_hessian(rec.hessian, v, hv, mags)
             for u, hu in rec.hvps:
-                bad = bad or check.hvp_symmetry(u, hu, v, hv)
+                bad = bad or check.hvp_symmetry(u, hu, v, hv, mags)
             if rec.gradient is not None:                # against the gradient differences to every kept point
                 M, R = getattr(self.loss, "self_concordance", None), self.row_norm
                 for other in self.records.values():
                     if bad or other.gradient is None or other is rec:
                         continue
-                    bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R)
+                    vals = (rec.value or 0.0, other.value or 0.0)
+                    bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R,
+                                                      mags, vals)
         return bad
 
     def _bound_terms(self, request, options, answer):
@@ -272,7 +293,8 @@ class ClientBook:
         if rec is not None and rec.gradient is not None and j0 >= 0 and self.features is not None:
             grad = rec.gradient[j0 + self.features * np.arange(self.outputs)]
         smoothness = getattr(self.loss, "smoothness", float("inf"))
-        return check.bound_terms(answer, self.outputs, smoothness, value, grad)
+        return check.bound_terms(answer, self.outputs, smoothness, value, grad, request["theta"], self.rows,
+                                 self.features)
 
     def _statistics(self, request, options, answer):
         d = self.features
@@ -287,7 +309,8 @@ class ClientBook:
             return check.Violation("shape", f"gram has {gram.size} entries and yy {yy.size} for {d} features; "
                                             f"expected {_triu_size(d)} and 1")
         ones = self.ones_columns[0] if self.ones_columns else None
-        return check.statistics_gram(_untriu(gram, d), moment, float(yy[0]), self.rows, ones)
+        return check.statistics_gram(_untriu(gram, d), moment, float(yy[0]), self.rows, ones,
+                                     check.Magnitudes(rows=self.rows or 1, dim=d + 1))
 
 
 def validate_replies(books: dict, query: str, contents: dict, replies: dict) -> tuple[dict, dict, list]:

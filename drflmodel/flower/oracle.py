@@ -389,12 +389,27 @@ ENGINES = ("inprocess", "ray")
 
 
 def certified_solve(problem, engine: str = "inprocess", num_supernodes: int | None = None,
-                    backend_config: dict | None = None, verbose: bool | None = None, **options):
+                    backend_config: dict | None = None, verbose: bool | None = None, private: bool = False,
+                    **options):
     """The federated certified solve of a problem whose rows this process holds, on the in-process
     grid (``engine="inprocess"``: Flower's messages and serialization, milliseconds each) or on
     Flower's simulation engine (``"ray"``): the clients answer from their own partitions of
     ``problem``, the server sees only their answers. ``options`` go to :func:`solve_on_grid`;
-    ``verbose=True`` shows Flower's INFO log (quiet by default unless you configured Flower's logger)."""
+    ``verbose=True`` shows Flower's INFO log (quiet by default unless you configured Flower's logger).
+
+    ``private=True``: the server sees only secure sums over all clients, each one round of Flower's
+    SecAgg+ (:func:`drflmodel.flower.secure.private_certified_solve`; in-process grid only, one
+    supernode per client; ``options`` go there)."""
+    if private is not False:
+        if private is not True:
+            raise InvalidParameterError(f"private must be True or False; got {private!r}")
+        if engine != "inprocess" or num_supernodes not in (None, problem.n_clients):
+            raise InvalidParameterError(
+                "private=True runs on the in-process grid with one supernode per client (engine='inprocess', "
+                f"num_supernodes=None); got engine={engine!r}, num_supernodes={num_supernodes!r}")
+        from .secure import private_certified_solve
+
+        return private_certified_solve(problem, verbose=verbose, **options)
     from .engine import simulate
     from .grid import LocalGrid
 

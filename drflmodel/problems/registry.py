@@ -39,8 +39,9 @@ class Family:
     light_client : a client of a deployed run computes the plain :math:`f_i` of
         :class:`~drflmodel.objectives.ClientObjectives` (no oracle, no CVXPY in its process).
     federated : what the federated solve does for this family, shown in
-        :data:`drflmodel.client_oracle.SUPPORTED` when the class has a federated solve (its
-        ``federated_refusal`` is ``None``; the class decides, this text only describes).
+        :data:`drflmodel.client_oracle.SUPPORTED` when the class has a federated solve (a route
+        whose ``needs`` hold no row, ``federated_routes()``, or its own ``federated_oracle``; the
+        class decides, this text only describes).
     estimators : the :mod:`drflmodel.sklearn` estimators over this family.
     summary : one line: the formulation and its paper.
     """

@@ -109,7 +109,7 @@ def test_a_client_that_allows_no_hessian_declares_it_and_the_server_takes_a_rout
     sites = [PolicySite(Site.from_problem(prob, i), no_hessian) for i in range(N)]
     assert "hessian" not in sites[0].answer("describe")["answers"]
     sol = federated_solve(prob, LocalChannel(sites))
-    assert sol.status == "optimal" and sol.info["method"] == "bundle"
+    assert sol.status == "optimal" and sol.info["method"] == "level_bundle"
     central = prob.solve()
     assert sol.lower_bound <= central.upper_bound + 1e-9 and central.lower_bound <= sol.upper_bound + 1e-9
 

@@ -48,9 +48,9 @@ def _families(binary, regression):
                                                         l2=0.1), "sqp"),
         ("CVaR / softmax, free intercept", dm.FederatedDRO(iris, dm.losses.Multinomial(), dm.sets.CVaR(3, 0.5),
                                                            l2=0.01, penalize_intercept=False), "sqp"),
-        ("CVaR / hinge (bundle)", dm.FederatedDRO(binary, hinge, dm.sets.CVaR(N, 0.5), l2=0.1), "bundle"),
+        ("CVaR / hinge (bundle)", dm.FederatedDRO(binary, hinge, dm.sets.CVaR(N, 0.5), l2=0.1), "level_bundle"),
         ("FAFL / pinball (bundle)", dm.FairnessAwareFL(regression, dm.losses.Pinball(0.3), alpha=0.5, l2=0.05),
-         "bundle"),
+         "level_bundle"),
     ]
 
 
@@ -60,7 +60,7 @@ def test_federated_certificate_is_the_centralized_one(binary, regression):
     bounds), and the interval overlaps the conic route's certified interval."""
     rows = []
     for label, prob, method in _families(binary, regression):
-        tol = {"tol": 1e-9} if method == "bundle" else {}
+        tol = {"tol": 1e-9} if method == "level_bundle" else {}
         central = prob.solve(method=method, **tol)
         fed = certified_solve(prob, **tol)
         reference = prob.solve(method="conic")

@@ -10,10 +10,11 @@ import pytest
 pytest.importorskip("flwr")
 
 import drflmodel as dm  # noqa: E402
-from drflmodel.client_oracle.private import private_clients, private_fixed_weight_solve  # noqa: E402
+from drflmodel.client_oracle.private import private_fixed_weight_solve  # noqa: E402
 from drflmodel.errors import InvalidParameterError  # noqa: E402
 from flwr.app import Context, RecordDict  # noqa: E402
 from drflmodel.flower.grid import LocalGrid  # noqa: E402
+from drflmodel.flower import certified_solve  # noqa: E402
 from drflmodel.flower.secure import FlowerSecAggChannel, secure_sum_client_app  # noqa: E402
 
 
@@ -27,10 +28,13 @@ def test_the_certificate_through_flowers_secagg_equals_the_simulated_one():
     fed = dm.datasets.breast_cancer(n_clients=4, seed=0)
     p = fed.sizes / fed.sizes.sum()
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.HCVaR(p, 1.0), l2=0.01)
-    with LocalGrid(secure_sum_client_app(private_clients(prob)), 4) as grid:
-        cert = private_fixed_weight_solve(prob, channel=_channel(grid))
+    with pytest.raises(InvalidParameterError, match="in-process grid"):
+        certified_solve(prob, engine="ray", private=True)
+    # the public entry point: drflmodel.flower.certified_solve(problem, private=True), one SecAgg+ round a sum
+    cert = certified_solve(prob, private=True, num_shares=3, reconstruction_threshold=2)
     simulated = private_fixed_weight_solve(prob)
-    assert cert.status == "optimal" and cert.relative_gap <= 1e-6
+    assert cert.status == "optimal" and cert.info["private"]["transport"] == "FlowerSecAggChannel"
+    assert cert.info["private"]["secure_sums"] == simulated.secure_sums
     # the grid values pass Flower's quantization exactly, so both channels see the same sums
     assert cert.upper_bound == simulated.upper_bound and cert.lower_bound == simulated.lower_bound
 
@@ -63,3 +67,4 @@ def test_a_dropout_completes_over_the_others_or_fails_naming_the_node():
         node = next(n for n, c in grid.contexts.items() if c.node_config["partition-id"] == 2)
         with pytest.raises(InvalidParameterError, match=rf"node\(s\) \[{node}\] dropped out of the secure sum of 'x'"):
             ch.sum("x")
+

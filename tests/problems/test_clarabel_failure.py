@@ -46,19 +46,19 @@ def _vertical(seed=0, n=60):
 CASES = [
     # chi-square: the weight step is a CVXPY model (a box-simplex set, CVaR, steps in numpy)
     ("dro-sqp", lambda: dm.FederatedDRO(_cls(), Logistic(), ChiSquare(3, 0.3), l2=0.05), "sqp", {}),
-    ("dro-newton", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "newton", {}),
+    ("dro-hessian_sqp", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "hessian_sqp", {}),
     ("dro-conic", lambda: dm.FederatedDRO(_cls(), Logistic(), ChiSquare(3, 0.3), l2=0.05), "conic", {}),
     ("dro-active_set", lambda: dm.FederatedDRO(_cls(), Hinge(), Simplex(3), l2=0.05), "active_set", {}),
-    ("dro-bundle", lambda: dm.FederatedDRO(_reg(), dm.losses.EpsilonInsensitive(0.1), ChiSquare(3, 0.3), l2=0.05),
-     "bundle", {"max_steps": 150}),
+    ("dro-level_bundle", lambda: dm.FederatedDRO(_reg(), dm.losses.EpsilonInsensitive(0.1), ChiSquare(3, 0.3), l2=0.05),
+     "level_bundle", {"max_steps": 150}),
     ("fafl-sqp", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "sqp", {}),
-    ("fafl-newton", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "newton", {}),
+    ("fafl-hessian_sqp", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "hessian_sqp", {}),
     ("fafl-conic", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "conic", {}),
     ("fafl-active_set", lambda: dm.FairnessAwareFL(_cls(), Hinge(), 0.6, l2=0.05), "active_set", {}),
-    ("fafl-bundle", lambda: dm.FairnessAwareFL(_cls(), Hinge(), 0.6, l2=0.05), "bundle", {"max_steps": 150}),
+    ("fafl-level_bundle", lambda: dm.FairnessAwareFL(_cls(), Hinge(), 0.6, l2=0.05), "level_bundle", {"max_steps": 150}),
     ("fafl-smoothed", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "smoothed", {"mu": 0.1}),
-    ("wasserstein-newton", lambda: dm.WassersteinDRFL(_cls(samples=30), Logistic(), radius=0.05, kappa=1.0,
-                                                      norm=1, weights=Simplex(3), l2=0.01), "newton", {}),
+    ("wasserstein-trust_region_sqp", lambda: dm.WassersteinDRFL(_cls(samples=30), Logistic(), radius=0.05, kappa=1.0,
+                                                      norm=1, weights=Simplex(3), l2=0.01), "trust_region_sqp", {}),
     # the smooth worst case (kappa = inf, l2 transport; theta away from 0, where eps ||theta|| has a kink):
     # L-BFGS at fixed weights, a weight step over Q
     ("wasserstein-hessian_free", lambda: dm.WassersteinDRFL(_cls(dim=10, samples=30), Logistic(), radius=0.05,

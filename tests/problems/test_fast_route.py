@@ -15,7 +15,6 @@ import pytest
 import drflmodel as dm
 from drflmodel.problems.minmax.dro import WeightedMinMax
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems.engine import steps
 from drflmodel.problems.engine.solvers import default_solver
 from tests.clarabel_faults import fail_clarabel
 from drflmodel.problems.minmax import box_simplex_step, hessian_sqp, lagrangian_sqp
@@ -45,7 +44,7 @@ def _sets(n):
     }
 
 
-def _agree(prob, fast, conic, method="newton"):
+def _agree(prob, fast, conic, method="hessian_sqp"):
     assert fast.status == "optimal" and conic.status == "optimal"
     assert fast.info["method"] == method and conic.info["method"] == "conic"
     assert fast.value == pytest.approx(conic.value, rel=1e-8, abs=1e-10)
@@ -62,7 +61,7 @@ def _agree(prob, fast, conic, method="newton"):
 @pytest.mark.parametrize("task, loss", [("classification", dm.losses.Logistic()), ("regression", dm.losses.Squared())],
                          ids=["logistic", "squared"])
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("method", ["newton", "sqp"])
+@pytest.mark.parametrize("method", ["hessian_sqp", "sqp"])
 def test_fast_and_conic_routes_agree(set_name, task, loss, seed, method):
     fed = _fed(task, [40, 25, 60, 30], seed=seed)
     prob = dm.FederatedDRO(fed, loss, _sets(4)[set_name], l2=L2)
@@ -88,7 +87,7 @@ def test_fast_route_edge_cases(case):
     alpha = 1.0 if fed.n_clients == 1 else 0.5
     for weights in (dm.sets.CVaR(fed.n_clients, alpha), dm.sets.ChiSquare(fed.n_clients, 0.3)):
         prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights, l2=L2)
-        fast = prob.solve(method="newton")
+        fast = prob.solve(method="hessian_sqp")
         conic = dm.FederatedDRO(fed, dm.losses.Logistic(), weights, l2=L2).solve(method="conic")
         _agree(prob, fast, conic)
 
@@ -96,7 +95,7 @@ def test_fast_route_edge_cases(case):
 def test_fafl_fast_route_agrees_and_reports_eta():
     fed = _fed("classification", [40, 25, 60, 30], seed=7)
     prob = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=np.array([0.3, 0.5, 0.6, 0.9]), l2=L2)
-    fast = prob.solve(method="newton")
+    fast = prob.solve(method="hessian_sqp")
     conic = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=np.array([0.3, 0.5, 0.6, 0.9]),
                                l2=L2).solve(method="conic")
     _agree(prob, fast, conic)
@@ -107,17 +106,16 @@ def test_fafl_fast_route_agrees_and_reports_eta():
 def test_cvar_eta_of_the_fast_route_attains_the_value():
     fed = _fed("classification", [40, 25, 60, 30], seed=8)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2)
-    sol = prob.solve(method="newton")
+    sol = prob.solve(method="hessian_sqp")
     eta, f = sol.duals["eta"], sol.client_losses
     assert eta + np.maximum(f - eta, 0).sum() / (0.5 * 4) == pytest.approx(sol.value, rel=1e-7)
 
 
 def test_auto_takes_the_fast_route_only_where_valid_and_large():
-    big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000 >= AUTO_MIN_SIZE
-    assert 4 * 3000 * 5 >= steps.AUTO_MIN_SIZE
+    big = _fed("classification", 3000, dim=5, seed=9)            # N*d = 60,000
     assert dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve().info["method"] == "sqp"
     small = _fed("classification", 30, seed=9)
-    # issue 41: below AUTO_MIN_SIZE too, auto ranks the routes by estimated seconds and the SQP steps
+    # issue 41: on small problems too, auto ranks the routes by estimated seconds and the SQP steps
     # (a few ms) come before the conic model of every row (tens of ms)
     sol = dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve()
     estimated = sol.info["route_choice"]["estimated_seconds"]
@@ -134,27 +132,27 @@ def test_auto_takes_the_fast_route_only_where_valid_and_large():
     hinge = dm.FederatedDRO(big, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=L2)
     assert hinge.solve().info["method"] == "active_set"          # piecewise linear: the active-set route
     with pytest.raises(InvalidParameterError, match="not smooth"):
-        hinge.solve(method="newton")
+        hinge.solve(method="hessian_sqp")
     no_ridge = dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=0.0)
     with pytest.raises(InvalidParameterError, match="strongly convex"):
-        no_ridge.solve(method="newton")
+        no_ridge.solve(method="hessian_sqp")
     # issue 41: no ridge -- the SQP route still certifies (self-concordant loss) and is ranked first;
     # its answer agrees with the conic model's
     ranked, conic = no_ridge.solve(), no_ridge.solve(method="conic")
     assert ranked.info["method"] == "sqp" and ranked.status == conic.status == "optimal"
     assert max(ranked.lower_bound, conic.lower_bound) <= min(ranked.upper_bound, conic.upper_bound) + 1e-12
     with pytest.raises(InvalidParameterError, match="solver"):
-        dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve(method="newton",
+        dm.FederatedDRO(small, dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2).solve(method="hessian_sqp",
                                                                                         solver="SCS")
 
 
 def test_options_are_validated():
     prob = dm.FederatedDRO(_fed("classification", 30), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=L2)
     with pytest.raises(InvalidParameterError, match="max_steps"):
-        prob.solve(method="newton", max_steps=0)
+        prob.solve(method="hessian_sqp", max_steps=0)
     with pytest.raises(InvalidParameterError, match="valid options: max_steps, tol"):
-        prob.solve(method="newton", n_starts=3)
-    capped = prob.solve(method="newton", max_steps=1, gap_tol=1e-12)
+        prob.solve(method="hessian_sqp", n_starts=3)
+    capped = prob.solve(method="hessian_sqp", max_steps=1, gap_tol=1e-12)
     assert capped.info["iterations"] == 1 and capped.status != "failed"
     assert capped.lower_bound <= capped.upper_bound
 
@@ -173,11 +171,11 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
         raise ArithmeticError("step problem: infeasible (injected)")
 
     monkeypatch.setattr(lagrangian_sqp.WeightStepModel, "solve", broken)
-    sol = prob.solve()          # the fast route fails: the conic route ('newton' is no longer in auto)
+    sol = prob.solve()          # the fast route fails: the conic route ('hessian_sqp' is not in auto)
     assert sol.status == "optimal" and sol.info["method"] == "conic"
     assert [a["method"] for a in sol.info["route_attempts"]] == ["sqp"]
     assert sol.info["route_attempts"][0]["status"] == "failed"
-    forced = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2).solve(method="newton")
+    forced = dm.FederatedDRO(big, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.3), l2=L2).solve(method="hessian_sqp")
     assert forced.status == "optimal"                   # still there when forced
     monkeypatch.setattr(hessian_sqp.SQPModel, "step", broken)
     sol = prob.solve()                                  # neither fast route is usable: the conic route
@@ -189,11 +187,11 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
 def test_sweep_reuses_the_step_problem_and_warm_starts():
     fed = _fed("classification", [40, 25, 60, 30], seed=11)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, 0.3), l2=L2)
-    first = prob.solve(method="newton")
+    first = prob.solve(method="hessian_sqp")
     model = hessian_sqp.step_model(prob, default_solver())
     for alpha in (0.4, 0.6, 0.8):
         prob.set_parameter("alpha", alpha)
-        sol = prob.solve(method="newton")
+        sol = prob.solve(method="hessian_sqp")
         assert hessian_sqp.step_model(prob, default_solver()) is model     # DPP: compiled once
         ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(4, alpha), l2=L2).solve(method="conic")
         _agree(prob, sol, ref)

@@ -60,9 +60,9 @@ def test_federated_support_and_light_clients_come_from_the_registry_and_the_clas
     from drflmodel.client_oracle import SUPPORTED
     from drflmodel.flower.deploy import _light_families
 
-    # the classes' own answer (problem.check_federated reads the same attribute), or their own
-    # federated oracle (Wasserstein: the generic path refuses it, federated_solve delegates)
-    generic = {f.cls for f in registry.FAMILIES.values() if f.load().federated_refusal is None}
+    # the one answer, the routes' needs (problem.check_federated reads the same), or the family's
+    # own federated oracle (Wasserstein: the generic path refuses it, federated_solve delegates)
+    generic = {f.cls for f in registry.FAMILIES.values() if f.load().federated_routes()}
     own = {f.cls for f in registry.FAMILIES.values() if callable(getattr(f.load(), "federated_oracle", None))}
     assert set(SUPPORTED) == generic | own and {"FederatedDRO", "FairnessAwareFL"} <= generic
     assert own == {"WassersteinDRFL"} and not own & generic
@@ -134,3 +134,25 @@ def test_best_certificate_is_a_copy_of_the_smallest_gap_and_is_forgotten():
     assert best.lower_bound <= conic.upper_bound + 1e-9 and conic.lower_bound <= best.upper_bound + 1e-9
     prob.forget_certificates()
     assert prob.best_certificate() is None
+
+
+def test_federated_support_is_the_routes_needs():
+    """A family's federated routes are its routes (the same list an instance gives) whose needs
+    hold no row; one without them is refused by check_federated naming why."""
+    from drflmodel.problems.engine.queries import ROWS
+
+    fed = dm.datasets.synthetic_classification(n_clients=3, dim=3, samples=[20, 25, 30], seed=0)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(3, 0.5), l2=0.1)
+    built = [r.name for r in prob.routes() if ROWS not in r.needs]
+    assert dm.FederatedDRO.federated_routes() == built == ["hessian_free", "sqp", "level_bundle"]
+    prob.check_federated()
+
+    class _RowsOnly(dm.FederatedDRO):
+        def routes(self):
+            return [r for r in super().routes() if ROWS in r.needs]
+
+    rows_only = _RowsOnly(fed, dm.losses.Logistic(), dm.sets.CVaR(3, 0.5), l2=0.1)
+    assert _RowsOnly.federated_routes() == []
+    with pytest.raises(dm.InvalidParameterError, match=r"_RowsOnly has no federated certified solve: every route "
+                                                       r"needs the clients' rows \('hessian_sqp', 'active_set', 'conic'\)"):
+        rows_only.check_federated()

@@ -49,11 +49,28 @@ def test_the_engine_names_no_family_and_no_other_route():
     """The engine's code reads route hooks and structure fields, never a family's or another route's
     name (DESIGN.md section 8): no such string constant, nor a message naming one as a method."""
     names = ["dro", "fafl", "wasserstein", "relative", "deo", "sqp", "newton", "hessian_free", "active_set",
-             "bundle"]
+             "bundle", "hessian_sqp", "trust_region_sqp", "level_bundle"]
     for path in ENGINE.glob("*.py"):
         for text in _string_constants(path):
             assert text not in names, (path.name, text)
             assert not any(f"method='{name}'" in text for name in names), (path.name, text)
+
+
+def test_no_engine_identifier_is_named_after_a_family_or_a_route():
+    """Nor does a function, class, variable or attribute of the engine carry such a name (e.g. a
+    size threshold of one family's route, ``too_small_for_sqp``, lived there)."""
+    words = {"dro", "fafl", "wasserstein", "deo", "sqp", "newton", "bundle"}
+    compounds = ("hessian_free", "active_set", "hessian_sqp", "trust_region_sqp", "level_bundle")
+    for path in ENGINE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = (getattr(node, "name", None) if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.alias))
+                    else node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                    else None)
+            if not name:
+                continue
+            lowered = name.lower()
+            assert not (words & set(lowered.split("_"))) and not any(c in lowered for c in compounds), \
+                (path.name, name)
 
 
 class _Priced(ConicRoute):
@@ -210,3 +227,23 @@ def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it
     again = prob.solve(gap_tol=1e-4)            # the problem remembers: the next solve starts with sqp
     assert again.info["method"] == "sqp" and "route_attempts" not in again.info
     assert "stalled short" in again.info["route_choice"]["passed_over"]["hessian_free"]
+
+
+def test_routes_are_named_after_their_files_and_answer_to_their_old_names():
+    """No two algorithms share a route name: each renamed route is its file's name, and the old
+    name still forces it (``Route.aliases``) while ``info["method"]`` reports the new one."""
+    from drflmodel.problems.engine.route import method_name
+
+    renamed = {(dm.FederatedDRO, "newton"): ("hessian_sqp", "hessian_sqp"),
+               (dm.FederatedDRO, "bundle"): ("level_bundle", "level_bundle"),
+               (dm.WassersteinDRFL, "newton"): ("trust_region_sqp", "trust_region_sqp")}
+    for (cls, old), (name, module) in renamed.items():
+        route = next(r for r in cls.routes(cls.__new__(cls)) if r.name == name)
+        assert type(route).__module__.rsplit(".", 1)[1] == module and old in route.aliases
+        assert method_name(cls.routes(cls.__new__(cls)), old) == name
+    assert method_name(dm.DEOConstrained.routes(dm.DEOConstrained.__new__(dm.DEOConstrained)), "newton") == "newton"
+    prob = dm.FederatedDRO(_fed(samples=30), dm.losses.Logistic(), dm.sets.CVaR(4, 0.5), l2=1e-2)
+    sol = prob.solve(method="newton")
+    assert sol.info["method"] == "hessian_sqp" and sol.status == "optimal"
+    with pytest.raises(dm.InvalidParameterError, match="unknown method 'newtonn'.*'hessian_sqp'"):
+        prob.solve(method="newtonn")

@@ -43,7 +43,7 @@ def _receiver(func: ast.Attribute) -> str:
 
 
 def test_no_module_solves_a_cvxpy_problem_outside_the_sequence():
-    """``prob.solve(solver=...)`` and ``quiet_solve(...)`` appear only in the engine's solvers module."""
+    """``prob.solve(solver=...)`` appears only in the engine's solvers module."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == HOME:
@@ -52,8 +52,6 @@ def test_no_module_solves_a_cvxpy_problem_outside_the_sequence():
         for call in _calls(path):
             func = call.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if name == "quiet_solve":
-                offenders.append(f"{rel}:{call.lineno} quiet_solve")
             if (name == "solve" and isinstance(func, ast.Attribute) and any(k.arg == "solver" for k in call.keywords)
                     and (rel, _receiver(func)) not in DRFLMODEL_SOLVES):
                 offenders.append(f"{rel}:{call.lineno} {_receiver(func)}.solve(solver=...)")

@@ -129,7 +129,7 @@ def test_every_route_derives_its_status_from_its_bounds(name, method):
     ("deo-same-squared-Pc-feasible", "penalty_local", "optimal", "unconstrained_minimum"),
     ("deo-same-hinge-dc-feasible", "dc", "optimal", "unconstrained_feasible"),
     ("deo-linear-hinge", "convex", "optimal", "piecewise_linear_dual"),
-    ("wasserstein-hinge-theta0", "newton", "optimal", None),
+    ("wasserstein-hinge-theta0", "trust_region_sqp", "optimal", None),
 ])
 def test_the_audits_cases_are_certified(name, method, status, certificate):
     """The cases that ended 'local' with a closed gap, or 'optimal_within_gap' although convex."""

@@ -114,10 +114,10 @@ def test_routes_decide_on_the_structure():
     names = {r.name: r for r in prob.routes()}
     s = prob.structure
     assert names["active_set"].applies(s) is None and names["sqp"].applies(s) is not None
-    assert names["bundle"].auto_skip(s) is not None                  # rows local: the conic route is exact
+    assert names["level_bundle"].auto_skip(s) is not None                  # rows local: the conic route is exact
     remote = Structure(**{**{k: getattr(s, k) for k in s.__dataclass_fields__},
                           "rows_local": False, "queries": EVERY_KIND - {ROWS}})
-    assert names["bundle"].auto_skip(remote) is None                 # a federated server takes it
+    assert names["level_bundle"].auto_skip(remote) is None                 # a federated server takes it
     assert names["active_set"].missing(remote.queries) is not None   # it reads rows
     assert prob.solve(method="active_set").info["method"] == "active_set"
 

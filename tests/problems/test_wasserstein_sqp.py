@@ -38,7 +38,7 @@ def _weights(kind, fed):
 
 def _agree(fast, conic, l2):
     assert fast.status == "optimal" and conic.status == "optimal"
-    assert fast.info["method"] == "newton" and conic.info["method"] == "conic"
+    assert fast.info["method"] == "trust_region_sqp" and conic.info["method"] == "conic"
     assert fast.info["lower_bound_method"].startswith("numpy Lagrangian bound")
     assert abs(fast.value - conic.value) <= 1e-8 * max(1.0, abs(conic.value))    # relative to max(1, |value|)
     tol = 1e-12 * max(1.0, abs(conic.value))
@@ -121,13 +121,13 @@ def test_auto_takes_the_route_only_where_it_applies_and_the_problem_is_large():
     logistic = WassersteinDRFL(big, dm.losses.Logistic(), radius=0.05, kappa=1.0, norm=1,
                                weights=_weights("ball", big))
     sol = logistic.solve()
-    assert sol.info["method"] == "newton" and sol.status == "optimal"
+    assert sol.info["method"] == "trust_region_sqp" and sol.status == "optimal"
     small = _fed("classification", 12)
     assert WassersteinDRFL(small, dm.losses.Logistic(), radius=0.05, kappa=1.0, norm=1,
                            weights=_weights("ball", small)).solve().info["method"] == "conic"
     hinge = WassersteinDRFL(big, dm.losses.Hinge(), radius=0.05, kappa=1.0, norm=1, weights=_weights("ball", big))
     sol = hinge.solve()
-    assert sol.info["method"] == "newton" and sol.status == "optimal"
+    assert sol.info["method"] == "trust_region_sqp" and sol.status == "optimal"
     inside = dm.Federation.from_arrays([c.X / np.abs(c.X).max() for c in small.clients],
                                        [c.y for c in small.clients], task="classification")
     boxed = WassersteinDRFL(inside, dm.losses.Hinge(), radius=0.05, kappa=1.0, norm=1,
@@ -151,7 +151,7 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
     monkeypatch.setattr(trust_region_sqp.WassersteinStepModel, "solve", broken)
     sol = prob.solve()
     assert sol.status == "optimal" and sol.info["method"] == "conic"
-    assert sol.info["route_attempts"][0]["method"] == "newton"
+    assert sol.info["route_attempts"][0]["method"] == "trust_region_sqp"
     assert sol.info["route_attempts"][0]["status"] == "failed"
 
 

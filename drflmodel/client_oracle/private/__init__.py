@@ -45,6 +45,10 @@ the clients above each probed :math:`\eta` (see :mod:`.cvar` for the measured on
 sums; a lying client inside a sum shifts the sum by any amount its range allows (up to
 :math:`c` times the scale per entry) and cannot be named.
 
+**Differential privacy** (:mod:`.dp`, first cut): noised sums for ERM / public weights with the
+logistic loss, client-level :math:`(\varepsilon,\delta)` by zCDP accounting, the bound holding with
+probability :math:`\ge1-\beta`; on 4 clients no better than the public interval :math:`[0,\log2]`.
+
 **Refused by name (not in this cut)**: KL / φ-divergence balls and FAFL's HCVaR (the 2-D dual search above), the
 SQP and Newton routes (they need per-client values :math:`f_i` to update :math:`\lambda`), the
 Wasserstein, relative-fairness and DEO families (per-client or per-row quantities), non-smooth
@@ -57,6 +61,8 @@ from .clients import PrivateClient, private_clients
 from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
 from .secure_sum import SecureSum, SumOnlyChannel, flower_dequantize_sum, flower_quantize
+from .dp import dp_fixed_weight_solve, zcdp_rho
+from .solve import REFUSED, private_route, private_solve
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_chi_square_solve", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "REFUSED", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]

@@ -40,6 +40,10 @@ class PrivateClient:
         self.size = int(self._mf.sizes[0])
         self._point = None
 
+    def max_row_norm(self) -> float:
+        r""":math:`\max_j\|x_{ij}\|` over this client's rows (for the DP route's public bound check)."""
+        return float(self._mf.row_norms().max())
+
     def _weight(self, weights) -> float:
         kind, arg = weights
         if kind == "size":

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ...solution import status_from_gap
-from ..engine.steps import check_sqp_options
+from ..engine.steps import check_step_options
 from .routes import DEORoute
 
 __all__ = ["NewtonRoute"]
@@ -68,7 +68,7 @@ class NewtonRoute(DEORoute):
         return None
 
     def complete_options(self, given) -> dict:
-        return check_sqp_options(super().complete_options(given))
+        return check_step_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()

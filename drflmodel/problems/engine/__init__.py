@@ -8,8 +8,8 @@ r"""The solve engine shared by every formulation family.
 * :mod:`.solvers` -- conic solver names and settings, and :class:`~.solvers.SolverSequence`,
   the one loop over solvers (with fallback) every CVXPY solve of the package goes through;
 * :mod:`.conic` -- :class:`~.conic.ConicRoute`, the default route of every family;
-* :mod:`.steps` -- what the SQP routes share (the ``auto`` size threshold, option checks, the
-  recovery of a failed step problem);
+* :mod:`.steps` -- what the routes iterating on step problems share (option checks, the warm
+  start, the recovery of a failed step problem);
 * :mod:`.memory` -- the refusal, by name and before allocating, of what would not fit in memory
   (each route's own estimate, ``Route.memory``);
 * :mod:`.cost` -- the calibrated blocks of the routes' cost estimates (``Route.cost``), by which

@@ -27,7 +27,7 @@ rule when a named solver fails are documented in :mod:`.solvers`.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 from ..._lazy import LazyModule
@@ -43,9 +43,13 @@ from ...losses import Loss
 from ...objectives import ClientObjectives
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
+from .queries import ROWS
 from .route import Route, dispatch
 from .solvers import failure_reason, solver_order
 from .structure import Structure, describe_objectives
+
+if TYPE_CHECKING:     # the interface every route reads; client_oracle sits above the engine
+    from ...client_oracle.protocol import ClientOracle
 
 __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
@@ -153,7 +157,7 @@ class ProblemBase:
         """The objective a ``solution`` certifies (a callable of :math:`\\theta`).
 
         Usually :meth:`objective`; a family whose oracle can also certify a *different* target
-        (e.g. the smoothed FAFL objective rFedFair converges to) returns that target's function,
+        (e.g. a smoothed objective a distributed solver converges to) returns that target's function,
         so that :func:`drflmodel.verify` measures iterates against the right value.
         """
         return self.objective
@@ -204,15 +208,27 @@ class ProblemBase:
         cleared with the structure (:meth:`invalidate_structure`)."""
         return self._route_caches.setdefault(name, {})
 
-    #: why this family has no federated certified solve (``None``: it has one, :meth:`on_federation`)
-    federated_refusal: str | None = "its routes are not written on the client-oracle interface"
+    #: why a federated server cannot take this family's routes, said when none of them can run
+    #: without rows (an explanation only: :meth:`federated_routes` decides; ``None``: the routes' needs)
+    federated_refusal: str | None = None
+
+    @classmethod
+    def federated_routes(cls) -> list[str]:
+        """The names of this family's routes that a federated server can take: those whose
+        ``Route.needs`` hold no row (:data:`~.queries.ROWS`). The one answer to "is there a
+        federated solve": :meth:`check_federated` and :data:`drflmodel.client_oracle.SUPPORTED`
+        read it. :meth:`routes` is the family's list, whatever the instance (a route's ``applies``
+        decides per instance), so it is read on an unbuilt instance."""
+        return [r.name for r in cls.routes(cls.__new__(cls)) if ROWS not in r.needs]
 
     def check_federated(self) -> None:
-        """Refuse (:class:`~drflmodel.errors.InvalidParameterError` with :attr:`federated_refusal`)
-        if this family has no federated certified solve."""
-        if self.federated_refusal is not None:
-            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: "
-                                        f"{self.federated_refusal}")
+        """Refuse (:class:`~drflmodel.errors.InvalidParameterError`) if a federated server cannot
+        solve this family by its routes (:meth:`federated_routes` is empty), with
+        :attr:`federated_refusal` or, without one, what each route needs."""
+        if not self.federated_routes():
+            why = self.federated_refusal or "every route needs the clients' rows ({})".format(
+                ", ".join(repr(r.name) for r in self.routes()))
+            raise InvalidParameterError(f"{type(self).__name__} has no federated certified solve: {why}")
 
     def on_federation(self, federation):
         """The same problem (family and parameters) on another federation -- e.g. the
@@ -307,6 +323,21 @@ class ProblemBase:
         return out
 
 
+def _supplied(objectives, federation):
+    """``objectives`` if it has every member of the :class:`~drflmodel.client_oracle.ClientOracle`
+    protocol (what the routes ask), else :class:`~drflmodel.errors.InvalidDataError` naming the
+    missing ones (checked where a federation supplies its own; the in-process
+    :class:`~drflmodel.objectives.ClientObjectives` is checked by the conformance test)."""
+    from ...client_oracle.protocol import ClientOracle
+
+    if not isinstance(objectives, ClientOracle):
+        members = [*ClientOracle.__annotations__, *(n for n in vars(ClientOracle) if not n.startswith("_"))]
+        missing = sorted({n for n in members if not hasattr(objectives, n)})
+        raise InvalidDataError(f"{type(federation).__name__}.client_objectives returned a {type(objectives).__name__}, "
+                               f"not a ClientOracle: it has no {', '.join(missing)}")
+    return objectives
+
+
 class Problem(ProblemBase):
     """An oracle on a horizontal :class:`~drflmodel.data.Federation`: client *i* owns rows
     :math:`(X_i, y_i)` and the objective :math:`f_i(\\theta)=\\frac1{N_i}\\sum_j\\ell+\\frac{\\ell_2}2\\sum_j\\omega_j\\|W_{j\\cdot}\\|^2`
@@ -321,6 +352,8 @@ class Problem(ProblemBase):
     #: whether the family accepts the multi-class (softmax) loss; the others refuse it with a reason
     supports_multiclass = False
     multiclass_refusal = "its reformulation is written for one score per sample"
+    #: the clients' objectives, all a route reads of the data (:class:`~drflmodel.client_oracle.ClientOracle`)
+    objectives: ClientOracle
 
     def __init__(self, federation, loss, l2: float = 0.0, penalize_intercept: bool = True):
         from ...data import Federation
@@ -333,7 +366,7 @@ class Problem(ProblemBase):
                 f"{type(self).__name__} does not support the multi-class loss {loss!r}: "
                 f"{self.multiclass_refusal}; FederatedDRO, FairnessAwareFL and RelativeFairness do")
         supply = getattr(federation, "client_objectives", None)     # a federated server's federation
-        self.objectives = (supply(loss, self.l2, penalize_intercept) if callable(supply)
+        self.objectives = (_supplied(supply(loss, self.l2, penalize_intercept), federation) if callable(supply)
                            else ClientObjectives(federation, loss, self.l2, penalize_intercept))
         self.penalize_intercept = self.objectives.penalize_intercept
 

@@ -16,8 +16,8 @@ derived from the two, never copied from a solver.
 The contract (stable; families and helpers code against it):
 
 ``Route.name``
-    The value of ``solve(method=...)`` and of ``info["method"]`` (e.g. ``"conic"``, ``"newton"``,
-    ``"R1"``, ``"sdp"``, ``"local"``).
+    The value of ``solve(method=...)`` and of ``info["method"]`` (e.g. ``"conic"``: the
+    engine's own; the others are the families').
 ``Route.options``
     The route's own keyword options and their defaults (``{"n_starts": 3, ...}``). ``solve``
     rejects any option the chosen route does not list, naming the valid ones.
@@ -99,7 +99,7 @@ from ..._validation import check_bool, check_int, check_real
 from ...errors import InvalidParameterError, MemoryLimitError
 from .queries import QUERY_KINDS, ROWS, why_not
 
-__all__ = ["Route", "SolveRequest", "dispatch"]
+__all__ = ["Route", "SolveRequest", "dispatch", "method_name"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,8 @@ class Route:
     """One way to solve and certify a problem (see the module docstring for the contract)."""
 
     name: ClassVar[str] = ""
+    #: earlier names ``solve(method=...)`` still accepts for this route (``info["method"]`` is the name)
+    aliases: ClassVar[tuple] = ()
     options: ClassVar[Mapping[str, Any]] = {}
     needs: ClassVar[frozenset] = frozenset({ROWS})
     uses_solver: ClassVar[bool] = True
@@ -279,6 +281,12 @@ def _check_seed(seed):
 
 def _describe(routes) -> str:
     return ", ".join(repr(r.name) for r in routes)
+
+
+def method_name(routes, method):
+    """``method`` as a route's name: a route's earlier name (``Route.aliases``) becomes its name;
+    anything else is returned unchanged (``"auto"``, a name, or what ``dispatch`` refuses)."""
+    return next((r.name for r in routes if isinstance(method, str) and method in r.aliases), method)
 
 
 def _forced(problem, structure, available, routes, method: str, solver) -> list:
@@ -442,6 +450,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     options = dict(options or {})
     routes = list(routes)
     names = [r.name for r in routes]
+    method = method_name(routes, method)
     if not isinstance(method, str) or (method != "auto" and method not in names):
         raise InvalidParameterError(
             f"unknown method {method!r} for {type(problem).__name__}; valid methods: 'auto', "

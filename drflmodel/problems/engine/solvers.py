@@ -43,7 +43,7 @@ from ...errors import InvalidParameterError, SolverFallbackWarning
 
 __all__ = ["SOLVER_OPTIONS", "SOLVER_DEFAULTS", "DEFAULT_ORDER", "SDP_ORDER", "OK_STATUSES", "INFEASIBLE_STATUSES", "SOLVE_ERRORS",
            "installed_solvers", "solver_order", "has_semidefinite_cones", "check_solver", "solver_settings",
-           "solver_setting_types", "check_solver_options", "default_solver", "quiet_solve", "SolverSequence",
+           "solver_setting_types", "check_solver_options", "default_solver", "SolverSequence",
            "solve_with_fallback", "solve_or_raise", "failure_reason"]
 
 #: the documented tolerances per solver
@@ -119,15 +119,6 @@ def solver_order(prob: cp.Problem | None = None, *, semidefinite: bool | None = 
         semidefinite = prob is not None and has_semidefinite_cones(prob)
     installed = set(_installed())
     return [s for s in (SDP_ORDER if semidefinite else DEFAULT_ORDER) if s in installed]
-
-
-def quiet_solve(prob: cp.Problem, **kwargs):
-    """``prob.solve`` without CVXPY's "Solution may be inaccurate" warning (the status is recorded
-    and the certificate decides). Only :meth:`SolverSequence.run` calls it: every solve of the
-    package goes through a :class:`SolverSequence`."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-        return prob.solve(**kwargs)
 
 
 def default_solver() -> str | None:
@@ -353,7 +344,7 @@ def failure_reason(attempts) -> str:
     for a in attempts:
         if "solver" in a:
             solvers.append(f"{a['solver']}: {a.get('error') or a.get('status') or a.get('cvxpy_status')}")
-        elif "history" in a:        # a route's own iterations (SQP steps, bundle steps, ...)
+        elif "history" in a:        # a route's own iterations (its steps)
             errors = [h["error"] for h in a["history"] if "error" in h]
             routes.append(f"method {a.get('method')!r} stopped after {len(a['history'])} step(s)"
                           + (f": {errors[-1]}" if errors else ""))

@@ -1,10 +1,7 @@
-r"""What every SQP route of the package shares: the size from which ``method="auto"`` takes an SQP
-route, the check of the options they share, and the recovery of a step problem a solver cannot
-solve (the next installed solver, then a shrinking trust region).
-
-Used by the client-Hessian and Lagrangian-Hessian SQP routes of the min-max family
-(:mod:`drflmodel.problems.minmax`), the trust-region SQP of the Wasserstein family and the
-Newton route of the DEO family.
+r"""What the routes that iterate on step problems share (the families' SQP, trust-region and
+Newton routes): the check of the options they share, the warm-start slot, and the recovery of a
+step problem a solver cannot solve (the next installed solver, then a shrinking trust region).
+When ``method="auto"`` takes such a route is the route's own (``Route.cost``, ``Route.auto_skip``).
 """
 
 from __future__ import annotations
@@ -15,14 +12,8 @@ cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY
 
 from .solvers import SolverSequence
 
-__all__ = ["AUTO_MIN_SIZE", "RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
-           "too_small_for_sqp", "check_sqp_options"]
-
-#: ``method="auto"`` takes an SQP route that declares no cost (:meth:`~.route.Route.cost`) when
-#: (rows N) x (dimension d) reaches this size; below it the conic route is faster (measured in
-#: benchmarks/bench_fast.py). Routes that declare a cost are ranked by it instead.
-AUTO_MIN_SIZE = 50_000
-
+__all__ = ["RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
+           "check_step_options"]
 
 #: trust-region radii of the recovery, relative to max(1, |theta|_inf): each is tried with every
 #: step solver before the route declares the step failed
@@ -55,21 +46,9 @@ def recovered_step(step, first: str, scale: float, record: dict):
     raise ArithmeticError("every step solve failed: " + "; ".join(errors))
 
 
-def too_small_for_sqp(structure) -> str | None:
-    """Why ``method="auto"`` leaves a problem of this structure to the conic route (N*P below
-    :data:`AUTO_MIN_SIZE`: building the step problems costs ~0.1-0.4 s), or ``None`` -- always
-    ``None`` where the rows are remote (a federated server: the conic route cannot run there)."""
-    if not structure.rows_local:
-        return None
-    if structure.size < AUTO_MIN_SIZE:
-        return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
-                f"small problems; force the fast route by its method name")
-    return None
-
-
-def check_sqp_options(opts: dict) -> dict:
+def check_step_options(opts: dict) -> dict:
     """``opts`` with ``max_steps`` checked as an integer >= 1 and ``tol`` as a real > 0 (the
-    options every SQP route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
+    options every step-based route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
     from ..._validation import check_int, check_real
 
     opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
@@ -96,7 +75,7 @@ def cached(problem, name: str, key, build):
 
 def warm_start(problem):
     """The last certified point of a fast route on this problem (a sweep's previous answer), or
-    ``None``: the one warm-start slot every SQP route of a problem shares."""
+    ``None``: the one warm-start slot every step-based route of a problem shares."""
     theta = problem.cache("warm_start").get("theta")
     return None if theta is None or theta.shape != (problem.dim,) else theta.copy()
 

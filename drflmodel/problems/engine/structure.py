@@ -18,9 +18,8 @@ A route's :meth:`~drflmodel.problems.engine.route.Route.applies` and ``auto_skip
   read, :mod:`.cost`);
 * the family's routes (``routes``, not part of ``to_dict``), so a route can be asked for its
   estimates by name (:mod:`.memory`);
-* ``facts``: what only one family's routes read (relative fairness: :math:`\varphi`, the box and
-  the convexity tests; Wasserstein: the support and the shared multiplier; DEO: the problem
-  class).
+* ``facts``: what only one family's routes read (e.g. a box, a support set, a problem class:
+  each family documents its keys, in ``structure_facts`` or ``describe_structure``).
 
 A problem computes it on first use and drops it (and its route caches, ``problem.cache(name)``)
 when a parameter that changes it is set (``problem.invalidate_structure()``).

@@ -10,11 +10,11 @@ module                     what it is
                            ``FederatedDRO``
 :mod:`.fafl`               ``FairnessAwareFL`` and its smoothed target (route ``"smoothed"``)
 :mod:`.lagrangian_sqp`     route ``"sqp"``: SQP with the Lagrangian Hessian (every width, every K)
-:mod:`.hessian_sqp`        route ``"newton"``: SQP with one dense Hessian factor per client
+:mod:`.hessian_sqp`        route ``"hessian_sqp"``: SQP with one dense Hessian factor per client
 :mod:`.active_set`         route ``"active_set"``: piecewise-linear losses, smoothing + active set
 :mod:`.pieces`             affine pieces of a piecewise-linear loss, Moreau envelope, Lagrangian
                            bound from per-row piece multipliers
-:mod:`.level_bundle`       route ``"bundle"``: level bundle method (values and subgradients only)
+:mod:`.level_bundle`       route ``"level_bundle"``: level bundle method (values and subgradients only)
 :mod:`.fixed_weight_bound` the numpy fixed-weight lower bound (Newton's method closed by a
                            strong-convexity or self-concordance bound); not a route
 :mod:`.hessian_free`       route ``"hessian_free"``: values, gradients and Hessian-vector

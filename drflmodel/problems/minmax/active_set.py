@@ -131,7 +131,7 @@ class ActiveSetRoute(Route):
 
     name = "active_set"
     options = {"max_rounds": 30, "max_kink_rows": 20_000, "tol": 1e-10}
-    needs = frozenset({ROWS})          # every row's score and pieces (a federated server takes 'bundle')
+    needs = frozenset({ROWS})          # every row's score and pieces (a federated server takes 'level_bundle')
     uses_solver = False
     may_fall_back = True
 

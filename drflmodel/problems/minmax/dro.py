@@ -201,7 +201,7 @@ class WeightedMinMax(Problem):
         (no rows): the Hessian-free route from :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
         parameters or when the dense routes' P x P matrices would not fit, else ``sqp``. A
         piecewise-linear loss with every coordinate penalized takes the active set (no cost model:
-        the order stands). The dense ``newton`` SQP is taken only when forced (the
+        the order stands). The dense ``hessian_sqp`` route is taken only when forced (the
         Lagrangian-Hessian ``sqp`` supersedes it); the bundle route (values and subgradients only:
         the route of a federated server for non-smooth losses, :mod:`drflmodel.client_oracle`)
         only when forced where the rows are held."""
@@ -525,8 +525,6 @@ class FederatedDRO(WeightedMinMax):
         raise InvalidParameterError(
             f"{type(W).__name__} has no parameter {name!r}; available: "
             f"{sorted(k for k in params if k != 'n')}")
-
-    federated_refusal = None
 
     def on_federation(self, federation) -> "FederatedDRO":
         """The same problem (loss, weight set, ridge) on ``federation`` -- e.g. a federated server's

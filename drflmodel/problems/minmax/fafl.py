@@ -147,8 +147,6 @@ class FairnessAwareFL(WeightedMinMax):
         if self._cap is not None:
             self._cap.value = self.cap
 
-    federated_refusal = None
-
     def on_federation(self, federation) -> "FairnessAwareFL":
         """The same problem (loss, levels, ridge) on ``federation`` -- e.g. a federated server's
         declared federation (:mod:`drflmodel.client_oracle`)."""

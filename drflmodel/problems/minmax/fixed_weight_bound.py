@@ -156,7 +156,8 @@ def certified_lower_bound(objectives, lam, theta, value: float, grad: np.ndarray
             lam_min = D.min_eigenvalue()
             if lam_min > 0:
                 active = np.asarray(lam) > 0
-                c = float(M * np.max(objectives.max_row_norms()[active])) if active.any() else 0.0
+                # M = 0 (a quadratic loss): c = 0 whatever the norms, which are then not asked
+                c = float(M * np.max(objectives.max_row_norms()[active])) if active.any() and M != 0 else 0.0
                 factor = concordance_factor(c, np.sqrt(gnorm2) / lam_min)
                 if factor is not None:
                     q = float(grad @ D.solve(grad))

@@ -37,6 +37,13 @@ evaluations for CVaR where the quasi-Newton SQP needs 11-16; for the smooth :mat
 L-BFGS is faster on small problems (no weight problem to solve per step) and the SQP on large ones
 (:data:`SQP_MIN_SIZE`). Both are available through ``algorithm``.
 
+**Preconditioned** (``precondition=True``, the default): both step algorithms run in the variables
+:math:`z=D^{-1}\theta` with the Jacobi estimate :math:`D^{-2}_{(c,k)}=\beta\,\overline{x_k^2}+\ell_2\omega_k`
+(:func:`diagonal_scaling`: :math:`\beta` the loss's smoothness, :math:`\overline{x_k^2}` the mean
+squared column, a sum over the rows -- on a federated server the clients' column statistics, asked
+once), so columns in different units (:math:`10^{-3}` next to :math:`10^3`) cost about the iterations
+of standardized ones; the certificate is computed at :math:`\theta=Dz` in the original variables.
+
 **Certificate, at every iterate, independent of the steps.** :math:`U=\Phi(\theta)` exactly
 (``weights.worst_case``, numpy); :math:`\hat\lambda=\lambda_\tau(f(\theta))\in\Lambda`; :math:`L=`
 the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
@@ -58,13 +65,14 @@ from ...sets import ChiSquare, QFFL, WeightSet, LpBall, feasible_weights
 from ...solution import relative_gap, status_from_gap
 from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, hessian_free_structure_refusal
 from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
+from ...client_oracle.plan import PlanExhausted
 from ..engine.memory import (dense_route_bytes, dense_route_refusal, format_bytes, matrix_free_route_bytes,
                              memory_reason)
 from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, keep_warm_start, warm_start
 
-__all__ = ["HessianFreeRoute", "SmoothedSupport", "fixed_weights_of", "smooth_support"]
+__all__ = ["HessianFreeRoute", "SmoothedSupport", "diagonal_scaling", "fixed_weights_of", "smooth_support"]
 
 
 def fixed_weights_of(W: WeightSet) -> np.ndarray | None:
@@ -124,10 +132,16 @@ class HessianFreeRoute(Route):
     ``"lbfgs"``: L-BFGS with the smoothing continuation for every set; ``"sqp"``: the quasi-Newton
     SQP for every set) and ``tol`` (the relative gap at which it stops; default ``None``: the first
     iterate certified within ``gap_tol``; a smaller value goes on, down to the floor the bound's
-    floating-point allowance sets, about :math:`10^{-16}N` relative)."""
+    floating-point allowance sets, about :math:`10^{-16}N` relative) and ``precondition`` (default
+    ``True``: the diagonal scaling of :func:`diagonal_scaling`; ``False``: the steps in
+    :math:`\theta` itself) and ``plan`` (a federated server only: the
+    :class:`~drflmodel.client_oracle.plan.QueryPlan` stated to the clients before the first query; default
+    :func:`~drflmodel.client_oracle.plan.hessian_free_plan`, the default policy's budgets -- the route
+    stops at the plan's first limit with its best certificate, ``info["plan"]``)."""
 
     name = "hessian_free"
-    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None}
+    options = {"max_iterations": 2000, "memory": 10, "algorithm": "auto", "tol": None, "precondition": True,
+               "plan": None}
     #: values and gradients, and the bound's per-client means (the Hessian-vector-product kind): in
     #: process computed from the rows (:class:`~drflmodel.matrix_free.MatrixFreeObjectives`, one pass
     #: per evaluation), on a federated server answered by the clients (``evaluate`` and
@@ -182,6 +196,10 @@ class HessianFreeRoute(Route):
         opts["algorithm"] = check_choice(opts["algorithm"], "algorithm", ("auto", "lbfgs", "sqp"))
         if opts["tol"] is not None:
             opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+        if not isinstance(opts["precondition"], (bool, np.bool_)):
+            from ...errors import InvalidParameterError
+
+            raise InvalidParameterError(f"precondition must be True or False; got {opts['precondition']!r}")
         return opts
 
     def solve(self, problem, request):
@@ -198,9 +216,30 @@ class HessianFreeRoute(Route):
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
+        plan = _announce(mf, opts["plan"])
+        try:
+            return self._run(problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started)
+        except PlanExhausted as exc:               # the server's own limit: the best certificate met, if any
+            plan.final = True                      # the reserve: one last certificate at the last point
+            try:
+                if certifier.last is not None:
+                    certifier.check(certifier.last, {}, force=True)
+            except PlanExhausted:
+                pass
+            if certifier.best is None:
+                failed = problem.failed_solution([{"method": self.name, "plan": plan.to_dict(), "reason": str(exc)}])
+                failed.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+                return failed
+            sol = self._finish(problem, request, mf, certifier, [], 0, algorithm, [], None, started, started)
+            sol.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+            return sol
+
+    def _run(self, problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started):
+        opts = request.options
+        scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
         if algorithm == "sqp":
-            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem))
+            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem), scaling=scaling)
             theta = run.minimize(theta, opts["max_iterations"])
             history, evaluations, stages = run.history, run.evaluations, []
             if certifier.best is None:                  # no step certified: the worst-case weights at the end
@@ -210,7 +249,7 @@ class HessianFreeRoute(Route):
             for tau in stages:
                 support = SmoothedSupport(W, tau)
                 run = LBFGSRun(mf, support, certifier, opts["memory"],
-                               stage_done=None if support.tau == 0 else _stage_done(problem, W))
+                               stage_done=None if support.tau == 0 else _stage_done(problem, W), scaling=scaling)
                 theta = run.minimize(theta, opts["max_iterations"] - len(history))
                 history += run.history
                 evaluations += run.evaluations
@@ -218,14 +257,24 @@ class HessianFreeRoute(Route):
                     break
         if certifier.best is None:
             return problem.failed_solution([{"method": self.name, "history": history[-20:]}])
+        sol = self._finish(problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
+                           started, started + setup)
+        if plan is not None:
+            sol.info["plan"] = plan.to_dict()
+        return sol
+
+    def _finish(self, problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
+                started, setup_done):
         t0 = time.perf_counter()
         sol = _solution(problem, mf, certifier.best[1])
         certificate = certifier.seconds + time.perf_counter() - t0
         sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
         keep_warm_start(problem, sol.theta)
         total = time.perf_counter() - started
+        setup = setup_done - started
         sol.info.update({"iterations": len(history), "evaluations": evaluations, "history": history,
                          "gap_tol": request.gap_tol, "algorithm": algorithm, "smoothing": stages,
+                         "preconditioned": scaling is not None,
                          "time_split": {"setup": setup, "certificate": certificate,
                                         "iterations": total - setup - certificate, "total": total}})
         return sol
@@ -267,6 +316,49 @@ def _matrix_free(problem):
     remote = getattr(objectives, "matrix_free", None)
     build = remote if remote is not None else (lambda: MatrixFreeObjectives(objectives))
     return cached(problem, "hessian_free", (objectives, objectives.loss), build)
+
+
+def diagonal_scaling(mf) -> np.ndarray | None:
+    r"""The diagonal preconditioner :math:`D` of the steps (module docstring):
+    :math:`\delta_{(c,k)}=(\beta\,\overline{x_k^2}+\ell_2\omega_k)^{-1/2}` for class :math:`c` and
+    column :math:`k`, with :math:`\overline{x_k^2}=\frac1N\sum_jx_{jk}^2` (the clients' column
+    statistics summed: :meth:`~drflmodel.matrix_free.MatrixFreeObjectives.column_second_moments`) and
+    :math:`\beta` the loss's smoothness. :math:`\beta\overline{x_k^2}` bounds the diagonal of the data
+    term's Hessian (:math:`\ell''\le\beta`), so :math:`D^{-2}` is its Jacobi estimate. A column that
+    is zero on every row and carries no ridge gets :math:`\delta=1`. ``None`` when the column
+    statistics are not available (a federated client that does not send them): the steps run
+    unscaled."""
+    moments = getattr(mf, "column_second_moments", None)
+    per_client = moments() if moments is not None else None
+    if per_client is None:
+        return None
+    sizes = np.asarray(mf.sizes, float)
+    column = sizes @ np.asarray(per_client, float) / sizes.sum()              # (d,)
+    beta = float(mf.loss.smoothness)
+    diagonal = beta * np.tile(column, mf.n_outputs) + mf.penalty_diagonal
+    diagonal = np.where(diagonal > 0, diagonal, 1.0)
+    return 1.0 / np.sqrt(diagonal)
+
+
+def _announce(mf, plan):
+    """On a federated server (matrix-free objectives with ``announce``), the route's plan stated to the
+    clients before its first query (``plan``: a :class:`~drflmodel.client_oracle.plan.QueryPlan`, or
+    ``None`` for :func:`~drflmodel.client_oracle.plan.hessian_free_plan`); ``None`` in process."""
+    announce = getattr(mf, "announce", None)
+    if announce is None:
+        return None
+    from ...client_oracle.plan import QueryPlan, hessian_free_plan
+
+    if plan is None:
+        plan = hessian_free_plan()
+    elif not isinstance(plan, QueryPlan):
+        from ...errors import InvalidParameterError
+
+        raise InvalidParameterError(f"plan must be a drflmodel.client_oracle.plan.QueryPlan or None; got "
+                                    f"{type(plan).__name__}")
+    plan.used = {}
+    announce(plan)
+    return plan
 
 
 def _weight_model(problem):

@@ -21,6 +21,17 @@ closes.
   :math:`(s,y)=(\theta_{k+1}-\theta_k,\ (G_{k+1}-G_k)^\top\lambda_{k+1})` -- the quasi-Newton form of
   the classical SQP step whose exact-Hessian version is :mod:`.lagrangian_sqp`. Each iteration: one
   forward pass and one client-by-client backward pass, plus the small weight problem.
+
+**Diagonal preconditioning** (``scaling``, :math:`D=\mathrm{diag}(\delta)>0`). Both algorithms run in
+the variables :math:`z=D^{-1}\theta`: L-BFGS minimizes :math:`\Phi_\tau(Dz)`, whose gradient is
+:math:`D\nabla\Phi_\tau(\theta)`; the SQP's quasi-Newton matrix starts from
+:math:`B_0^{-1}=\gamma D^2` -- the same iterates as BFGS in :math:`z` from :math:`\gamma I`
+(:math:`s_z=D^{-1}s`, :math:`y_z=Dy`, :math:`s_z^\top y_z=s^\top y`). Only the steps see :math:`z`:
+every evaluation and every certificate is taken at :math:`\theta=Dz`, in the original variables, so
+the bound is the one of the unscaled problem (nothing maps back). With columns of very different
+scales the Hessian's diagonal spans as many orders of magnitude squared; the Jacobi choice
+:math:`\delta_k^{-2}\approx` its diagonal (:func:`~.hessian_free.diagonal_scaling`) removes that
+spread, so L-BFGS needs about the iterations of standardized columns.
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ class Certifier:
         self._certify, self.gap_tol = certify, gap_tol
         self.tol = gap_tol if tol is None else min(tol, gap_tol)
         self.best, self.seconds, self._since_halved = None, 0.0, 0
+        self.last = None                     # the last evaluation offered (a plan's last certificate)
 
     @property
     def closed(self) -> bool:
@@ -79,6 +91,7 @@ class Certifier:
 
     def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
         """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
+        self.last = ev
         t0 = time.perf_counter()
         cert = self._certify(ev, force)
         self.seconds += time.perf_counter() - t0
@@ -97,9 +110,10 @@ class LBFGSRun:
     """SciPy's L-BFGS-B on :math:`\\Phi_\\tau` (module docstring); ``stage_done(evaluation)`` ends a
     smoothing stage early (``None``: run until the certificate closes or the iterations end)."""
 
-    def __init__(self, mf, support, certifier: Certifier, memory: int, stage_done=None):
+    def __init__(self, mf, support, certifier: Certifier, memory: int, stage_done=None, scaling=None):
         self.mf, self.support, self.certifier = mf, support, certifier
         self.memory, self.stage_done = memory, stage_done
+        self.scaling = np.ones(mf.dim) if scaling is None else np.asarray(scaling, float)
         self.cache, self.history, self.evaluations, self.last = [], [], 0, None
 
     def evaluate(self, theta) -> Evaluation:
@@ -111,12 +125,12 @@ class LBFGSRun:
         self.cache = [ev] + self.cache[:1]
         return ev
 
-    def _fun(self, theta):
-        ev = self.evaluate(theta)
-        return ev.smoothed, ev.gradient
+    def _fun(self, z):
+        ev = self.evaluate(self.scaling * z)
+        return ev.smoothed, self.scaling * ev.gradient
 
     def _callback(self, intermediate_result):
-        self.last = ev = self.evaluate(intermediate_result.x)
+        self.last = ev = self.evaluate(self.scaling * intermediate_result.x)
         record = {"iteration": len(self.history) + 1, "value": ev.smoothed, "tau": self.support.tau}
         self.history.append(record)
         if self.certifier.check(ev, record) or (self.stage_done is not None and self.stage_done(ev)):
@@ -127,28 +141,32 @@ class LBFGSRun:
 
         self.last = self.evaluate(theta)
         if max_iterations > 0 and not self.certifier.check(self.last, {}):     # the start may be certified
-            result = minimize(self._fun, theta, jac=True, method="L-BFGS-B", callback=self._callback,
+            result = minimize(self._fun, theta / self.scaling, jac=True, method="L-BFGS-B",
+                              callback=self._callback,
                               options={"maxcor": self.memory, "maxiter": max_iterations,
                                        "maxfun": 4 * max_iterations, "gtol": 0.0, "ftol": 0.0, "maxls": 50})
-            theta = np.asarray(result.x, float)
+            theta = self.scaling * np.asarray(result.x, float)
         if self.certifier.best is None:               # no iterate passed the cheap test: bound the last
             self.certifier.check(self.last, {}, force=True)
         return theta
 
 
 class InverseLBFGS:
-    """A limited-memory BFGS approximation :math:`B^{-1}` of an inverse Hessian (the two-loop
-    recursion, applied to several vectors at once)."""
+    r"""A limited-memory BFGS approximation :math:`B^{-1}` of an inverse Hessian (the two-loop
+    recursion, applied to several vectors at once), from :math:`B_0^{-1}=\gamma\,\mathrm{diag}(h_0)`
+    (``diagonal`` :math:`h_0`, default 1; module docstring)."""
 
-    def __init__(self, memory: int, gamma: float):
+    def __init__(self, memory: int, gamma: float, diagonal=None):
         self.memory, self.gamma, self.pairs = memory, gamma, []
+        self.diagonal = None if diagonal is None else np.asarray(diagonal, float)
 
     def update(self, s: np.ndarray, y: np.ndarray) -> None:
         sy = float(s @ y)
-        if sy <= 1e-12 * float(np.sqrt((s @ s) * (y @ y))):
+        h0y = y if self.diagonal is None else self.diagonal * y
+        if sy <= 1e-12 * float(np.sqrt((s @ (s / (1.0 if self.diagonal is None else self.diagonal))) * (y @ h0y))):
             return                                   # no curvature information (round-off): skip
         self.pairs = (self.pairs + [(s, y, 1.0 / sy)])[-self.memory:]
-        self.gamma = sy / float(y @ y)
+        self.gamma = sy / float(y @ h0y)
 
     def apply(self, V: np.ndarray) -> np.ndarray:
         """:math:`B^{-1}V` for ``V`` of shape ``(P,)`` or ``(P, q)``."""
@@ -158,7 +176,8 @@ class InverseLBFGS:
             a = rho * (s @ Q)
             Q -= np.multiply.outer(y, a)
             alphas.append(a)
-        Q *= self.gamma
+        Q *= self.gamma if self.diagonal is None else (self.gamma * (self.diagonal if Q.ndim == 1
+                                                                      else self.diagonal[:, None]))
         for (s, y, rho), a in zip(self.pairs, reversed(alphas)):
             b = rho * (y @ Q)
             Q += np.multiply.outer(s, a - b)
@@ -169,9 +188,10 @@ class QuasiNewtonSQPRun:
     """The quasi-Newton SQP of the module docstring for the weight set ``W`` with the compiled
     weight problem ``model``."""
 
-    def __init__(self, mf, W, certifier: Certifier, memory: int, model):
+    def __init__(self, mf, W, certifier: Certifier, memory: int, model, scaling=None):
         self.mf, self.W, self.certifier, self.model = mf, W, certifier, model
         self.memory = memory
+        self.scaling = None if scaling is None else np.asarray(scaling, float)
         self.history, self.evaluations = [], 0
 
     def _point(self, theta):
@@ -181,9 +201,13 @@ class QuasiNewtonSQPRun:
 
     def _initial_inverse(self, point) -> InverseLBFGS:
         """:math:`B_0^{-1}=I/L` with :math:`L` the smoothness of :math:`\\sum_i\\lambda_if_i` estimated
-        from the rows' mean squared norm."""
+        from the rows' mean squared norm; with a ``scaling`` :math:`D`,
+        :math:`B_0^{-1}=D^2/(\\Lambda d)` (:math:`\\Lambda=\\sum_i\\lambda_i`, :math:`d` features: the
+        trace bound of :math:`D\\nabla^2 D` when :math:`D^{-2}` is the Jacobi estimate)."""
         mf = self.mf
         lam_sum = float(np.sum(self.W.worst_case(point.values)[1]))
+        if self.scaling is not None:
+            return InverseLBFGS(self.memory, 1.0 / max(lam_sum * mf.n_features, 1e-300), self.scaling ** 2)
         curvature = mf.loss.smoothness * mf.mean_squared_row_norm() + float(mf.penalty_diagonal.max())
         return InverseLBFGS(self.memory, 1.0 / max(lam_sum * curvature, 1e-300))
 

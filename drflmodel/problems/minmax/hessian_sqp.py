@@ -1,5 +1,5 @@
-r"""SQP with exact client Hessians for the client-weight min-max problems (``solve(method="newton")``,
-taken only when forced: ``method="auto"`` takes the Lagrangian-Hessian SQP, :mod:`.lagrangian_sqp`,
+r"""SQP with exact client Hessians for the client-weight min-max problems
+(``solve(method="hessian_sqp")``, formerly ``"newton"``, taken only when forced: ``method="auto"`` takes the Lagrangian-Hessian SQP, :mod:`.lagrangian_sqp`,
 then the conic route -- on 1,150 random large instances of ``benchmarks/sweep_fast_route_fallback.py
 --newton-in-auto`` the ``sqp`` route certified every one, so this route never ran after it and no
 certificate is lost without it. It stays as an independent second fast route).
@@ -56,7 +56,7 @@ from ...solution import relative_gap
 from ..engine.solvers import default_solver, solve_or_raise
 from ..engine.queries import ROWS
 from ..engine.route import Route
-from ..engine.steps import cached, check_sqp_options, recovered_step, warm_start
+from ..engine.steps import cached, check_step_options, recovered_step, warm_start
 from .fixed_weight_bound import weighted_newton_bound
 from .lagrangian_sqp import finish_answer
 
@@ -130,7 +130,8 @@ class NewtonSQPRoute(Route):
     default 1e-10; it also stops once the gap is within ``gap_tol`` and the model predicts no
     further decrease -- the floor set by the step solver's accuracy, about 1e-10)."""
 
-    name = "newton"
+    name = "hessian_sqp"
+    aliases = ("newton",)      # its name until 2026-12-06
     options = {"max_steps": 50, "tol": 1e-10}
     needs = frozenset({ROWS})          # the per-client Hessian factors come from the rows
     uses_solver = False
@@ -159,11 +160,11 @@ class NewtonSQPRoute(Route):
 
     def auto_skip(self, structure) -> str | None:
         return ("method='sqp' (the Lagrangian-Hessian SQP) supersedes it in auto: it certified every instance "
-                "of benchmarks/sweep_fast_route_fallback.py --newton-in-auto (1,150), so 'newton' never ran after "
-                "it; force it with method='newton'")
+                "of benchmarks/sweep_fast_route_fallback.py --newton-in-auto (1,150), so this route never ran after "
+                "it; force it with method='hessian_sqp'")
 
     def complete_options(self, given) -> dict:
-        return check_sqp_options(super().complete_options(given))
+        return check_step_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()

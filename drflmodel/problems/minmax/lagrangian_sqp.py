@@ -51,7 +51,7 @@ from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
 from ..engine.route import Route
-from ..engine.steps import cached, check_sqp_options, keep_warm_start, warm_start
+from ..engine.steps import cached, check_step_options, keep_warm_start, warm_start
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel", "FixedWeightStep", "weight_step_model", "finish_answer"]
 
@@ -243,7 +243,7 @@ class LagrangianSQPRoute(Route):
         return conic_is_compressed(structure, self.name)
 
     def complete_options(self, given) -> dict:
-        return check_sqp_options(super().complete_options(given))
+        return check_step_options(super().complete_options(given))
 
     def solve(self, problem, request):
         started = time.perf_counter()

@@ -1,5 +1,6 @@
 r"""A certified route for non-smooth losses that needs only values and subgradients: the level
-bundle method (``solve(method="bundle")``; the client-weight min-max family).
+bundle method (``solve(method="level_bundle")``, formerly ``"bundle"``; the client-weight
+min-max family).
 
 Problem (:class:`~drflmodel.problems.minmax.dro.WeightedMinMax`): :math:`\min_\theta\Phi(\theta)`,
 :math:`\Phi(\theta)=\sigma_\Lambda(f(\theta))`, :math:`f_i=h_i+r`, with the data term :math:`h_i`
@@ -139,7 +140,8 @@ class LevelBundleRoute(Route):
     ``tol`` (relative gap at which it stops; default: ``gap_tol``), ``level`` (:math:`\\alpha`,
     default 0.3) and ``cuts`` (cut slots per client, default 40)."""
 
-    name = "bundle"
+    name = "level_bundle"
+    aliases = ("bundle",)      # its name until 2026-12-06
     options = {"max_steps": 300, "tol": None, "level": 0.3, "cuts": 40}
     needs = frozenset({VALUES, GRADIENTS})     # one query of every client's value and subgradient per step
     uses_solver = False
@@ -155,7 +157,7 @@ class LevelBundleRoute(Route):
     def auto_skip(self, structure) -> str | None:
         if structure.rows_local:
             return ("the conic route is exact on the rows; the bundle route needs only values and subgradients "
-                    "(the route of a federated server); force it with method='bundle'")
+                    "(the route of a federated server); force it with method='level_bundle'")
         return None
 
     def complete_options(self, given) -> dict:

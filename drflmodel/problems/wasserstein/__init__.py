@@ -14,7 +14,7 @@ module                         what it is
                                multipliers, flows over the class pairs)
 :mod:`.federated`              the federated oracle: each client answers for its own ball;
                                consensus ADMM and a dual-decomposition certificate on the server
-:mod:`.trust_region_sqp`       route ``"newton"``: trust-region SQP on the exact objective
+:mod:`.trust_region_sqp`       route ``"trust_region_sqp"``: trust-region SQP on the exact objective
 :mod:`.hessian_free`           route ``"hessian_free"``: matrix-free, for smooth worst cases
 :mod:`.lagrangian_bound`       the rigorous numpy Lagrangian lower bound (unbounded support)
 =============================  ================================================================

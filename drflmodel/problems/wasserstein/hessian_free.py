@@ -1,7 +1,7 @@
 r"""The matrix-free certified route of Wasserstein DRFL for smooth worst cases
 (``solve(method="hessian_free")``): values and gradients only, memory :math:`O(NK+SP)` -- no
 :math:`P\times P` array and no conic model of the rows -- so it scales past the dense routes
-(the conic model holds every row's coefficients, the ``newton`` route one :math:`d\times d`
+(the conic model holds every row's coefficients, the ``trust_region_sqp`` route one :math:`d\times d`
 factor per client).
 
 **When the worst case is smooth.** On unbounded support with labels that cannot move
@@ -179,13 +179,13 @@ class WassersteinHessianFreeRoute(Route):
         if facts.get("support_bounded"):
             return "bounded (polyhedral) support: the conic route applies"
         if not structure.smooth:
-            return f"the loss {structure.loss!r} is not smooth; the 'newton' and conic routes apply"
+            return f"the loss {structure.loss!r} is not smooth; the 'trust_region_sqp' and conic routes apply"
         if structure.n_outputs > 1:
             return ("the softmax loss's pairwise dual norm max_{j<k} ||w_k - w_j||_* has kinks where pairs tie; "
                     "the conic route applies")
         if facts.get("labels_move"):
             return ("a finite label cost kappa: the label-flip branch makes each client's worst case non-smooth; "
-                    "use kappa=inf or the 'newton'/conic routes")
+                    "use kappa=inf or the 'trust_region_sqp'/conic routes")
         if facts.get("transport_norm") != 2.0:
             return "the l1/linf transport norm has a polyhedral (non-smooth) dual norm; use norm=2 or the conic route"
         if not structure.ridge_covers_all:

@@ -1,6 +1,7 @@
 r"""The fast certified route of Wasserstein DRFL (every loss: smooth ones and piecewise-linear
-ones) on unbounded support: trust-region SQP on the exact robust objective (``solve(method="newton")``, chosen by ``method="auto"`` when
-it applies).
+ones) on unbounded support: trust-region SQP on the exact robust objective
+(``solve(method="trust_region_sqp")``, formerly ``"newton"``, chosen by ``method="auto"`` when it
+applies).
 
 **Problem** (:mod:`.problem`, unbounded support). With :math:`u=Xw`, the own-label loss
 :math:`v_{i0}(u_i)=L(u_i,y_i)`, the flipped one :math:`v_{i1}(u_i)=L(u_i,-y_i)` (classification
@@ -74,9 +75,14 @@ from ..engine.solvers import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows
-from ..engine.steps import check_sqp_options, recovered_step, too_small_for_sqp, warm_start
+from ..engine.steps import check_step_options, recovered_step, warm_start
 
-__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient"]
+__all__ = ["WassersteinSQPRoute", "WassersteinStepModel", "value_and_subgradient", "AUTO_MIN_SIZE"]
+
+#: ``method="auto"`` takes this route when (rows N) x (parameters P) reaches this size; below it
+#: the conic route is as fast (building the step problems costs ~0.1-0.4 s; measured in
+#: benchmarks/bench_fast.py). A federated server has no conic route: there it always applies.
+AUTO_MIN_SIZE = 50_000
 
 
 def _norm_subgradient(w, p: float) -> np.ndarray:
@@ -249,7 +255,8 @@ class WassersteinSQPRoute(Route):
     up to 16x, while good steps are cut short by the region it forces),
     ``tol`` (relative certificate gap at which it stops, default 1e-9)."""
 
-    name = "newton"
+    name = "trust_region_sqp"
+    aliases = ("newton",)      # its name until 2026-12-06
     options = {"max_steps": 60, "cap": 1000, "tol": 1e-9}
     uses_solver = False
     may_fall_back = True
@@ -271,12 +278,17 @@ class WassersteinSQPRoute(Route):
         return None
 
     def auto_skip(self, structure) -> str | None:
-        return too_small_for_sqp(structure)
+        """Why ``method="auto"`` leaves this problem to the conic route (N*P below
+        :data:`AUTO_MIN_SIZE` where the rows are held), or ``None``."""
+        if structure.rows_local and structure.size < AUTO_MIN_SIZE:
+            return (f"N*P = {structure.size} < {AUTO_MIN_SIZE} (rows x parameters): the conic route is as fast on "
+                    f"small problems; force the fast route by its method name")
+        return None
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int
 
-        opts = check_sqp_options(super().complete_options(given))
+        opts = check_step_options(super().complete_options(given))
         opts["cap"] = check_int(opts["cap"], "cap", low=1)
         return opts
 

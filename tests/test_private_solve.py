@@ -1,0 +1,83 @@
+"""Private mode's entry point (issue 40): ``private_solve`` picks the route from the weight set,
+returns a normal Solution whose ``info["private"]`` says what the server saw, brackets the
+in-process CVXPY certificate (an independent route), and refuses the other sets and families by name."""
+
+import json
+
+import numpy as np
+import pytest
+
+import drflmodel as dm
+from drflmodel.client_oracle import private_solve
+from drflmodel.errors import InvalidParameterError
+
+
+@pytest.fixture(scope="module")
+def bc():
+    return dm.datasets.breast_cancer(n_clients=4, seed=0)
+
+
+def _agrees(sol, ref):
+    """Both certificates bracket the same optimum: each lower bound is below the other's upper."""
+    assert sol.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= sol.upper_bound + 1e-12
+    assert abs(sol.upper_bound - ref.upper_bound) <= sol.gap + ref.gap + 1e-12
+
+
+def _server_saw(sol, route):
+    info = sol.info["private"]
+    assert info["route"] == route and sol.info["method"] == f"private_{route}"
+    assert info["secure_sums"] == sum(info["sums_by_query"].values()) > 0
+    assert sol.weights is None and sol.client_losses is None      # the server never learnt them
+    json.dumps(sol.to_dict())
+    return info
+
+
+def test_erm_is_certified_from_sums_and_equals_the_cvxpy_optimum(bc):
+    prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.HCVaR(bc.sizes / bc.sizes.sum(), 1.0), l2=0.01)
+    sol = private_solve(prob)
+    assert sol.status == "optimal" and (sol.upper_bound - sol.lower_bound) <= 1e-6 * sol.upper_bound
+    _agrees(sol, prob.solve())
+    info = _server_saw(sol, "fixed_weight")
+    assert info["weights"] == "size (N only)" and info["total_rows"] == int(bc.sizes.sum())
+    assert info["isolating_sums"] == 0
+    # the carried quantization error is of the order of n quanta per stage and inside the gap
+    assert 0 < info["quantization"]["value"] <= sol.gap
+
+
+def test_public_weights_take_the_fixed_weight_route(bc):
+    p = np.array([0.1, 0.2, 0.3, 0.4])            # not the size proportions: public weights
+    prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.HCVaR(p, 1.0), l2=0.01)
+    sol = private_solve(prob)
+    assert sol.status == "optimal" and sol.info["private"]["weights"] == "public"
+    _agrees(sol, prob.solve())
+
+
+def test_chi_square_is_certified_from_sums_and_reports_its_isolating_sums(bc):
+    prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.ChiSquare(4, 0.5), l2=0.01)
+    sol = private_solve(prob)
+    assert sol.status == "optimal"
+    _agrees(sol, prob.solve())
+    info = _server_saw(sol, "chi_square")
+    assert info["isolating_sums"] >= 0 and str(info["isolating_sums"]) in info["per_client_values"]
+
+
+@pytest.mark.parametrize("weights, words", [
+    (lambda bc: dm.sets.Simplex(4), ["Simplex", "largest client loss"]),
+    (lambda bc: dm.sets.HCVaR(bc.sizes / bc.sizes.sum(), 0.5), ["HCVaR", "alpha < 1"]),
+    (lambda bc: dm.sets.QFFL(4, 1.0), ["QFFL", "per-client values"]),
+])
+def test_other_weight_sets_are_refused_by_name_with_the_reason(bc, weights, words):
+    prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=weights(bc), l2=0.01)
+    with pytest.raises(InvalidParameterError) as err:
+        private_solve(prob)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_other_families_and_non_smooth_losses_are_refused_by_name(bc):
+    fafl = dm.FairnessAwareFL(bc, dm.losses.Logistic(), alpha=0.5, l2=0.01)
+    with pytest.raises(InvalidParameterError, match="FairnessAwareFL"):
+        private_solve(fafl)
+    hinge = dm.FederatedDRO(bc, dm.losses.Hinge(), weights=dm.sets.CVaR(4, 0.5), l2=0.01)
+    with pytest.raises(InvalidParameterError, match="hinge.*not smooth"):
+        private_solve(hinge)
