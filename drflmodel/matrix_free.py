@@ -131,7 +131,9 @@ class MatrixFreeObjectives:
         :math:`\frac1{N_i}\sum_{j\in\mathcal C_i}x_{jk}^2`, shape ``(n, d)``: sums of the client's own
         rows (their sum over :math:`k` is the mean :math:`\|x_j\|^2` of :meth:`RowPoint.allowance_terms`),
         the column statistics the Hessian-free route's diagonal preconditioner is made of."""
-        return self.client_sums(self.X * self.X) / self.sizes[:, None]
+        X, o = self.X, self.offsets          # client by client, in float64, no N x d temporary
+        return np.stack([np.einsum("jk,jk->k", X[o[i]:o[i + 1]], X[o[i]:o[i + 1]], dtype=np.float64)
+                         for i in range(self.n)]) / self.sizes[:, None]
 
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)
