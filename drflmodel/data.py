@@ -113,7 +113,9 @@ class Client:
 
     Parameters
     ----------
-    X : array of shape (N_i, d), finite.
+    X : array of shape (N_i, d), finite. A float32 array is kept in float32 (``features``; no
+        float64 copy is made unless a route that reads :attr:`X` asks for it): every float32 number
+        is a float64 number, so the problem is the float64 problem on these features.
     y : array of shape (N_i,), finite.
     name : str, optional, a human-readable name (default ``"client"``).
     """
@@ -122,27 +124,41 @@ class Client:
         self.name = "client" if name is None else str(name)
         # copies: the client owns its (read-only) data; the caller's arrays stay writable and
         # later changes to them (or to an array they are a view of) cannot alter the client
-        self.X = as_finite_array(X, f"X of client {self.name!r}", ndim=2).copy()
+        dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else float
+        self.features = as_finite_array(X, f"X of client {self.name!r}", ndim=2, dtype=dtype).copy()
+        self._X64 = None
         self.y = as_finite_array(y, f"y of client {self.name!r}", ndim=1).copy()
-        if self.X.shape[0] != self.y.shape[0]:
+        if self.features.shape[0] != self.y.shape[0]:
             raise InvalidDataError(
-                f"client {self.name!r}: X has {self.X.shape[0]} rows but y has {self.y.shape[0]}")
-        if self.X.shape[0] < 1:
+                f"client {self.name!r}: X has {self.features.shape[0]} rows but y has {self.y.shape[0]}")
+        if self.features.shape[0] < 1:
             raise InvalidDataError(f"client {self.name!r} must hold at least one sample")
-        if self.X.shape[1] < 1:
+        if self.features.shape[1] < 1:
             raise InvalidDataError(f"X of client {self.name!r} must have at least one feature column")
-        self.X.setflags(write=False)
+        self.features.setflags(write=False)
         self.y.setflags(write=False)
+
+    @property
+    def X(self) -> np.ndarray:
+        """The features in float64: :attr:`features` itself, or (float32 features) their exact
+        float64 copy, made on first access and kept (the routes that keep float32 read
+        :attr:`features`)."""
+        if self.features.dtype == np.float64:
+            return self.features
+        if self._X64 is None:
+            self._X64 = self.features.astype(np.float64)
+            self._X64.setflags(write=False)
+        return self._X64
 
     @property
     def size(self) -> int:
         """Number of samples :math:`N_i`."""
-        return self.X.shape[0]
+        return self.features.shape[0]
 
     @property
     def dim(self) -> int:
         """Number of features :math:`d`."""
-        return self.X.shape[1]
+        return self.features.shape[1]
 
     def __repr__(self) -> str:
         return f"Client(name={self.name!r}, size={self.size}, dim={self.dim})"
@@ -157,7 +173,7 @@ class StackedData:
     never contribute. Each client's update reads only its own slice ``[i]``.
     """
 
-    X: np.ndarray      # (n, m_max, d)
+    X: np.ndarray      # (n, m_max, d); float32 when every client's features are (else float64)
     y: np.ndarray      # (n, m_max)
     mask: np.ndarray   # (n, m_max), 1.0 for real rows, 0.0 for padding
     sizes: np.ndarray  # (n,) integer sample counts
@@ -200,7 +216,7 @@ class Federation:
         names = [c.name for c in clients]
         if len(set(names)) != len(names):
             # keep names unique so that reports can index by name
-            clients = [Client(c.X, c.y, name=f"{c.name}-{k}") for k, c in enumerate(clients)]
+            clients = [Client(c.features, c.y, name=f"{c.name}-{k}") for k, c in enumerate(clients)]
         self.clients: list[Client] = clients
 
     def _check_classes(self, clients, n_classes, classes):
@@ -273,7 +289,7 @@ class Federation:
         Client *i* holds the rows whose label is ``names[i]`` (in their original order) and is
         named ``str(names[i])``; ``federation.client_labels`` keeps the labels themselves.
         """
-        X = as_finite_array(X, "X", ndim=2)
+        X = as_finite_array(X, "X", ndim=2, dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else float)
         check_choice(task, "task", TASKS)
         class_args = {}
         if task == "multiclass":
@@ -498,7 +514,7 @@ class Federation:
         intercept would be a guess)."""
         ones = np.ones(self.dim, bool)
         for c in self.clients:
-            ones &= np.all(c.X == 1.0, axis=0)
+            ones &= np.all(c.features == 1.0, axis=0)
         found = np.flatnonzero(ones)
         if found.size > 1:
             raise InvalidDataError(f"columns {found.tolist()} are all constant 1: the intercept column is "
@@ -527,13 +543,16 @@ class Federation:
         n, m, d = self.n_clients, int(self.sizes.max()), self.dim
         from ._memory import check_memory
 
-        check_memory(8 * n * m * (d + 2), f"the stacked client data ({n} clients x {m} rows x {d} features)",
+        # float32 features stay float32 when every client's are (products: drflmodel._float64_products)
+        dtype = np.float32 if all(c.features.dtype == np.float32 for c in self.clients) else np.float64
+        itemsize = np.dtype(dtype).itemsize
+        check_memory(n * m * (itemsize * d + 16), f"the stacked client data ({n} clients x {m} rows x {d} features)",
                      instead="use fewer rows or features, or a machine with more memory")
-        X = np.zeros((n, m, d))
+        X = np.zeros((n, m, d), dtype=dtype)
         y = np.zeros((n, m))
         mask = np.zeros((n, m))
         for i, c in enumerate(self.clients):
-            X[i, : c.size] = c.X
+            X[i, : c.size] = c.features
             y[i, : c.size] = c.y
             mask[i, : c.size] = 1.0
         for a in (X, y, mask):

@@ -35,6 +35,8 @@ import weakref
 
 import numpy as np
 
+from . import _float64_products as fp
+
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Logistic, Multinomial
 
@@ -117,7 +119,7 @@ class MatrixFreeObjectives:
     def row_norms(self) -> np.ndarray:
         """:math:`\\|x_j\\|_2` of every row (computed once)."""
         if self._row_norms is None:
-            self._row_norms = np.sqrt(np.einsum("jd,jd->j", self.X, self.X))
+            self._row_norms = np.sqrt(fp.row_squared_norms(self.X))
         return self._row_norms
 
     def mean_squared_row_norm(self) -> float:
@@ -129,7 +131,9 @@ class MatrixFreeObjectives:
         :math:`\frac1{N_i}\sum_{j\in\mathcal C_i}x_{jk}^2`, shape ``(n, d)``: sums of the client's own
         rows (their sum over :math:`k` is the mean :math:`\|x_j\|^2` of :meth:`RowPoint.allowance_terms`),
         the column statistics the Hessian-free route's diagonal preconditioner is made of."""
-        return self.client_sums(self.X * self.X) / self.sizes[:, None]
+        X, o = self.X, self.offsets          # client by client, in float64, no N x d temporary
+        return np.stack([np.einsum("jk,jk->k", X[o[i]:o[i + 1]], X[o[i]:o[i + 1]], dtype=np.float64)
+                         for i in range(self.n)]) / self.sizes[:, None]
 
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)
@@ -140,7 +144,7 @@ class MatrixFreeObjectives:
     # ------------------------------------------------------------------ evaluation
     def scores(self, theta) -> np.ndarray:
         """:math:`S=XW`, shape ``(N, K)`` (one pass)."""
-        return self.X @ self.layout.matrix(self._theta(theta))
+        return fp.times(self.X, self.layout.matrix(self._theta(theta)))
 
     def at(self, theta, scores=None) -> "RowPoint":
         """Everything one forward pass gives at ``theta`` (a :class:`RowPoint`); ``scores`` may be
@@ -158,7 +162,7 @@ class MatrixFreeObjectives:
     def feature_norm_means(self, intercept_column: int) -> np.ndarray:
         """Per client, the mean of :math:`\\|\\tilde x_j\\|_2` (the rows without the constant
         intercept column)."""
-        x2 = self.row_norms() ** 2 - self.X[:, intercept_column] ** 2
+        x2 = self.row_norms() ** 2 - fp.as_float64(self.X[:, intercept_column]) ** 2
         return self.client_sums(np.sqrt(np.maximum(x2, 0.0))) / self.sizes
 
     def values(self, theta) -> np.ndarray:
@@ -235,7 +239,7 @@ class RowPoint:
             G = np.empty((ob.n, ob.dim))
             for i in range(ob.n):
                 a, b = ob.offsets[i], ob.offsets[i + 1]
-                G[i] = (self.row_gradients[a:b].T @ ob.X[a:b]).reshape(-1) / ob.sizes[i]
+                G[i] = fp.t_times(ob.X[a:b], self.row_gradients[a:b]).T.reshape(-1) / ob.sizes[i]
             G += ob.penalty_diagonal * self.theta
             self._gradients = G
         return self._gradients
@@ -247,7 +251,7 @@ class RowPoint:
             return lam @ self._gradients
         ob = self.objectives
         Gw = self.row_gradients * ob.row_weights(lam)[:, None]
-        return (Gw.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
+        return fp.t_times(ob.X, Gw).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
 
     # ------------------------------------------------------------------ per-client sums for bounds
     def allowance_terms(self) -> np.ndarray:
@@ -311,9 +315,9 @@ class RowPoint:
         ob = self.objectives
         v = np.asarray(v, float)
         lam = np.asarray(lam, float)
-        C = self._apply_curvature(ob.X @ ob.layout.matrix(v))
+        C = self._apply_curvature(fp.times(ob.X, ob.layout.matrix(v)))
         C *= ob.row_weights(lam)[:, None]
-        return (C.T @ ob.X).reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
+        return fp.t_times(ob.X, C).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
 
     def client_hvps(self, V) -> np.ndarray:
         """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for directions ``V`` (``(n, P)`` or one
@@ -323,8 +327,8 @@ class RowPoint:
         out = np.empty((ob.n, ob.dim))
         for i in range(ob.n):
             rows = slice(ob.offsets[i], ob.offsets[i + 1])
-            C = self._apply_curvature(ob.X[rows] @ ob.layout.matrix(V[i]), rows)
-            out[i] = (C.T @ ob.X[rows]).reshape(-1) / ob.sizes[i]
+            C = self._apply_curvature(fp.times(ob.X[rows], ob.layout.matrix(V[i])), rows)
+            out[i] = fp.t_times(ob.X[rows], C).T.reshape(-1) / ob.sizes[i]
         return out + ob.penalty_diagonal * V
 
 

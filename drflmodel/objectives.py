@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _float64_products as fp
 from ._lazy import LazyModule
 from ._validation import check_int, check_real
 from .data import Federation, StackedData
@@ -160,9 +161,10 @@ class ClientObjectives:
         :data:`~drflmodel.problems.engine.queries.ROWS`; a federated server's objectives hold none):
         the zero-padded stacked arrays ``X`` ``(n, m, d)``, ``y`` ``(n, m)``, ``mask`` ``(n, m)``
         (1 on a row, 0 on padding) and ``sizes`` :math:`N_i` ``(n,)`` as floats. Read-only views of
-        the federation's :attr:`~drflmodel.data.Federation.stacked` (or of this subsample's rows)."""
+        the federation's :attr:`~drflmodel.data.Federation.stacked` (or of this subsample's rows);
+        float32 features as their float64 copy (exact; the routes reading them compute in float64)."""
         views = []
-        for a in (self._X, self._y, self._mask, self._sizes):
+        for a in (fp.as_float64(self._X), self._y, self._mask, self._sizes):
             v = a.view()
             v.setflags(write=False)
             views.append(v)
@@ -201,7 +203,9 @@ class ClientObjectives:
         W = self.layout.matrix(theta)                         # (d, K) or (n, d, K)
         n, m, d = self._X.shape
         if theta.ndim == 1:                                   # one 2-D product (BLAS), not a 3-D one
-            return (self._X.reshape(n * m, d) @ W).reshape(n, m, self.n_outputs)
+            return fp.times(self._X.reshape(n * m, d), W).reshape(n, m, self.n_outputs)
+        if self._X.dtype != np.float64:                       # float32 rows: client by client, in float64
+            return np.stack([fp.times(Xi, Wi) for Xi, Wi in zip(self._X, W)])
         return np.matmul(self._X, W)
 
     def scores(self, theta) -> np.ndarray:
@@ -225,7 +229,10 @@ class ClientObjectives:
     def _gradient_from_blocks(self, D: np.ndarray, theta: np.ndarray, X=None) -> np.ndarray:
         """Row *i*: :math:`\\mathrm{vec}(X_i^\\top D_i)` (class-major) plus the ridge gradient."""
         X = self._X if X is None else X
-        grads = np.matmul(np.swapaxes(D, 1, 2), X).reshape(X.shape[0], self.dim)   # (n, K, d) -> (n, P)
+        if X.dtype != np.float64:                             # float32 rows: accumulated in float64
+            grads = np.stack([fp.t_times(Xi, Di).T for Xi, Di in zip(X, D)]).reshape(X.shape[0], self.dim)
+        else:
+            grads = np.matmul(np.swapaxes(D, 1, 2), X).reshape(X.shape[0], self.dim)   # (n, K, d) -> (n, P)
         return grads + self.penalty_diagonal * (theta if theta.ndim == 2 else theta[None, :])
 
     # ------------------------------------------------------------------ numpy
@@ -248,10 +255,11 @@ class ClientObjectives:
         w = self._mask / self._sizes[:, None]
         d, K = self.n_features, self.n_outputs
         H = np.zeros((self.n, self.dim, self.dim))
-        Xt = np.swapaxes(self._X, 1, 2)
+        X = fp.as_float64(self._X)          # dense per-client Hessians (small problems): float64 rows
+        Xt = np.swapaxes(X, 1, 2)
         for k in range(K):
             for l in range(k, K):
-                block = np.matmul(Xt, self._X * (w * _pair_weights(a, b, k, l))[:, :, None])
+                block = np.matmul(Xt, X * (w * _pair_weights(a, b, k, l))[:, :, None])
                 H[:, k * d:(k + 1) * d, l * d:(l + 1) * d] = block
                 if l != k:
                     H[:, l * d:(l + 1) * d, k * d:(k + 1) * d] = np.swapaxes(block, 1, 2)
@@ -301,7 +309,7 @@ class ClientObjectives:
         H = np.zeros((self.dim, self.dim))
         for start in range(0, rows.size, chunk):
             r = rows[start:start + chunk]
-            Xr, wr = X2[r], w[r]
+            Xr, wr = fp.as_float64(X2[r]), w[r]                # a float32 chunk cast: exact
             for k in range(K):
                 H[k * d:(k + 1) * d, k * d:(k + 1) * d] += Xr.T @ (Xr * (wr * a[r, k])[:, None])
             if b is not None:
@@ -316,10 +324,14 @@ class ClientObjectives:
         theta = self._theta(theta)
         V = np.broadcast_to(np.asarray(V, float), (self.n, self.dim))
         S = self.score_blocks(theta)
-        dS = np.matmul(self._X, self.layout.matrix(V))        # score change (n, m, K)
+        M = self.layout.matrix(V)
+        if self._X.dtype != np.float64:                       # float32 rows: client by client, in float64
+            dS = np.stack([fp.times(Xi, Mi) for Xi, Mi in zip(self._X, M)])
+        else:
+            dS = np.matmul(self._X, M)                        # score change (n, m, K)
         HV = self.loss.block_hvp(S, self._y, dS)
-        out = np.matmul(np.swapaxes(HV * self._row_weights(HV), 1, 2), self._X).reshape(self.n, self.dim)
-        return out + self.penalty_diagonal * V
+        out = self._gradient_from_blocks(HV * self._row_weights(HV), V)   # X_i^T (w HV_i) + ridge * v_i
+        return out
 
     def minibatch_gradients(self, theta, batch_size: int, rng) -> np.ndarray:
         """Unbiased minibatch gradients: client *i* samples ``batch_size`` of its own rows
@@ -341,7 +353,7 @@ class ClientObjectives:
         sizes = self._sizes.astype(int)
         idx = np.stack([minibatch_indices(g, int(s), batch_size) for g, s in zip(gens, sizes)])
         rows = np.arange(self.n)[:, None]
-        Xb, yb = self._X[rows, idx], self._y[rows, idx]
+        Xb, yb = fp.as_float64(self._X[rows, idx]), self._y[rows, idx]
         W = self.layout.matrix(theta if theta.ndim == 2 else np.broadcast_to(theta, (self.n, self.dim)))
         G = self.loss.block_gradient(np.matmul(Xb, W), yb) / batch_size
         return self._gradient_from_blocks(G, theta, X=Xb)
@@ -369,7 +381,7 @@ class ClientObjectives:
         """:math:`\\max_j\\|x_{ij}\\|_2` per client (the data's scale in the self-concordance bound;
         computed once)."""
         if getattr(self, "_row_norms", None) is None:
-            self._row_norms = np.sqrt(np.max(np.einsum("imd,imd->im", self._X, self._X), axis=1))
+            self._row_norms = np.sqrt(np.max(fp.row_squared_norms(self._X), axis=1))
         return self._row_norms
 
     def subsample(self, fraction: float, minimum: int, seed=0) -> "ClientObjectives":
@@ -404,7 +416,7 @@ class ClientObjectives:
                      instead="its extreme eigenvalues are needed only by the quadratic loss's moduli and the "
                      "smoothness constants; penalize every coordinate (the ridge's modulus needs no Gram matrix)")
         for X, size in zip(self._X, self._sizes):
-            yield (X.T @ X) / size
+            yield fp.gram(X) / size
 
     def _gram_extreme_eigs(self) -> np.ndarray:
         """``(n, 2)``: the smallest (clipped at 0) and largest eigenvalue of each client's
@@ -427,7 +439,7 @@ class ClientObjectives:
             raise InvalidParameterError(f"quadratic_forms needs a quadratic loss; got {self.loss!r}")
         m = self._sizes
         Q = np.stack(list(self._client_grams())) + 0.5 * np.diag(self.penalty_diagonal)[None]
-        r = np.einsum("imd,im->id", self._X, self._y) / m[:, None]
+        r = np.einsum("imd,im->id", self._X, self._y, dtype=np.float64) / m[:, None]
         c = np.einsum("im,im->i", self._y, self._y) / m
         return Q, r, c
 

@@ -239,6 +239,34 @@ def _check_vector(v, n: int, name: str) -> np.ndarray:
 # ======================================================================================
 # base class
 # ======================================================================================
+class _DPPParameter:
+    """A set's ``cp.Parameter`` (a DPP sweep's handle), made on first access -- so a set whose
+    routes run no CVXPY model never imports CVXPY -- and given the value of the set's numpy
+    attribute ``value_attr`` at every access (one source of truth: ``set_alpha`` writes numpy)."""
+
+    def __init__(self, value_attr: str, name: str, vector: bool = False):
+        self.value_attr, self.name, self.vector = value_attr, name, vector
+
+    def __set_name__(self, owner, attr):
+        self.slot = "_" + attr
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        param = obj.__dict__.get(self.slot)
+        if param is None:
+            param = cp.Parameter((obj.n,) if self.vector else (), nonneg=True, name=self.name)
+            obj.__dict__[self.slot] = param
+        param.value = getattr(obj, self.value_attr)
+        return param
+
+    def sync(self, obj) -> None:
+        """Give the parameter, if made, the numpy value (a compiled problem reads it in place)."""
+        param = obj.__dict__.get(self.slot)
+        if param is not None:
+            param.value = getattr(obj, self.value_attr)
+
+
 class WeightSet:
     """Base class of client-weight sets.
 
@@ -270,6 +298,12 @@ class WeightSet:
     def psi(self, lam) -> float:
         """The penalty :math:`\\psi(\\lambda)` (0 for plain sets)."""
         return 0.0
+
+    def box_bounds(self):
+        """``(lower, upper)`` (arrays of length :math:`n`) when the set is
+        :math:`\\{l\\le\\lambda\\le u,\\ \\mathbf 1^\\top\\lambda=1\\}` with :math:`\\psi=0` (the simplex,
+        CVaR, HCVaR), else ``None``."""
+        return None
 
     def worst_case(self, f) -> tuple[float, np.ndarray]:
         """``(value, lam)`` with value :math:`=\\max_{\\lambda\\in\\Lambda}\\lambda^\\top f-\\psi(\\lambda)`."""
@@ -358,6 +392,9 @@ class _BoxSimplexSet(WeightSet):
 
     def _bounds(self):
         return np.broadcast_to(self._lower, (self.n,)), np.broadcast_to(self._upper, (self.n,))
+
+    def box_bounds(self):
+        return self._bounds()
 
     def single_point(self) -> np.ndarray | None:
         """The one point when the caps close the simplex (upper caps summing to 1, e.g. ``HCVaR``
@@ -464,7 +501,6 @@ class CVaR(_BoxSimplexSet):
 
     def __init__(self, n: int, alpha: float):
         super().__init__(n)
-        self.cap_param = cp.Parameter(nonneg=True, name="cvar_cap")
         self.set_alpha(alpha)
 
     def _validate_alpha(self, alpha) -> float:
@@ -481,11 +517,13 @@ class CVaR(_BoxSimplexSet):
         """Change :math:`\\alpha` (numpy side and the DPP parameter ``cap_param``)."""
         self.alpha = self._validate_alpha(alpha)
         self.cap = 1.0 / (self.alpha * self.n)
-        self.cap_param.value = self.cap
+        CVaR.cap_param.sync(self)
 
     @property
     def _upper(self):
         return min(self.cap, 1.0)
+
+    cap_param = _DPPParameter("cap", "cvar_cap")
 
     def vertices(self):
         """Vertices of :math:`\\Delta_\\alpha`: :math:`k=\\lfloor\\alpha n\\rfloor` coordinates at the cap,
@@ -555,7 +593,6 @@ class HCVaR(_BoxSimplexSet):
         super().__init__(p.size)
         self.p = p
         self.clip_alpha = bool(clip_alpha)
-        self.cap_param = cp.Parameter(self.n, nonneg=True, name="hcvar_caps")
         self.set_alpha(alpha)
 
     def set_alpha(self, alpha) -> None:
@@ -582,11 +619,13 @@ class HCVaR(_BoxSimplexSet):
                           UserWarning, stacklevel=3)
         self.alpha = np.maximum(a, self.p)
         self.caps = self.p / self.alpha
-        self.cap_param.value = self.caps
+        HCVaR.cap_param.sync(self)
 
     @property
     def _upper(self):
         return np.minimum(self.caps, 1.0)
+
+    cap_param = _DPPParameter("caps", "hcvar_caps", vector=True)
 
     @property
     def tau(self) -> float:
@@ -638,15 +677,17 @@ class ChiSquare(WeightSet):
 
     def __init__(self, n: int, rho: float):
         super().__init__(n)
-        self.rho_param = cp.Parameter(nonneg=True, name="chi2_rho")
-        self.inv_rho_param = cp.Parameter(nonneg=True, name="chi2_inv_rho")
         self.set_rho(rho)
+
+    rho_param = _DPPParameter("rho", "chi2_rho")
+    inv_rho_param = _DPPParameter("inv_rho", "chi2_inv_rho")
 
     def set_rho(self, rho: float) -> None:
         """Change :math:`\\rho` (numpy side and the DPP parameters)."""
         self.rho = check_real(rho, "rho", low=0)
-        self.rho_param.value = self.rho
-        self.inv_rho_param.value = 1.0 / self.rho if self.rho > 0 else 0.0
+        self.inv_rho = 1.0 / self.rho if self.rho > 0 else 0.0
+        ChiSquare.rho_param.sync(self)
+        ChiSquare.inv_rho_param.sync(self)
 
     @property
     def strong_concavity(self) -> float:
@@ -739,13 +780,14 @@ class LpBall(WeightSet):
             p = np.inf
         self.p = check_real(p, "p", low=1, allow_inf=True)
         self.polytope = self.p in (1.0, np.inf)
-        self.radius_param = cp.Parameter(nonneg=True, name="lp_radius")
         self.set_radius(radius)
+
+    radius_param = _DPPParameter("radius", "lp_radius")
 
     def set_radius(self, radius: float) -> None:
         """Change the radius (numpy side and the DPP parameter ``radius_param``)."""
         self.radius = check_real(radius, "radius", low=0, low_open=True)
-        self.radius_param.value = self.radius
+        LpBall.radius_param.sync(self)
 
     @property
     def p_dual(self) -> float:

@@ -17,7 +17,7 @@ from drflmodel.problems.minmax.dro import WeightedMinMax
 from drflmodel.errors import InvalidParameterError
 from drflmodel.problems.engine.solvers import default_solver
 from tests.clarabel_faults import fail_clarabel
-from drflmodel.problems.minmax import hessian_sqp, lagrangian_sqp
+from drflmodel.problems.minmax import box_simplex_step, hessian_sqp, lagrangian_sqp
 
 L2 = 1e-2
 
@@ -217,6 +217,9 @@ def test_sqp_route_recovers_from_a_failing_step_solver_and_vanishing_curvature(m
     assert sol.status == "optimal" and ref.status == "optimal"
     assert sol.value == pytest.approx(ref.value, rel=1e-7)
 
+    # the retry of a failing CVXPY weight step (a box-simplex set steps in numpy up to
+    # NUMPY_STEP_MAX_CLIENTS clients: set to 0, the CVXPY model steps)
+    monkeypatch.setattr(box_simplex_step, "NUMPY_STEP_MAX_CLIENTS", 0)
     calls = fail_clarabel(monkeypatch, times=1)          # the first weight step's Clarabel solve fails
     again = dm.FederatedDRO(fed, dm.losses.SmoothHinge(), dm.sets.Simplex(3), l2=1e-4).solve(method="sqp")
     assert calls["failed"] == 1 and calls["passed"] > 0 and again.status == "optimal"

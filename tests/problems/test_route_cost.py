@@ -173,7 +173,10 @@ def test_memory_estimates_are_the_routes_own():
     sqp = next(r for r in s.routes if r.name == "sqp")
     assert memory.dense_route_bytes(s, "sqp") == sqp.memory(s) == memory.route_bytes(sqp, s)
     P, n = prob.dim, 4
-    assert sqp.memory(s) == 4 * 8 * P * P + 8 * (3 * n * P + 3 * n * n)
+    n_pad, m_max, _ = prob.objectives._X.shape                 # the padded client rows (K = 1)
+    chunk = min(8192, s.rows)                                  # one chunk of the Hessian's products
+    assert sqp.memory(s) == int(4 * 8 * P * P + 8 * (3 * n * P + 3 * n * n) + 8 * 4.5 * n_pad * m_max
+                                + 8 * chunk * P * 2)
     assert ConicRoute().memory(s) == s.conic_bytes == 24 * s.rows * P + 3 * 8 * P * P
     assert memory.dense_route_bytes(s, "no-such-route") is None
 

@@ -125,6 +125,8 @@ class FixedWeightStep:
     CVXPY problem is compiled or solved (the SQP is then Newton's method on
     :math:`\sum_i\bar\lambda_if_i`)."""
 
+    solver = "numpy"
+
     def __init__(self, weight_set, point: np.ndarray):
         self.weight_set = weight_set
         self.lam = np.asarray(point, float)
@@ -135,14 +137,23 @@ class FixedWeightStep:
         return lam.copy(), float(lam @ f) - 0.5 * float(lam @ S @ lam) - self.psi
 
 
-def weight_step_model(problem, solver: str):
-    """The weight step problem of ``problem``'s weight set, compiled once per weight set and solver
-    (kept in the route's cache on the problem); for a fixed weight set the numpy
-    :class:`FixedWeightStep` (the fast path: no CVXPY step per iteration)."""
+def weight_step_model(problem, solver: str | None = None):
+    """The weight step problem of ``problem``'s weight set, built once per weight set (kept in the
+    route's cache on the problem): for a fixed weight set the numpy :class:`FixedWeightStep`; for a
+    box-simplex set (simplex, CVaR, HCVaR) of at most
+    :data:`~.box_simplex_step.NUMPY_STEP_MAX_CLIENTS` clients the numpy active-set
+    :class:`~.box_simplex_step.BoxSimplexStep` (CVXPY is not imported); else the CVXPY
+    :class:`WeightStepModel` compiled for ``solver`` (``None``: the default solver)."""
+    from . import box_simplex_step
+
     W = problem.weight_set
     point = W.single_point()
     if point is not None:
         return cached(problem, "sqp", (W, "fixed"), lambda: FixedWeightStep(W, point))
+    if W.box_bounds() is not None and W.n <= box_simplex_step.NUMPY_STEP_MAX_CLIENTS:
+        conic = lambda: WeightStepModel(W, solver or default_solver())      # noqa: E731
+        return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.BoxSimplexStep(W, conic))
+    solver = solver or default_solver()
     return cached(problem, "sqp", (W, solver), lambda: WeightStepModel(W, solver))
 
 
@@ -179,6 +190,13 @@ def conic_is_compressed(structure, route: str) -> str | None:
                 f"model is QR-compressed (one (P+2)-cone per client, whatever N) and as fast; force with "
                 f"method={route!r}")
     return None
+
+
+def _cvxpy_errors() -> tuple:
+    """CVXPY's ``SolverError`` when CVXPY has been imported (a numpy step cannot raise it)."""
+    import sys
+
+    return (sys.modules["cvxpy"].error.SolverError,) if "cvxpy" in sys.modules else ()
 
 
 class LagrangianSQPRoute(Route):
@@ -231,10 +249,11 @@ class LagrangianSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        # a fixed weight set steps in numpy (FixedWeightStep): no conic solver, CVXPY not imported
-        solver = "numpy" if problem.weight_set.single_point() is not None else default_solver()
+        # a fixed or box-simplex weight set steps in numpy (FixedWeightStep, BoxSimplexStep): no
+        # conic solver, CVXPY not imported
         t0 = time.perf_counter()
-        model = weight_step_model(problem, solver)
+        model = weight_step_model(problem)
+        solver = model.solver
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem.weight_set
 
@@ -268,7 +287,7 @@ class LagrangianSQPRoute(Route):
             t0 = time.perf_counter()
             try:
                 lam_new, delta, m_value = point.step(model, ridge)
-            except (ArithmeticError, cp.error.SolverError) as exc:
+            except (ArithmeticError, *_cvxpy_errors()) as exc:
                 record["error"] = str(exc)[:200]
                 if ridge >= point.scale:
                     break
