@@ -362,12 +362,11 @@ def _announce(mf, plan):
 
 
 def _weight_model(problem):
-    """The compiled weight problem of the quasi-Newton SQP (once per weight set and solver; the
-    ``sqp`` route's model, shared)."""
-    from ..engine.solvers import default_solver
+    """The weight problem of the quasi-Newton SQP (once per weight set; the ``sqp`` route's model,
+    shared): numpy for a fixed or box-simplex set, so CVXPY is imported only for the others."""
     from .lagrangian_sqp import weight_step_model
 
-    return weight_step_model(problem, default_solver())
+    return weight_step_model(problem)
 
 
 def _start(problem) -> np.ndarray:
