@@ -50,7 +50,7 @@ import numpy as np
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
 
-__all__ = ["per_sample_gradient_bounds", "noise_bounds", "BATCH_SAMPLING"]
+__all__ = ["per_sample_gradient_bounds", "noise_bounds", "martingale_radius", "BATCH_SAMPLING"]
 
 #: how each local step's batch is drawn (module docstring)
 BATCH_SAMPLING = ("fresh", "epoch")
@@ -95,3 +95,73 @@ def noise_bounds(problem, fp, batch_size, rounds: int, delta: float, batch_sampl
     nu = np.where(B >= sizes, 0.0, nu) if batch_sampling == "epoch" else nu
     s = eta * nu * (1.0 - a ** J) / (1.0 - a)
     return s, statement
+
+
+
+def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float) -> float | None:
+    r"""The cross-round radius :math:`\rho` (module docstring, *cross-round bound*): with probability
+    :math:`\ge1-\delta` a correct run with fresh minibatches stays within :math:`\rho` of the
+    full-batch run from the same start and with the same subsets, at every round. ``subsets``: per
+    round ``"all"``, ``"unknown"`` or an index array (:mod:`drflmodel.landing.participation`);
+    ``eps``: the per-round rounding allowances. ``None`` where the bound's assumptions fail (some
+    :math:`a_i\ge1`, no per-sample bound): then only the per-step bound applies. The split
+    parameter :math:`t` is chosen on a fixed grid from the constants alone (rounding left out), so the
+    choice does not depend on the run."""
+    B = check_int(batch_size, "batch_size", low=1)
+    G = per_sample_gradient_bounds(problem)
+    if G is None or fp.info.get("smoothness") is None or len(subsets) == 0:
+        return None
+    eta, mu = float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
+    L, m = np.asarray(fp.info["smoothness"], float), np.asarray(fp.info["strong_convexity"], float)
+    a = np.maximum(np.abs(1.0 - eta * (m + mu)), np.abs(1.0 - eta * (L + mu)))
+    if np.any(a >= 1.0):
+        return None
+    splits = [1.0] if mu == 0.0 else [0.1 * k for k in range(1, 10)]
+    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s) for s in splits]
+    if all(r is None for r in radii):
+        return None
+    best = splits[int(np.argmin([np.inf if r is None else r for r in radii]))]
+    return _radius(problem, fp, B, G, a, subsets, eps, delta, best)
+
+
+def _radius(problem, fp, B, G, a, subsets, eps, delta, split) -> float | None:
+    r""":math:`\rho` for one split :math:`\lambda=a^{2\,\mathrm{split}}` (module docstring)."""
+    J, eta, mu = int(fp.config["local_steps"]), float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
+    p = np.asarray(fp.config["weights"], float)
+    n, R = p.size, len(subsets)
+    K = R * (J + 1)                                   # local steps and aggregations: the stopping targets
+    nu2 = (G * min(1.0, float(np.sqrt(2.0 * np.log(4.0 * R * J * n / delta) / B)))) ** 2
+    log_k = float(np.log(2.0 * K / delta))
+    Ca = Cb = W = 0.0                                 # V_k <= Ca + rho Cb + (martingale, proxy rho^2 W)
+    A_max = B_max = 0.0
+    for S, e in zip(subsets, np.asarray(eps, float)):
+        if isinstance(S, str) and S == "all":
+            idx, w = np.arange(n), p / p.sum()
+        elif isinstance(S, str):                      # a strict subset, not recorded: any weights
+            idx, w = np.arange(n), None
+        else:
+            idx = np.asarray(S, int)
+            w = p[idx] / p[idx].sum()
+        aS = float(np.max(a[idx]))
+        noise2 = float(np.max(nu2[idx])) if w is None else float(w @ nu2[idx])
+        g2 = float(np.max(G[idx] ** 2 if w is None else w * G[idx] ** 2)) / B
+        if mu == 0.0 or aS == 0.0:
+            lam, gam = aS ** 2, (eta * mu) ** 2 * (0.0 if mu == 0.0 else 1.0)
+        else:
+            lam = aS ** (2.0 * split)
+            t = lam / aS ** 2 - 1.0
+            gam = (1.0 + 1.0 / t) * (eta * mu) ** 2
+        if lam >= 1.0 or (gam > 0 and gam / (1.0 - lam) > 1.0):
+            return None
+        s2 = 4.0 * eta ** 2 * g2 * (aS + eta * mu) ** 2
+        Ca0, Cb0, W0 = Ca, Cb, W                      # the round's start: V_0 <= Ca0 + rho Cb0 + ...
+        inner_a = inner_w = 0.0
+        for j in range(1, J + 1):                     # V_j <= lam V_{j-1} + gam V_0 + eta^2 nu^2 + M
+            c = lam ** j + (gam * (1.0 - lam ** j) / (1.0 - lam) if gam > 0 else 0.0)
+            inner_a = lam * inner_a + eta ** 2 * noise2
+            inner_w = lam ** 2 * inner_w + s2
+            Ca, Cb, W = c * Ca0 + inner_a, c * Cb0, c ** 2 * W0 + inner_w
+            A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+        Ca, Cb = Ca + float(e) ** 2, Cb + 2.0 * float(e)   # the round's rounding: (|D| + eps)^2
+        A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+    return float((B_max + np.sqrt(B_max ** 2 + 4.0 * A_max)) / 2.0)   # rho^2 >= A + rho B
