@@ -191,6 +191,39 @@ def bug_run(rng, bug, rounds):
             "named": bool(named.extra.get("faulty_clients"))}
 
 
+def noisy_bug_run(rng, bug, rounds):
+    """A planted bug under sampled clients (20-50 % a round, recorded) or minibatch local steps
+    (the simulator, batch 1/8/64, fresh batches): graded as FedProx with mu = 1. Under minibatch
+    the bug is run by the simulator: "proximal term zero" is FedAvg graded as FedProx, "learning
+    rate ignored" is FedProx with half the step size."""
+    kind = str(rng.choice(["logistic", "softmax"]))
+    n = int(rng.integers(4, 21))
+    prob, p = make_problem(rng, kind, n)
+    J, mu = int(rng.choice([5, 20])), 1.0
+    L = float(np.max(prob.objectives.smoothness()))
+    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    sol = prob.solve()
+    kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
+    if bug.startswith("minibatch"):
+        B = int(rng.choice([1, 8, 64]))
+        if "mu ignored" in bug:
+            solver = dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta, batch_size=B)
+        else:
+            solver = dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=0.5 * eta, batch_size=B)
+        rep = conformance(solver.run(prob, seed=int(rng.integers(1000))), prob, "FedProx", **kw)
+    else:
+        m = max(2, int(round(rng.uniform(0.2, 0.5) * n)))
+        subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
+        T, _ = simulate(prob, p, rounds, J, eta, mu, "float64", subsets, bug=bug.replace("sampled: ", ""))
+        rep = conformance(T, prob, "FedProx", participation=subsets, **kw)
+    return {"bug": bug, "moved": True, "verdict": rep.verdict, "evidence": rep.evidence,
+            "region": float(rep.extra.get("landing_region", np.nan)), "distance": rep.rows[-1]["dist_fixed_point"]}
+
+
+NOISY_BUGS = tuple("sampled: " + b for b in BUGS[:5]) + ("minibatch: proximal term zero (mu ignored)",
+                                                         "minibatch: learning rate ignored")
+
+
 def timing(seed=0):
     rng = np.random.default_rng(seed)
     prob, p = make_problem(rng, "logistic", 50)
@@ -214,7 +247,7 @@ def _print_counts(columns, table) -> None:
         print("| " + " | ".join([str(k) for k in key] + [str(sum(c.values()))] + [str(c[v]) for v in verdicts]) + " |")
 
 
-def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
+def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=0):
     rng = np.random.default_rng(seed)
     results = [correct_run(rng, rounds) for _ in range(runs)]
     table, by_strategy = defaultdict(Counter), defaultdict(Counter)
@@ -225,8 +258,10 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
     false_elsewhere = [r for r in results if r["verdict"] == "elsewhere"]
     false_proved = [r for r in false_elsewhere if r["evidence"] == "proved"]
     bugs = [bug_run(rng, bug, rounds) for bug in BUGS for _ in range(bug_runs)]
+    noisy = [noisy_bug_run(rng, bug, rounds) for bug in NOISY_BUGS for _ in range(noisy_bug_runs)]
     out = {"correct": results, "false_elsewhere": len(false_elsewhere), "false_proved": len(false_proved),
-           "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs}
+           "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs,
+           "noisy_bugs": noisy}
     if not quiet:
         print(f"{runs} correct runs ({rounds} rounds each): false 'elsewhere' {len(false_elsewhere)}, "
               f"false 'proved' {len(false_proved)}")
@@ -242,6 +277,15 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
             print(f"| {bug} | {len(rs)} | {len(mv)} | {sum(b['verdict'] == 'elsewhere' for b in mv)}/{len(mv)} | "
                   f"{sum(b['evidence'] == 'proved' for b in mv)}/{len(mv)} | {sum(b['named'] for b in rs)}/{len(rs)} | "
                   f"{int(np.median(rounds_)) if rounds_ else '-'} |")
+        if noisy:
+            print("\n| planted bug (sampled / minibatch) | runs | elsewhere | proved | median region / distance |")
+            print("|---|---|---|---|---|")
+            for bug in NOISY_BUGS:
+                rs = [b for b in noisy if b["bug"] == bug and b["moved"]]
+                ratio = [b["region"] / b["distance"] for b in rs if b["distance"] > 0]
+                print(f"| {bug} | {len(rs)} | {sum(b['verdict'] == 'elsewhere' for b in rs)}/{len(rs)} | "
+                      f"{sum(b['evidence'] == 'proved' for b in rs)}/{len(rs)} | "
+                      f"{np.median(ratio) if ratio else float('nan'):.3g} |")
         for r in false_elsewhere[:5]:
             print("FALSE:", r)
         seconds, verdict = timing(seed)
@@ -257,5 +301,6 @@ if __name__ == "__main__":
     ap.add_argument("--bug-runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--noisy-bug-runs", type=int, default=0, help="planted bugs under sampling / minibatch, each")
     a = ap.parse_args()
-    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds)
+    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds, noisy_bug_runs=a.noisy_bug_runs)

@@ -40,7 +40,54 @@ for a sampled subset), which enters the bounds of :mod:`drflmodel.landing.partic
 a subset's pull: :math:`d_{r+1}\le\kappa_rd_r+\eta_g(b_r+s_r)+\varepsilon_r`, and the run ends within
 :math:`\max_r(\eta_g(b_r+s_r)+\varepsilon_r)/(1-\kappa_r)` of the full-batch fixed point (the *noise
 region*). A run that breaks these bounds is "elsewhere": a correct run does that with probability at
-most :math:`\delta` (0 with the worst-case :math:`\nu_i`).
+most :math:`\delta` (0 with the worst-case :math:`\nu_i`). This per-step bound adds the noise of every
+step in norm; it is the fallback where the cross-round bound below does not apply (epoch batches, a
+server step :math:`\eta_g\ne1`).
+
+**Cross-round bound** (fresh batches, :math:`\eta_g=1`). Compare the run with the *full-batch* run
+from the same start, with the same subsets and in exact arithmetic, and let :math:`D_k` be the
+difference of the two states after step :math:`k` -- the clients' local models
+:math:`(u_i)_{i\in S}` during a round, in the norm :math:`\|U\|_w^2=\sum_{i\in S}w_i\|u_i\|^2`
+(:math:`w` the round's aggregation weights; a broadcast model :math:`\theta` has norm
+:math:`\|\theta\|`, and by Jensen the average :math:`\sum_iw_iu_i` is 1-Lipschitz). A local step is
+:math:`D_{k+1}=A_k+\zeta_k` with :math:`A_k` the full-batch step's difference, predictable, and
+:math:`\|A_k\|_w\le a\|D_k\|_w+\eta\mu\Delta` (:math:`a=\max_{i\in S}a_i`, :math:`\Delta` the round's
+starting difference: the proximal anchor, :mod:`drflmodel.landing.contraction`), and the noise
+:math:`\zeta_k=-\eta(n_i)_{i\in S}` mean zero given the past. Expanding the square with
+:math:`(x+y)^2\le(1+t)x^2+(1+1/t)y^2`,
+
+.. math::
+
+    V_{k+1}:=\|D_{k+1}\|^2\le\lambda V_k+\gamma V_0+\eta^2\textstyle\sum_iw_i\nu_i^2+M_k,\qquad
+    \lambda=(1+t)a^2,\ \gamma=(1+1/t)\eta^2\mu^2,\ M_k=2\langle A_k,\zeta_k\rangle,
+
+(:math:`t=\infty`, :math:`\lambda=a^2`, :math:`\gamma=0` for FedAvg; for FedProx :math:`\lambda=a^{2s}`
+with :math:`s` the best of a fixed grid, chosen from the constants alone) on the event that every
+:math:`\|n_{i,j}\|\le\nu_i` (Pinelis per step as above, probability :math:`\ge1-\delta/2` over the
+:math:`RJn` steps). Unrolled within a round (all coefficients are nonnegative) and across rounds,
+:math:`V_k\le C_k+\sum_{l<k}c_{l,k}M_l` with deterministic weights: :math:`c=\lambda^j+\gamma
+\frac{1-\lambda^j}{1-\lambda}` on the round's start and :math:`\lambda^{j-l}` on its own steps. The
+rounding of round :math:`r` adds :math:`(\sqrt V+\varepsilon_r)^2\le V+2\rho\varepsilon_r+\varepsilon_r^2`.
+**Concentration.** :math:`M_k` is a martingale difference whose conditional law is sub-Gaussian with
+variance proxy :math:`4\eta^2\big(\max_{i\in S}w_iG_i^2/B\big)\|A_k\|_w^2` (Hoeffding's lemma for each
+of the :math:`B` bounded centred terms :math:`\langle A_i,\nabla\ell_b-\overline{\nabla\ell}\rangle/B`,
+independent with replacement, and through Hoeffding 1963, Theorem 4, without); stopped at the first
+step :math:`\tau` with :math:`\|D_k\|>\rho`, :math:`\|A_k\|_w\le(a+\eta\mu)\rho` before it, and the
+Azuma-Hoeffding inequality for martingales with sub-Gaussian increments (K. Azuma, "Weighted sums of
+certain dependent random variables", Tohoku Math. J. 19, 1967; e.g. M. Wainwright,
+*High-Dimensional Statistics*, 2019, Theorem 2.19) bounds each weighted sum by
+:math:`\rho\sqrt{2W_k\log(2K/\delta)}` with probability :math:`\ge1-\delta/(2K)`
+(:math:`W_k=\sum_lc_{l,k}^2\cdot` proxy, :math:`K=R(J+1)` steps). On both events no :math:`\tau\le K`
+exists when :math:`\rho^2\ge\max_kC_k+\rho\max_k(C'_k+\sqrt{2W_k\log(2K/\delta)})` (:math:`C'` the
+rounding's :math:`2\varepsilon` terms), the smallest such :math:`\rho` being the root of that quadratic.
+So with probability :math:`\ge1-\delta`, :math:`\|\theta_r-\bar\theta_r\|\le\rho` at every round, and
+the distance to the full-batch point obeys :math:`d_r\le\bar d_r+\rho` with :math:`\bar d` the
+noiseless recursion :math:`\bar d_{r+1}=\kappa_r\bar d_r+b_{S_r}`. The noise now enters through its
+variance (:math:`G^2/B` summed with the squared weights, about :math:`1/(1-a^2)` steps) instead of
+its worst case summed in norm (about :math:`1/(1-a)` steps, times the union bound's log): on a
+4-client logistic problem with :math:`\ell_2=0.1` the region shrinks from 78 to 30 (batch 1), 78 to 13
+(batch 8) and 55 to 7 (batch 64). It stays conservative: :math:`G_i` is the worst row's gradient and
+:math:`m_i` the regularization only, and the observed deviations are 0.05-0.4 there.
 """
 
 from __future__ import annotations
