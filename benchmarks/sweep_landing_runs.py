@@ -150,6 +150,7 @@ def correct_run(rng, rounds):
     sampled = bool(rng.random() < 0.5)
     sol = prob.solve()
     kw = dict(local_steps=J, step_size=eta, solution=sol, **({"mu": mu} if strategy == "FedProx" else {}))
+    extra = {}
     if batch != "full":
         B = int(batch)
         solver = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=B)
@@ -162,9 +163,7 @@ def correct_run(rng, rounds):
             exact = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta) if strategy == "FedProx"
                      else dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta)).run(prob)
             gap = float(np.max(np.linalg.norm(np.asarray(tr.theta) - np.asarray(exact.theta), axis=1)))
-            return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
-                    "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text,
-                    "gap_over_rho": gap / rep.extra["noise_rho"]}
+            extra["gap_over_rho"] = gap / rep.extra["noise_rho"]
     else:
         subsets = None
         if sampled:
@@ -174,16 +173,21 @@ def correct_run(rng, rounds):
         T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets, server=server)
         rep = conformance(T, prob, strategy, participation=subsets if sampled else "all", client_models=models, **kw)
     return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
-            "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text}
+            "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text, **extra}
 
 
-def bug_run(rng, bug, rounds):
+def _bug_setup(rng, n_low):
+    """A random problem for a planted-bug run, graded as FedProx with mu = 1, J in {5, 20}."""
     kind = str(rng.choice(["logistic", "softmax"]))
-    n = int(rng.integers(2, 21))
+    n = int(rng.integers(n_low, 21))
     prob, p = make_problem(rng, kind, n)
     J, mu = int(rng.choice([5, 20])), 1.0
     L = float(np.max(prob.objectives.smoothness()))
-    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    return prob, p, n, J, mu, 1.0 / ((L + mu) * np.sqrt(J))
+
+
+def bug_run(rng, bug, rounds):
+    prob, p, n, J, mu, eta = _bug_setup(rng, 2)
     dtype = str(rng.choice(["float64", "float32"]))
     sol = prob.solve()
     T, models = simulate(prob, p, rounds, J, eta, mu, dtype, bug=bug)
@@ -203,12 +207,7 @@ def noisy_bug_run(rng, bug, rounds):
     (the simulator, batch 1/8/64, fresh batches): graded as FedProx with mu = 1. Under minibatch
     the bug is run by the simulator: "proximal term zero" is FedAvg graded as FedProx, "learning
     rate ignored" is FedProx with half the step size."""
-    kind = str(rng.choice(["logistic", "softmax"]))
-    n = int(rng.integers(4, 21))
-    prob, p = make_problem(rng, kind, n)
-    J, mu = int(rng.choice([5, 20])), 1.0
-    L = float(np.max(prob.objectives.smoothness()))
-    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    prob, p, n, J, mu, eta = _bug_setup(rng, 4)
     sol = prob.solve()
     kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
     if bug.startswith("minibatch"):
