@@ -95,6 +95,37 @@ def simulate(prob, p, rounds, J, eta, mu, dtype, subsets=None, bug=None, server=
     return np.array(thetas), np.array(models)
 
 
+def sampled_minibatch_run(rng, rounds):
+    """A correct FedProx / FedAvg run with 20-50 % of the clients a round (recorded) *and* fresh
+    minibatch local steps (each client its own stream, with replacement), graded with
+    ``batch_sampling="fresh"``; and its largest gap to the full-batch run with the same subsets
+    over the cross-round radius rho (a correct run exceeds 1 with probability <= delta)."""
+    n = int(rng.integers(4, 31))
+    prob, p = make_problem(rng, str(rng.choice(["logistic", "softmax"])), n)
+    obj = prob.objectives
+    mu = float(rng.choice([0.0, 0.1, 1.0]))
+    J, B = int(rng.choice([1, 5, 20])), int(rng.choice([1, 8, 64]))
+    L = float(np.max(obj.smoothness()))
+    eta = float(rng.choice([0.3, 1.0])) / ((L + mu) * (1 if J == 1 else np.sqrt(J)))
+    m = max(2, int(round(rng.uniform(0.2, 0.5) * n)))
+    subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
+    gens = [np.random.default_rng(int(rng.integers(1 << 30))) for _ in range(n)]
+    noisy, exact = [np.zeros(prob.dim)], [np.zeros(prob.dim)]
+    for S in subsets:
+        w = p[S] / p[S].sum()
+        U = np.array(np.broadcast_to(noisy[-1], (n, prob.dim)))
+        for _ in range(J):
+            U = U - eta * (obj.minibatch_gradients(U, B, gens) + mu * (U - noisy[-1][None, :]))
+        noisy.append(w @ U[S])
+        exact.append(w @ local_iterates(obj, exact[-1], J, eta, mu)[S])
+    kw = dict(local_steps=J, step_size=eta, solution=prob.solve(), **({"mu": mu} if mu else {}))
+    rep = conformance(np.array(noisy), prob, "FedProx" if mu else "FedAvg", participation=subsets, batch_size=B,
+                      batch_sampling="fresh", **kw)
+    gap = float(np.max(np.linalg.norm(np.array(noisy) - np.array(exact), axis=1)))
+    rho = rep.extra.get("noise_rho")
+    return {"verdict": rep.verdict, "evidence": rep.evidence, "gap_over_rho": gap / rho if rho else None}
+
+
 def _local_models(obj, theta, J, eta, mu, bug, momentum):
     if bug in (None, "update not weighted by examples"):
         return local_iterates(obj, theta, J, eta, mu)
@@ -253,7 +284,8 @@ def _print_counts(columns, table) -> None:
         print("| " + " | ".join([str(k) for k in key] + [str(sum(c.values()))] + [str(c[v]) for v in verdicts]) + " |")
 
 
-def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=0):
+def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=0,
+         sampled_minibatch_runs=0):
     rng = np.random.default_rng(seed)
     results = [correct_run(rng, rounds) for _ in range(runs)]
     table, by_strategy = defaultdict(Counter), defaultdict(Counter)
@@ -263,11 +295,13 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=
         by_strategy[r["strategy"]][r["verdict"]] += 1
     false_elsewhere = [r for r in results if r["verdict"] == "elsewhere"]
     false_proved = [r for r in false_elsewhere if r["evidence"] == "proved"]
+    both = [sampled_minibatch_run(rng, rounds) for _ in range(sampled_minibatch_runs)]
     bugs = [bug_run(rng, bug, rounds) for bug in BUGS for _ in range(bug_runs)]
     noisy = [noisy_bug_run(rng, bug, rounds) for bug in NOISY_BUGS for _ in range(noisy_bug_runs)]
     out = {"correct": results, "false_elsewhere": len(false_elsewhere), "false_proved": len(false_proved),
            "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs,
-           "noisy_bugs": noisy}
+           "noisy_bugs": noisy,
+           "sampled_minibatch": both}
     if not quiet:
         print(f"{runs} correct runs ({rounds} rounds each): false 'elsewhere' {len(false_elsewhere)}, "
               f"false 'proved' {len(false_proved)}")
@@ -296,6 +330,12 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=
         if ratios:
             print(f"\nminibatch runs: max over rounds of |theta_r - full-batch run| / rho: median {np.median(ratios):.3g}, "
                   f"max {np.max(ratios):.3g} over {len(ratios)} runs (a correct run exceeds 1 w.p. <= 1e-3)")
+        if both:
+            ratios = [b["gap_over_rho"] for b in both if b["gap_over_rho"] is not None]
+            print(f"\n{len(both)} correct runs with sampled clients and minibatch steps: verdicts "
+                  f"{dict(Counter(b['verdict'] for b in both))}; gap / rho median "
+                  f"{np.median(ratios) if ratios else float('nan'):.3g}, max {max(ratios, default=float('nan')):.3g} "
+                  f"({len(ratios)} runs with a cross-round radius)")
         for r in false_elsewhere[:5]:
             print("FALSE:", r)
         seconds, verdict = timing(seed)
@@ -311,6 +351,8 @@ if __name__ == "__main__":
     ap.add_argument("--bug-runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sampled-minibatch-runs", type=int, default=0, help="correct runs with both")
     ap.add_argument("--noisy-bug-runs", type=int, default=0, help="planted bugs under sampling / minibatch, each")
     a = ap.parse_args()
-    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds, noisy_bug_runs=a.noisy_bug_runs)
+    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds, noisy_bug_runs=a.noisy_bug_runs,
+         sampled_minibatch_runs=a.sampled_minibatch_runs)
