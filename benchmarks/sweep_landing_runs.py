@@ -95,6 +95,37 @@ def simulate(prob, p, rounds, J, eta, mu, dtype, subsets=None, bug=None, server=
     return np.array(thetas), np.array(models)
 
 
+def sampled_minibatch_run(rng, rounds):
+    """A correct FedProx / FedAvg run with 20-50 % of the clients a round (recorded) *and* fresh
+    minibatch local steps (each client its own stream, with replacement), graded with
+    ``batch_sampling="fresh"``; and its largest gap to the full-batch run with the same subsets
+    over the cross-round radius rho (a correct run exceeds 1 with probability <= delta)."""
+    n = int(rng.integers(4, 31))
+    prob, p = make_problem(rng, str(rng.choice(["logistic", "softmax"])), n)
+    obj = prob.objectives
+    mu = float(rng.choice([0.0, 0.1, 1.0]))
+    J, B = int(rng.choice([1, 5, 20])), int(rng.choice([1, 8, 64]))
+    L = float(np.max(obj.smoothness()))
+    eta = float(rng.choice([0.3, 1.0])) / ((L + mu) * (1 if J == 1 else np.sqrt(J)))
+    m = max(2, int(round(rng.uniform(0.2, 0.5) * n)))
+    subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
+    gens = [np.random.default_rng(int(rng.integers(1 << 30))) for _ in range(n)]
+    noisy, exact = [np.zeros(prob.dim)], [np.zeros(prob.dim)]
+    for S in subsets:
+        w = p[S] / p[S].sum()
+        U = np.array(np.broadcast_to(noisy[-1], (n, prob.dim)))
+        for _ in range(J):
+            U = U - eta * (obj.minibatch_gradients(U, B, gens) + mu * (U - noisy[-1][None, :]))
+        noisy.append(w @ U[S])
+        exact.append(w @ local_iterates(obj, exact[-1], J, eta, mu)[S])
+    kw = dict(local_steps=J, step_size=eta, solution=prob.solve(), **({"mu": mu} if mu else {}))
+    rep = conformance(np.array(noisy), prob, "FedProx" if mu else "FedAvg", participation=subsets, batch_size=B,
+                      batch_sampling="fresh", **kw)
+    gap = float(np.max(np.linalg.norm(np.array(noisy) - np.array(exact), axis=1)))
+    rho = rep.extra.get("noise_rho")
+    return {"verdict": rep.verdict, "evidence": rep.evidence, "gap_over_rho": gap / rho if rho else None}
+
+
 def _local_models(obj, theta, J, eta, mu, bug, momentum):
     if bug in (None, "update not weighted by examples"):
         return local_iterates(obj, theta, J, eta, mu)
@@ -150,6 +181,7 @@ def correct_run(rng, rounds):
     sampled = bool(rng.random() < 0.5)
     sol = prob.solve()
     kw = dict(local_steps=J, step_size=eta, solution=sol, **({"mu": mu} if strategy == "FedProx" else {}))
+    extra = {}
     if batch != "full":
         B = int(batch)
         solver = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=B)
@@ -158,6 +190,11 @@ def correct_run(rng, rounds):
         tr = solver.run(prob, seed=int(rng.integers(1000)))
         rep = conformance(tr, prob, strategy, **kw)
         dtype, sampled = "float64", False
+        if rep.extra.get("noise_rho"):            # the cross-round radius against the full-batch run itself
+            exact = (dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta) if strategy == "FedProx"
+                     else dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta)).run(prob)
+            gap = float(np.max(np.linalg.norm(np.asarray(tr.theta) - np.asarray(exact.theta), axis=1)))
+            extra["gap_over_rho"] = gap / rep.extra["noise_rho"]
     else:
         subsets = None
         if sampled:
@@ -167,16 +204,21 @@ def correct_run(rng, rounds):
         T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets, server=server)
         rep = conformance(T, prob, strategy, participation=subsets if sampled else "all", client_models=models, **kw)
     return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
-            "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text}
+            "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text, **extra}
 
 
-def bug_run(rng, bug, rounds):
+def _bug_setup(rng, n_low):
+    """A random problem for a planted-bug run, graded as FedProx with mu = 1, J in {5, 20}."""
     kind = str(rng.choice(["logistic", "softmax"]))
-    n = int(rng.integers(2, 21))
+    n = int(rng.integers(n_low, 21))
     prob, p = make_problem(rng, kind, n)
     J, mu = int(rng.choice([5, 20])), 1.0
     L = float(np.max(prob.objectives.smoothness()))
-    eta = 1.0 / ((L + mu) * np.sqrt(J))
+    return prob, p, n, J, mu, 1.0 / ((L + mu) * np.sqrt(J))
+
+
+def bug_run(rng, bug, rounds):
+    prob, p, n, J, mu, eta = _bug_setup(rng, 2)
     dtype = str(rng.choice(["float64", "float32"]))
     sol = prob.solve()
     T, models = simulate(prob, p, rounds, J, eta, mu, dtype, bug=bug)
@@ -189,6 +231,34 @@ def bug_run(rng, bug, rounds):
     return {"bug": bug, "dtype": dtype, "moved": bool(moved), "verdict": run_only.verdict,
             "evidence": run_only.evidence, "round": _round_of(run_only.text) if run_only.evidence == "proved" else None,
             "named": bool(named.extra.get("faulty_clients"))}
+
+
+def noisy_bug_run(rng, bug, rounds):
+    """A planted bug under sampled clients (20-50 % a round, recorded) or minibatch local steps
+    (the simulator, batch 1/8/64, fresh batches): graded as FedProx with mu = 1. Under minibatch
+    the bug is run by the simulator: "proximal term zero" is FedAvg graded as FedProx, "learning
+    rate ignored" is FedProx with half the step size."""
+    prob, p, n, J, mu, eta = _bug_setup(rng, 4)
+    sol = prob.solve()
+    kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
+    if bug.startswith("minibatch"):
+        B = int(rng.choice([1, 8, 64]))
+        if "mu ignored" in bug:
+            solver = dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta, batch_size=B)
+        else:
+            solver = dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=0.5 * eta, batch_size=B)
+        rep = conformance(solver.run(prob, seed=int(rng.integers(1000))), prob, "FedProx", **kw)
+    else:
+        m = max(2, int(round(rng.uniform(0.2, 0.5) * n)))
+        subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
+        T, _ = simulate(prob, p, rounds, J, eta, mu, "float64", subsets, bug=bug.replace("sampled: ", ""))
+        rep = conformance(T, prob, "FedProx", participation=subsets, **kw)
+    return {"bug": bug, "moved": True, "verdict": rep.verdict, "evidence": rep.evidence,
+            "region": float(rep.extra.get("landing_region", np.nan)), "distance": rep.rows[-1]["dist_fixed_point"]}
+
+
+NOISY_BUGS = tuple("sampled: " + b for b in BUGS[:5]) + ("minibatch: proximal term zero (mu ignored)",
+                                                         "minibatch: learning rate ignored")
 
 
 def timing(seed=0):
@@ -214,7 +284,8 @@ def _print_counts(columns, table) -> None:
         print("| " + " | ".join([str(k) for k in key] + [str(sum(c.values()))] + [str(c[v]) for v in verdicts]) + " |")
 
 
-def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
+def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=0,
+         sampled_minibatch_runs=0):
     rng = np.random.default_rng(seed)
     results = [correct_run(rng, rounds) for _ in range(runs)]
     table, by_strategy = defaultdict(Counter), defaultdict(Counter)
@@ -224,9 +295,13 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
         by_strategy[r["strategy"]][r["verdict"]] += 1
     false_elsewhere = [r for r in results if r["verdict"] == "elsewhere"]
     false_proved = [r for r in false_elsewhere if r["evidence"] == "proved"]
+    both = [sampled_minibatch_run(rng, rounds) for _ in range(sampled_minibatch_runs)]
     bugs = [bug_run(rng, bug, rounds) for bug in BUGS for _ in range(bug_runs)]
+    noisy = [noisy_bug_run(rng, bug, rounds) for bug in NOISY_BUGS for _ in range(noisy_bug_runs)]
     out = {"correct": results, "false_elsewhere": len(false_elsewhere), "false_proved": len(false_proved),
-           "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs}
+           "table": {k: dict(v) for k, v in table.items()}, "bugs": bugs,
+           "noisy_bugs": noisy,
+           "sampled_minibatch": both}
     if not quiet:
         print(f"{runs} correct runs ({rounds} rounds each): false 'elsewhere' {len(false_elsewhere)}, "
               f"false 'proved' {len(false_proved)}")
@@ -242,6 +317,25 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False):
             print(f"| {bug} | {len(rs)} | {len(mv)} | {sum(b['verdict'] == 'elsewhere' for b in mv)}/{len(mv)} | "
                   f"{sum(b['evidence'] == 'proved' for b in mv)}/{len(mv)} | {sum(b['named'] for b in rs)}/{len(rs)} | "
                   f"{int(np.median(rounds_)) if rounds_ else '-'} |")
+        if noisy:
+            print("\n| planted bug (sampled / minibatch) | runs | elsewhere | proved | median region / distance |")
+            print("|---|---|---|---|---|")
+            for bug in NOISY_BUGS:
+                rs = [b for b in noisy if b["bug"] == bug and b["moved"]]
+                ratio = [b["region"] / b["distance"] for b in rs if b["distance"] > 0]
+                print(f"| {bug} | {len(rs)} | {sum(b['verdict'] == 'elsewhere' for b in rs)}/{len(rs)} | "
+                      f"{sum(b['evidence'] == 'proved' for b in rs)}/{len(rs)} | "
+                      f"{np.median(ratio) if ratio else float('nan'):.3g} |")
+        ratios = [r["gap_over_rho"] for r in results if "gap_over_rho" in r]
+        if ratios:
+            print(f"\nminibatch runs: max over rounds of |theta_r - full-batch run| / rho: median {np.median(ratios):.3g}, "
+                  f"max {np.max(ratios):.3g} over {len(ratios)} runs (a correct run exceeds 1 w.p. <= 1e-3)")
+        if both:
+            ratios = [b["gap_over_rho"] for b in both if b["gap_over_rho"] is not None]
+            print(f"\n{len(both)} correct runs with sampled clients and minibatch steps: verdicts "
+                  f"{dict(Counter(b['verdict'] for b in both))}; gap / rho median "
+                  f"{np.median(ratios) if ratios else float('nan'):.3g}, max {max(ratios, default=float('nan')):.3g} "
+                  f"({len(ratios)} runs with a cross-round radius)")
         for r in false_elsewhere[:5]:
             print("FALSE:", r)
         seconds, verdict = timing(seed)
@@ -257,5 +351,8 @@ if __name__ == "__main__":
     ap.add_argument("--bug-runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sampled-minibatch-runs", type=int, default=0, help="correct runs with both")
+    ap.add_argument("--noisy-bug-runs", type=int, default=0, help="planted bugs under sampling / minibatch, each")
     a = ap.parse_args()
-    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds)
+    main(runs=a.runs, bug_runs=a.bug_runs, seed=a.seed, rounds=a.rounds, noisy_bug_runs=a.noisy_bug_runs,
+         sampled_minibatch_runs=a.sampled_minibatch_runs)

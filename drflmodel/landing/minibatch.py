@@ -40,7 +40,54 @@ for a sampled subset), which enters the bounds of :mod:`drflmodel.landing.partic
 a subset's pull: :math:`d_{r+1}\le\kappa_rd_r+\eta_g(b_r+s_r)+\varepsilon_r`, and the run ends within
 :math:`\max_r(\eta_g(b_r+s_r)+\varepsilon_r)/(1-\kappa_r)` of the full-batch fixed point (the *noise
 region*). A run that breaks these bounds is "elsewhere": a correct run does that with probability at
-most :math:`\delta` (0 with the worst-case :math:`\nu_i`).
+most :math:`\delta` (0 with the worst-case :math:`\nu_i`). This per-step bound adds the noise of every
+step in norm; it is the fallback where the cross-round bound below does not apply (epoch batches, a
+server step :math:`\eta_g\ne1`).
+
+**Cross-round bound** (fresh batches, :math:`\eta_g=1`). Compare the run with the *full-batch* run
+from the same start, with the same subsets and in exact arithmetic, and let :math:`D_k` be the
+difference of the two states after step :math:`k` -- the clients' local models
+:math:`(u_i)_{i\in S}` during a round, in the norm :math:`\|U\|_w^2=\sum_{i\in S}w_i\|u_i\|^2`
+(:math:`w` the round's aggregation weights; a broadcast model :math:`\theta` has norm
+:math:`\|\theta\|`, and by Jensen the average :math:`\sum_iw_iu_i` is 1-Lipschitz). A local step is
+:math:`D_{k+1}=A_k+\zeta_k` with :math:`A_k` the full-batch step's difference, predictable, and
+:math:`\|A_k\|_w\le a\|D_k\|_w+\eta\mu\Delta` (:math:`a=\max_{i\in S}a_i`, :math:`\Delta` the round's
+starting difference: the proximal anchor, :mod:`drflmodel.landing.contraction`), and the noise
+:math:`\zeta_k=-\eta(n_i)_{i\in S}` mean zero given the past. Expanding the square with
+:math:`(x+y)^2\le(1+t)x^2+(1+1/t)y^2`,
+
+.. math::
+
+    V_{k+1}:=\|D_{k+1}\|^2\le\lambda V_k+\gamma V_0+\eta^2\textstyle\sum_iw_i\nu_i^2+M_k,\qquad
+    \lambda=(1+t)a^2,\ \gamma=(1+1/t)\eta^2\mu^2,\ M_k=2\langle A_k,\zeta_k\rangle,
+
+(:math:`t=\infty`, :math:`\lambda=a^2`, :math:`\gamma=0` for FedAvg; for FedProx :math:`\lambda=a^{2s}`
+with :math:`s` the best of a fixed grid, chosen from the constants alone) on the event that every
+:math:`\|n_{i,j}\|\le\nu_i` (Pinelis per step as above, probability :math:`\ge1-\delta/2` over the
+:math:`RJn` steps). Unrolled within a round (all coefficients are nonnegative) and across rounds,
+:math:`V_k\le C_k+\sum_{l<k}c_{l,k}M_l` with deterministic weights: :math:`c=\lambda^j+\gamma
+\frac{1-\lambda^j}{1-\lambda}` on the round's start and :math:`\lambda^{j-l}` on its own steps. The
+rounding of round :math:`r` adds :math:`(\sqrt V+\varepsilon_r)^2\le V+2\rho\varepsilon_r+\varepsilon_r^2`.
+**Concentration.** :math:`M_k` is a martingale difference whose conditional law is sub-Gaussian with
+variance proxy :math:`4\eta^2\big(\max_{i\in S}w_iG_i^2/B\big)\|A_k\|_w^2` (Hoeffding's lemma for each
+of the :math:`B` bounded centred terms :math:`\langle A_i,\nabla\ell_b-\overline{\nabla\ell}\rangle/B`,
+independent with replacement, and through Hoeffding 1963, Theorem 4, without); stopped at the first
+step :math:`\tau` with :math:`\|D_k\|>\rho`, :math:`\|A_k\|_w\le(a+\eta\mu)\rho` before it, and the
+Azuma-Hoeffding inequality for martingales with sub-Gaussian increments (K. Azuma, "Weighted sums of
+certain dependent random variables", Tohoku Math. J. 19, 1967; e.g. M. Wainwright,
+*High-Dimensional Statistics*, 2019, Theorem 2.19) bounds each weighted sum by
+:math:`\rho\sqrt{2W_k\log(2K/\delta)}` with probability :math:`\ge1-\delta/(2K)`
+(:math:`W_k=\sum_lc_{l,k}^2\cdot` proxy, :math:`K=R(J+1)` steps). On both events no :math:`\tau\le K`
+exists when :math:`\rho^2\ge\max_kC_k+\rho\max_k(C'_k+\sqrt{2W_k\log(2K/\delta)})` (:math:`C'` the
+rounding's :math:`2\varepsilon` terms), the smallest such :math:`\rho` being the root of that quadratic.
+So with probability :math:`\ge1-\delta`, :math:`\|\theta_r-\bar\theta_r\|\le\rho` at every round, and
+the distance to the full-batch point obeys :math:`d_r\le\bar d_r+\rho` with :math:`\bar d` the
+noiseless recursion :math:`\bar d_{r+1}=\kappa_r\bar d_r+b_{S_r}`. The noise now enters through its
+variance (:math:`G^2/B` summed with the squared weights, about :math:`1/(1-a^2)` steps) instead of
+its worst case summed in norm (about :math:`1/(1-a)` steps, times the union bound's log): on a
+4-client logistic problem with :math:`\ell_2=0.1` the region shrinks from 78 to 30 (batch 1), 78 to 13
+(batch 8) and 55 to 7 (batch 64). It stays conservative: :math:`G_i` is the worst row's gradient and
+:math:`m_i` the regularization only, and the observed deviations are 0.05-0.4 there.
 """
 
 from __future__ import annotations
@@ -50,7 +97,7 @@ import numpy as np
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
 
-__all__ = ["per_sample_gradient_bounds", "noise_bounds", "BATCH_SAMPLING"]
+__all__ = ["per_sample_gradient_bounds", "noise_bounds", "martingale_radius", "BATCH_SAMPLING"]
 
 #: how each local step's batch is drawn (module docstring)
 BATCH_SAMPLING = ("fresh", "epoch")
@@ -95,3 +142,73 @@ def noise_bounds(problem, fp, batch_size, rounds: int, delta: float, batch_sampl
     nu = np.where(B >= sizes, 0.0, nu) if batch_sampling == "epoch" else nu
     s = eta * nu * (1.0 - a ** J) / (1.0 - a)
     return s, statement
+
+
+
+def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float) -> float | None:
+    r"""The cross-round radius :math:`\rho` (module docstring, *cross-round bound*): with probability
+    :math:`\ge1-\delta` a correct run with fresh minibatches stays within :math:`\rho` of the
+    full-batch run from the same start and with the same subsets, at every round. ``subsets``: per
+    round ``"all"``, ``"unknown"`` or an index array (:mod:`drflmodel.landing.participation`);
+    ``eps``: the per-round rounding allowances. ``None`` where the bound's assumptions fail (some
+    :math:`a_i\ge1`, no per-sample bound): then only the per-step bound applies. The split
+    parameter :math:`t` is chosen on a fixed grid from the constants alone (rounding left out), so the
+    choice does not depend on the run."""
+    B = check_int(batch_size, "batch_size", low=1)
+    G = per_sample_gradient_bounds(problem)
+    if G is None or fp.info.get("smoothness") is None or len(subsets) == 0:
+        return None
+    eta, mu = float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
+    L, m = np.asarray(fp.info["smoothness"], float), np.asarray(fp.info["strong_convexity"], float)
+    a = np.maximum(np.abs(1.0 - eta * (m + mu)), np.abs(1.0 - eta * (L + mu)))
+    if np.any(a >= 1.0):
+        return None
+    splits = [1.0] if mu == 0.0 else [0.1 * k for k in range(1, 10)]
+    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s) for s in splits]
+    if all(r is None for r in radii):
+        return None
+    best = splits[int(np.argmin([np.inf if r is None else r for r in radii]))]
+    return _radius(problem, fp, B, G, a, subsets, eps, delta, best)
+
+
+def _radius(problem, fp, B, G, a, subsets, eps, delta, split) -> float | None:
+    r""":math:`\rho` for one split :math:`\lambda=a^{2\,\mathrm{split}}` (module docstring)."""
+    J, eta, mu = int(fp.config["local_steps"]), float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
+    p = np.asarray(fp.config["weights"], float)
+    n, R = p.size, len(subsets)
+    K = R * (J + 1)                                   # local steps and aggregations: the stopping targets
+    nu2 = (G * min(1.0, float(np.sqrt(2.0 * np.log(4.0 * R * J * n / delta) / B)))) ** 2
+    log_k = float(np.log(2.0 * K / delta))
+    Ca = Cb = W = 0.0                                 # V_k <= Ca + rho Cb + (martingale, proxy rho^2 W)
+    A_max = B_max = 0.0
+    for S, e in zip(subsets, np.asarray(eps, float)):
+        if isinstance(S, str) and S == "all":
+            idx, w = np.arange(n), p / p.sum()
+        elif isinstance(S, str):                      # a strict subset, not recorded: any weights
+            idx, w = np.arange(n), None
+        else:
+            idx = np.asarray(S, int)
+            w = p[idx] / p[idx].sum()
+        aS = float(np.max(a[idx]))
+        noise2 = float(np.max(nu2[idx])) if w is None else float(w @ nu2[idx])
+        g2 = float(np.max(G[idx] ** 2 if w is None else w * G[idx] ** 2)) / B
+        if mu == 0.0 or aS == 0.0:
+            lam, gam = aS ** 2, (eta * mu) ** 2 * (0.0 if mu == 0.0 else 1.0)
+        else:
+            lam = aS ** (2.0 * split)
+            t = lam / aS ** 2 - 1.0
+            gam = (1.0 + 1.0 / t) * (eta * mu) ** 2
+        if lam >= 1.0 or (gam > 0 and gam / (1.0 - lam) > 1.0):
+            return None
+        s2 = 4.0 * eta ** 2 * g2 * (aS + eta * mu) ** 2
+        Ca0, Cb0, W0 = Ca, Cb, W                      # the round's start: V_0 <= Ca0 + rho Cb0 + ...
+        inner_a = inner_w = 0.0
+        for j in range(1, J + 1):                     # V_j <= lam V_{j-1} + gam V_0 + eta^2 nu^2 + M
+            c = lam ** j + (gam * (1.0 - lam ** j) / (1.0 - lam) if gam > 0 else 0.0)
+            inner_a = lam * inner_a + eta ** 2 * noise2
+            inner_w = lam ** 2 * inner_w + s2
+            Ca, Cb, W = c * Ca0 + inner_a, c * Cb0, c ** 2 * W0 + inner_w
+            A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+        Ca, Cb = Ca + float(e) ** 2, Cb + 2.0 * float(e)   # the round's rounding: (|D| + eps)^2
+        A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+    return float((B_max + np.sqrt(B_max ** 2 + 4.0 * A_max)) / 2.0)   # rho^2 >= A + rho B

@@ -71,7 +71,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..solution import jsonable
 from .arithmetic import rounding_allowance, run_precision
 from .clients import client_faults, describe
-from .minibatch import noise_bounds
+from .minibatch import martingale_radius, noise_bounds
 from .participation import ALL, round_noise, round_subsets, subset_constants
 from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
@@ -355,6 +355,8 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
                 getattr(run, "info", {}).get("engine") != "flower" else "epoch"
         if fp.kind == "local_steps" and _plain_round(char, config)[0]:
             noise = noise_bounds(problem, fp, config["batch_size"], len(T) - 1, delta, batch_sampling)
+            if noise is not None:
+                noise = (*noise, {"batch_size": config["batch_size"], "delta": delta, "sampling": batch_sampling})
         if noise is None:
             return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
     arithmetic = run_precision(T, _recorded_dtypes(run), precision)
@@ -452,9 +454,15 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
              "landing_region": region}
     if noise is not None:
         extra.update(noise_region=region, noise_probability=noise[1], batch_size=config["batch_size"])
-        reasons.append(f"minibatch local steps (batch_size={config['batch_size']}): the round deviates from the "
-                       f"full-batch map by at most {float(np.max(noise[0])):.3e} per client ({noise[1]}; "
-                       f"per-sample gradient bounds from the rows)")
+        if bounds is not None and bounds.get("rho") is not None:
+            extra.update(noise_rho=bounds["rho"])
+            reasons.append(f"minibatch local steps (batch_size={config['batch_size']}): the run stays within "
+                           f"{bounds['rho']:.3e} of the full-batch run at every round ({noise[1]}; cross-round "
+                           f"martingale bound, per-sample gradient bounds from the rows)")
+        else:
+            reasons.append(f"minibatch local steps (batch_size={config['batch_size']}): the round deviates from "
+                           f"the full-batch map by at most {float(np.max(noise[0])):.3e} per client ({noise[1]}; "
+                           f"per-sample gradient bounds from the rows)")
         where = f"within the noise region (radius {region:.3e}, {noise[1]})"
     elif sampled:
         where = (f"within the region every correct run with sampled clients reaches (radius {region:.3e} around "
@@ -555,15 +563,23 @@ def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict |
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
     q_r, b_r, _ = subset_constants(problem, fp, subsets)
-    if noise is not None:                      # minibatch noise enters like a subset's pull
+    rho = None
+    if noise is not None and noise[2]["sampling"] == "fresh" and g == 1.0:
+        # cross-round martingale bound (landing.minibatch): |theta_r - full-batch run| <= rho, all r
+        rho = martingale_radius(problem, fp, noise[2]["batch_size"], subsets, eps, noise[2]["delta"])
+    if noise is not None and rho is None:      # per-step worst case: the noise enters like a subset's pull
         b_r = b_r + round_noise(noise[0], fp.config["weights"], subsets)
     if not np.all(q_r < 1.0):
         return None
     kappa = np.abs(1.0 - g) + g * q_r
     if not np.all(kappa < 1.0):
         return None
+    if rho is not None:
+        region = rho + float(np.max(g * b_r / (1.0 - kappa)))
+        return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": np.zeros_like(eps), "region": region,
+                "rho": rho}
     region = float(np.max((g * b_r + eps) / (1.0 - kappa)))
-    return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": eps, "region": region}
+    return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": eps, "region": region, "rho": None}
 
 
 def _broken_bound(char, d_fp, steps, radius, bounds) -> str | None:
@@ -571,7 +587,19 @@ def _broken_bound(char, d_fp, steps, radius, bounds) -> str | None:
     if bounds is None:
         return None
     R = len(d_fp) - 1
-    g, q, b, kappa, eps = (bounds[k] for k in ("g", "q", "b", "kappa", "eps"))
+    g, q, b, kappa, eps, rho = (bounds[k] for k in ("g", "q", "b", "kappa", "eps", "rho"))
+    if rho is not None:        # minibatch, cross-round bound: d_r <= (noiseless recursion) + rho
+        D = np.empty(R + 1)
+        D[0] = d_fp[0] + radius
+        for r in range(R):
+            D[r + 1] = kappa[r] * D[r] + g * b[r]
+        over = np.flatnonzero(d_fp > (D + rho + radius) * (1.0 + 1e-9))
+        if over.size:
+            r = int(over[0])
+            return (f"after {r} rounds the distance {d_fp[r]:.3e} exceeds the certified bound kappa^r d_0 "
+                    f"(+ sampling terms) + rho = {D[r] + rho + radius:.3e} (rho = {rho:.3e}, the cross-round "
+                    f"minibatch noise radius; kappa <= {kappa.max():.4f})")
+        return None
     # a posteriori: ||theta_r - theta*|| <= (||theta_{r+1} - theta_r|| / g + eps_r / g + b_r) / (1 - q_r) + radius
     allowed = (steps[:R] / g + eps / g + b) / (1.0 - q) + radius
     over = np.flatnonzero(d_fp[:R] > allowed * (1.0 + 1e-9))
