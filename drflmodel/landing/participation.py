@@ -23,12 +23,7 @@ Banach's a-posteriori bound for the round's own map gives, through
 :math:`\|\theta^\star_S-\theta^\star\|\le b_S/(1-q_S)`,
 :math:`\|\theta^r-\theta^\star\|\le(\|T_S(\theta^r)-\theta^r\|+b_S)/(1-q_S)`. When every client took
 part (:math:`S` = all, weights :math:`p`), :math:`b_S=\|T(\theta^\star)-\theta^\star\|` is the fixed
-point's own move is zero, :math:`b=0`, and the bounds are the full-participation ones. **Exact subset weights.** When the round's subset is recorded, the strategy aggregates it with its
-own weights renormalized over :math:`S` (FedAvg / FedProx in drflmodel and Flower weight by the
-clients' examples, :math:`w^S_i=p_i/\sum_{j\in S}p_j`), and the constants are the exact ones of that
-map: :math:`q_S=\sum_{i\in S}w^S_iq_i` (a convex combination of :math:`q_i`-Lipschitz maps) and
-:math:`b_S=\|\sum_{i\in S}w^S_iv_i\|` (the subset's own pull, where the clients' moves cancel);
-the maxima above remain for rounds whose subset is not recorded. The subsets are read per round
+point's own move is zero, :math:`b=0`, and the bounds are the full-participation ones. The subsets are read per round
 where the run records them (clients named by their ``partition-id``); a round that records only
 that not everyone took part takes the maximum over all clients.
 """
@@ -105,13 +100,10 @@ def subset_constants(problem, fp, subsets) -> tuple[np.ndarray, np.ndarray, dict
     for k, S in enumerate(subsets):
         if isinstance(S, str) and S == ALL:       # T(theta*) = theta* exactly: b = 0
             q_r[k], b_r[k] = fp.contraction, 0.0
-        elif isinstance(S, str):                  # not recorded: any subset, any convex weights
-            q_r[k] = float(np.max(q_i))
-            b_r[k] = float(np.max(v_norm)) + (1.0 + q_r[k]) * rho
-        else:                                     # recorded: the strategy's weights renormalized over S
-            w = p[S] / p[S].sum()
-            q_r[k] = float(w @ q_i[S])
-            b_r[k] = float(np.linalg.norm(w @ V[S])) + (1.0 + q_r[k]) * rho
+        else:
+            idx = np.arange(p.size) if isinstance(S, str) else S
+            q_r[k] = float(np.max(q_i[idx]))
+            b_r[k] = float(np.max(v_norm[idx])) + (1.0 + q_r[k]) * rho
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     return q_r, b_r, {"sampled_rounds": sampled, "client_moves": v_norm, "max_q": float(np.max(q_r, initial=0.0))}
 
