@@ -305,6 +305,12 @@ class WeightSet:
         CVaR, HCVaR), else ``None``."""
         return None
 
+    def support_is_smooth(self) -> bool:
+        """Whether the support function :math:`\\sigma_\\Lambda(f)=\\max_{\\lambda\\in\\Lambda}\\lambda^\\top f-\\psi(\\lambda)`
+        is differentiable in :math:`f` (a strongly concave or strictly concave :math:`-\\psi`: the
+        :math:`\\chi^2` set with :math:`\\rho>0`, q-FFL), so a smooth route needs no smoothing of it."""
+        return False
+
     def worst_case(self, f) -> tuple[float, np.ndarray]:
         """``(value, lam)`` with value :math:`=\\max_{\\lambda\\in\\Lambda}\\lambda^\\top f-\\psi(\\lambda)`."""
         raise NotImplementedError
@@ -693,6 +699,9 @@ class ChiSquare(WeightSet):
     def strong_concavity(self) -> float:
         return self.rho * self.n
 
+    def support_is_smooth(self) -> bool:
+        return self.rho > 0
+
     def psi(self, lam) -> float:
         lam = np.asarray(lam, float)
         return float(self.rho / (2 * self.n) * np.sum((self.n * lam - 1.0) ** 2))
@@ -973,6 +982,9 @@ class QFFL(WeightSet):
     def strong_concavity(self) -> float:
         # psi'' = (1/q) lam^(1/q - 1): bounded below by 1 only for q = 1 (psi = |lam|^2/2)
         return 1.0 if self.q == 1.0 else 0.0
+
+    def support_is_smooth(self) -> bool:
+        return True
 
     def psi(self, lam) -> float:
         lam = np.asarray(lam, float)

@@ -938,3 +938,13 @@ def test_from_name_builds_the_set_the_constructor_builds_and_names_a_wrong_optio
         dm.sets.from_name("hcvar", 3, p, alpha=0.5, beta=1)
     with pytest.raises(dm.InvalidParameterError, match="center must be a vector, 'proportions' or 'uniform'"):
         dm.sets.from_name("lp_ball", 3, p, radius=0.1, center="middle")
+
+
+def test_support_is_smooth_exactly_for_strictly_concave_penalties():
+    """sigma_Lambda is differentiable for the chi-square set with rho > 0 (psi strongly convex) and for
+    q-FFL (psi strictly convex); a polyhedral set's support function has kinks."""
+    from drflmodel.sets import CVaR, ChiSquare, HCVaR, LpBall, QFFL, Simplex
+
+    assert ChiSquare(3, 0.1).support_is_smooth() and QFFL(3, 2.0).support_is_smooth()
+    for W in (Simplex(3), CVaR(3, 0.5), HCVaR(np.full(3, 1 / 3), 0.5), LpBall(np.full(3, 1 / 3), 0.1, 2)):
+        assert not W.support_is_smooth(), W

@@ -61,7 +61,7 @@ import time
 import numpy as np
 
 from ...matrix_free import MatrixFreeObjectives
-from ...sets import ChiSquare, QFFL, WeightSet, LpBall, feasible_weights
+from ...sets import WeightSet, LpBall, feasible_weights
 from ...solution import relative_gap, status_from_gap
 from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, hessian_free_structure_refusal
 from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
@@ -84,8 +84,8 @@ def fixed_weights_of(W: WeightSet) -> np.ndarray | None:
 
 def smooth_support(W: WeightSet) -> bool:
     """Whether :math:`\\sigma_\\Lambda` is differentiable (no smoothing needed): :math:`\\chi^2` with
-    :math:`\\rho>0`, q-FFL."""
-    return (isinstance(W, ChiSquare) and W.rho > 0) or isinstance(W, QFFL)
+    :math:`\\rho>0`, q-FFL (:meth:`~drflmodel.sets.WeightSet.support_is_smooth`)."""
+    return W.support_is_smooth()
 
 
 class SmoothedSupport:

@@ -42,11 +42,9 @@ EVALUATIONS_PER_ITERATION = 1.2
 
 def weights_kind(W: WeightSet) -> str:
     """``"fixed"``, ``"smooth"`` or ``"polyhedral"`` (module docstring)."""
-    from .hessian_free import smooth_support
-
     if W.single_point() is not None:
         return "fixed"
-    return "smooth" if smooth_support(W) else "polyhedral"
+    return "smooth" if W.support_is_smooth() else "polyhedral"
 
 
 def conic_model_bytes(rows: int, dim: int) -> int:
