@@ -101,6 +101,7 @@ def test_jax_client_under_flowers_fedprox_sampled_lands_and_a_client_ignoring_mu
     tr = _run(prob, FedProx(proximal_mu=1.0, fraction_train=0.5, min_available_nodes=n, min_train_nodes=2,
                             fraction_evaluate=0.0), 60, config)
     assert tr.info["dtypes"] == ["float32"] and tr.info["partial_participation"]
+    assert tr.info["strategy_settings"]["fraction_train"] == 0.5 and tr.info["strategy_settings"]["proximal_mu"] == 1.0
     rep = dm.landing.conformance(tr, prob, solution=sol)
     assert rep.verdict == "landed", rep.text                   # within the sampling region
     assert rep.extra["precision"] == "float32" and rep.extra["sampled_rounds"] > 0
@@ -121,6 +122,8 @@ def test_jax_client_under_flowers_fedadam_is_certified_per_round(problem):
     strategy = FedAdam(eta=0.05, beta_1=0.9, beta_2=0.99, tau=1e-3, min_available_nodes=n, min_train_nodes=n,
                        fraction_evaluate=0.0)
     tr = _run(prob, strategy, 40, config)
+    assert {k: tr.info["strategy_settings"][k] for k in ("eta", "beta_1", "tau")} == {"eta": 0.05, "beta_1": 0.9,
+                                                                                      "tau": 1e-3}
     rep = dm.landing.conformance(tr, prob, "FedAdam", solution=sol)
     assert rep.verdict in ("landed", "not_landed"), rep.text
     cert = rep.extra["server_certificate"]
