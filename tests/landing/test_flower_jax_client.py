@@ -13,7 +13,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAdam, FedAvg, FedProx  # noqa: E402
+from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi  # noqa: E402
 
 from drflmodel import flower as dmf  # noqa: E402
 
@@ -114,17 +114,23 @@ def test_jax_client_under_flowers_fedprox_sampled_lands_and_a_client_ignoring_mu
     assert "client 2 is not running FedProx" in rep.text and "ignore mu" in rep.text
 
 
-def test_jax_client_under_flowers_fedadam_is_certified_per_round(problem):
+_SERVERS = {"FedAdam": lambda **kw: FedAdam(eta=0.05, beta_1=0.9, beta_2=0.99, tau=1e-3, **kw),
+            "FedYogi": lambda **kw: FedYogi(eta=0.05, tau=1e-3, **kw),
+            "FedAdagrad": lambda **kw: FedAdagrad(eta=0.05, tau=1e-3, **kw),
+            "FedAvgM": lambda **kw: FedAvgM(server_learning_rate=1.0, server_momentum=0.5, **kw)}
+
+
+@pytest.mark.parametrize("name", sorted(_SERVERS))
+def test_jax_client_under_flowers_server_optimizers_is_certified_per_round(problem, name):
     prob, sol = problem
     n = prob.n_clients
     lr = _lr(prob)
     config = {"lr": lr, "lr0": lr, "local-steps": J}
-    strategy = FedAdam(eta=0.05, beta_1=0.9, beta_2=0.99, tau=1e-3, min_available_nodes=n, min_train_nodes=n,
-                       fraction_evaluate=0.0)
-    tr = _run(prob, strategy, 40, config)
-    assert {k: tr.info["strategy_settings"][k] for k in ("eta", "beta_1", "tau")} == {"eta": 0.05, "beta_1": 0.9,
-                                                                                      "tau": 1e-3}
-    rep = dm.landing.conformance(tr, prob, "FedAdam", solution=sol)
+    tr = _run(prob, _SERVERS[name](min_available_nodes=n, min_train_nodes=n, fraction_evaluate=0.0), 40, config)
+    if name == "FedAdam":
+        assert {k: tr.info["strategy_settings"][k] for k in ("eta", "beta_1", "tau")} == {"eta": 0.05, "beta_1": 0.9,
+                                                                                          "tau": 1e-3}
+    rep = dm.landing.conformance(tr, prob, name, solution=sol)
     assert rep.verdict in ("landed", "not_landed"), rep.text
     cert = rep.extra["server_certificate"]
     assert len(cert["rounds"]) == 40
@@ -132,11 +138,11 @@ def test_jax_client_under_flowers_fedadam_is_certified_per_round(problem):
     d = np.array([row["dist_fixed_point"] for row in rep.rows])
     assert np.all(d[cert["rounds"]] <= np.array(cert["bound"]))
     # one client halves the step it is sent: named, whatever the server optimizer does with the updates
-    bad = _run(prob, FedAdam(eta=0.05, beta_1=0.9, beta_2=0.99, tau=1e-3, min_available_nodes=n, min_train_nodes=n,
-                             fraction_evaluate=0.0), 4, config, faulty=1, bug="lr halved")
-    rep = dm.landing.conformance(bad, prob, "FedAdam", solution=sol)
+    bad = _run(prob, _SERVERS[name](min_available_nodes=n, min_train_nodes=n, fraction_evaluate=0.0), 4, config,
+               faulty=1, bug="lr halved")
+    rep = dm.landing.conformance(bad, prob, name, solution=sol)
     assert rep.verdict == "elsewhere" and rep.evidence == "proved"
-    assert [f["client"] for f in rep.extra["faulty_clients"]] == [1] and "client 1 is not running FedAdam" in rep.text
+    assert [f["client"] for f in rep.extra["faulty_clients"]] == [1] and f"client 1 is not running {name}" in rep.text
 
 
 class _DecayingFedAvg(FedAvg):
