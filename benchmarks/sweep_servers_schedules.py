@@ -122,6 +122,8 @@ def one_run(rng, rounds, bug=None):
               participation=subsets, precision=dtype)
     if name == "FedProx":
         kw["mu"] = mu
+    if name == "FedAvgM":               # its pseudo-gradients are recovered from the models (landing.servers)
+        kw.update(server_momentum=hyper["beta"], global_step=hyper["eta"])
     if not np.all(np.isfinite(T)):
         return {"kind": kind, "dtype": dtype, "verdict": "diverged"}
     with_clients = conformance(T, prob, name, client_models=M, **kw)
@@ -131,6 +133,10 @@ def one_run(rng, rounds, bug=None):
     if cert is not None:
         d = np.array([row["dist_fixed_point"] for row in with_clients.rows])[cert["rounds"]]
         cert_ok = bool(np.all(d <= np.array(cert["bound"]) * (1 + 1e-9)))
+    cert_alone = alone.extra.get("server_certificate")
+    if cert_alone is not None:
+        d = np.array([row["dist_fixed_point"] for row in alone.rows])[cert_alone["rounds"]]
+        cert_ok = bool(cert_ok is not False and np.all(d <= np.array(cert_alone["bound"]) * (1 + 1e-9)))
     return {"kind": kind, "dtype": dtype, "sampled": subsets is not None, "verdict": with_clients.verdict,
             "evidence": with_clients.evidence, "alone": alone.verdict, "alone_evidence": alone.evidence,
             "named": len(with_clients.extra.get("faulty_clients", []) or []), "cert_ok": cert_ok}
@@ -163,6 +169,10 @@ def main(argv=None):
     for bug in ("lr halved", "schedule ignored"):
         rows = [one_run(rng, args.rounds, bug) for _ in range(args.bug_runs)]
         rows = [r for r in rows if r["verdict"] != "diverged"]
+        if bug == "lr halved":
+            fedavgm = [r for r in rows if r["kind"] == "FedAvgM"]
+            print(f"bug 'lr halved' under FedAvgM: {len(fedavgm)} runs, proved from the models alone "
+                  f"{sum(r['alone'] == 'elsewhere' and r['alone_evidence'] == 'proved' for r in fedavgm)}")
         caught = sum(r["verdict"] == "elsewhere" and r["evidence"] == "proved" for r in rows)
         alone = sum(r["alone"] == "elsewhere" and r["alone_evidence"] == "proved" for r in rows)
         named = sum(r["named"] > 0 for r in rows)

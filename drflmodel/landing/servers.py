@@ -36,8 +36,21 @@ per-round certificate: "landed (proved at round r)" when :math:`B_r` is within t
 "elsewhere, proved" when the run's model at round :math:`r` is farther from the certified point than
 :math:`B_r`: the clients' updates are then not the claimed local steps (the server cannot cause it;
 the bound holds for every :math:`\theta_r`). Each client is also checked against its own local steps,
-which names the faulty one (:mod:`drflmodel.landing.clients`). Without recorded client models a server
-optimizer run is graded by its distance only: "landed" within the rounding region of the round map
+which names the faulty one (:mod:`drflmodel.landing.clients`). 
+**FedAvgM from its models alone.** Flower's FedAvgM (``server_momentum`` :math:`\beta`,
+``server_learning_rate`` :math:`\eta_s`) steps :math:`\theta_{r+1}=\theta_r-\eta_sm_r`,
+:math:`m_r=\beta m_{r-1}+g_r` (:math:`m_0=g_0`), with :math:`g_r=\theta_r-T_S(\theta_r)`: the
+pseudo-gradients are recovered exactly from consecutive models,
+:math:`\hat m_r=(\theta_r-\theta_{r+1})/\eta_s`, :math:`\hat g_r=\hat m_r-\beta\hat m_{r-1}`, and
+the same bound applies with :math:`\|\hat g_r\|` for the move; the allowance adds the rounding of
+the recorded models (:math:`2u(\|\theta_r\|+\|\theta_{r+1}\|)/\eta_s` per :math:`\hat m_r`) and of the
+momentum update (:math:`2u\|\hat m_r\|`) to the clients' :math:`\varepsilon_r`
+(:mod:`drflmodel.landing.arithmetic`). :math:`\beta` and :math:`\eta_s` are read from the strategy
+(:class:`drflmodel.flower.Recorder` keeps them) or given. FedAdam / FedYogi / FedAdagrad divide by a
+second moment that depends on the pseudo-gradient itself; their pseudo-gradients are not recovered.
+
+Without recorded client models (and for FedAdam / FedYogi / FedAdagrad) a server optimizer run is
+graded by its distance only: "landed" within the rounding region of the round map
 :math:`\max_r\varepsilon_r/(1-q)` (:mod:`drflmodel.landing.arithmetic`), else "not landed"; a stall far
 away is "observed", never proved.
 """
@@ -49,7 +62,8 @@ import numpy as np
 from .arithmetic import FLOAT64_FLOOR
 from .participation import ALL, subset_constants
 
-__all__ = ["SERVER_OPTIMIZERS", "client_update_certificate", "grade_server_run"]
+__all__ = ["SERVER_OPTIMIZERS", "client_update_certificate", "momentum_certificate", "momentum_settings",
+           "grade_server_run"]
 
 #: server optimizers on FedAvg's clients: their point is FedAvg's, graded per round by :func:`grade_server_run`
 SERVER_OPTIMIZERS = ("FedAvgM", "FedAdam", "FedYogi", "FedAdagrad")
@@ -92,7 +106,43 @@ def client_update_certificate(problem, fp, thetas, client_models, u: float) -> d
     return {"rounds": np.array(rounds), "bound": bound, "move": move, "allowance": allowance, "q": q_r, "b": b_r}
 
 
-def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, tol_abs: float) -> None:
+def momentum_settings(run, server_momentum=None, global_step=None) -> tuple[float, float] | None:
+    """``(beta, eta_s)`` of a FedAvgM run: given, else as :class:`drflmodel.flower.Recorder` recorded them
+    (``info["strategy_settings"]``: Flower's ``server_momentum``, ``server_learning_rate``, default 1);
+    ``None`` when the momentum is unknown."""
+    settings = dict((getattr(run, "info", None) or {}).get("strategy_settings") or {})
+    beta = server_momentum if server_momentum is not None else settings.get("server_momentum")
+    eta = global_step if global_step is not None else settings.get("server_learning_rate", 1.0)
+    if beta is None or eta is None or not (0 <= float(beta) < 1) or not float(eta) > 0:
+        return None
+    return float(beta), float(eta)
+
+
+def momentum_certificate(problem, fp, thetas, beta: float, eta_s: float, subsets, u: float, eps) -> dict | None:
+    r"""Per round :math:`r<R` the bound :math:`B_r\ge\|\theta_r-\theta^\star\|` from the pseudo-gradients
+    FedAvgM's models reveal (module docstring); ``subsets`` per round (:data:`ALL` or indices), ``eps``
+    the clients' rounding allowance per round. Same keys as :func:`client_update_certificate`."""
+    q = fp.contraction
+    if q is None or not (0 <= q < 1) or fp.status == "uncertified":
+        return None
+    T = np.asarray(thetas, float)
+    M = (T[:-1] - T[1:]) / eta_s
+    G = M.copy()
+    G[1:] -= beta * M[:-1]
+    norms = np.linalg.norm(T, axis=1)
+    e_m = 2.0 * u * (norms[:-1] + norms[1:]) / eta_s + 2.0 * u * np.linalg.norm(M, axis=1)
+    allowance = np.asarray(eps, float) + e_m
+    allowance[1:] += beta * e_m[:-1]
+    q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    radius = float(fp.radius) if np.isfinite(fp.radius) else 0.0
+    move = np.linalg.norm(G, axis=1)
+    with np.errstate(divide="ignore"):
+        bound = np.where(q_r < 1.0, (move + allowance + b_r) / (1.0 - q_r) + radius, np.inf)
+    return {"rounds": np.arange(len(G)), "bound": bound, "move": move, "allowance": allowance, "q": q_r, "b": b_r}
+
+
+def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, tol_abs: float,
+                     momentum=None, subsets=None) -> None:
     """Refine a server-optimizer verdict in place (module docstring): the per-round certificate from the
     recorded client models ("elsewhere, proved" when a round breaks it; the best round's bound in the
     reasons) and, with or without records, "landed" within the round map's rounding region."""
@@ -106,11 +156,18 @@ def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, to
                         f"(radius {region:.2e}; distance {d_fp[-1]:.2e}): {rep.strategy} lands on FedAvg's point "
                         f"with the same local steps")
             rep.extra["landing_region"] = region
-    if client_models is None:
+    source = "the recorded client updates"
+    if client_models is not None:
+        cert = client_update_certificate(problem, fp, T, client_models, u)
+    elif momentum is not None and rep.strategy == "FedAvgM":
+        cert = momentum_certificate(problem, fp, T, momentum[0], momentum[1], subsets, u, eps)
+        source = f"the pseudo-gradients its models reveal (momentum {momentum[0]:g}, server step {momentum[1]:g})"
+    else:
         rep.reasons.append(f"{rep.strategy}: no client updates recorded -- graded by distance only; no per-round "
-                           "bound holds for a server optimizer's own iterates")
+                           "bound holds for a server optimizer's own iterates" +
+                           (" (FedAvgM: pass server_momentum= to recover them from the models)"
+                            if rep.strategy == "FedAvgM" else ""))
         return
-    cert = client_update_certificate(problem, fp, T, client_models, u)
     if cert is None:
         return
     k_all, bound = cert["rounds"], cert["bound"]
@@ -119,11 +176,11 @@ def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, to
     if over.size:
         j = int(over[0])
         k = int(k_all[j])
-        why = (f"round {k}: the clients' recorded updates average to a move of {cert['move'][j]:.3e}, so a model "
+        why = (f"round {k}: {source} give a move of {cert['move'][j]:.3e}, so a model "
                f"whose round map moves that little lies within (move + rounding {cert['allowance'][j]:.1e} + subset "
                f"pull {cert['b'][j]:.1e})/(1-q) = {bound[j]:.3e} of the landing point (Banach, q = {cert['q'][j]:.4f}; "
                f"valid whatever the server optimizer does); the run's model is at {d_fp[k]:.3e}")
-        rep.reasons.append(f"evidence (proved, from the recorded client updates): {why}")
+        rep.reasons.append(f"evidence (proved, from {source}): {why}")
         if rep.verdict != "elsewhere" or rep.evidence != "proved":
             named = rep.extra.get("faulty_clients")       # a client already named: keep its sentence
             rep.verdict, rep.evidence = "elsewhere", "proved"
@@ -133,8 +190,8 @@ def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, to
     j = int(np.argmin(bound))
     proved = bound[j] <= tol_abs + radius + max(rep.extra.get("landing_region", 0.0), 0.0)
     rep.extra["server_certificate"]["best_round"] = int(k_all[j])
-    rep.reasons.append(f"per-round certificate from the recorded client updates ({k_all.size} rounds): "
+    rep.reasons.append(f"per-round certificate from {source} ({k_all.size} rounds): "
                        f"||theta_{int(k_all[j])} - theta*|| <= {bound[j]:.3e} (the tightest; valid whatever the "
                        f"server optimizer does)" + ("; landed, proved at that round" if proved else ""))
     if proved and rep.verdict == "landed":
-        rep.text += f" (proved at round {int(k_all[j])} from the recorded client updates: distance <= {bound[j]:.2e})"
+        rep.text += f" (proved at round {int(k_all[j])} from {source}: distance <= {bound[j]:.2e})"

@@ -76,7 +76,7 @@ from .participation import ALL, round_noise, round_subsets, subset_constants
 from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .schedules import recorded_schedule, schedule_constants, scheduled_client_faults, split_schedule
-from .servers import SERVER_OPTIMIZERS, grade_server_run
+from .servers import SERVER_OPTIMIZERS, grade_server_run, momentum_settings
 from .strategies import StrategyNotCharacterized, characterize
 
 __all__ = ["conformance", "Conformance", "VERDICTS", "recorded_configuration"]
@@ -244,7 +244,7 @@ def _iterates(run) -> np.ndarray:
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
                 global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
                 participation=None, client_models=None, delta: float = 1e-3,
-                batch_sampling: str | None = None) -> Conformance:
+                batch_sampling: str | None = None, server_momentum=None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -269,6 +269,9 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         the noise region, and how each step's batch is drawn -- ``"fresh"`` (each step samples anew;
         drflmodel's simulator) or ``"epoch"`` (batches of one shuffled epoch: worst-case noise);
         default ``"fresh"`` for a simulator trace, else ``"epoch"`` (:mod:`drflmodel.landing.minibatch`).
+    server_momentum : FedAvgM's momentum (Flower's ``server_momentum``; its ``server_learning_rate`` is
+        ``global_step``), to recover the pseudo-gradients from the models (:mod:`drflmodel.landing.servers`);
+        default: as the Recorder recorded it.
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -282,6 +285,8 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     check_solution(solution)
     if global_step is not None:
         global_step = check_real(global_step, "global_step", low=0.0, low_open=True)
+    if server_momentum is not None:
+        server_momentum = check_real(server_momentum, "server_momentum", low=0.0, high=1.0, high_open=True)
     if not isinstance(run, (np.ndarray, list, tuple)) and hasattr(run, "trace") and not hasattr(run, "theta"):
         if solution is None:
             solution = getattr(run, "solution", None)
@@ -378,7 +383,8 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         eps = rounding_allowance(arithmetic[1], int(fp.config["local_steps"]), int(problem.n_clients),
                                  np.maximum(np.linalg.norm(T, axis=1)[:-1], np.linalg.norm(T, axis=1)[1:]))
         grade_server_run(rep, problem, fp, T, d_fp, client_models, arithmetic[1], eps,
-                         tol * max(1.0, float(np.linalg.norm(fp.theta))))
+                         tol * max(1.0, float(np.linalg.norm(fp.theta))),
+                         momentum_settings(run, server_momentum, global_step), subsets)
     return rep
 
 

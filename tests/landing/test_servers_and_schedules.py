@@ -132,3 +132,21 @@ def test_a_schedule_is_checked():
         split_schedule([0.1, 0.2], 3)
     with pytest.raises(InvalidParameterError, match="step_size.*> 0"):
         split_schedule([0.1, -0.2], 2)
+
+
+def test_fedavgm_is_certified_from_its_models_alone(setting):
+    prob, sol, p, eta = setting
+    for dtype in (np.float64, np.float32):
+        T, _ = _run(prob, p, [eta] * 300, "FedAvgM", dtype)             # momentum 0.9, server step 1
+        rep = conformance(T, prob, "FedAvgM", local_steps=J, step_size=eta, solution=sol, server_momentum=0.9)
+        assert rep.verdict == "landed", rep.text
+        cert = rep.extra["server_certificate"]
+        d = np.linalg.norm(T[:-1] - _plain_point(prob, p, eta), axis=1)   # against the independent point
+        assert np.all(d <= np.array(cert["bound"])) and len(cert["rounds"]) == 300
+    # every client halves its step: the recovered pseudo-gradients break a bound (no client models needed)
+    T, _ = _run(prob, p, [eta] * 300, "FedAvgM", client_eta=0.5 * eta)
+    rep = conformance(T, prob, "FedAvgM", local_steps=J, step_size=eta, solution=sol, server_momentum=0.9)
+    assert rep.verdict == "elsewhere" and rep.evidence == "proved" and "pseudo-gradients" in rep.text, rep.text
+    # the wrong momentum is not a proof of anything wrong with the clients, but it is not silently accepted
+    with pytest.raises(InvalidParameterError, match="server_momentum"):
+        conformance(T, prob, "FedAvgM", local_steps=J, step_size=eta, solution=sol, server_momentum=1.0)
