@@ -61,6 +61,7 @@ import numpy as np
 
 from .arithmetic import FLOAT64_FLOOR
 from .participation import ALL, subset_constants
+from .schedules import schedule_constants
 
 __all__ = ["SERVER_OPTIMIZERS", "client_update_certificate", "momentum_certificate", "momentum_settings",
            "grade_server_run"]
@@ -69,12 +70,13 @@ __all__ = ["SERVER_OPTIMIZERS", "client_update_certificate", "momentum_certifica
 SERVER_OPTIMIZERS = ("FedAvgM", "FedAdam", "FedYogi", "FedAdagrad")
 
 
-def client_update_certificate(problem, fp, thetas, client_models, u: float) -> dict | None:
+def client_update_certificate(problem, fp, thetas, client_models, u: float, etas=None) -> dict | None:
     r"""Per recorded round :math:`r` the bound :math:`B_r\ge\|\theta_r-\theta^\star\|` from the clients'
     returned models (module docstring). ``thetas`` ``(R+1, P)``; ``client_models`` ``(R'+1, n, P)``, row
     :math:`r+1` the models returned from :math:`\theta_r` (NaN where none). Returns ``{"rounds", "bound",
     "move", "allowance", "q", "b"}`` (arrays over the recorded rounds) or ``None`` when no round is
-    recorded or the point has no contraction factor."""
+    recorded or the point has no contraction factor. ``etas``: a decaying local step per round, each
+    round's :math:`(q_r, b_r)` then those of its own step (:mod:`drflmodel.landing.schedules`)."""
     q = fp.contraction
     if q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
@@ -90,7 +92,7 @@ def client_update_certificate(problem, fp, thetas, client_models, u: float) -> d
             subsets.append(ALL if ok.all() else np.flatnonzero(ok))
     if not rounds:
         return None
-    q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    q_r, b_r = _constants(problem, fp, subsets, None if etas is None else np.asarray(etas, float)[rounds])
     radius = float(fp.radius) if np.isfinite(fp.radius) else 0.0
     move, allowance = np.empty(len(rounds)), np.empty(len(rounds))
     for j, (k, S) in enumerate(zip(rounds, subsets)):
@@ -118,7 +120,15 @@ def momentum_settings(run, server_momentum=None, global_step=None) -> tuple[floa
     return float(beta), float(eta)
 
 
-def momentum_certificate(problem, fp, thetas, beta: float, eta_s: float, subsets, u: float, eps) -> dict | None:
+def _constants(problem, fp, subsets, etas):
+    """Per round :math:`(q_r, b_r)`: the subset's (participation), with each round's own step (schedules)."""
+    if etas is None:
+        return subset_constants(problem, fp, subsets)[:2]
+    return schedule_constants(problem, fp, etas, subsets)
+
+
+def momentum_certificate(problem, fp, thetas, beta: float, eta_s: float, subsets, u: float, eps,
+                         etas=None) -> dict | None:
     r"""Per round :math:`r<R` the bound :math:`B_r\ge\|\theta_r-\theta^\star\|` from the pseudo-gradients
     FedAvgM's models reveal (module docstring); ``subsets`` per round (:data:`ALL` or indices), ``eps``
     the clients' rounding allowance per round. Same keys as :func:`client_update_certificate`."""
@@ -133,7 +143,7 @@ def momentum_certificate(problem, fp, thetas, beta: float, eta_s: float, subsets
     e_m = 2.0 * u * (norms[:-1] + norms[1:]) / eta_s + 2.0 * u * np.linalg.norm(M, axis=1)
     allowance = np.asarray(eps, float) + e_m
     allowance[1:] += beta * e_m[:-1]
-    q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    q_r, b_r = _constants(problem, fp, subsets, etas)
     radius = float(fp.radius) if np.isfinite(fp.radius) else 0.0
     move = np.linalg.norm(G, axis=1)
     with np.errstate(divide="ignore"):
@@ -142,7 +152,7 @@ def momentum_certificate(problem, fp, thetas, beta: float, eta_s: float, subsets
 
 
 def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, tol_abs: float,
-                     momentum=None, subsets=None) -> None:
+                     momentum=None, subsets=None, schedule=None) -> None:
     """Refine a server-optimizer verdict in place (module docstring): the per-round certificate from the
     recorded client models ("elsewhere, proved" when a round breaks it; the best round's bound in the
     reasons) and, with or without records, "landed" within the round map's rounding region."""
@@ -158,9 +168,9 @@ def grade_server_run(rep, problem, fp, T, d_fp, client_models, u: float, eps, to
             rep.extra["landing_region"] = region
     source = "the recorded client updates"
     if client_models is not None:
-        cert = client_update_certificate(problem, fp, T, client_models, u)
+        cert = client_update_certificate(problem, fp, T, client_models, u, schedule)
     elif momentum is not None and rep.strategy == "FedAvgM":
-        cert = momentum_certificate(problem, fp, T, momentum[0], momentum[1], subsets, u, eps)
+        cert = momentum_certificate(problem, fp, T, momentum[0], momentum[1], subsets, u, eps, schedule)
         source = f"the pseudo-gradients its models reveal (momentum {momentum[0]:g}, server step {momentum[1]:g})"
     else:
         rep.reasons.append(f"{rep.strategy}: no client updates recorded -- graded by distance only; no per-round "

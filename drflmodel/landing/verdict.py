@@ -379,12 +379,12 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         client_models = (getattr(run, "iterates", None) or {}).get("client_models")
     if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx") + SERVER_OPTIMIZERS:
         _grade_clients(rep, problem, fp, T, client_models, arithmetic[1], schedule)
-    if char.name in SERVER_OPTIMIZERS and fp.kind == "local_steps" and schedule is None:
+    if char.name in SERVER_OPTIMIZERS and fp.kind == "local_steps":
         eps = rounding_allowance(arithmetic[1], int(fp.config["local_steps"]), int(problem.n_clients),
                                  np.maximum(np.linalg.norm(T, axis=1)[:-1], np.linalg.norm(T, axis=1)[1:]))
         grade_server_run(rep, problem, fp, T, d_fp, client_models, arithmetic[1], eps,
                          tol * max(1.0, float(np.linalg.norm(fp.theta))),
-                         momentum_settings(run, server_momentum, global_step), subsets)
+                         momentum_settings(run, server_momentum, global_step), subsets, schedule)
     return rep
 
 

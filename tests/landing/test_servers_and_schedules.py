@@ -150,3 +150,21 @@ def test_fedavgm_is_certified_from_its_models_alone(setting):
     # the wrong momentum is not a proof of anything wrong with the clients, but it is not silently accepted
     with pytest.raises(InvalidParameterError, match="server_momentum"):
         conformance(T, prob, "FedAvgM", local_steps=J, step_size=eta, solution=sol, server_momentum=1.0)
+
+
+@pytest.mark.parametrize("server", ["FedAdam", "FedAvgM"])
+def test_a_server_optimizer_with_a_decaying_client_step(setting, server):
+    prob, sol, p, eta = setting
+    steps = [eta] * 60 + [eta / 2] * 60 + [eta / 4] * 180
+    T, M = _run(prob, p, steps, server)
+    kw = dict(local_steps=J, step_size=steps, solution=sol, server_momentum=0.9)
+    rep = conformance(T, prob, server, client_models=M, **kw)
+    assert rep.verdict in ("landed", "not_landed") and rep.extra["faulty_clients"] == [], rep.text
+    point = fixed_point(prob, "FedAvg", local_steps=J, step_size=eta / 4).theta
+    for r in (rep, conformance(T, prob, server, **kw)):          # from the client models; FedAvgM: from its models
+        if "server_certificate" in r.extra:
+            cert = r.extra["server_certificate"]
+            assert np.all(np.linalg.norm(T[cert["rounds"]] - point, axis=1) <= np.array(cert["bound"]))
+    T, M = _run(prob, p, steps, server, client_eta=eta)        # the clients keep the first step
+    rep = conformance(T, prob, server, client_models=M, **kw)
+    assert rep.verdict == "elsewhere" and rep.evidence == "proved" and len(rep.extra["faulty_clients"]) == 5
