@@ -19,32 +19,20 @@ import time
 
 import numpy as np
 
-import drflmodel as dm
 from drflmodel.landing import conformance
-from drflmodel.landing.arithmetic import bfloat16_round
 from drflmodel.landing.contraction import local_iterates
+
+import sweep_landing_runs  # noqa: E402  (benchmarks/: its problems and its rounding to float32 / bfloat16)
 
 SERVERS = ("FedAvgM", "FedAdam", "FedYogi", "FedAdagrad")
 
 
 def make_problem(rng, n):
-    dim, samples, seed = int(rng.integers(3, 7)), [int(s) for s in rng.integers(15, 60, size=n)], int(rng.integers(10**6))
-    if rng.random() < 0.5:
-        fed = dm.datasets.synthetic_classification(n_clients=n, dim=dim, samples=samples, heterogeneity=1.5,
-                                                   add_intercept=True, seed=seed)
-        loss = dm.losses.Logistic()
-    else:
-        fed = dm.datasets.synthetic_multiclass(n_clients=n, dim=dim, n_classes=3, samples=samples, seed=seed)
-        loss = dm.losses.Multinomial()
-    prob = dm.FederatedDRO(fed, loss, weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=float(rng.choice([0.05, 0.1])))
-    return prob, np.asarray(fed.proportions, float)
+    return sweep_landing_runs.make_problem(rng, str(rng.choice(["logistic", "softmax"])), n)
 
 
 def cast(x, dtype):
-    if dtype == "float64":
-        return np.asarray(x, float)
-    x32 = np.asarray(x, np.float32)
-    return np.asarray(bfloat16_round(x32) if dtype == "bfloat16" else x32, float)
+    return np.asarray(sweep_landing_runs._cast(x, dtype), float)
 
 
 def simulate(prob, p, etas, J, mu, dtype, server, hyper, subsets, bug, faulty):

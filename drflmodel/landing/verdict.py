@@ -592,7 +592,7 @@ def _round_bounds(char, fp, problem, config, subsets, eps, noise=None, schedule=
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
     q_r, b_r, _ = subset_constants(problem, fp, subsets)
-    if schedule is not None:      # each round's own step (landing.schedules)
+    if schedule is not None and fp.kind == "local_steps":      # each round's own step (landing.schedules)
         q_r, b_r = schedule_constants(problem, fp, schedule, subsets)
     rho = None
     if noise is not None and noise[2]["sampling"] == "fresh" and g == 1.0:

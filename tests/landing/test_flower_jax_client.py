@@ -17,15 +17,7 @@ from flwr.serverapp.strategy import FedAdagrad, FedAdam, FedAvg, FedAvgM, FedPro
 
 from drflmodel import flower as dmf  # noqa: E402
 
-L2, J = 0.1, 5
-
-
-@pytest.fixture(scope="module")
-def problem():
-    fed = dm.datasets.synthetic_classification(n_clients=4, dim=5, samples=[40, 60, 50, 70], heterogeneity=1.5,
-                                               add_intercept=True, seed=3)
-    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=L2)
-    return prob, prob.solve()
+from .test_flower_float32_client import L2, J, problem  # noqa: E402,F401  (the numpy float32 client's problem)
 
 
 def _loss(w, w_t, X, y, mu):
