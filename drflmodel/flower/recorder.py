@@ -18,7 +18,10 @@ returns the live error each round as a ``MetricRecord`` (``dist_theta``, ``objec
 which replied and which failed (a ``ClientApp`` error or no reply), the messages and payload
 floats each way, and the training configuration the strategy sent (``train_config``: e.g.
 ``FedProx``'s ``proximal-mu``, and any ``lr`` / ``local-steps`` / ``batch-size`` given to
-``start(train_config=...)``, which :func:`drflmodel.landing.conformance` reads); the dtypes of the
+``start(train_config=...)``, which :func:`drflmodel.landing.conformance` reads -- a ``lr`` that changes
+between rounds is graded as a schedule, :mod:`drflmodel.landing.schedules`); the strategy's participation
+and server-optimizer settings (``info["strategy_settings"]``: ``fraction_train``, ``min_train_nodes``,
+FedAdam's ``eta`` / ``beta_1`` / ``tau``, FedAvgM's ``server_momentum``, ...); the dtypes of the
 arrays the clients returned (``info["dtypes"]``: the precision they computed in); and each named
 client's returned model (``iterates["client_models"]``, shape ``(R+1, n, P)``, row :math:`r` the
 models returned in round :math:`r`, computed from :math:`\\theta^{r-1}`, NaN where a client did not
@@ -58,10 +61,15 @@ from ..solution import Solution
 from ..solvers import Trace
 from ._records import record_floats
 
-__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED", "CLIENT_MODELS_MAX_FLOATS"]
+__all__ = ["Recorder", "grade", "not_graded", "NOT_RECERTIFIED", "CLIENT_MODELS_MAX_FLOATS", "STRATEGY_SETTINGS"]
 
 #: the largest per-client model record ((R+1) n P floats) a Recorder keeps
 CLIENT_MODELS_MAX_FLOATS = 20_000_000
+#: the strategy attributes :meth:`Recorder.watch` keeps (Flower 1.41's names): participation (``fraction_train``,
+#: ``min_train_nodes``, ``min_available_nodes``), FedProx's ``proximal_mu``, FedAdam / FedYogi / FedAdagrad's
+#: ``eta``, ``eta_l``, ``beta_1``, ``beta_2``, ``tau`` and FedAvgM's ``server_learning_rate``, ``server_momentum``
+STRATEGY_SETTINGS = ("fraction_train", "min_train_nodes", "min_available_nodes", "proximal_mu", "eta", "eta_l",
+                     "beta_1", "beta_2", "tau", "server_learning_rate", "server_momentum")
 
 
 class Recorder:
@@ -97,6 +105,8 @@ class Recorder:
         self.client_models: dict[int, dict] = {}
         self.client_models_truncated = False
         self.strategy_name = "flower"
+        #: the strategy's participation and server-optimizer settings (:data:`STRATEGY_SETTINGS`), from :meth:`watch`
+        self.strategy_settings: dict = {}
         #: what the verdict must say next to it (e.g. a strategy that minimizes no objective the oracle computes)
         self.caveats: list[str] = []
         #: the federated oracle's fault (``solution.info["fault"]``) when it certified nothing: the run is
@@ -170,6 +180,9 @@ class Recorder:
         ``configure_train`` / ``aggregate_train`` on this instance); returns ``strategy``."""
         configure, aggregate = strategy.configure_train, strategy.aggregate_train
         self.strategy_name = type(strategy).__name__
+        self.strategy_settings = {k: getattr(strategy, k) for k in STRATEGY_SETTINGS
+                                  if isinstance(getattr(strategy, k, None), (int, float)) and
+                                  not isinstance(getattr(strategy, k), bool)}
 
         def configure_train(server_round, arrays, config, grid):
             messages = list(configure(server_round, arrays, config, grid))
@@ -274,6 +287,8 @@ class Recorder:
             info["family"] = getattr(self.problem, "family", "")
         if self.parameters is not None:
             info["parameters"] = self.parameters.to_dict()
+        if self.strategy_settings:
+            info["strategy_settings"] = dict(self.strategy_settings)
         if self.caveats:
             info["caveats"] = list(self.caveats)
         if self.oracle_fault is not None:

@@ -75,6 +75,8 @@ from .minibatch import martingale_radius, noise_bounds
 from .participation import ALL, round_noise, round_subsets, subset_constants
 from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
+from .schedules import recorded_schedule, schedule_constants, scheduled_client_faults, split_schedule
+from .servers import SERVER_OPTIMIZERS, grade_server_run, momentum_settings
 from .strategies import StrategyNotCharacterized, characterize
 
 __all__ = ["conformance", "Conformance", "VERDICTS", "recorded_configuration"]
@@ -242,7 +244,7 @@ def _iterates(run) -> np.ndarray:
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
                 global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
                 participation=None, client_models=None, delta: float = 1e-3,
-                batch_sampling: str | None = None) -> Conformance:
+                batch_sampling: str | None = None, server_momentum=None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -267,6 +269,9 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         the noise region, and how each step's batch is drawn -- ``"fresh"`` (each step samples anew;
         drflmodel's simulator) or ``"epoch"`` (batches of one shuffled epoch: worst-case noise);
         default ``"fresh"`` for a simulator trace, else ``"epoch"`` (:mod:`drflmodel.landing.minibatch`).
+    server_momentum : FedAvgM's momentum (Flower's ``server_momentum``; its ``server_learning_rate`` is
+        ``global_step``), to recover the pseudo-gradients from the models (:mod:`drflmodel.landing.servers`);
+        default: as the Recorder recorded it.
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -280,6 +285,8 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     check_solution(solution)
     if global_step is not None:
         global_step = check_real(global_step, "global_step", low=0.0, low_open=True)
+    if server_momentum is not None:
+        server_momentum = check_real(server_momentum, "server_momentum", low=0.0, high=1.0, high_open=True)
     if not isinstance(run, (np.ndarray, list, tuple)) and hasattr(run, "trace") and not hasattr(run, "theta"):
         if solution is None:
             solution = getattr(run, "solution", None)
@@ -287,6 +294,9 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
         if run is None:
             raise InvalidParameterError("the graded app has no trace yet: run it first")
     T = _iterates(run)
+    step_size, schedule = split_schedule(step_size, len(T) - 1)       # a decaying step: landing.schedules
+    if schedule is None and step_size is None and hasattr(run, "solver"):
+        schedule = recorded_schedule(run, len(T) - 1)
     recorded_name, recorded = recorded_configuration(run) if hasattr(run, "solver") else (None, {})
     name = strategy if strategy is not None else recorded_name
     if name is None:
@@ -357,22 +367,28 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
             noise = noise_bounds(problem, fp, config["batch_size"], len(T) - 1, delta, batch_sampling)
             if noise is not None:
                 noise = (*noise, {"batch_size": config["batch_size"], "delta": delta, "sampling": batch_sampling})
-        if noise is None:
+        if noise is None or schedule is not None:
             return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
     arithmetic = run_precision(T, _recorded_dtypes(run), precision)
     subsets, how = round_subsets(run, int(problem.n_clients), len(T) - 1, participation)
     rep = _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-                   arithmetic, subsets, how, common, noise)
+                   arithmetic, subsets, how, common, noise, schedule)
     if noise is not None:
         return rep
     if client_models is None:
         client_models = (getattr(run, "iterates", None) or {}).get("client_models")
-    if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx"):
-        _grade_clients(rep, problem, fp, T, client_models, arithmetic[1])
+    if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx") + SERVER_OPTIMIZERS:
+        _grade_clients(rep, problem, fp, T, client_models, arithmetic[1], schedule)
+    if char.name in SERVER_OPTIMIZERS and fp.kind == "local_steps":
+        eps = rounding_allowance(arithmetic[1], int(fp.config["local_steps"]), int(problem.n_clients),
+                                 np.maximum(np.linalg.norm(T, axis=1)[:-1], np.linalg.norm(T, axis=1)[1:]))
+        grade_server_run(rep, problem, fp, T, d_fp, client_models, arithmetic[1], eps,
+                         tol * max(1.0, float(np.linalg.norm(fp.theta))),
+                         momentum_settings(run, server_momentum, global_step), subsets, schedule)
     return rep
 
 
-def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
+def _grade_clients(rep, problem, fp, T, client_models, u, schedule=None) -> None:
     """Each client's returned models against its own local steps; a faulty client turns the verdict
     into "elsewhere" (proved under the rounding allowance) and is named."""
     models = np.asarray(client_models, float)
@@ -381,7 +397,8 @@ def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
         raise InvalidDataError(f"client_models must have shape ({len(T)}, {problem.n_clients}, {T.shape[1]}) "
                                f"(row r: the models returned in round r; fewer rows: the first rounds only); "
                                f"got {models.shape}")
-    faults = client_faults(problem, fp, T, client_models, u, rep.strategy)
+    faults = (client_faults(problem, fp, T, client_models, u, rep.strategy) if schedule is None else
+              scheduled_client_faults(problem, fp, T, client_models, u, rep.strategy, schedule))
     rep.extra["faulty_clients"] = faults
     rep.extra["clients_checked"] = True
     if not faults:
@@ -395,6 +412,7 @@ def _grade_clients(rep, problem, fp, T, client_models, u) -> None:
         rep.verdict, rep.evidence = "elsewhere", "proved"
         rep.text = f"landed elsewhere: not the strategy it claims to be ({named})"
     else:
+        rep.evidence = "proved"
         rep.text += f"; {named}"
 
 
@@ -430,7 +448,7 @@ def _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common) -> Conformanc
 
 
 def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-             arithmetic, subsets, how, common, noise=None) -> Conformance:
+             arithmetic, subsets, how, common, noise=None, schedule=None) -> Conformance:
     R = len(T) - 1
     scale = max(1.0, float(np.linalg.norm(fp.theta)))
     tol_abs = tol * scale
@@ -442,7 +460,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
     norms = np.linalg.norm(T, axis=1)
     J = fp.config.get("local_steps") if isinstance(fp.config.get("local_steps"), int) else 1
     eps = rounding_allowance(u, J, int(problem.n_clients), np.maximum(norms[:-1], norms[1:]))
-    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise)
+    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise, schedule)
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     region = bounds["region"] if bounds is not None else 0.0
     reasons = [f"landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
@@ -452,6 +470,12 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
     extra = {"precision": precision, "unit_roundoff": u, "precision_source": precision_source,
              "rounding_allowance": float(eps.max()), "sampled_rounds": sampled, "participation_source": how,
              "landing_region": region}
+    if schedule is not None:
+        reasons.append(f"schedule: the local step goes from {schedule[0]:.3g} to {schedule[-1]:.3g} over {R} rounds "
+                       f"({np.unique(schedule).size} values); graded against the final step's point, the drift of the "
+                       f"earlier steps' points charged per round (landing.schedules)")
+        extra["schedule"] = {"first": float(schedule[0]), "final": float(schedule[-1]),
+                             "distinct": int(np.unique(schedule).size)}
     if noise is not None:
         extra.update(noise_region=region, noise_probability=noise[1], batch_size=config["batch_size"])
         if bounds is not None and bounds.get("rho") is not None:
@@ -482,7 +506,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
                   if noise[1].startswith("probability >=") else " -- impossible for a correct run (worst-case noise)")
     if proof is not None and how.startswith("assumed"):
         proof += " -- assuming every client took part every round (these iterates record no participation)"
-    stopped = (_stopped(d_fp, steps) and not sampled and noise is None
+    stopped = (_stopped(d_fp, steps) and not sampled and noise is None and schedule is None
                and d_fp[-1] > tol_abs + radius + _stall_floor(fp, eps, u, scale))
     if proof is not None or stopped:
         matches = _nearest_alternative(char, fp, problem, opt_theta, opt_radius, T[-1], tol_abs + region, weights)
@@ -499,7 +523,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
             text += f"; {_EXACT_HINT}"
         return Conformance(verdict="elsewhere", text=text, reasons=reasons + [f"evidence ({evidence}): {why}"],
                            evidence=evidence, matches=matches, extra=extra, **common)
-    certified_rate = bounds is not None and not sampled and noise is None
+    certified_rate = bounds is not None and not sampled and noise is None and schedule is None
     rounds = _rounds_to_land(fp, config, d_fp[-1], tol_abs + region) if certified_rate else None
     if _stopped(d_fp, steps):
         text = (f"not landed: stalled at distance {d_fp[-1]:.3e} from its fixed point (last step "
@@ -512,6 +536,11 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
         text += f"; about {rounds} more rounds at the certified rate"
     elif sampled and bounds is not None:
         text += f" (a correct run with these sampled rounds ends within {region:.3e} of the point)"
+    elif schedule is not None and bounds is not None:
+        reach = d_fp[0] + radius                      # the a-priori bound of a correct run with this schedule
+        for r in range(R):
+            reach = bounds["kappa"][r] * reach + bounds["g"] * bounds["b"][r] + bounds["eps"][r]
+        text += f"; with its decaying step a correct run is within {reach + radius:.3e} of the final step's point here"
     if char.name == "FedProx" and fp.kind == "local_steps":
         reasons.append(_EXACT_HINT)
     return Conformance(verdict="not_landed", text=text, reasons=reasons, rounds_to_land=rounds, extra=extra, **common)
@@ -554,7 +583,7 @@ def _plain_round(char, config) -> tuple[bool, float]:
     return True, float(config.get("global_step") or 1.0)
 
 
-def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict | None:
+def _round_bounds(char, fp, problem, config, subsets, eps, noise=None, schedule=None) -> dict | None:
     """Per round the contraction :math:`q_r`, the subset's pull :math:`b_r` (0 with every client), the
     server step and the rounding allowance :math:`\\varepsilon_r`; ``None`` when no per-round bound is
     certified for the strategy (module docstring; :mod:`drflmodel.landing.participation`)."""
@@ -563,6 +592,8 @@ def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict |
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
     q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    if schedule is not None and fp.kind == "local_steps":      # each round's own step (landing.schedules)
+        q_r, b_r = schedule_constants(problem, fp, schedule, subsets)
     rho = None
     if noise is not None and noise[2]["sampling"] == "fresh" and g == 1.0:
         # cross-round martingale bound (landing.minibatch): |theta_r - full-batch run| <= rho, all r
@@ -579,7 +610,10 @@ def _round_bounds(char, fp, problem, config, subsets, eps, noise=None) -> dict |
         return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": np.zeros_like(eps), "region": region,
                 "rho": rho}
     region = float(np.max((g * b_r + eps) / (1.0 - kappa)))
-    return {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": eps, "region": region, "rho": None}
+    out = {"g": g, "q": q_r, "b": b_r, "kappa": kappa, "eps": eps, "region": region, "rho": None}
+    if schedule is not None:      # landed: within the final step's rounding region
+        out["region"] = float((g * b_r[-1] + np.max(eps)) / (1.0 - kappa[-1]))
+    return out
 
 
 def _broken_bound(char, d_fp, steps, radius, bounds) -> str | None:

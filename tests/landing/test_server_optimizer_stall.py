@@ -25,4 +25,8 @@ def test_a_stalled_bfloat16_fedavgm_run_is_not_called_elsewhere():
     assert np.all(T[-20:] == T[-1])                 # stalled: the updates are rounded away
     rep = conformance(T, prob, "FedAvgM", local_steps=1, step_size=eta, solution=sol)
     assert rep.verdict in ("landed", "not_landed") and rep.extra["precision"] == "bfloat16", rep.text
-    assert "stalled" in rep.text and rep.rows[-1]["dist_fixed_point"] > 0.1   # far: sqrt(u) alone said elsewhere
+    assert rep.rows[-1]["dist_fixed_point"] > 0.1                  # far: sqrt(u) alone said elsewhere
+    # within the round map's bfloat16 rounding region eps / (1 - q) (landing.servers), else stalled
+    region = rep.extra["rounding_allowance"] / (1.0 - rep.fixed_point.contraction)
+    assert ("rounding region" in rep.text) == (rep.rows[-1]["dist_fixed_point"] <= region), rep.text
+    assert "stalled" in rep.text or "rounding region" in rep.text
