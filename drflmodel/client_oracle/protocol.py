@@ -1,10 +1,15 @@
 """The client-oracle protocol: the queries a client answers (and the query kinds of
 :mod:`drflmodel.problems.engine.queries` each one serves), the interface a route may ask
 (:class:`ClientOracle`), the fault a client's silence becomes, and the wire form of a symmetric
-matrix (its upper triangle)."""
+matrix (its upper triangle).
+
+The queries are the protocol's own (:data:`CORE_QUERIES`, what the engine's routes ask) and those a
+family declares for its own federated oracle in the family registry
+(:class:`drflmodel.problems.registry.ClientQuery`); :data:`QUERIES` is both, read when asked."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -13,12 +18,13 @@ from ..errors import DrflmodelError
 from ..layout import ParameterLayout
 from ..losses import Loss
 from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES
+from ..problems.registry import RESERVED_QUERIES, client_queries
 
-__all__ = ["QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
+__all__ = ["QUERIES", "CORE_QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
            "unpack_symmetric", "REFUSED", "REJECTED", "FAULT_KINDS", "fault_kind"]
 
-#: the queries a :class:`Site` answers, and the arrays of each answer
-QUERIES = {
+#: the protocol's own queries (what the engine's routes ask), and the arrays of each answer
+CORE_QUERIES = {
     "describe": ("rows", "features", "outputs", "ones_columns", "classes_present"),
     "row_norm": ("max_row_norm",),
     "values": ("value",),
@@ -29,12 +35,37 @@ QUERIES = {
     # sites that answer "hvp" (smooth losses), part of that kind
     "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian",
                     "column_squares"),
-    # Wasserstein DRFL's own oracle: a client answers for its own ball (drflmodel.problems.wasserstein.
-    # federated.QUERIES, written out here: that package imports CVXPY)
-    "wasserstein_value": ("value", "lambda"),
-    "wasserstein_prox": ("w_hat", "varpi"),
-    "wasserstein_bound": ("bound", "dual_residual"),
 }
+assert set(CORE_QUERIES) <= set(RESERVED_QUERIES)          # no family may declare one of these names
+
+
+class _Queries(Mapping):
+    """Every query a :class:`Site` answers, name -> the arrays of its answer: :data:`CORE_QUERIES`
+    and the families' declared queries (:func:`drflmodel.problems.registry.client_queries`, read
+    whenever this is read: a family registered later is seen)."""
+
+    def _table(self) -> dict:
+        return {**CORE_QUERIES, **{name: q.arrays for name, q in client_queries().items()}}
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+    def __contains__(self, key):
+        return key in CORE_QUERIES or key in client_queries()
+
+    def __repr__(self):
+        return f"QUERIES({self._table()!r})"
+
+
+#: the queries a :class:`Site` answers (the protocol's and the families' declared ones), and the
+#: arrays of each answer
+QUERIES: Mapping[str, tuple] = _Queries()
 
 #: what a client's ability to answer a query gives the routes: the query kind it serves
 #: (``"hessian"`` is the ``evaluate`` query with Hessians, answered by smooth losses only)

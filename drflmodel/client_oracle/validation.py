@@ -30,6 +30,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..losses import Loss
+from ..problems.registry import client_query
 from . import checks as check
 from .channel import Channel
 from .protocol import REJECTED, ClientFault, unpack_symmetric
@@ -112,6 +113,10 @@ class ClientBook:
             bad = check.finite(name, value)
             if bad:
                 return bad
+        declared = client_query(query)            # a family's own query: the check its declaration names
+        if declared is not None:
+            why = declared.validate(request, options, answer)
+            return None if why is None else check.Violation("declared", f"{query}: {why}")
         handler = getattr(self, f"_{query}", None)
         return handler(request, options, answer) if handler is not None else None
 

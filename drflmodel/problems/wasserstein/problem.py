@@ -343,37 +343,9 @@ class WassersteinDRFL(Problem):
         "(the 'tied' samples) as an explicit term of the step problem, and its rigorous lower bound "
         "solves a small problem over the near-active samples: both read individual rows (x_ij, y_ij), "
         "which a client would have to send to the server. Its own federated oracle, where each client "
-        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve (what "
-        "drflmodel.client_oracle.federated_solve runs when given the problem itself, not a factory)")
-
-    def federated_oracle(self, channel, declared=None, method: str = "auto", gap_tol: float = 1e-6, **options):
-        """This family's own federated certified solve, :func:`.federated.federated_solve` (each
-        client answers for its own ball; consensus ADMM, a dual-decomposition certificate), which
-        :func:`drflmodel.client_oracle.federated_solve` delegates to. ``declared``: the clients'
-        declarations (:class:`~drflmodel.client_oracle.server.DeclaredFederation`), checked against
-        this problem's clients, columns and classes; ``method`` ``"auto"`` or ``"federated_admm"``;
-        ``options``: ``rounds``, ``c``, ``check_every`` of :func:`.federated.federated_solve`."""
-        from .federated import federated_solve
-
-        if method not in ("auto", "federated_admm"):
-            raise InvalidParameterError(f"method must be 'auto' or 'federated_admm' for the federated "
-                                        f"Wasserstein solve (its own oracle); got {method!r}")
-        unknown = sorted(set(options) - {"rounds", "c", "check_every"})
-        if unknown:
-            raise InvalidParameterError(f"unknown option(s) {unknown} of the federated Wasserstein solve "
-                                        "(allowed: rounds, c, check_every)")
-        if declared is not None:
-            mine = (self.n_clients, self.layout.n_features, self.layout.n_outputs)
-            theirs = (declared.n_clients, declared.dim, declared.n_classes if self.layout.n_outputs > 1 else 1)
-            if mine != theirs:
-                raise InvalidDataError(f"the clients declare (clients, features, outputs) = {theirs}; this "
-                                       f"problem has {mine}")
-            if not self.penalize_intercept and declared.intercept_column != self.federation.intercept_column:
-                raise InvalidDataError(f"the free intercept is column {self.federation.intercept_column} of this "
-                                       f"problem; the clients' all-one column is {declared.intercept_column}")
-        sol = federated_solve(self, channel, gap_tol=gap_tol, **options)
-        sol.problem = self
-        return sol
+        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve (the "
+        "family's declared oracle, which drflmodel.client_oracle.federated_solve runs when given the problem "
+        "itself, not a factory)")
 
     def structure_facts(self) -> dict:
         """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support),
