@@ -1,6 +1,7 @@
 """The client-oracle protocol: the queries a client answers (and the query kinds of
 :mod:`drflmodel.problems.engine.queries` each one serves), the interface a route may ask
-(:class:`ClientOracle`), the fault a client's silence becomes, and the wire form of a symmetric
+(:class:`ClientOracle`, defined beside the query kinds in :mod:`drflmodel.problems.engine.queries`:
+the engine's routes read it), the fault a client's silence becomes, and the wire form of a symmetric
 matrix (its upper triangle).
 
 The queries are the protocol's own (:data:`CORE_QUERIES`, what the engine's routes ask) and those a
@@ -10,14 +11,11 @@ family declares for its own federated oracle in the family registry
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import DrflmodelError
-from ..layout import ParameterLayout
-from ..losses import Loss
-from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES
+from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES, ClientOracle
 from ..problems.registry import RESERVED_QUERIES, client_queries
 
 __all__ = ["QUERIES", "CORE_QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
@@ -132,49 +130,6 @@ class ClientFault(DrflmodelError, RuntimeError):
                 "node": None if self.node is None else int(self.node), "query": self.query, "kind": self.kind,
                 "check": self.check, "numbers": dict(self.numbers),
                 "attempts": self.attempts, "reasons": list(self.reasons)}
-
-
-@runtime_checkable
-
-
-class ClientOracle(Protocol):
-    """What a solve route may ask of the clients (module docstring). Shapes: :math:`\\theta`
-    ``(P,)`` with :math:`P=Kd` in the layout of :mod:`drflmodel.layout`; ``n`` clients."""
-
-    loss: Loss
-    layout: ParameterLayout
-    l2: float
-    penalty_diagonal: np.ndarray
-
-    @property
-    def n(self) -> int: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def values(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))`."""
-
-    def gradients(self, theta) -> np.ndarray:
-        """Rows :math:`\\nabla f_i(\\theta)`, shape ``(n, P)``."""
-
-    def evaluate(self, theta, lam=None, hessian: bool = True):
-        """``(values, gradients, sum_i lam_i Hess f_i(theta) or None)``."""
-
-    def weighted_hessian(self, theta, lam) -> np.ndarray:
-        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)`, shape ``(P, P)``."""
-
-    def hessian_vector_products(self, theta, V) -> np.ndarray:
-        """Rows :math:`\\nabla^2f_i(\\theta)v_i`, shape ``(n, P)``."""
-
-    def strong_convexity(self) -> np.ndarray:
-        """Per-client strong-convexity moduli."""
-
-    def max_row_norms(self) -> np.ndarray:
-        """Per-client :math:`\\max_j\\|x_{ij}\\|` (the self-concordance bound's scale)."""
-
-    def penalty(self, theta) -> np.ndarray:
-        """The ridge term (the same for every client; not data)."""
 
 
 def pack_symmetric(H: np.ndarray) -> np.ndarray:
