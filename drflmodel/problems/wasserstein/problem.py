@@ -87,6 +87,29 @@ class _RawProblem(cp.Problem):
         return super().unpack_results(solution, chain, inverse_data)
 
 
+#: bytes per entry of the rows' dense block and per entry of a P x P array in the conic solve
+#: (CVXPY's canonicalization and Clarabel's factorization), fitted to the peak resident memory of
+#: forced conic solves (logistic, unbounded support, 3 clients): (N, P) = (1500, 200) 89 MiB,
+#: (1500, 800) 426 MiB, (3000, 400) 291 MiB, (600, 1500) 672 MiB
+CONIC_BYTES_PER_ENTRY, CONIC_BYTES_PER_SQUARE = 200, 224
+
+
+def conic_model_bytes(model: TransportModel, rows: int) -> int:
+    r"""The conic model of every row and its solve: about :data:`CONIC_BYTES_PER_ENTRY` bytes per
+    entry of the :math:`N\times P` score block (written once, ``u = Xw``) and
+    :data:`CONIC_BYTES_PER_SQUARE` per entry of :math:`P\times P` (the factorization), measured.
+    A polyhedral support writes, per loss piece and label branch, the :math:`N\times d` matrix
+    :math:`M` and the :math:`N\times r` multipliers :math:`\Phi` (:math:`r` the support's
+    constraints) with :math:`r` coefficients per entry of :math:`M`: counted, not measured."""
+    N, P = int(rows), int(model.n_features) * int(model.n_outputs)
+    block = N * P
+    if model.support.bounded:
+        r = int(np.asarray(model.support.C).shape[0])
+        branches = 2 if model.flips else 1
+        block += len(list(model.loss.pieces())) * branches * N * (int(model.n_features) * (r + 1) + r)
+    return CONIC_BYTES_PER_ENTRY * block + CONIC_BYTES_PER_SQUARE * P * P
+
+
 def conic_dual_bound(prob) -> tuple[float, dict]:
     """``(L, info)``: the solver's dual objective (+ offset) if its dual residual is small."""
     raw, offset = getattr(prob, "_raw", None), getattr(prob, "_offset", None)
@@ -358,6 +381,11 @@ class WassersteinDRFL(Problem):
                 "support_bounded": bool(self.model.support.bounded),
                 "fixed_columns": tuple(fixed), "labels_move": bool(labels_move),
                 "transport_norm": float(self.model.norm)}
+
+    def structure_fields(self) -> dict:
+        """``conic_bytes``: the conic model's size (:func:`conic_model_bytes`), so a forced conic
+        solve that cannot fit is refused before it allocates."""
+        return {"conic_bytes": conic_model_bytes(self.model, int(np.asarray(self.federation.sizes).sum()))}
 
     def routes(self):
         """``[WassersteinHessianFreeRoute, WassersteinSQPRoute, ConicRoute]``: the matrix-free route
