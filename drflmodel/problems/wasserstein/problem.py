@@ -46,6 +46,8 @@ and the ridge leaves it out (unbounded support; :mod:`.multiclass` gives the arg
 :math:`\\|x-x'\\|+\\kappa\\mathbb 1[y\\ne y']` over :math:`K` labels and the exact reformulation with
 :math:`\\lambda_s\\ge\\max_{j<k}\\|w_k-w_j\\|_*` (:mod:`.multiclass`); its lower bound is the conic
 rigorous numpy bound of :mod:`.multiclass_bound` (the conic dual objective with a free intercept).
+With a scalar loss a free intercept keeps the rigorous numpy bound of :mod:`.lagrangian_bound` (the
+intercept boxed by the objective's level set).
 """
 
 from __future__ import annotations
