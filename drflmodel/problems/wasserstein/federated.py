@@ -61,7 +61,7 @@ from ...sets import WeightSet
 from ...solution import Solution, relative_gap, status_from_gap
 from ..engine.solvers import solve_or_raise, solve_with_fallback
 from .omega import TransportModel, omega_constraints, worst_case_unbounded
-from .problem import _RawProblem, conic_dual_bound
+from .problem import RawProblem, conic_dual_bound
 from .queries import QUERIES as _DECLARED
 
 __all__ = ["QUERIES", "BallClient", "ServerSpec", "federated_solve", "federated_oracle", "answer"]
@@ -172,7 +172,7 @@ class BallClient:
         P = psi.size
         V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self._X.shape[0])
         varpi = rho * lam[0] + cp.sum(alpha) / self._X.shape[0]
-        prob = _RawProblem(cp.Minimize(zeta * varpi + psi @ V), self._omega(model, rho, V, lam, alpha))
+        prob = RawProblem(cp.Minimize(zeta * varpi + psi @ V), self._omega(model, rho, V, lam, alpha))
         # the documented tolerances (1e-9) of the conic route; no optimal answer: no bound
         if solve_with_fallback(prob, first="CLARABEL") is None:
             return {"bound": [float("-inf")], "dual_residual": [float("inf")]}

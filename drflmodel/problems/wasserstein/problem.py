@@ -76,7 +76,7 @@ __all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_su
 DUAL_RESIDUAL_TOL = 1e-6
 
 
-class _RawProblem(cp.Problem):
+class RawProblem(cp.Problem):
     """A ``cp.Problem`` that keeps the solver's raw output and the objective offset (for the
     conic dual bound)."""
 
@@ -341,7 +341,7 @@ class WassersteinDRFL(Problem):
         ridge = self.objectives.penalty_expr(w)
         obj = outer + (ridge if ridge is not None else 0)
         self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
-        return _RawProblem(cp.Minimize(obj), cons)
+        return RawProblem(cp.Minimize(obj), cons)
 
     def outer_expression(self, z) -> tuple:
         """``(expression, constraints, parameters)`` of the support function of Q at ``z`` (a
