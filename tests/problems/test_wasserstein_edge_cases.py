@@ -30,7 +30,7 @@ def test_a_forced_conic_model_at_p_5000_is_refused_by_its_memory_estimate(monkey
     prob = dm.WassersteinDRFL(fed, dm.losses.Logistic(), radius=0.1, norm=2, kappa=np.inf,
                               weights=dm.sets.Simplex(3), l2=0.1)
     N, P = 900, 5000
-    expected = CONIC_BYTES_PER_ENTRY * N * P + CONIC_BYTES_PER_SQUARE * P * P     # 6.5 GB
+    expected = CONIC_BYTES_PER_ENTRY * N * P + CONIC_BYTES_PER_SQUARE * P * P     # 6.6 GB
     assert prob.structure.conic_bytes == expected
     monkeypatch.setattr(memory, "available_memory", lambda: 4 * 2**30)
     with pytest.raises(MemoryLimitError, match=r"route 'conic' .* would allocate about 6\.\d+ GiB but only"):

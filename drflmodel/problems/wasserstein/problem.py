@@ -92,8 +92,8 @@ class RawProblem(cp.Problem):
 #: bytes per entry of the rows' dense block and per entry of a P x P array in the conic solve
 #: (CVXPY's canonicalization and Clarabel's factorization), fitted to the peak resident memory of
 #: forced conic solves (logistic, unbounded support, 3 clients): (N, P) = (1500, 200) 89 MiB,
-#: (1500, 800) 426 MiB, (3000, 400) 291 MiB, (600, 1500) 672 MiB
-CONIC_BYTES_PER_ENTRY, CONIC_BYTES_PER_SQUARE = 200, 224
+#: (1500, 800) 426 MiB, (3000, 400) 291 MiB, (600, 1500) 672 MiB (least squares: 77, 409, 309, 676)
+CONIC_BYTES_PER_ENTRY, CONIC_BYTES_PER_SQUARE = 240, 220
 
 
 def conic_model_bytes(model: TransportModel, rows: int) -> int:
