@@ -97,8 +97,11 @@ bound is never computed over part of the federation. A client that answers, ever
 consistently, for another convex function (other data) passes every check: the certificate holds
 for the functions the clients answered for.
 
-Only the families with routes that need no row are supported (:data:`SUPPORTED`);
-:func:`federated_solve` refuses the others with the family's reason.
+Only the families with routes that need no row, or with their own federated oracle, are supported
+(:data:`SUPPORTED`); :func:`federated_solve` refuses the others with the family's reason. A family's
+own oracle asks the client queries it declares in the family registry
+(:class:`~drflmodel.problems.registry.ClientQuery`): this package serves, budgets, decodes and
+checks them from that declaration and names no family.
 
 Modules, one job each: :mod:`.protocol` (the queries, the :class:`ClientOracle` interface,
 :class:`ClientFault`), :mod:`.site` (the client side), :mod:`.policy` (a client's allow-list and

@@ -9,13 +9,15 @@ from collections import OrderedDict
 import numpy as np
 
 from .._validation import check_int
+from ..problems.registry import client_query
 from .protocol import ClientFault, fault_kind
 from .site import Site
 
 __all__ = ["RevealLedger", "Channel", "LocalChannel"]
 
-#: reply arrays -> the quantity they reveal (the reveal table's names)
-_QUANTITY = {
+#: reply arrays of the protocol's own queries -> the quantity they reveal (the reveal table's names);
+#: a family's declared query names its own arrays (:func:`quantity`)
+QUANTITY = {
     "rows": "rows N_i", "features": "features d", "outputs": "outputs K", "ones_columns": "all-one columns",
     "classes_present": "classes present", "max_row_norm": "max_j ||x_ij||", "value": "value h_i(theta)",
     "gradient": "gradient of h_i", "hessian": "Hessian of h_i (upper triangle)",
@@ -24,10 +26,18 @@ _QUANTITY = {
     "feature_norm": "mean ||x_ij|| without the intercept", "intercept_value": "value h_i(theta) (bound)",
     "intercept_gradient": "gradient of h_i in the K intercepts",
     "intercept_hessian": "Hessian of h_i in the K intercepts (upper triangle)",
-    "lambda": "Wasserstein multiplier lambda_s", "w_hat": "Wasserstein prox point V_s", "varpi": "Wasserstein varpi_s",
-    "bound": "Wasserstein bound term b_s", "dual_residual": "dual residual of b_s",
     "column_squares": "mean x_ijk^2 of every column k (preconditioner)",
 }
+
+
+def quantity(query: str, array: str) -> str | None:
+    """What ``array`` of an answer to ``query`` reveals (``None``: protocol text, not counted): the
+    declaration of a family's query, else :data:`QUANTITY`."""
+    declared = client_query(query)
+    if declared is not None:
+        spec = declared.answer.get(array)
+        return None if spec is None else spec[1]
+    return QUANTITY.get(array)
 
 
 class RevealLedger:
@@ -48,19 +58,20 @@ class RevealLedger:
         q["exchanges"] += attempts
         q["answers"] += len(replies)
         seen = set()
+        names = {key: quantity(query, key) for arrays in replies.values() for key in arrays}
         for i, arrays in replies.items():
             self.largest_answer = max(self.largest_answer, sum(int(np.size(v)) for k, v in arrays.items()
-                                                               if k in _QUANTITY))
+                                                               if names[k] is not None))
             for key, value in arrays.items():
-                if key not in _QUANTITY:
+                if names[key] is None:
                     continue
-                row = self._rows.setdefault(key, {"quantity": _QUANTITY[key], "floats": 0, "exchanges": 0,
-                                                  "answers": {}})
+                row = self._rows.setdefault(names[key], {"quantity": names[key], "floats": 0, "exchanges": 0,
+                                                         "answers": {}})
                 row["floats"] = max(row["floats"], int(np.size(value)))
                 row["answers"][i] = row["answers"].get(i, 0) + 1
-                if key not in seen:
+                if names[key] not in seen:
                     row["exchanges"] += 1
-                    seen.add(key)
+                    seen.add(names[key])
 
     def table(self) -> list[dict]:
         """One row per quantity: ``quantity``, ``floats`` (one answer), ``exchanges``,

@@ -19,6 +19,9 @@ statistics     gram :math:`T(d)`, moment :math:`d`, yy 1
 bound_terms    allowance 4, feature_norm 1, intercept_value 1, intercept_gradient :math:`K`,
                intercept_hessian :math:`T(K)` (the last four with an intercept column),
                column_squares :math:`d` (when asked with ``columns``: the preconditioner)
+a family's     every array its declaration names (:class:`~drflmodel.problems.registry.ClientQuery`),
+own query      of the size declared in :math:`P`, :math:`d`, :math:`K` or as a count: read only
+               after the client's declaration when the size depends on it
 =============  ====================================================================================
 
 An array is read from Flower's wire form (an ``Array``: ``stype``, ``shape``, ``dtype``, ``data``
@@ -43,6 +46,8 @@ import json
 import math
 
 import numpy as np
+
+from ..problems.registry import client_query
 
 __all__ = ["Malformed", "MAX_MAGNITUDE", "MAX_ANSWER_FLOATS", "MAX_ROWS", "expected_sizes", "decode_array",
            "decode_answer", "check_declaration", "TEXT_KEYS"]
@@ -113,13 +118,14 @@ def expected_sizes(query: str, request: dict | None, options: dict | None, decla
                 "intercept_gradient": (k, with_intercept),
                 "intercept_hessian": (None if k is None else _triangle(k), with_intercept),
                 "column_squares": (None if d is None else int(d), bool(options.get("columns")))}
-    # Wasserstein DRFL's own queries (problems.wasserstein.federated): each client answers for its ball
-    if query == "wasserstein_value":
-        return {"value": (1, True), "lambda": (1, True)}
-    if query == "wasserstein_prox":
-        return {"w_hat": (_size_of(request, "theta"), True), "varpi": (1, True)}
-    if query == "wasserstein_bound":
-        return {"bound": (1, True), "dual_residual": (1, True)}
+    family_query = client_query(query)        # a family's own query: the sizes it declared
+    if family_query is not None:
+        sizes = family_query.sizes(declared)
+        unknown = [a for a, n in sizes.items() if n is None]
+        if unknown:
+            raise Malformed("declaration", f"the size of {', '.join(unknown)} in the {query!r} answer follows from "
+                                           "the client's declaration, and the client has declared nothing yet")
+        return {a: (n, True) for a, n in sizes.items()}
     raise Malformed("decode", f"unknown query {query!r}")
 
 

@@ -43,6 +43,11 @@ solves): median 31 evaluations, 90th percentile 400, 95th 769 -- so the defaults
 evaluations and 1,000 bound-term answers, and 1,500 value queries (the intercepts' polish); the route
 states them as its plan up front (:mod:`.plan`) and stops within them with its best certificate.
 
+**A family's own queries** (declared in the family registry,
+:class:`~drflmodel.problems.registry.ClientQuery`) are kinds of their own: allowed by default, each
+budgeted by its declaration's ``budget`` per run unless the policy names its own (``budgets``), and
+refused below the row floor when its declaration says so (``floor``).
+
 A refusal is final on the server (the channel does not re-ask: the policy would refuse again) and
 ends the federated solve ``"failed"``, naming the client, the query and the rule.
 """
@@ -55,18 +60,23 @@ import numpy as np
 
 from .._validation import check_int
 from ..errors import DrflmodelError, InvalidParameterError
+from ..problems.registry import client_queries
 
-__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "site_policy", "NODE_CONFIG_KEY",
-           "FLOOR_KINDS"]
+__all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "policy_kinds", "site_policy",
+           "NODE_CONFIG_KEY", "FLOOR_KINDS"]
 
 #: the SuperNode ``node_config`` key naming the site's policy file
 NODE_CONFIG_KEY = "query-policy"
 #: the query kinds a site below its row floor refuses (per-client gradients and what determines them)
 FLOOR_KINDS = ("evaluate", "hessian", "hvp", "statistics", "bound_terms")
 
-#: the query kinds a policy names (``hessian``: an ``evaluate`` query asking the Hessian)
-POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms",
-                "wasserstein_value", "wasserstein_prox", "wasserstein_bound")   # no budget yet
+#: the protocol's own query kinds (``hessian``: an ``evaluate`` query asking the Hessian)
+POLICY_KINDS = ("describe", "row_norm", "values", "evaluate", "hessian", "hvp", "statistics", "bound_terms")
+
+
+def policy_kinds() -> tuple[str, ...]:
+    """Every kind a policy names: :data:`POLICY_KINDS` and the families' declared queries (read now)."""
+    return POLICY_KINDS + tuple(client_queries())
 
 
 class QueryRefused(DrflmodelError, PermissionError):
@@ -79,17 +89,21 @@ class QueryPolicy:
 
     Parameters
     ----------
-    allow : the query kinds answered (:data:`POLICY_KINDS`); default every kind.
+    allow : the query kinds answered (:func:`policy_kinds`); default (``None``) every kind known when
+        the policy is made.
     points_per_values : most points in one ``values`` query (1; grading a run's rounds at once asks
         ``rounds + 1``).
     values, evaluations, hessians, hvps, statistics, row_norms, bound_terms : most answers of each
         kind per run.
-    min_rows : the fewest rows with which the site answers :data:`FLOOR_KINDS` (a site-set minimum).
+    budgets : most answers per run of a family's declared query, ``{query: n}``; a query not named
+        here has its declaration's ``budget``.
+    min_rows : the fewest rows with which the site answers :data:`FLOOR_KINDS` and the declared
+        queries whose ``floor`` is set (a site-set minimum).
     rows_above_parameters : also refuse them with fewer than :math:`P+1` rows (:math:`P` the model's
         parameters; default ``True``; ``False`` with ``min_rows=0``: no floor).
     """
 
-    allow: tuple = POLICY_KINDS
+    allow: tuple | None = None
     points_per_values: int = 1
     values: int = 1500
     evaluations: int = 1000
@@ -98,16 +112,23 @@ class QueryPolicy:
     statistics: int = 3
     row_norms: int = 3
     bound_terms: int = 1000
+    budgets: dict = field(default_factory=dict)
     min_rows: int = 0
     rows_above_parameters: bool = True
     used: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
-        allow = tuple(self.allow)
-        unknown = sorted(set(allow) - set(POLICY_KINDS))
+        kinds = policy_kinds()
+        allow = kinds if self.allow is None else tuple(self.allow)
+        unknown = sorted(set(allow) - set(kinds))
         if unknown:
-            raise InvalidParameterError(f"allow: unknown query kind(s) {unknown}; known: {', '.join(POLICY_KINDS)}")
+            raise InvalidParameterError(f"allow: unknown query kind(s) {unknown}; known: {', '.join(kinds)}")
         self.allow = allow
+        declared = client_queries()
+        if not isinstance(self.budgets, dict) or set(self.budgets) - set(declared):
+            raise InvalidParameterError(f"budgets: a dict over the families' declared queries "
+                                        f"({', '.join(declared) or 'none'}); got {self.budgets!r}")
+        self.budgets = {k: check_int(v, f"budgets[{k!r}]", low=0) for k, v in self.budgets.items()}
         for name in ("points_per_values", "values", "evaluations", "hessians", "hvps", "statistics", "row_norms",
                      "bound_terms"):
             setattr(self, name, check_int(getattr(self, name), name, low=0))
@@ -123,10 +144,16 @@ class QueryPolicy:
         the higher row floor."""
         if not isinstance(other, QueryPolicy):
             raise InvalidParameterError(f"a policy is tightened by a QueryPolicy; got {type(other).__name__}")
+        declared = set(self.budgets) | set(other.budgets)
         return QueryPolicy(allow=tuple(k for k in self.allow if k in other.allow),
+                           budgets={k: min(self.budget_of(k), other.budget_of(k)) for k in declared},
                            min_rows=max(self.min_rows, other.min_rows),
                            rows_above_parameters=self.rows_above_parameters or other.rows_above_parameters,
                            **{k: min(getattr(self, k), getattr(other, k)) for k in self._FIELDS})
+
+    def budget_of(self, query: str) -> int:
+        """The answers per run this policy grants a family's declared ``query``."""
+        return int(self.budgets[query]) if query in self.budgets else client_queries()[query].budget
 
     def floor(self, dim: int) -> int:
         """The fewest rows with which :data:`FLOOR_KINDS` are answered, for a model of ``dim`` parameters:
@@ -150,7 +177,7 @@ class QueryPolicy:
             fields = tomllib.loads(text)
         else:
             fields = json.loads(text)
-        known = {"allow", "min_rows", "rows_above_parameters", *cls._FIELDS}
+        known = {"allow", "budgets", "min_rows", "rows_above_parameters", *cls._FIELDS}
         unknown = sorted(set(fields) - known)
         if unknown:
             raise InvalidParameterError(f"{path.name}: unknown query-policy field(s) {unknown}; known: {sorted(known)}")
@@ -170,7 +197,9 @@ class QueryPolicy:
         kind = "hessian" if query == "evaluate" and (options or {}).get("hessian") else query
         if kind not in self.allow:
             raise QueryRefused(f"{who} refuses the {kind!r} query: its policy allows only {', '.join(self.allow)}")
-        if kind in FLOOR_KINDS and rows is not None and rows < self.floor(dim):
+        declared = client_queries().get(kind)
+        floored = kind in FLOOR_KINDS or (declared is not None and declared.floor)
+        if floored and rows is not None and rows < self.floor(dim):
             raise QueryRefused(
                 f"{who} refuses the {kind!r} query: it holds {rows} rows, fewer than its policy's floor of "
                 f"{self.floor(dim)} (min_rows {self.min_rows}; P + 1 = {dim + 1} for a model of P = {dim} parameters) -- a server "
@@ -181,19 +210,23 @@ class QueryPolicy:
             if points > self.points_per_values:
                 raise QueryRefused(f"{who} refuses a 'values' query at {points} points: its policy allows at most "
                                    f"{self.points_per_values} point(s) per value query")
-        budget = self._BUDGET.get(kind)
-        if budget is None:
-            return
-        limit = getattr(self, budget)
+        if declared is not None:                           # a family's own query: its own budget
+            budget, limit, words = kind, self.budget_of(kind), f"{kind!r} answers"
+        else:
+            budget = self._BUDGET.get(kind)
+            if budget is None:
+                return
+            limit, words = getattr(self, budget), self._WORDS[budget]
         if int(counts.get(budget, 0)) >= limit:
             raise QueryRefused(f"{who} refuses the {kind!r} query: its policy allows at most {limit} "
-                               f"{self._WORDS[budget]} per run ({int(counts.get(budget, 0))} answered)")
+                               f"{words} per run ({int(counts.get(budget, 0))} answered)")
         counts[budget] = int(counts.get(budget, 0)) + 1
         if kind == "hessian":                              # a Hessian comes with its gradient
             counts["evaluations"] = int(counts.get("evaluations", 0)) + 1
 
     def to_dict(self) -> dict:
-        return {"allow": list(self.allow), "min_rows": self.min_rows, "rows_above_parameters": self.rows_above_parameters,
+        return {"allow": list(self.allow), "budgets": dict(self.budgets), "min_rows": self.min_rows,
+                "rows_above_parameters": self.rows_above_parameters,
                 **{k: getattr(self, k) for k in self._FIELDS}}
 
     def admit_plan(self, plan, who: str = "site") -> None:

@@ -1,24 +1,28 @@
 """The client-oracle protocol: the queries a client answers (and the query kinds of
 :mod:`drflmodel.problems.engine.queries` each one serves), the interface a route may ask
-(:class:`ClientOracle`), the fault a client's silence becomes, and the wire form of a symmetric
-matrix (its upper triangle)."""
+(:class:`ClientOracle`, defined beside the query kinds in :mod:`drflmodel.problems.engine.queries`:
+the engine's routes read it), the fault a client's silence becomes, and the wire form of a symmetric
+matrix (its upper triangle).
+
+The queries are the protocol's own (:data:`CORE_QUERIES`, what the engine's routes ask) and those a
+family declares for its own federated oracle in the family registry
+(:class:`drflmodel.problems.registry.ClientQuery`); :data:`QUERIES` is both, read when asked."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import DrflmodelError
-from ..layout import ParameterLayout
-from ..losses import Loss
-from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES
+from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES, ClientOracle
+from ..problems.registry import RESERVED_QUERIES, client_queries
 
-__all__ = ["QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
+__all__ = ["QUERIES", "CORE_QUERIES", "KIND_OF_ANSWER", "NEEDS_ROWS", "ClientFault", "ClientOracle", "pack_symmetric",
            "unpack_symmetric", "REFUSED", "REJECTED", "FAULT_KINDS", "fault_kind"]
 
-#: the queries a :class:`Site` answers, and the arrays of each answer
-QUERIES = {
+#: the protocol's own queries (what the engine's routes ask), and the arrays of each answer
+CORE_QUERIES = {
     "describe": ("rows", "features", "outputs", "ones_columns", "classes_present"),
     "row_norm": ("max_row_norm",),
     "values": ("value",),
@@ -29,12 +33,37 @@ QUERIES = {
     # sites that answer "hvp" (smooth losses), part of that kind
     "bound_terms": ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian",
                     "column_squares"),
-    # Wasserstein DRFL's own oracle: a client answers for its own ball (drflmodel.problems.wasserstein.
-    # federated.QUERIES, written out here: that package imports CVXPY)
-    "wasserstein_value": ("value", "lambda"),
-    "wasserstein_prox": ("w_hat", "varpi"),
-    "wasserstein_bound": ("bound", "dual_residual"),
 }
+assert set(CORE_QUERIES) <= set(RESERVED_QUERIES)          # no family may declare one of these names
+
+
+class _Queries(Mapping):
+    """Every query a :class:`Site` answers, name -> the arrays of its answer: :data:`CORE_QUERIES`
+    and the families' declared queries (:func:`drflmodel.problems.registry.client_queries`, read
+    whenever this is read: a family registered later is seen)."""
+
+    def _table(self) -> dict:
+        return {**CORE_QUERIES, **{name: q.arrays for name, q in client_queries().items()}}
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+    def __contains__(self, key):
+        return key in CORE_QUERIES or key in client_queries()
+
+    def __repr__(self):
+        return f"QUERIES({self._table()!r})"
+
+
+#: the queries a :class:`Site` answers (the protocol's and the families' declared ones), and the
+#: arrays of each answer
+QUERIES: Mapping[str, tuple] = _Queries()
 
 #: what a client's ability to answer a query gives the routes: the query kind it serves
 #: (``"hessian"`` is the ``evaluate`` query with Hessians, answered by smooth losses only)
@@ -101,49 +130,6 @@ class ClientFault(DrflmodelError, RuntimeError):
                 "node": None if self.node is None else int(self.node), "query": self.query, "kind": self.kind,
                 "check": self.check, "numbers": dict(self.numbers),
                 "attempts": self.attempts, "reasons": list(self.reasons)}
-
-
-@runtime_checkable
-
-
-class ClientOracle(Protocol):
-    """What a solve route may ask of the clients (module docstring). Shapes: :math:`\\theta`
-    ``(P,)`` with :math:`P=Kd` in the layout of :mod:`drflmodel.layout`; ``n`` clients."""
-
-    loss: Loss
-    layout: ParameterLayout
-    l2: float
-    penalty_diagonal: np.ndarray
-
-    @property
-    def n(self) -> int: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def values(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))`."""
-
-    def gradients(self, theta) -> np.ndarray:
-        """Rows :math:`\\nabla f_i(\\theta)`, shape ``(n, P)``."""
-
-    def evaluate(self, theta, lam=None, hessian: bool = True):
-        """``(values, gradients, sum_i lam_i Hess f_i(theta) or None)``."""
-
-    def weighted_hessian(self, theta, lam) -> np.ndarray:
-        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)`, shape ``(P, P)``."""
-
-    def hessian_vector_products(self, theta, V) -> np.ndarray:
-        """Rows :math:`\\nabla^2f_i(\\theta)v_i`, shape ``(n, P)``."""
-
-    def strong_convexity(self) -> np.ndarray:
-        """Per-client strong-convexity moduli."""
-
-    def max_row_norms(self) -> np.ndarray:
-        """Per-client :math:`\\max_j\\|x_{ij}\\|` (the self-concordance bound's scale)."""
-
-    def penalty(self, theta) -> np.ndarray:
-        """The ridge term (the same for every client; not data)."""
 
 
 def pack_symmetric(H: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from ..data import Client, StackedData
 from ..errors import InvalidDataError, InvalidParameterError
 from ..losses import Loss
 from ..objectives import ClientObjectives
+from ..problems.registry import client_query
 from .protocol import QUERIES, pack_symmetric
 
 __all__ = ["Site"]
@@ -45,6 +46,10 @@ class Site:
     A site answers only the queries of :data:`QUERIES` and only with **data terms**
     :math:`h_i` (its mean loss, its gradient, Hessian, Hessian-vector products, statistics); the
     ridge term belongs to the server. Every answer is a function of the site's own rows only.
+
+    A query a family declared (:class:`~drflmodel.problems.registry.ClientQuery`) is answered by its
+    handler on this site (``X``, ``y``, ``loss``, ``n_outputs``, ``name``; ``memo``, a dict the
+    handler keeps its state in across queries), and must hold exactly the declared arrays.
     """
 
     def __init__(self, X, y, loss: Loss, n_outputs: int = 1, name: str | None = None):
@@ -69,12 +74,27 @@ class Site:
         self._X, self._y = X, y
         self._objective = ClientObjectives(_OneSite(X, y, loss.task, K if K > 1 else None), loss, l2=0.0)
         self._matrix_free = None                 # the site's own matrix-free objectives (bound_terms)
+        self.memo: dict = {}                     # what a family's declared handler keeps across queries
 
     @classmethod
     def from_problem(cls, problem, i: int) -> "Site":
         """Client *i* of a drflmodel problem (its rows and loss only)."""
         client = problem.federation.clients[i]
         return cls(client.X, client.y, problem.loss, problem.objectives.n_outputs, name=client.name)
+
+    @property
+    def X(self) -> np.ndarray:
+        """The site's rows (read-only: for the handlers of declared queries, which run on the site)."""
+        view = self._X.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def y(self) -> np.ndarray:
+        """The site's labels (read-only)."""
+        view = self._y.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def size(self) -> int:
@@ -111,8 +131,9 @@ class Site:
         arrays, options = arrays or {}, options or {}
         if query not in QUERIES:
             raise InvalidParameterError(f"{self.name}: unknown query {query!r}; known: {', '.join(QUERIES)}")
-        if query.startswith("wasserstein_"):      # its own ball: drflmodel.problems.wasserstein.federated
-            return self._ball_client().answer(query, arrays, options)
+        declared = client_query(query)
+        if declared is not None:                  # a family's own query, answered by its declared handler
+            return declared.respond(self, arrays, options)
         if query == "describe":
             return self.describe(options.get("loss"))
         if query == "row_norm":
@@ -165,15 +186,6 @@ class Site:
             out.update(feature_norm=mf.feature_norm_means(j0), intercept_value=value, intercept_gradient=grad[0],
                        intercept_hessian=pack_symmetric(hess[0]))
         return out
-
-    def _ball_client(self):
-        """This site's rows as a Wasserstein :class:`~drflmodel.problems.wasserstein.federated.BallClient`
-        (kept: it caches its compiled prox problem across rounds)."""
-        if getattr(self, "_ball", None) is None:
-            from ..problems.wasserstein.federated import BallClient
-
-            self._ball = BallClient(self._X, self._y, self.loss, self.n_outputs, self.name)
-        return self._ball
 
     def _require(self, quantity: str) -> None:
         if quantity not in self.answers():

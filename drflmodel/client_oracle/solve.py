@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import InvalidDataError, InvalidParameterError
 from ..losses import Loss
 from ..problems.engine.queries import QUERY_KINDS, ROWS, Available
+from ..problems.registry import own_oracle
 from .channel import Channel
 from .protocol import KIND_OF_ANSWER, NEEDS_ROWS, ClientFault
 from .server import DeclaredFederation
@@ -32,7 +33,8 @@ class _Supported(Mapping):
     """The families with a federated solve: class name -> what it does (the registry entry's
     ``federated`` text), derived whenever read from the one answer -- the class's
     ``federated_routes()`` (its routes whose ``needs`` hold no row), which
-    ``problem.check_federated`` also reads -- or the family's own oracle (``federated_oracle``);
+    ``problem.check_federated`` also reads -- or the family's own oracle (its registry entry's
+``federated_oracle``);
     the classes are imported only then (no CVXPY at import time of :mod:`drflmodel.client_oracle`)."""
 
     def _table(self) -> dict:
@@ -41,7 +43,7 @@ class _Supported(Mapping):
         classes = {f: f.load() for f in FAMILIES.values()}
         return {f.cls: f.federated or "its routes whose query needs the clients answer: " + ", ".join(
                     cls.federated_routes()) for f, cls in classes.items()
-                if callable(getattr(cls, "federated_oracle", None)) or cls.federated_routes()}
+                if f.federated_oracle or cls.federated_routes()}
 
     def __getitem__(self, key):
         return self._table()[key]
@@ -195,8 +197,9 @@ def federated_solve(problem, channel: Channel, method: str = "auto", gap_tol: fl
     server, available, declared = None, None, None
     try:
         declared, replies = _declare(channel, getattr(problem, "loss", None))
-        if callable(getattr(problem, "federated_oracle", None)):      # the family's own oracle (Wasserstein)
-            sol = problem.federated_oracle(channel, declared, method=method, gap_tol=gap_tol, **options)
+        own = own_oracle(type(problem))       # the family's own oracle, declared in its registry entry
+        if own is not None:
+            sol = own(problem, channel, declared, method=method, gap_tol=gap_tol, **options)
         else:
             server = server_problem(problem, declared)      # a quadratic loss asks the statistics here
             available = available_kinds(replies, server.loss, server.objectives)

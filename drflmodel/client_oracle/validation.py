@@ -30,6 +30,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..losses import Loss
+from ..problems.registry import client_query
 from . import checks as check
 from .channel import Channel
 from .protocol import REJECTED, ClientFault, unpack_symmetric
@@ -112,6 +113,16 @@ class ClientBook:
             bad = check.finite(name, value)
             if bad:
                 return bad
+        declared = client_query(query)            # a family's own query: its declared sizes and check
+        if declared is not None:
+            known = {"features": self.features, "outputs": self.outputs} if self.features is not None else None
+            for name, size in declared.sizes(known).items():
+                bad = (check.Violation("shape", f"the {query!r} answer has no {name!r}") if name not in answer
+                       else check.shape(name, answer[name], size) if size is not None else None)
+                if bad:
+                    return bad
+            why = declared.validate(request, options, answer)
+            return None if why is None else check.Violation("declared", f"{query}: {why}")
         handler = getattr(self, f"_{query}", None)
         return handler(request, options, answer) if handler is not None else None
 

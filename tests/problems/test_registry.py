@@ -63,7 +63,7 @@ def test_federated_support_and_light_clients_come_from_the_registry_and_the_clas
     # the one answer, the routes' needs (problem.check_federated reads the same), or the family's
     # own federated oracle (Wasserstein: the generic path refuses it, federated_solve delegates)
     generic = {f.cls for f in registry.FAMILIES.values() if f.load().federated_routes()}
-    own = {f.cls for f in registry.FAMILIES.values() if callable(getattr(f.load(), "federated_oracle", None))}
+    own = {f.cls for f in registry.FAMILIES.values() if f.oracle() is not None}
     assert set(SUPPORTED) == generic | own and {"FederatedDRO", "FairnessAwareFL"} <= generic
     assert own == {"WassersteinDRFL"} and not own & generic
     assert SUPPORTED["FederatedDRO"] == registry.family("dro").federated

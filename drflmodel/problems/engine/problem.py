@@ -27,7 +27,7 @@ rule when a named solver fails are documented in :mod:`.solvers`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import numpy as np
 from ..._lazy import LazyModule
@@ -43,13 +43,11 @@ from ...losses import Loss
 from ...objectives import ClientObjectives
 from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
-from .queries import ROWS
+from .queries import ROWS, ClientOracle
 from .route import Route, dispatch
 from .solvers import failure_reason, solver_order
 from .structure import Structure, describe_objectives
 
-if TYPE_CHECKING:     # the interface every route reads; client_oracle sits above the engine
-    from ...client_oracle.protocol import ClientOracle
 
 __all__ = ["ProblemBase", "Problem", "VerticalProblem", "ClientView"]
 
@@ -328,8 +326,6 @@ def _supplied(objectives, federation):
     protocol (what the routes ask), else :class:`~drflmodel.errors.InvalidDataError` naming the
     missing ones (checked where a federation supplies its own; the in-process
     :class:`~drflmodel.objectives.ClientObjectives` is checked by the conformance test)."""
-    from ...client_oracle.protocol import ClientOracle
-
     if not isinstance(objectives, ClientOracle):
         members = [*ClientOracle.__annotations__, *(n for n in vars(ClientOracle) if not n.startswith("_"))]
         missing = sorted({n for n in members if not hasattr(objectives, n)})

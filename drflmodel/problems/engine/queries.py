@@ -21,12 +21,18 @@ kind                           what the route reads of client :math:`i`
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, runtime_checkable
+
+import numpy as np
 
 from ...errors import InvalidParameterError
 
+if TYPE_CHECKING:
+    from ...layout import ParameterLayout
+    from ...losses import Loss
+
 __all__ = ["VALUES", "GRADIENTS", "HESSIAN_VECTOR_PRODUCTS", "HESSIANS", "STATISTICS", "ROWS", "QUERY_KINDS",
-           "EVERY_KIND", "Available", "query_kinds", "why_not"]
+           "EVERY_KIND", "Available", "query_kinds", "why_not", "ClientOracle"]
 
 VALUES = "values"
 GRADIENTS = "gradients"
@@ -70,3 +76,45 @@ class Available(frozenset):
     def why_not(self, kind: str) -> str:
         """Why ``kind`` is not available (a default sentence if none was given)."""
         return self.missing.get(kind) or why_not(kind)
+
+
+@runtime_checkable
+class ClientOracle(Protocol):
+    """What a solve route may ask of the clients: the client-oracle interface
+    (:mod:`drflmodel.client_oracle`; re-exported there). Shapes: :math:`\\theta`
+    ``(P,)`` with :math:`P=Kd` in the layout of :mod:`drflmodel.layout`; ``n`` clients."""
+
+    loss: "Loss"
+    layout: "ParameterLayout"
+    l2: float
+    penalty_diagonal: np.ndarray
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def values(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))`."""
+
+    def gradients(self, theta) -> np.ndarray:
+        """Rows :math:`\\nabla f_i(\\theta)`, shape ``(n, P)``."""
+
+    def evaluate(self, theta, lam=None, hessian: bool = True):
+        """``(values, gradients, sum_i lam_i Hess f_i(theta) or None)``."""
+
+    def weighted_hessian(self, theta, lam) -> np.ndarray:
+        """:math:`\\sum_i\\lambda_i\\nabla^2f_i(\\theta)`, shape ``(P, P)``."""
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Rows :math:`\\nabla^2f_i(\\theta)v_i`, shape ``(n, P)``."""
+
+    def strong_convexity(self) -> np.ndarray:
+        """Per-client strong-convexity moduli."""
+
+    def max_row_norms(self) -> np.ndarray:
+        """Per-client :math:`\\max_j\\|x_{ij}\\|` (the self-concordance bound's scale)."""
+
+    def penalty(self, theta) -> np.ndarray:
+        """The ridge term (the same for every client; not data)."""

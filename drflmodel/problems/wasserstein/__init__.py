@@ -17,13 +17,21 @@ module                         what it is
 :mod:`.trust_region_sqp`       route ``"trust_region_sqp"``: trust-region SQP on the exact objective
 :mod:`.hessian_free`           route ``"hessian_free"``: matrix-free, for smooth worst cases
 :mod:`.lagrangian_bound`       the rigorous numpy Lagrangian lower bound (unbounded support)
+:mod:`.queries`                the federated oracle's client queries, declared for the registry
+                               (light: a client process reads it before it answers)
 =============================  ================================================================
+
+The names below are imported on first use, so reading :mod:`.queries` imports no CVXPY.
 """
 
 from __future__ import annotations
 
-from .problem import (ExactDualWAFL, WassersteinClientView, WassersteinDRFL, afl, ball_support_expr, drfa, erm,
-                      wafl)
+from ..._lazy import lazy_attributes as _lazy_attributes
 
 __all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_support_expr", "erm", "afl",
            "drfa", "wafl"]
+
+__getattr__, __dir__ = _lazy_attributes(
+    "drflmodel.problems.wasserstein", {name: ("drflmodel.problems.wasserstein.problem", name) for name in __all__},
+    submodules=("problem", "omega", "multiclass", "multiclass_bound", "federated", "trust_region_sqp", "hessian_free",
+                "lagrangian_bound", "queries"))

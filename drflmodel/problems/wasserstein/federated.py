@@ -40,11 +40,12 @@ answer is ``"optimal"`` only when the certified gap is at most ``gap_tol``, else
 gives; the rounds, the gap history and the reveal ledger are in ``info``.
 
 Unbounded support (the Lipschitz form), every loss of the family, the softmax loss and the free
-intercept included. :mod:`drflmodel.client_oracle` carries the three queries (:data:`QUERIES`): a
-:class:`~drflmodel.client_oracle.Site` answers them as the :class:`BallClient` of its rows, and
+intercept included. The three queries are declared in :mod:`.queries` and named in the family's
+registry entry (:mod:`drflmodel.problems.registry`): a :class:`~drflmodel.client_oracle.Site`
+answers them through :func:`answer` (the :class:`BallClient` of its rows), and
 :func:`drflmodel.client_oracle.federated_solve` (so also ``drflmodel.flower.certified_solve``) of a
-:class:`~.problem.WassersteinDRFL` runs :func:`federated_solve` after the clients' declarations
-(``WassersteinDRFL.federated_oracle``).
+:class:`~.problem.WassersteinDRFL` runs :func:`federated_oracle` -- the family's declared oracle --
+after the clients' declarations.
 """
 
 from __future__ import annotations
@@ -60,15 +61,23 @@ from ...sets import WeightSet
 from ...solution import Solution, relative_gap, status_from_gap
 from ..engine.solvers import solve_or_raise, solve_with_fallback
 from .omega import TransportModel, omega_constraints, worst_case_unbounded
+from .problem import RawProblem, conic_dual_bound
+from .queries import QUERIES as _DECLARED
 
-__all__ = ["QUERIES", "BallClient", "ServerSpec", "federated_solve"]
+__all__ = ["QUERIES", "BallClient", "ServerSpec", "federated_solve", "federated_oracle", "answer"]
 
-#: the queries a client answers for its own ball, and the arrays of each answer
-QUERIES = {
-    "wasserstein_value": ("value", "lambda"),
-    "wasserstein_prox": ("w_hat", "varpi"),
-    "wasserstein_bound": ("bound", "dual_residual"),
-}
+#: the queries a client answers for its own ball, and the arrays of each answer (:mod:`.queries`)
+QUERIES = {q.name: q.arrays for q in _DECLARED}
+
+
+def answer(site, query: str, arrays: dict, options: dict) -> dict:
+    """The declared handler (:mod:`.queries`): ``site`` (a :class:`~drflmodel.client_oracle.Site`)
+    answers ``query`` as the :class:`BallClient` of its own rows, kept in ``site.memo`` (it caches
+    its compiled prox problem across rounds)."""
+    ball = site.memo.get("wasserstein")
+    if ball is None:
+        ball = site.memo["wasserstein"] = BallClient(site.X, site.y, site.loss, site.n_outputs, site.name)
+    return ball.answer(query, arrays, options)
 
 
 def _ball_options(model: TransportModel, radius: float) -> dict:
@@ -125,7 +134,7 @@ class BallClient:
         model, rho = self._model(options)
         if query == "wasserstein_value":
             value, lam = worst_case_unbounded(model, self._theta(arrays, "theta"), self._X, self._y, rho)
-            return {"value": [value], "lambda": [lam]}
+            return {"value": [value], "lambda": [lam if rho > 0 else 0.0]}     # rho = 0: lambda is free (nan)
         if query == "wasserstein_prox":
             return self._prox(model, rho, self._theta(arrays, "theta"), float(np.ravel(arrays["z"])[0]),
                               self._theta(arrays, "psi"), float(np.ravel(arrays["zeta"])[0]),
@@ -160,12 +169,10 @@ class BallClient:
         return {"w_hat": np.asarray(V.value, float), "varpi": [float(varpi.value)]}
 
     def _bound(self, model, rho, zeta, psi) -> dict:
-        from .problem import _RawProblem, conic_dual_bound
-
         P = psi.size
         V, lam, alpha = cp.Variable(P), cp.Variable(1), cp.Variable(self._X.shape[0])
         varpi = rho * lam[0] + cp.sum(alpha) / self._X.shape[0]
-        prob = _RawProblem(cp.Minimize(zeta * varpi + psi @ V), self._omega(model, rho, V, lam, alpha))
+        prob = RawProblem(cp.Minimize(zeta * varpi + psi @ V), self._omega(model, rho, V, lam, alpha))
         # the documented tolerances (1e-9) of the conic route; no optimal answer: no bound
         if solve_with_fallback(prob, first="CLARABEL") is None:
             return {"bound": [float("-inf")], "dual_residual": [float("inf")]}
@@ -321,3 +328,34 @@ def federated_solve(problem, channel, rounds: int = 300, c: float = 1.0, check_e
                     upper_bound=U, status=status_from_gap(L, U, gap_tol),
                     certificate="dual decomposition: the clients' local conic dual bounds (ADMM multipliers)",
                     duals={"psi": None, "zeta": q}, info=info)
+
+
+OPTIONS = ("rounds", "c", "check_every")
+
+
+def federated_oracle(problem, channel, declared=None, method: str = "auto", gap_tol: float = 1e-6, **options):
+    """The family's own federated certified solve (its registry entry's ``federated_oracle``, which
+    :func:`drflmodel.client_oracle.federated_solve` runs after the clients' declarations):
+    :func:`federated_solve` of ``problem`` (a :class:`~.problem.WassersteinDRFL`) over ``channel``.
+    ``declared``: the clients' declarations (:class:`~drflmodel.client_oracle.server.DeclaredFederation`),
+    checked against the problem's clients, columns and classes; ``method`` ``"auto"`` or
+    ``"federated_admm"``; ``options``: ``rounds``, ``c``, ``check_every`` of :func:`federated_solve`."""
+    if method not in ("auto", "federated_admm"):
+        raise InvalidParameterError(f"method must be 'auto' or 'federated_admm' for the federated "
+                                    f"Wasserstein solve (its own oracle); got {method!r}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InvalidParameterError(f"unknown option(s) {unknown} of the federated Wasserstein solve "
+                                    f"(allowed: {', '.join(OPTIONS)})")
+    if declared is not None:
+        mine = (problem.n_clients, problem.layout.n_features, problem.layout.n_outputs)
+        theirs = (declared.n_clients, declared.dim, declared.n_classes if problem.layout.n_outputs > 1 else 1)
+        if mine != theirs:
+            raise InvalidDataError(f"the clients declare (clients, features, outputs) = {theirs}; this "
+                                   f"problem has {mine}")
+        if not problem.penalize_intercept and declared.intercept_column != problem.federation.intercept_column:
+            raise InvalidDataError(f"the free intercept is column {problem.federation.intercept_column} of this "
+                                   f"problem; the clients' all-one column is {declared.intercept_column}")
+    sol = federated_solve(problem, channel, gap_tol=gap_tol, **options)
+    sol.problem = problem
+    return sol

@@ -35,6 +35,20 @@ clients' gradients; :math:`S` conjugate-gradient solves with Hessian-vector prod
 when the last one did not increase :math:`D`, the bound's own maximizer (a majorization step:
 :math:`J(\nabla^2G_q)^{-1}J^\top\preceq JJ^\top/\ell_2`). The route stops when the gap closes to
 ``gap_tol`` or after ``max_rounds``; the best certificate is returned.
+
+**At** :math:`w=0` (a radius large enough that no model beats the constant one), :math:`z_s` is not
+differentiable and the bound above, with the norm's subgradient 0, stays open. The bound holds with
+any subgradient :math:`g\in\partial G_q(w)`; at :math:`w=0` the norm's subdifferential is the ball
+:math:`\{\mathrm{Lip}\,\rho^\top q\,u:\|u\|_2\le1\}`, so the smallest subgradient has norm
+:math:`(\|J_0^\top q\|-\mathrm{Lip}\,\rho^\top q)_+` (:math:`J_0` the clients' data gradients at 0) and
+
+.. math:: p^\star\ \ge\ q^\top z(0)-\psi(q)-\frac{(\|J_0^\top q\|_2-\mathrm{Lip}\,\rho^\top q)_+^2}{2\ell_2},
+
+concave in :math:`q` (the square of the positive part of a convex function). The route first
+maximizes it over :math:`\mathcal Q` and evaluates it in numpy: when it meets :math:`U=\sigma_{\mathcal Q}(z(0))`
+within ``gap_tol``, :math:`0` is certified optimal at once (at a saddle point :math:`(0,q^\star)` the
+condition :math:`0\in\partial G_{q^\star}(0)`, i.e. :math:`\|J_0^\top q^\star\|_2\le\mathrm{Lip}\,\rho^\top q^\star`,
+makes the bound exact), and otherwise the iterations above run.
 """
 
 from __future__ import annotations
@@ -153,6 +167,29 @@ def dual_curvature(terms, w, q, l2, G) -> np.ndarray:
     return G @ np.array(cols).T
 
 
+def zero_bound(problem, terms, z, G0, q) -> float:
+    r"""The lower bound at :math:`w=0` with the smallest subgradient of the norm (module docstring),
+    at weights ``q`` (which must lie in Q); ``G0`` the clients' data gradients at 0."""
+    psi = problem.weights.psi(q) if isinstance(problem.weights, WeightSet) else 0.0
+    excess = max(float(np.linalg.norm(G0.T @ q)) - float(terms.lip * (terms.radius @ q)), 0.0)
+    return float(q @ z) - float(psi) - excess ** 2 / (2.0 * problem.l2)
+
+
+def zero_certificate(problem, terms) -> tuple[float, float, np.ndarray, np.ndarray]:
+    r"""``(L, U, q, z)`` at :math:`w=0`: :func:`zero_bound` at the :math:`q\in\mathcal Q` maximizing it
+    (projected onto :math:`\mathcal Q`) and :math:`U=\sigma_{\mathcal Q}(z(0))`."""
+    w = np.zeros(problem.dim)
+    z, G0 = terms(w)                                   # at 0 the norm's part of G is 0: data gradients
+    U = problem.outer(z)[0]
+    l2, lip, rho = problem.l2, float(terms.lip), terms.radius
+    if problem.weight_kind == "fixed":
+        q = np.asarray(problem.weights, float).copy()
+    else:
+        q = _maximize_over_Q(problem, lambda qv: qv @ z - cp.square(cp.pos(cp.norm(G0.T @ qv, 2) - lip * (rho @ qv)))
+                             / (2.0 * l2), np.asarray(problem.outer(z)[1], float))
+    return zero_bound(problem, terms, z, G0, q), U, q, z
+
+
 def best_weights(problem, z, G, w) -> np.ndarray:
     r"""The :math:`q\in\mathcal Q` maximizing :func:`bound_at` (a concave QP in :math:`S` variables),
     projected onto :math:`\mathcal Q`; the fixed weights when there is no weight set."""
@@ -210,6 +247,13 @@ class WassersteinHessianFreeRoute(Route):
         tol = request.gap_tol
         terms = _ClientTerms(problem)
         l2 = problem.l2
+        if terms.moved is None:                         # is 0 optimal? (module docstring, "At w = 0")
+            L0, U0, q0, z0 = zero_certificate(problem, terms)
+            if relative_gap(L0, U0) <= tol:
+                return self._solution(problem, np.zeros(problem.dim), q0, z0, L0, U0, request, started,
+                                      {"lower_bound_method": "0 is optimal: the smallest subgradient of the norm at 0 "
+                                                             "(numpy; rigorous to rounding)", "rounds": 0,
+                                       "history": [], "evaluations": 1, "zero_optimal": True})
         w = np.zeros(problem.dim)
         z, G = terms(w)
         q = best_weights(problem, z, G, w)
@@ -243,13 +287,17 @@ class WassersteinHessianFreeRoute(Route):
                 q = q_new
             last_dual = dual
         gap, L, U, w, q, z = best
+        return self._solution(problem, w, q, z, L, U, request, started,
+                              {"lower_bound_method": "G_q(w) - ||grad G_q(w)||^2 / (2 l2), q in Q (rigorous to rounding)",
+                               "rounds": len(history), "history": history, "evaluations": evaluations})
+
+    @staticmethod
+    def _solution(problem, w, q, z, L, U, request, started, info) -> Solution:
         _, lam = problem.worst_case_losses(w)
         return Solution(theta=w, weights=q, client_losses=z, value=U, lower_bound=L, upper_bound=U,
                         status=status_from_gap(L, U, request.gap_tol),
                         certificate="ridge strong convexity at fixed weights (numpy; matrix-free)",
                         duals={"lambda": lam},
-                        info={"lower_bound_method": "G_q(w) - ||grad G_q(w)||^2 / (2 l2), q in Q (rigorous to rounding)",
-                              "rounds": len(history), "history": history, "evaluations": evaluations,
-                              "time": time.perf_counter() - started, "weights_kind": problem.weight_kind,
+                        info={**info, "time": time.perf_counter() - started, "weights_kind": problem.weight_kind,
                               "support": problem.support.kind})
 

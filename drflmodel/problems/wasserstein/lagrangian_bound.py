@@ -45,9 +45,28 @@ the current point decides them (one active branch/piece) and chosen by a small c
 the near-active samples (ties between branches, kinks); that choice is then projected onto its
 constraints and :math:`L` recomputed in numpy from scratch.
 
+**A free intercept** (``penalize_intercept=False``: the all-one column :math:`j_0` is neither moved
+nor penalized). The norm term and the ridge cover the other columns :math:`\mathcal M` only, so the
+minorant is :math:`C+G_{\mathcal M}^\top w_{\mathcal M}+c\|w_{\mathcal M}\|_*+G_{j_0}b` and the
+intercept :math:`b` needs a box of its own: every minimizer has :math:`|b|\le R_0`, whence
+
+.. math:: p^\star\ \ge\ L=C-R\max\big(0,\|G_{\mathcal M}\|-c\big)-R_0|G_{j_0}|,
+
+and the multipliers are chosen to make :math:`G_{j_0}` vanish (then :math:`R_0` costs rounding only).
+:math:`R_0` follows from :math:`\sum_s\tilde q_s\frac1{N_s}\sum_i\ell_i\le G_{\tilde q}(w^\star)\le\hat G`
+(losses non-negative, :math:`\tilde q\ge0`, the worst case at least the empirical loss): with
+:math:`|x_{i\mathcal M}^\top w_{\mathcal M}|\le B=\max_i\|x_{i\mathcal M}\|\,R`, a large :math:`b` puts
+every score of one label (classification; that label's weight
+:math:`a_\pm=\sum_s\tilde q_sn^\pm_s/N_s>0`) or every residual (regression) beyond a point
+:math:`t` where the loss exceeds :math:`\hat G/a` and is non-decreasing from there on (convexity:
+:math:`\ell(t)\ge\ell(0)`); :math:`t` is found by doubling, exactly in floating point. So
+:math:`R_0=B+\max(\ldots)` (:func:`intercept_radius`).
+
 Not covered (the route keeps the solver's dual objective and says so): bounded (polyhedral)
-supports, problems with neither a positive radius nor :math:`\ell_2>0` and a free intercept
-(``penalize_intercept=False``). The softmax loss has its own bound (:mod:`.multiclass_bound`).
+supports, problems with neither a positive radius nor :math:`\ell_2>0`, fixed columns other than
+one all-one column, weights :math:`\tilde q` with a negative entry under a free intercept. The
+softmax loss has its own bound (:mod:`.multiclass_bound`; a free intercept there keeps the solver's
+dual objective).
 """
 
 from __future__ import annotations
@@ -62,7 +81,7 @@ from ...sets import project_simplex
 from ..engine.solvers import OK_STATUSES, SOLVER_DEFAULTS, SolverSequence, installed_solvers, solve_with_fallback, solver_order
 from .omega import lambda_min, min_piecewise
 
-__all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows"]
+__all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows", "intercept_radius"]
 
 #: a branch/piece is "near-active" for a sample if its value at the current point is within this
 #: (relative) tolerance of the sample's maximum; only those get free multipliers
@@ -166,6 +185,12 @@ class _Terms:
         self.problem, self.model, self.w, self.q = problem, model, np.asarray(w, float), np.asarray(q, float)
         self.X, y, self.cid = fed.pooled()
         self.sizes = fed.sizes.astype(float)
+        P = self.X.shape[1]
+        self.fixed = np.zeros(P, bool)                 # the columns not moved: a free intercept
+        if model.moved is not None:
+            self.fixed[np.setdiff1d(np.arange(P), np.asarray(model.moved, int))] = True
+        self.M = np.flatnonzero(~self.fixed)
+        self.pen = np.asarray(getattr(problem.objectives, "penalty_diagonal", problem.l2 * np.ones(P)), float)
         self.rho = np.asarray(problem.radius, float)
         S = fed.n_clients
         self.groups = np.zeros(S, int) if getattr(problem, "shared_multiplier", False) else np.arange(S)
@@ -194,14 +219,16 @@ class _Terms:
         self.member[self.groups, np.arange(S)] = 1.0
         self.tau_free = model.task == "regression" and np.isfinite(model.kappa)
         self.kappa = model.kappa if np.isfinite(model.kappa) else 0.0
-        self.G_hat = float(self.q @ z_exact + 0.5 * problem.l2 * float(self.w @ self.w))
-        radii = []
+        self.G_hat = float(self.q @ z_exact + 0.5 * float(self.w @ (self.pen * self.w)))
+        radii = []                                     # bounds on ||w_M||_* of every minimizer
         if model.lip > 0 and float(self.q @ self.rho) > 0:
             radii.append(self.G_hat / (model.lip * float(self.q @ self.rho)))
-        if problem.l2 > 0:
-            r2 = np.sqrt(2.0 * max(self.G_hat, 0.0) / problem.l2)
-            radii.append(r2 * (1.0 if model.dual >= 2 else np.sqrt(self.X.shape[1])))   # ||w||_* <= c||w||_2
+        ridge = float(self.pen[self.M].min()) if self.M.size else 0.0
+        if ridge > 0:
+            r2 = np.sqrt(2.0 * max(self.G_hat, 0.0) / ridge)
+            radii.append(r2 * (1.0 if model.dual >= 2 else np.sqrt(self.M.size)))   # ||w||_* <= c||w||_2
         self.R = min(radii) if radii else np.inf
+        self.R0 = intercept_radius(self, y) if self.fixed.any() else 0.0
 
     def retangent(self, w_new) -> None:
         """Move the linearization point of a smooth loss (and of the l2 term) to ``w_new``: the
@@ -226,8 +253,8 @@ class _Terms:
         """``(C, G, c, slack)`` after the l2 tangent, the norm multipliers and (regression) tau;
         linear in ``beta_bar``/``tau``, so ``lib`` may be numpy or cvxpy."""
         problem, model = self.problem, self.model
-        G = G + problem.l2 * self.w
-        C = C - 0.5 * problem.l2 * float(self.w @ self.w)
+        G = G + self.pen * self.w
+        C = C - 0.5 * float(self.w @ (self.pen * self.w))
         q_rho = self.member @ (self.q * self.rho)
         slack = q_rho - self.kappa * (self.member @ lib.multiply(self.q, beta_bar))   # nu_g <= slack_g
         if self.tau_free:
@@ -252,7 +279,10 @@ def lagrangian_lower_bound(problem, w, q, rounds: int = 2) -> tuple[float, dict]
 
         return softmax_lagrangian_bound(problem, w, q)
     if problem.model.moved is not None:
-        return float("-inf"), {"reason": "a free intercept (not transported, not penalized): not covered"}
+        X = problem.federation.pooled()[0]
+        fixed = np.setdiff1d(np.arange(X.shape[1]), np.asarray(problem.model.moved, int))
+        if fixed.size != 1 or not np.all(X[:, fixed] == 1.0):
+            return float("-inf"), {"reason": "fixed columns other than one all-one intercept column: not covered"}
     best = None
     for k in range(rounds):
         L, info, w = _one_round(problem, w, q)
@@ -268,7 +298,7 @@ def _one_round(problem, w, q):
     T = _Terms(problem, w, q)
     counts = T.near.sum(axis=0)
     mu = np.where(T.near, 1.0 / np.maximum(counts, 1), 0.0)
-    w_dual = float(np.linalg.norm(T.w, T.model.dual))
+    w_dual = float(np.linalg.norm(T.w[T.M], T.model.dual))
     tau = (np.full(T.n_groups, 1.0 if w_dual * T.model.kappa >= 1.0 else 0.0) if T.tau_free else None)
     free = np.flatnonzero(counts > 1)
     target = 1e-9 * max(1.0, abs(T.G_hat))
@@ -307,17 +337,17 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
         if T.G_hat - best[0] <= gap_target:
             break
         if loss.piecewise_linear:      # the pieces are fixed affine functions: only the ridge curves
-            grad = T.X.T @ (T.weights * np.sum(mu * T.slopes, axis=0)) + problem.l2 * w
-            H = (problem.l2 + 1e-12) * np.eye(len(w))
+            grad = T.X.T @ (T.weights * np.sum(mu * T.slopes, axis=0)) + T.pen * w
+            H = np.diag(T.pen + 1e-12)
         else:
             u = T.X @ w
             rows = [T.weights * mu[r] for r in range(mu.shape[0])]
-            grad = T.X.T @ sum(r * loss.derivative(u, yb) for r, yb in zip(rows, T.branch_labels)) + problem.l2 * w
+            grad = T.X.T @ sum(r * loss.derivative(u, yb) for r, yb in zip(rows, T.branch_labels)) + T.pen * w
             curv = sum(r * loss.second_derivative(u, yb) for r, yb in zip(rows, T.branch_labels))
-            H = T.X.T @ (T.X * curv[:, None]) + (problem.l2 + 1e-12) * np.eye(len(w))
+            H = T.X.T @ (T.X * curv[:, None]) + np.diag(T.pen + 1e-12)
         delta = cp.Variable(len(w))
         R = np.linalg.cholesky(H + 1e-12 * np.trace(H) * np.eye(len(w))).T
-        norm_w = cp.norm(w + delta, T.model.dual)
+        norm_w = cp.norm((w + delta)[T.M], T.model.dual)
         if T.tau_free:     # regression: the exact term Lip sum_s q_s rho_s max(||w||_*, 1/kappa)
             norm_term = T.model.lip * float(T.q @ T.rho) * cp.maximum(norm_w, 1.0 / T.model.kappa)
         else:     # c < 0 only by rounding (then the bound is -inf anyway); the point choice stays convex
@@ -382,7 +412,7 @@ def _choose(T, mu, tau, free):
     tau_v = cp.Variable(T.n_groups) if T.tau_free else None
     C, G, c, slack = T.bound_terms(C, G, beta_bar, tau_v, cp)
     t = cp.Variable(nonneg=True)
-    cons = [cp.norm(G, T.model.norm) - c <= t]
+    cons = [cp.norm(G[T.M], T.model.norm) - c <= t]
     if isinstance(slack, cp.Expression):
         cons.append(slack >= 0)
     if F:
@@ -393,6 +423,12 @@ def _choose(T, mu, tau, free):
         objective = C - T.R * t
     else:
         objective, cons = C, cons + [t == 0]
+    if T.fixed.any():                       # the free intercept's coefficient: |G_j0| at R_0's price
+        fixed_part = cp.norm(G[np.flatnonzero(T.fixed)], 1)
+        if np.isfinite(T.R0):
+            objective = objective - T.R0 * fixed_part
+        else:
+            cons.append(fixed_part == 0)
     prob = cp.Problem(cp.Maximize(objective), cons)
     seq = _multiplier_solvers(T.model.norm)
     for solver in seq:
@@ -445,8 +481,53 @@ def _evaluate(T, mu, tau):
         C, G, c, slack = terms(_repair_flip_mass(T, mu, slack))
     if np.any(slack < 0):
         return float("-inf"), {"reason": f"lambda coefficient negative ({float(slack.min()):.3g})"}
-    excess = max(0.0, float(np.linalg.norm(G, T.model.norm)) - float(c))
+    excess = max(0.0, float(np.linalg.norm(G[T.M], T.model.norm)) - float(c))
     if excess > 0 and not np.isfinite(T.R):
         return float("-inf"), {"reason": "no bound on ||w|| and ||G|| > c", "norm_excess": excess}
-    return float(C) - (T.R * excess if excess > 0 else 0.0), {"lagrangian_constant": float(C),
-                                                              "norm_excess": excess}
+    fixed_part = float(np.abs(G[T.fixed]).sum())
+    if fixed_part > 0 and not np.isfinite(T.R0):
+        return float("-inf"), {"reason": "no bound on the free intercept and its coefficient is not 0",
+                               "intercept_coefficient": fixed_part}
+    info = {"lagrangian_constant": float(C), "norm_excess": excess}
+    if T.fixed.any():
+        info.update(intercept_radius=float(T.R0), intercept_coefficient=fixed_part)
+    return (float(C) - (T.R * excess if excess > 0 else 0.0) - (T.R0 * fixed_part if fixed_part > 0 else 0.0)), info
+
+
+def _escape(value, level: float, direction: float) -> float:
+    r"""The first :math:`t=\pm2^k` (``direction``, :math:`k\ge0`) where the convex ``value`` exceeds
+    ``level`` and :math:`\ge` its value at 0 -- so it stays above ``level`` from there on in that
+    direction; ``inf`` if none up to :math:`2^{64}`. Powers of two: the points are exact."""
+    at_zero = float(value(0.0))
+    margin = 1e-9 * (1.0 + abs(level))              # the values' rounding, with room
+    for k in range(65):
+        t = direction * 2.0 ** k
+        v = float(value(t))
+        if v > level + margin and v >= at_zero + margin:
+            return abs(t)
+    return float("inf")
+
+
+def intercept_radius(T, y) -> float:
+    r""":math:`R_0`: every minimizer of the fixed-weight objective has :math:`|b|\le R_0` (module
+    docstring, "A free intercept"); ``inf`` where it cannot be bounded (a weight below 0, a label
+    no weighted client holds, no bound :math:`R` on :math:`\|w_{\mathcal M}\|_*`)."""
+    model, loss, q = T.model, T.problem.loss, T.q
+    if np.any(q < 0) or not np.isfinite(T.R) or T.G_hat < 0:
+        return float("inf")
+    B = float(np.max(np.linalg.norm(T.X[:, T.M], model.norm, axis=1))) * T.R if T.M.size else 0.0
+    mass = q[T.cid] / T.sizes[T.cid]                 # the weight of each row in sum_s q_s mean_i
+    one = lambda label: (lambda t: loss.value(np.array([t]), np.array([label]))[0])     # noqa: E731
+    if model.task == "classification":
+        a_neg, a_pos = float(mass[y < 0].sum()), float(mass[y > 0].sum())
+        if a_neg <= 0 or a_pos <= 0:
+            return float("inf")
+        up = _escape(one(-1.0), T.G_hat / a_neg, +1.0)     # b - B beyond it: every y = -1 row loses more
+        down = _escape(one(+1.0), T.G_hat / a_pos, -1.0)
+        return B + max(up, down)
+    a = float(mass.sum())
+    if a <= 0:
+        return float("inf")
+    up = _escape(one(0.0), T.G_hat / a, +1.0)              # residual t = score - y: loss(t, 0) = l(t)
+    down = _escape(one(0.0), T.G_hat / a, -1.0)
+    return B + max(abs(up + float(y.max())), abs(down - float(y.min())))

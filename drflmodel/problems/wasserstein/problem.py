@@ -46,6 +46,8 @@ and the ridge leaves it out (unbounded support; :mod:`.multiclass` gives the arg
 :math:`\\|x-x'\\|+\\kappa\\mathbb 1[y\\ne y']` over :math:`K` labels and the exact reformulation with
 :math:`\\lambda_s\\ge\\max_{j<k}\\|w_k-w_j\\|_*` (:mod:`.multiclass`); its lower bound is the conic
 rigorous numpy bound of :mod:`.multiclass_bound` (the conic dual objective with a free intercept).
+With a scalar loss a free intercept keeps the rigorous numpy bound of :mod:`.lagrangian_bound` (the
+intercept boxed by the objective's level set).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ __all__ = ["WassersteinDRFL", "ExactDualWAFL", "WassersteinClientView", "ball_su
 DUAL_RESIDUAL_TOL = 1e-6
 
 
-class _RawProblem(cp.Problem):
+class RawProblem(cp.Problem):
     """A ``cp.Problem`` that keeps the solver's raw output and the objective offset (for the
     conic dual bound)."""
 
@@ -85,6 +87,29 @@ class _RawProblem(cp.Problem):
         except Exception:  # pragma: no cover - defensive
             self._offset = None
         return super().unpack_results(solution, chain, inverse_data)
+
+
+#: bytes per entry of the rows' dense block and per entry of a P x P array in the conic solve
+#: (CVXPY's canonicalization and Clarabel's factorization), fitted to the peak resident memory of
+#: forced conic solves (logistic, unbounded support, 3 clients): (N, P) = (1500, 200) 89 MiB,
+#: (1500, 800) 426 MiB, (3000, 400) 291 MiB, (600, 1500) 672 MiB (least squares: 77, 409, 309, 676)
+CONIC_BYTES_PER_ENTRY, CONIC_BYTES_PER_SQUARE = 240, 220
+
+
+def conic_model_bytes(model: TransportModel, rows: int) -> int:
+    r"""The conic model of every row and its solve: about :data:`CONIC_BYTES_PER_ENTRY` bytes per
+    entry of the :math:`N\times P` score block (written once, ``u = Xw``) and
+    :data:`CONIC_BYTES_PER_SQUARE` per entry of :math:`P\times P` (the factorization), measured.
+    A polyhedral support writes, per loss piece and label branch, the :math:`N\times d` matrix
+    :math:`M` and the :math:`N\times r` multipliers :math:`\Phi` (:math:`r` the support's
+    constraints) with :math:`r` coefficients per entry of :math:`M`: counted, not measured."""
+    N, P = int(rows), int(model.n_features) * int(model.n_outputs)
+    block = N * P
+    if model.support.bounded:
+        r = int(np.asarray(model.support.C).shape[0])
+        branches = 2 if model.flips else 1
+        block += len(list(model.loss.pieces())) * branches * N * (int(model.n_features) * (r + 1) + r)
+    return CONIC_BYTES_PER_ENTRY * block + CONIC_BYTES_PER_SQUARE * P * P
 
 
 def conic_dual_bound(prob) -> tuple[float, dict]:
@@ -316,7 +341,7 @@ class WassersteinDRFL(Problem):
         ridge = self.objectives.penalty_expr(w)
         obj = outer + (ridge if ridge is not None else 0)
         self._vars = {"w": w, "lambda": lam, "alpha": alpha, "z": z, "con_z": con_z, **aux}
-        return _RawProblem(cp.Minimize(obj), cons)
+        return RawProblem(cp.Minimize(obj), cons)
 
     def outer_expression(self, z) -> tuple:
         """``(expression, constraints, parameters)`` of the support function of Q at ``z`` (a
@@ -343,37 +368,9 @@ class WassersteinDRFL(Problem):
         "(the 'tied' samples) as an explicit term of the step problem, and its rigorous lower bound "
         "solves a small problem over the near-active samples: both read individual rows (x_ij, y_ij), "
         "which a client would have to send to the server. Its own federated oracle, where each client "
-        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve (what "
-        "drflmodel.client_oracle.federated_solve runs when given the problem itself, not a factory)")
-
-    def federated_oracle(self, channel, declared=None, method: str = "auto", gap_tol: float = 1e-6, **options):
-        """This family's own federated certified solve, :func:`.federated.federated_solve` (each
-        client answers for its own ball; consensus ADMM, a dual-decomposition certificate), which
-        :func:`drflmodel.client_oracle.federated_solve` delegates to. ``declared``: the clients'
-        declarations (:class:`~drflmodel.client_oracle.server.DeclaredFederation`), checked against
-        this problem's clients, columns and classes; ``method`` ``"auto"`` or ``"federated_admm"``;
-        ``options``: ``rounds``, ``c``, ``check_every`` of :func:`.federated.federated_solve`."""
-        from .federated import federated_solve
-
-        if method not in ("auto", "federated_admm"):
-            raise InvalidParameterError(f"method must be 'auto' or 'federated_admm' for the federated "
-                                        f"Wasserstein solve (its own oracle); got {method!r}")
-        unknown = sorted(set(options) - {"rounds", "c", "check_every"})
-        if unknown:
-            raise InvalidParameterError(f"unknown option(s) {unknown} of the federated Wasserstein solve "
-                                        "(allowed: rounds, c, check_every)")
-        if declared is not None:
-            mine = (self.n_clients, self.layout.n_features, self.layout.n_outputs)
-            theirs = (declared.n_clients, declared.dim, declared.n_classes if self.layout.n_outputs > 1 else 1)
-            if mine != theirs:
-                raise InvalidDataError(f"the clients declare (clients, features, outputs) = {theirs}; this "
-                                       f"problem has {mine}")
-            if not self.penalize_intercept and declared.intercept_column != self.federation.intercept_column:
-                raise InvalidDataError(f"the free intercept is column {self.federation.intercept_column} of this "
-                                       f"problem; the clients' all-one column is {declared.intercept_column}")
-        sol = federated_solve(self, channel, gap_tol=gap_tol, **options)
-        sol.problem = self
-        return sol
+        "answers for its own ball, is drflmodel.problems.wasserstein.federated.federated_solve (the "
+        "family's declared oracle, which drflmodel.client_oracle.federated_solve runs when given the problem "
+        "itself, not a factory)")
 
     def structure_facts(self) -> dict:
         """``shared_multiplier`` (WAFL's one ball), ``support_bounded`` (a polyhedral support),
@@ -386,6 +383,11 @@ class WassersteinDRFL(Problem):
                 "support_bounded": bool(self.model.support.bounded),
                 "fixed_columns": tuple(fixed), "labels_move": bool(labels_move),
                 "transport_norm": float(self.model.norm)}
+
+    def structure_fields(self) -> dict:
+        """``conic_bytes``: the conic model's size (:func:`conic_model_bytes`), so a forced conic
+        solve that cannot fit is refused before it allocates."""
+        return {"conic_bytes": conic_model_bytes(self.model, int(np.asarray(self.federation.sizes).sum()))}
 
     def routes(self):
         """``[WassersteinHessianFreeRoute, WassersteinSQPRoute, ConicRoute]``: the matrix-free route
