@@ -137,6 +137,10 @@ class Site:
             self._require("hessian")
         values, grads, H = self._objective.evaluate(theta, np.ones(1), hessian=hessian)
         out = {"value": values, "gradient": grads[0]}
+        if "directions" in arrays:        # Hessian-vector products along server-chosen directions, same exchange
+            self._require("hvp")
+            V = self._check_theta(arrays, "directions", many=True).reshape(-1, self._objective.dim)
+            out["hvp"] = np.concatenate([self._objective.hessian_vector_products(theta, v)[0] for v in V])
         if hessian:
             out["hessian"] = pack_symmetric(H)
         return out

@@ -191,8 +191,10 @@ class WeightedMinMax(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute,
-        LevelBundleRoute]``. Where the rows are held, ``method="auto"`` takes the route of least
+        """``[BlockNewtonRoute, HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute,
+        ConicRoute, LevelBundleRoute]``. On a federated server ``method="auto"`` takes the
+        ``block_newton`` route first for a smooth loss (answers of (q + 1) P + 1 <= 4 P floats,
+        :mod:`.block_newton`); where the rows are held it leaves it aside. Where the rows are held, ``method="auto"`` takes the route of least
         estimated seconds among those that apply (:mod:`.route_costs`; measured: the Hessian-free
         route for a fixed or smooth weight set from about 10k x 50, the dense ``sqp`` route below
         it and for a polyhedral set up to a few hundred parameters, the conic route only where
@@ -210,8 +212,9 @@ class WeightedMinMax(Problem):
         from ..engine.conic import ConicRoute
         from .lagrangian_sqp import LagrangianSQPRoute
         from .hessian_sqp import NewtonSQPRoute
+        from .block_newton import BlockNewtonRoute
 
-        return [_hessian_free_route(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
+        return [BlockNewtonRoute(), _hessian_free_route(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
                 LevelBundleRoute()]
 
     def structure_fields(self) -> dict:

@@ -30,7 +30,7 @@ from ...sets import WeightSet
 from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
 from ..engine.memory import matrix_free_route_bytes
 
-__all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds",
+__all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
            "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
@@ -135,3 +135,26 @@ def hessian_free_memory(structure) -> int:
     if padded <= int(structure.rows):                  # nothing padded: the compact rows are a view
         total -= 8 * int(structure.rows) * (d + 2)
     return int(total + 8 * (4 + 5.5 * (K - 1)) * padded)
+
+
+#: exchanges to a certificate at ``gap_tol = 1e-6`` on a federated server (``LocalChannel``, 20
+#: clients, ``benchmarks/bench_federated_scale.py``): the dense ``sqp`` route 11-12 on digits; the
+#: ``hessian_free`` route 83 on digits (P = 650), 29 at P = 51,300; the ``block_newton`` route with two
+#: products per exchange 0.6-0.7x the Hessian-free count (measured on digits)
+FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.65}
+
+
+def federated_floats(structure, directions: int = 2) -> dict:
+    """What a federated solve of ``structure`` uploads per client, by route: ``{route: {"exchanges",
+    "largest" (floats of the largest answer), "total" (exchanges x largest, an upper bound)}}`` for
+    ``block_newton`` (:math:`(q+1)P+1` floats per answer), ``hessian_free`` (:math:`P+1`) and the dense
+    ``sqp`` route (a Hessian triangle, :math:`P(P+1)/2`, with the value and gradient), from the measured
+    exchange counts :data:`FEDERATED_EXCHANGES`. The communication cost ``method="auto"`` weighs on a
+    federated server (bytes x exchanges): answers of at most :math:`4P` floats rule the dense route
+    out from :math:`P=6`, and among the other two the block route needs fewer exchanges."""
+    P = int(structure.dim)
+    hf = FEDERATED_EXCHANGES["hessian_free_small" if P < 1000 else "hessian_free_large"]
+    rows = {"block_newton": (int(round(FEDERATED_EXCHANGES["block_newton_factor"] * hf)), (directions + 1) * P + 1),
+            "hessian_free": (hf, P + 1),
+            "sqp": (FEDERATED_EXCHANGES["sqp"], P * (P + 1) // 2 + P + 1)}
+    return {name: {"exchanges": e, "largest": f, "total": e * f} for name, (e, f) in rows.items()}
