@@ -29,11 +29,18 @@ import dataclasses
 
 import numpy as np
 
+from ...sets import feasible_weights
+from ...solution import relative_gap
 from ..engine.memory import format_bytes
 from .block_newton_steps import BlockNewtonRun
 from .hessian_free import HessianFreeRoute
 
-__all__ = ["BlockNewtonRoute", "block_newton_plan"]
+__all__ = ["BlockNewtonRoute", "block_newton_plan", "ATTEMPT_FRACTION"]
+
+#: a certificate is attempted once the optimistic gap from the whole gradient is this fraction of the
+#: gap asked (measured on digits: 0.5 and 0.25 both 52 exchanges, 1.0 54, the Hessian-free route's
+#: own test 61)
+ATTEMPT_FRACTION = 0.5
 
 
 def block_newton_plan(evaluations: int, directions: int, bound_terms: int = 1000, values: int = 1500):
@@ -100,6 +107,27 @@ class BlockNewtonRoute(HessianFreeRoute):
 
     def cost(self, structure):
         return None
+
+    def certificate(self, problem, mf, W, ev, gap_tol, force=False, tol=None):
+        """The Hessian-free certificate (:func:`~.hessian_free._certificate`), attempted only where it is
+        likely to close: each attempt costs the clients an exchange for the bound terms and more for the
+        intercepts' polish, so the cheap necessary test is made stricter -- the whole gradient (the
+        intercepts' entries too) must leave :data:`ATTEMPT_FRACTION` of the gap. A skipped attempt
+        costs one more step at most (the steps converge linearly); the bound itself is unchanged.
+        Measured on digits (ERM, 20 clients): 52 exchanges instead of 61."""
+        from .hessian_free import _certificate
+
+        if not force:
+            U = float(W.worst_case(ev.values)[0])
+            lam, projected = feasible_weights(W, ev.lam)
+            mu = problem.objectives.l2 * float(lam.sum())
+            gradient = ev.gradient if not projected else ev.point.weighted_gradient(lam)
+            if mu <= 0:
+                return None
+            optimistic = float(lam @ ev.values) - float(W.psi(lam)) - float(gradient @ gradient) / (2.0 * mu)
+            if relative_gap(optimistic, U) > ATTEMPT_FRACTION * min(gap_tol, tol or gap_tol):
+                return None
+        return _certificate(problem, mf, W, ev, gap_tol, True, tol)
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int, check_real
