@@ -75,3 +75,29 @@ def test_bad_directions_option_is_refused_by_name():
     prob = _problem(3, "chi2")
     with pytest.raises(dm.errors.InvalidParameterError, match="directions"):
         prob.solve(method="block_newton", directions=5)
+
+
+def test_a_float32_site_keeps_its_rows_and_answers_as_the_float64_site_of_the_same_values():
+    """No float64 copy of a float32 client's rows; the answers are those of the float64 rows with the
+    same values (every float32 is a float64), up to the summation order."""
+    prob = _problem(3, "chi2")
+    X = prob.federation.clients[0].X.astype(np.float32)
+    y = prob.federation.clients[0].y
+    s32 = Site(X, y, prob.loss, prob.objectives.n_outputs)
+    s64 = Site(X.astype(np.float64), y, prob.loss, prob.objectives.n_outputs)
+    assert s32._X.dtype == np.float32                       # kept, not copied to float64
+    rng = np.random.default_rng(1)
+    theta, V = rng.normal(size=prob.dim), rng.normal(size=(2, prob.dim))
+    a = s32.answer("evaluate", {"theta": theta, "directions": V.reshape(-1)})
+    b = s64.answer("evaluate", {"theta": theta, "directions": V.reshape(-1)})
+    for key in ("value", "gradient", "hvp"):
+        assert np.asarray(a[key]).dtype == np.float64
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=1e-14)
+    fed32 = dm.Federation.from_arrays([c.X.astype(np.float32) for c in prob.federation.clients],
+                                      [c.y for c in prob.federation.clients], task=prob.federation.task)
+    p32 = dm.FederatedDRO(fed32, prob.loss, dm.sets.ChiSquare(N_CLIENTS, 0.5), l2=0.02, penalize_intercept=False)
+    channel = LocalChannel.from_problem(p32)
+    assert all(site._X.dtype == np.float32 for site in channel.sites)
+    sol = federated_solve(p32, channel)
+    central = p32.solve(method="sqp")
+    assert sol.status == "optimal" and sol.lower_bound <= central.upper_bound and central.lower_bound <= sol.upper_bound

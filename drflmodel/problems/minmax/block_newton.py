@@ -63,7 +63,7 @@ def block_newton_plan(evaluations: int, directions: int, bound_terms: int = 1000
 
 def _dense_is_cheaper(structure) -> str | None:
     """On a federated server: why auto leaves the route to the dense ``sqp`` route -- when its answers
-    (a Hessian triangle with the value and gradient) are at most :math:`4P` floats (:math:`P\le4`)
+    (a Hessian triangle with the value and gradient) are at most 4P floats (P <= 4)
     and it uploads fewer floats in all (:func:`~.route_costs.federated_floats`) -- else ``None``."""
     from .route_costs import federated_floats
 
