@@ -145,11 +145,33 @@ class BlockNewtonRoute(HessianFreeRoute):
         opts["algorithm"] = "sqp"            # read by the Hessian-free route's solve; the steps are this route's
         return opts
 
+    def auto_options(self, structure) -> dict:
+        """``tol``: 1e-10 below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, the gap of the
+        federated ``sqp`` answer ``auto`` gave there before (the verifications and the Flower grading
+        measure distances to that point); from there none (``gap_tol``, as the ``hessian_free`` route)."""
+        from .dro import AUTO_TOL
+        from .hessian_free import HESSIAN_FREE_MIN_DIM
+
+        return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
+
     def solve(self, problem, request):
+        """With a ``tol`` far below ``gap_tol``, the stall rule (a gap within ``gap_tol`` that stops
+        halving) is applied at ``100 tol`` (as the ranked Hessian-free route does); the status is
+        the user's ``gap_tol``'s."""
+        from ...solution import status_from_gap
+        from .dro import STALL_FACTOR
+
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:
             opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"])
-        return super().solve(problem, dataclasses.replace(request, options=opts))
+        asked = opts.get("tol")
+        if asked is None or request.gap_tol <= STALL_FACTOR * asked:
+            return super().solve(problem, dataclasses.replace(request, options=opts))
+        sol = super().solve(problem, dataclasses.replace(request, options=opts, gap_tol=STALL_FACTOR * asked))
+        if sol.status in ("optimal", "optimal_within_gap"):
+            sol.status = status_from_gap(sol.lower_bound, sol.upper_bound, request.gap_tol)
+        sol.info["gap_tol"] = request.gap_tol
+        return sol
 
     def _run(self, problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started):
         import time
