@@ -60,9 +60,15 @@ def padded_rows(structure) -> int:
     every pass over :class:`~drflmodel.objectives.ClientObjectives` computes on. Read from the bytes
     of those arrays, :math:`8\\,n\\,m_{\\max}(d+2)` (``structure.data_bytes``: features, labels,
     mask); 0 where the rows are not held. With unequal clients (Dirichlet partitions) it is
-    several times :math:`N`: 5.4x for 20 Dirichlet(0.3) clients."""
+    several times :math:`N`: 5.4x for 20 Dirichlet(0.3) clients. The objectives count them
+    (``structure.padded_rows``); the bytes formula, which assumes float64 features (half the rows
+    for float32), is the fallback."""
+    if not structure.rows_local:
+        return 0
+    if getattr(structure, "padded_rows", 0):        # counted by the objectives (float32 features too)
+        return int(structure.padded_rows)
     d = max(int(structure.dim) // max(int(structure.n_outputs), 1), 1)
-    return int(structure.data_bytes) // (8 * (d + 2)) if structure.rows_local else 0
+    return int(structure.data_bytes) // (8 * (d + 2))
 
 
 def sqp_bytes(structure) -> int:
