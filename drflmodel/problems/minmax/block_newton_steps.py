@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sets import feasible_weights
-from .hessian_free_steps import Evaluation
+from .hessian_free_steps import QuasiNewtonSQPRun
 
 __all__ = ["SubspaceModel", "BlockNewtonRun", "products_at"]
 
@@ -107,6 +106,14 @@ class SubspaceModel:
         Yz = self._inverse.apply(Xz)
         return Yz if D is None else D * Yz
 
+    def apply(self, X) -> np.ndarray:
+        """:meth:`apply_inverse` (the interface of :class:`~.hessian_free_steps.InverseLBFGS`)."""
+        return self.apply_inverse(X)
+
+    def update(self, s, y) -> None:
+        """:meth:`add` of a secant pair (the interface of :class:`~.hessian_free_steps.InverseLBFGS`)."""
+        self.add(s, y)
+
     def directions(self, gradient, q: int) -> np.ndarray:
         """The next evaluation's ``q`` directions (``theta``-space, ``(q', P)`` with ``q' <= q``): the
         gradient and the latest products, each with its component in the kept directions' span removed
@@ -135,75 +142,36 @@ class SubspaceModel:
         return out if self.scaling is None else out * self.scaling[None, :]
 
 
-class BlockNewtonRun:
+class BlockNewtonRun(QuasiNewtonSQPRun):
     """The SQP of the module docstring for the weight set ``W`` with the compiled weight problem
-    ``model``, ``q`` directions per evaluation and ``memory`` kept pairs."""
+    ``model``, ``q`` directions per evaluation and ``memory`` kept pairs: the loop of
+    :class:`~.hessian_free_steps.QuasiNewtonSQPRun` with :class:`SubspaceModel` as its inverse
+    Hessian, and each evaluation asking the products along the directions chosen from the latest
+    point's gradient (its worst-case weights)."""
 
     def __init__(self, mf, W, certifier, q: int, memory: int, model, scaling=None):
-        self.mf, self.W, self.certifier, self.model = mf, W, certifier, model
-        self.q, self.memory = int(q), int(memory)
-        self.scaling = None if scaling is None else np.asarray(scaling, float)
-        self.history, self.evaluations, self.products = [], 0, 0
+        super().__init__(mf, W, certifier, memory, model, scaling=scaling)
+        self.q, self.products = int(q), 0
+        self._model = self._gradient = None
 
-    def _evaluate(self, theta, directions, sub: SubspaceModel):
-        """The point at ``theta`` with the products along ``directions`` (kept in ``sub``, combined with
-        the point's worst-case weights)."""
+    def _point(self, theta):
+        """The point at ``theta`` (one evaluation) with the products along the directions chosen from
+        the latest point's gradient, kept in the model (combined with the point's worst-case weights)."""
         self.evaluations += 1
+        directions = None
+        if self._model is not None and self._gradient is not None and self.q > 0:
+            directions = self._model.directions(self._gradient, self.q)
         point, products = products_at(self.mf, theta, directions)
         value, lam = self.W.worst_case(point.values)[:2]
         lam = np.asarray(lam, float)
         for j in range(products.shape[1]):
-            sub.add(directions[j], lam @ products[:, j, :])
+            self._model.add(directions[j], lam @ products[:, j, :])
         self.products += products.shape[1]
+        self._gradient = point.gradients().T @ lam
         return point, float(value)
 
-    def _model(self, point) -> SubspaceModel:
-        mf = self.mf
-        lam_sum = float(np.sum(self.W.worst_case(point.values)[1]))
-        if self.scaling is not None:
-            gamma0 = lam_sum * mf.n_features
-        else:
-            gamma0 = lam_sum * (mf.loss.smoothness * mf.mean_squared_row_norm() + float(mf.penalty_diagonal.max()))
-        return SubspaceModel(self.memory, self.scaling, max(gamma0, 1e-300))
-
-    def minimize(self, theta, max_iterations: int) -> np.ndarray:
-        W = self.W
-        sub = None
-        self.evaluations += 1
-        point, products = products_at(self.mf, theta, None)
-        value = float(W.worst_case(point.values)[0])
-        sub = self._model(point)
-        for k in range(1, max_iterations + 1):
-            G = point.gradients()
-            M = sub.apply_inverse(G.T)                                   # B^{-1} G^T, (P, n)
-            record = {"iteration": k, "value": value, "subspace": len(sub.pairs)}
-            self.history.append(record)
-            try:
-                lam_raw, m_value = self.model.solve(point.values, G @ M)
-            except ArithmeticError as exc:
-                record["error"] = str(exc)[:200]
-                break
-            lam = feasible_weights(W, lam_raw)[0]
-            record["model_value"] = m_value
-            gradient = G.T @ lam
-            if self.certifier.check(Evaluation(theta, point, lam, gradient, m_value), record):
-                break
-            delta = -(M @ lam)
-            predicted = value - m_value
-            if not predicted > 1e-15 * max(1.0, abs(value)):
-                break                                  # the model sees no decrease left
-            directions = sub.directions(gradient, self.q)
-            step, new = 1.0, None
-            while step >= 1e-10:                       # Armijo on the exact objective
-                candidate = self._evaluate(theta + step * delta, directions, sub)
-                if candidate[1] <= value - 1e-4 * step * predicted:
-                    new = candidate
-                    break
-                step *= 0.5
-            record["step"] = step
-            if new is None:
-                break
-            theta_new = theta + step * delta
-            sub.add(theta_new - theta, (new[0].gradients() - G).T @ lam)
-            theta, (point, value) = theta_new, new
-        return theta
+    def _initial_inverse(self, point) -> SubspaceModel:
+        """The model before any pair: :math:`B_0^{-1}` as :class:`~.hessian_free_steps.QuasiNewtonSQPRun`'s."""
+        first = super()._initial_inverse(point)
+        self._model = SubspaceModel(self.memory, self.scaling, 1.0 / first.gamma)
+        return self._model
