@@ -172,7 +172,7 @@ class ClientObjectives:
 
     @property
     def padded_rows(self) -> int:
-        """Rows of the stacked, zero-padded arrays: :math:`n\,m_{\max}` (padding included)."""
+        """Rows of the stacked, zero-padded arrays: :math:`n\\,m_{\\max}` (padding included)."""
         return int(self._X.shape[0] * self._X.shape[1])
 
     @property
