@@ -66,7 +66,7 @@ return values of the queries it answers (:class:`Site`, the client side):
        independent directions at one point reveal the whole Hessian :math:`X_i^\top D_iX_i/N_i`, as
        the ``hessian`` answer does: asking fewer floats saves volume, and reveals less only as long
        as fewer than :math:`P` directions are asked at a point. The ``block_newton`` route (``auto``'s on a
-       server from :math:`P=5`) asks 2 with each ``evaluate`` (its ``directions``), 50-80 times on
+       server from :math:`P=5`) asks 2 with each ``evaluate`` (its ``directions``), 45-65 times on
        digits (:math:`P=650`): 2 directions at each point, far fewer than :math:`P`
    * - ``bound_terms``
      - :math:`6+K+K(K+1)/2`: four mean magnitudes (:math:`|\ell|`, :math:`\|x\|\|\nabla_s\ell\|`,

@@ -25,9 +25,9 @@ and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated
 it for a 1e-10 gap below 1,000 parameters (:meth:`BlockNewtonRoute.auto_options`).
 
 Measured (``benchmarks/bench_federated_scale.py``, ``LocalChannel``, ``gap_tol = 1e-6``): digits
-(:math:`P=650`, 20 clients) 52 / 49 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (82 at auto's
+(:math:`P=650`, 20 clients) 47 / 44 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (61-63 at auto's
 1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles;
-:math:`P=3{,}010`: 27 against 34.
+:math:`P=3{,}010`: 26-27 against 34-53.
 """
 
 from __future__ import annotations

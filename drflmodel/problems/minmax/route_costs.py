@@ -147,7 +147,7 @@ def hessian_free_memory(structure) -> int:
 #: clients, ``benchmarks/bench_federated_scale.py``): the dense ``sqp`` route 11-13 (digits, breast
 #: cancer); the ``hessian_free`` route 37-41 at P = 31, 83 on digits (P = 650), 34-53 at P = 3,010, 29 at
 #: P = 51,300; the ``block_newton`` route with two products per exchange 0.5-0.8x the Hessian-free
-#: count (28-33, 49-52, 27)
+#: count (28-30, 44-47, 26-27)
 FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.65}
 
 
