@@ -1,13 +1,17 @@
-"""The federated certified solve at scale: the clients answer values, gradients
-and the Hessian-free bound's per-client means -- O(P) floats -- instead of Hessian triangles.
+"""The federated certified solve at scale: the clients answer values, gradients, a few
+Hessian-vector products and the Hessian-free bound's per-client means -- O(P) floats -- instead of
+Hessian triangles.
 
-For each shape (20 Dirichlet clients, chi^2 DRO, free intercept; the shapes of
-``bench_certified.py --scale``): the centralized solve, then the federated one from the clients'
-answers (``LocalChannel``, or Flower's in-process grid with ``--flower``), with the exchanges,
-the largest answer of one client in floats (target: <= 4 P), the floats one client sent over the
-solve, and the federated U against the centralized U.
+For each shape (20 Dirichlet clients unless the shape says, free intercept; the shapes of
+``bench_certified.py --scale`` and ``breast_cancer`` (4 sites, P = 31) and ``10kx300x10``
+(P = 3,010)) and each row (``erm``: the clients' sample shares as fixed weights; ``chi2``: the
+chi^2 ball) and method: the centralized solve, then the federated one from the clients' answers
+(``LocalChannel``, or Flower's in-process grid with ``--flower``), with the exchanges, the largest
+answer of one client in floats (target: <= 4 P), the floats one client sent over the solve, and the
+federated U against the centralized U.
 
-    python benchmarks/bench_federated_scale.py --shapes digits,20kx200x10,50kx512x100
+    python benchmarks/bench_federated_scale.py --shapes digits,breast_cancer,10kx300x10 --rows erm,chi2 \
+        --methods auto,hessian_free,sqp
 """
 
 from __future__ import annotations
@@ -22,14 +26,28 @@ from bench_certified import L2, N_CLIENTS, RHO, SCALE_SHAPES, scale_federation
 from drflmodel.client_oracle import LocalChannel, federated_solve
 
 
-def problem(shape: str):
-    fed = scale_federation(shape)
+#: shapes of this benchmark beyond bench_certified's
+EXTRA_SHAPES = {"breast_cancer": None, "10kx300x10": (10_000, 300, 10)}
+
+
+def federation(shape: str):
+    if shape == "breast_cancer":
+        return dm.datasets.breast_cancer(n_clients=4, seed=0)
+    if shape in EXTRA_SHAPES:
+        N, d, K = EXTRA_SHAPES[shape]
+        return dm.datasets.gaussian_mixture(N, d, K, n_clients=N_CLIENTS, alpha=0.5, seed=0)
+    return scale_federation(shape)
+
+
+def problem(shape: str, row: str = "chi2"):
+    fed = federation(shape)
     loss = dm.losses.Multinomial() if fed.task == "multiclass" else dm.losses.Logistic()
-    return dm.FederatedDRO(fed, loss, dm.sets.ChiSquare(fed.n_clients, RHO), l2=L2, penalize_intercept=False)
+    W = dm.sets.ChiSquare(fed.n_clients, RHO) if row == "chi2" else dm.sets.HCVaR(fed.proportions, 1.0)
+    return dm.FederatedDRO(fed, loss, W, l2=L2, penalize_intercept=False)
 
 
-def run(shape: str, method: str, flower: bool) -> dict:
-    prob = problem(shape)
+def run(shape: str, method: str, flower: bool, row: str = "chi2") -> dict:
+    prob = problem(shape, row)
     t0 = time.perf_counter()
     central = prob.solve(method="hessian_free")
     t_central = time.perf_counter() - t0
@@ -43,7 +61,7 @@ def run(shape: str, method: str, flower: bool) -> dict:
     t_fed = time.perf_counter() - t0
     info = sol.info["federated"]
     per_client = sum(r["floats_per_client"] for r in info["reveals"])
-    return {"shape": shape, "P": prob.dim, "method": info["method"], "status": sol.status, "gap": sol.relative_gap,
+    return {"shape": shape, "row": row, "P": prob.dim, "method": info["method"], "status": sol.status, "gap": sol.relative_gap,
             "exchanges": info["exchanges"], "largest": info["largest_answer_floats"], "per_client": per_client,
             "rejections": len(info.get("rejections", [])), "U_diff": abs(sol.upper_bound - central.upper_bound) / max(1.0, abs(central.upper_bound)),
             "central_s": t_central, "federated_s": t_fed}
@@ -52,21 +70,27 @@ def run(shape: str, method: str, flower: bool) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="digits,20kx200x10,50kx512x100")
-    ap.add_argument("--method", default="auto", help="the federated route (default auto)")
+    ap.add_argument("--methods", default="auto", help="comma-separated federated routes (default auto)")
+    ap.add_argument("--rows", default="chi2", help="comma-separated rows: erm, chi2 (default chi2)")
     ap.add_argument("--flower", action="store_true", help="Flower's in-process grid instead of LocalChannel")
     args = ap.parse_args()
-    print(f"{N_CLIENTS} clients, chi^2 (rho = {RHO}), l2 = {L2}, free intercept; transport: "
+    print(f"{N_CLIENTS} clients (breast_cancer: 4), chi^2 (rho = {RHO}) or ERM, l2 = {L2}, free intercept; transport: "
           f"{'Flower in-process grid' if args.flower else 'LocalChannel'}")
-    print("| shape (P) | route | status | gap | exchanges | largest answer (floats; 4P) | floats per client "
+    print("| shape (P) | row | route | status | gap | exchanges | largest answer (floats; 4P) | floats per client "
           "(MB) | rejected answers | federated U - centralized U (rel.) | centralized / federated (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
-        if shape not in SCALE_SHAPES:
-            raise SystemExit(f"unknown shape {shape!r}; valid: {', '.join(SCALE_SHAPES)}")
-        r = run(shape, args.method, args.flower)
-        print(f"| {shape} ({r['P']:,}) | {r['method']} | {r['status']} | {max(r['gap'], 0):.0e} | {r['exchanges']} | "
-              f"{r['largest']:,}; {4 * r['P']:,} | {r['per_client']:,} ({8 * r['per_client'] / 1e6:.2f}) | {r['rejections']} | "
-              f"{r['U_diff']:.1e} | {r['central_s']:.2f} / {r['federated_s']:.2f} |", flush=True)
+        if shape not in SCALE_SHAPES and shape not in EXTRA_SHAPES:
+            raise SystemExit(f"unknown shape {shape!r}; valid: {', '.join([*SCALE_SHAPES, *EXTRA_SHAPES])}")
+        for row in args.rows.split(","):
+            for method in args.methods.split(","):
+                _row(run(shape, method, args.flower, row))
+
+
+def _row(r: dict) -> None:
+    print(f"| {r['shape']} ({r['P']:,}) | {r['row']} | {r['method']} | {r['status']} | {max(r['gap'], 0):.0e} | {r['exchanges']} | "
+          f"{r['largest']:,}; {4 * r['P']:,} | {r['per_client']:,} ({8 * r['per_client'] / 1e6:.2f}) | {r['rejections']} | "
+          f"{r['U_diff']:.1e} | {r['central_s']:.2f} / {r['federated_s']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

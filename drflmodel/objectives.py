@@ -171,6 +171,11 @@ class ClientObjectives:
         return StackedData(*views)
 
     @property
+    def padded_rows(self) -> int:
+        """Rows of the stacked, zero-padded arrays: :math:`n\\,m_{\\max}` (padding included)."""
+        return int(self._X.shape[0] * self._X.shape[1])
+
+    @property
     def data_bytes(self) -> int:
         """Bytes of the rows held here (the stacked, padded ``X``, ``y`` and mask arrays)."""
         return int(self._X.nbytes + self._y.nbytes + self._mask.nbytes)

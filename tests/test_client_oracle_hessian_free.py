@@ -40,19 +40,19 @@ def test_federated_hessian_free_is_the_centralized_one(K, penalize_intercept, se
 
 
 def test_auto_on_a_federated_server_takes_it_at_large_p_without_a_hessian_on_the_wire():
-    """From HESSIAN_FREE_MIN_DIM parameters the federated auto solve is Hessian-free: no answer
-    is larger than 4 P floats (a Hessian triangle would be P (P + 1) / 2)."""
+    """At HESSIAN_FREE_MIN_DIM parameters the federated auto solve ships no Hessian: no answer is
+    larger than 4 P floats (a Hessian triangle would be P (P + 1) / 2; auto takes block_newton)."""
     from drflmodel.problems.minmax.hessian_free import HESSIAN_FREE_MIN_DIM
 
     prob = _problem(10, False, "chi2", rows=300, d=HESSIAN_FREE_MIN_DIM // 10 - 1, seed=2)
     assert prob.dim == HESSIAN_FREE_MIN_DIM
     sol = federated_solve(prob, LocalChannel.from_problem(prob))
     info = sol.info["federated"]
-    assert sol.status == "optimal" and info["method"] == "hessian_free"
+    assert sol.status == "optimal" and info["method"] == "block_newton"     # value, gradient, 2 products
     assert info["largest_answer_floats"] <= 4 * prob.dim
-    assert sol.info["route_choice"]["method"] == "hessian_free"
+    assert sol.info["route_choice"]["method"] == "block_newton"
     central = prob.solve()
-    assert abs(sol.upper_bound - central.upper_bound) <= 1e-8 * max(1.0, abs(central.upper_bound))
+    assert central.lower_bound <= sol.upper_bound and sol.lower_bound <= central.upper_bound   # one optimum in both
 
 
 def test_the_bound_terms_are_the_site_s_own_means_and_refused_for_a_non_smooth_loss():

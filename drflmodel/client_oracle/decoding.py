@@ -104,7 +104,8 @@ def expected_sizes(query: str, request: dict | None, options: dict | None, decla
     if query == "evaluate":
         size = _size_of(request, "theta")
         hessian = bool(options.get("hessian"))
-        return {"value": (1, True), "gradient": (size, True), "hessian": (_triangle(size), hessian)}
+        return {"value": (1, True), "gradient": (size, True), "hessian": (_triangle(size), hessian),
+                "hvp": (_size_of(request, "directions"), "directions" in request)}
     if query == "hvp":
         return {"hvp": (_size_of(request, "direction"), True)}
     if query == "statistics":        # without a declaration: d from the moment (checked below)

@@ -223,6 +223,15 @@ class QueryPolicy:
         counts[budget] = int(counts.get(budget, 0)) + 1
         if kind == "hessian":                              # a Hessian comes with its gradient
             counts["evaluations"] = int(counts.get("evaluations", 0)) + 1
+        products = int(np.size((arrays or {}).get("directions", []))) // max(int(dim), 1)
+        if query == "evaluate" and products:                  # Hessian-vector products asked with it
+            if "hvp" not in self.allow:
+                raise QueryRefused(f"{who} refuses Hessian-vector products with an evaluation: its policy allows "
+                                   f"only {', '.join(self.allow)}")
+            if int(counts.get("hvps", 0)) + products > self.hvps:
+                raise QueryRefused(f"{who} refuses the 'hvp' query: its policy allows at most {self.hvps} "
+                                   f"{self._WORDS['hvps']} per run ({int(counts.get('hvps', 0))} answered)")
+            counts["hvps"] = int(counts.get("hvps", 0)) + products
 
     def to_dict(self) -> dict:
         return {"allow": list(self.allow), "budgets": dict(self.budgets), "min_rows": self.min_rows,

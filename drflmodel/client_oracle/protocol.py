@@ -26,7 +26,7 @@ CORE_QUERIES = {
     "describe": ("rows", "features", "outputs", "ones_columns", "classes_present"),
     "row_norm": ("max_row_norm",),
     "values": ("value",),
-    "evaluate": ("value", "gradient", "hessian"),
+    "evaluate": ("value", "gradient", "hessian", "hvp"),     # "hvp": with "directions" (q x P, same exchange)
     "hvp": ("hvp",),
     "statistics": ("gram", "moment", "yy"),
     # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the

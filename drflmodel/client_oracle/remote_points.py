@@ -83,6 +83,18 @@ class RemoteMatrixFree:
         values, grads, _ = self.oracle.evaluate(theta, hessian=False)
         return RemotePoint(self, theta, values, grads)
 
+    def at_with_products(self, theta, directions) -> tuple:
+        """``(point, products)``: the clients' values and gradients at ``theta`` and their Hessian-vector
+        products along the ``(q, P)`` ``directions`` (ridge included; ``(n, q, P)``), in one exchange of
+        :math:`(q+1)P+1` floats per client (the ``evaluate`` query with ``directions``)."""
+        theta = np.array(theta, float)
+        V = np.zeros((0, self.dim)) if directions is None else np.asarray(directions, float).reshape(-1, self.dim)
+        self._spend("evaluations")
+        for _ in range(V.shape[0]):
+            self._spend("hvps")
+        values, grads, products = self.oracle.evaluate_with_products(theta, V)
+        return RemotePoint(self, theta, values, grads), products
+
     def shifted(self, point: "RemotePoint", idx: np.ndarray, b: np.ndarray) -> "RemotePoint":
         """The point with the intercepts (coordinates ``idx``) set to ``b`` (one exchange)."""
         theta = point.theta.copy()

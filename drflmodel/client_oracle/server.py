@@ -268,6 +268,26 @@ class FederatedObjectives(_ServerObjectives):
         H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
         return values, grads, H
 
+    def evaluate_with_products(self, theta, V) -> tuple:
+        """``(values, gradients, products)``: every client's value and gradient at ``theta`` and its
+        Hessian-vector products along the rows of ``V`` (``(q, P)``, the same directions for every
+        client; ``products`` ``(n, q, P)``, ridge included), in **one** exchange (the ``evaluate``
+        query with ``directions``; :math:`(q+1)P+1` floats per answer). Without directions, the
+        plain ``evaluate``."""
+        theta = self._shared(theta)
+        V = np.asarray(V, float).reshape(-1, self.dim)
+        if V.shape[0] == 0:
+            values, grads, _ = self.evaluate(theta, hessian=False)
+            return values, grads, np.zeros((self.n, 0, self.dim))
+        self._declare_magnitudes()
+        got = self.channel.ask("evaluate", {"theta": theta, "directions": V.reshape(-1)})
+        e = self._entry(theta)
+        e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
+        e["grads"] = np.stack([got[i]["gradient"] for i in range(self.n)])
+        products = np.stack([np.asarray(got[i]["hvp"], float).reshape(V.shape) for i in range(self.n)])
+        return (e["values"] + self.penalty(theta), e["grads"] + self.penalty_diagonal * theta[None, :],
+                products + (self.penalty_diagonal * V)[None])
+
     def hessian_vector_products(self, theta, V) -> np.ndarray:
         theta = self._shared(theta)
         V = np.broadcast_to(np.asarray(V, float), (self.n, self.dim))

@@ -56,7 +56,10 @@ class Site:
         if not isinstance(loss, Loss):
             raise InvalidParameterError(f"loss must be a drflmodel.losses.Loss; got {type(loss).__name__}")
         self.name = "site" if name is None else str(name)
-        X = as_finite_array(X, f"X of {self.name}", ndim=2)
+        # float32 features stay float32 (no float64 copy of the rows): the products accumulate in float64
+        # (drflmodel.objectives / matrix_free), so the answers are the float64 ones on the same values
+        X = as_finite_array(X, f"X of {self.name}", ndim=2,
+                            dtype=np.float32 if getattr(X, "dtype", None) == np.float32 else float)
         y = as_finite_array(y, f"y of {self.name}", ndim=1)
         if X.shape[0] != y.shape[0] or X.shape[0] < 1:
             raise InvalidDataError(f"{self.name}: X has {X.shape[0]} rows and y has {y.shape[0]}; "
@@ -80,7 +83,7 @@ class Site:
     def from_problem(cls, problem, i: int) -> "Site":
         """Client *i* of a drflmodel problem (its rows and loss only)."""
         client = problem.federation.clients[i]
-        return cls(client.X, client.y, problem.loss, problem.objectives.n_outputs, name=client.name)
+        return cls(client.features, client.y, problem.loss, problem.objectives.n_outputs, name=client.name)
 
     @property
     def X(self) -> np.ndarray:
@@ -140,7 +143,7 @@ class Site:
             return {"max_row_norm": [float(self._objective.max_row_norms()[0])]}
         if query == "statistics":
             self._require("statistics")
-            X, y = self._X, self._y
+            X, y = np.asarray(self._X, float), self._y        # asked once; float64 sums for float32 rows too
             return {"gram": pack_symmetric(X.T @ X), "moment": X.T @ y, "yy": [float(y @ y)]}
         if query == "values":            # one point, or several stacked (one value per point)
             points = self._check_theta(arrays, many=True)
@@ -158,6 +161,10 @@ class Site:
             self._require("hessian")
         values, grads, H = self._objective.evaluate(theta, np.ones(1), hessian=hessian)
         out = {"value": values, "gradient": grads[0]}
+        if "directions" in arrays:        # Hessian-vector products along server-chosen directions, same exchange
+            self._require("hvp")
+            V = self._check_theta(arrays, "directions", many=True).reshape(-1, self._objective.dim)
+            out["hvp"] = np.concatenate([self._objective.hessian_vector_products(theta, v)[0] for v in V])
         if hessian:
             out["hessian"] = pack_symmetric(H)
         return out

@@ -164,6 +164,10 @@ class ClientBook:
             rec.gradient = np.asarray(answer["gradient"], float).reshape(-1)
             if "hessian" in answer:
                 rec.hessian = self._hessian(answer, rec.gradient.size, checked=True)
+            if "hvp" in answer and "directions" in request:      # products asked with the evaluation
+                V = np.asarray(request["directions"], float).reshape(-1, rec.gradient.size)
+                rec.hvps += list(zip(V, np.asarray(answer["hvp"], float).reshape(V.shape)))
+                del rec.hvps[:-KEPT_PRODUCTS]
         elif query == "hvp":
             rec = self._record(request["theta"])
             rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
@@ -234,6 +238,14 @@ class ClientBook:
             bad = bad or check.shape("hessian (upper triangle)", answer.get("hessian", []), _triu_size(P))
         if bad:
             return bad
+        if "directions" in request or "hvp" in answer:         # products asked with the evaluation
+            V = np.asarray(request.get("directions", []), float).reshape(-1, P)
+            hv = np.asarray(answer.get("hvp", []), float).reshape(-1)
+            bad = check.shape("hvp", hv, V.size)
+            for v, h in ([] if bad else zip(V, hv.reshape(V.shape))):
+                bad = bad or check.hvp_psd(v, h, self.magnitudes)
+            if bad:
+                return bad
         loss, R = self.loss, self.row_norm
         mags = self.magnitudes
         bad = self._value_checks(theta, float(value[0])) or check.gradient_length(

@@ -62,7 +62,7 @@ def test_federated_certificate_is_the_centralized_one(binary, regression):
     for label, prob, method in _families(binary, regression):
         tol = {"tol": 1e-9} if method == "level_bundle" else {}
         central = prob.solve(method=method, **tol)
-        fed = certified_solve(prob, **tol)
+        fed = certified_solve(prob, method=method, **tol)     # the same route (auto's is block_newton from P = 5)
         reference = prob.solve(method="conic")
         assert central.status == fed.status == "optimal", label
         assert fed.info["method"] == method, label

@@ -274,10 +274,10 @@ def _solve(problem, grid_kw, **options):
 GRID_CASES = [
     ("describe", "torch tensor", "auto"), ("describe", "garbage bytes", "auto"), ("describe", "no metrics record", "auto"),
     ("row_norm", "pickled .npy", "auto"), ("row_norm", "NaN", "auto"),
-    ("values", "truncated", "auto"), ("values", "unexpected array", "auto"),
+    ("values", "truncated", "sqp"), ("values", "unexpected array", "sqp"),     # auto's block_newton asks none
     ("evaluate", "torch tensor", "auto"), ("evaluate", "1e300", "auto"), ("evaluate", "oversized (1e8 declared)", "auto"),
     ("evaluate", "another partition-id", "auto"), ("evaluate", "no payload record", "auto"),
-    ("hessian", "complex dtype", "auto"), ("hessian", "one entry short", "auto"),
+    ("hessian", "complex dtype", "sqp"), ("hessian", "one entry short", "sqp"),   # the route asking Hessians
     ("evaluate", "garbage bytes", "hessian_free"), ("evaluate", "text dtype", "hessian_free"),
     ("bound_terms", "1e300", "hessian_free"), ("bound_terms", "unexpected array", "hessian_free"),
     ("statistics", "pickled .npy", "auto"), ("statistics", "oversized (1e8 declared)", "auto"),
@@ -346,7 +346,7 @@ def test_a_replayed_reply_is_rejected(logistic):
             return content
         return first["reply"]
 
-    sol, grid = _solve(logistic, dict(partition=3, query="hessian", mutate=replay, key="gradient"))
+    sol, grid = _solve(logistic, dict(partition=3, query="hessian", mutate=replay, key="gradient"), method="sqp")
     fault = sol.info["fault"]
     assert sol.status == "failed" and (fault["partition"], fault["kind"]) == (3, "rejected"), fault
     assert grid.hits >= 2

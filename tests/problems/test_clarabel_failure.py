@@ -87,6 +87,8 @@ CASES = [
                                                     penalty_c=10.0, n_starts=1), "penalty_local", {}),
     # the Hessian-free route's quasi-Newton SQP solves the n-variable weight step with the solver sequence
     ("dro-hessian_free", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "hessian_free", {}),
+    ("dro-block_newton", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "block_newton", {}),
+    ("fafl-block_newton", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "block_newton", {}),
     ("fafl-hessian_free", lambda: dm.FairnessAwareFL(_cls(), Logistic(), 0.6, l2=0.05), "hessian_free",
      {"algorithm": "sqp"}),
 ]
@@ -96,7 +98,7 @@ CASES = [
 NUMPY_ONLY = {"newton"}
 #: cases whose weight step is numpy (CVaR and FAFL's HCVaR are box-simplex sets:
 #: problems/minmax/box_simplex_step.py)
-NUMPY_CASES = {"fafl-sqp", "fafl-hessian_free", "dro-hessian_free"}
+NUMPY_CASES = {"fafl-sqp", "fafl-hessian_free", "dro-hessian_free", "dro-block_newton", "fafl-block_newton"}
 
 
 def _solve(make, method, kwargs):

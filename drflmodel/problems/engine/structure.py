@@ -61,6 +61,8 @@ class Structure:
     rows_local: bool
     queries: frozenset = field(default=EVERY_KIND)
     data_bytes: int = 0
+    #: rows of the zero-padded client arrays (n m_max) where the rows are held, else 0
+    padded_rows: int = 0
     facts: Mapping[str, Any] = field(default_factory=dict)
     conic_bytes: int | None = None
     weights: str = ""
@@ -129,4 +131,5 @@ def describe_objectives(family: str, objectives, facts: Mapping[str, Any] | None
         l2=float(objectives.l2), unpenalized=unpenalized,
         strong_convexity=float(moduli.min()) if moduli.size else 0.0,
         rows_local=rows_local, queries=queries, data_bytes=int(getattr(objectives, "data_bytes", 0)) if rows_local else 0,
+        padded_rows=int(getattr(objectives, "padded_rows", 0)) if rows_local else 0,
         facts=dict(facts or {}), **fields)

@@ -191,15 +191,16 @@ class WeightedMinMax(Problem):
 
     # ------------------------------------------------------------------ routes
     def routes(self):
-        """``[HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute, ConicRoute,
-        LevelBundleRoute]``. Where the rows are held, ``method="auto"`` takes the route of least
+        """``[BlockNewtonRoute, HessianFreeRoute, LagrangianSQPRoute, NewtonSQPRoute, ActiveSetRoute,
+        ConicRoute, LevelBundleRoute]``. Where the rows are held, ``method="auto"`` takes the route of least
         estimated seconds among those that apply (:mod:`.route_costs`; measured: the Hessian-free
         route for a fixed or smooth weight set from about 10k x 50, the dense ``sqp`` route below
         it and for a polyhedral set up to a few hundred parameters, the conic route only where
         neither applies), each falling back to the next when it cannot certify ``"optimal"``. The
         conic route stays the independent reference (``method="conic"``). On a federated server
-        (no rows): the Hessian-free route from :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
-        parameters or when the dense routes' P x P matrices would not fit, else ``sqp``. A
+        (no rows), for a smooth loss: the ``block_newton`` route from P = 5 (answers of
+        (q + 1) P + 1 <= 4 P floats, :mod:`.block_newton`; auto leaves it aside where the rows are
+        held), else ``sqp``. A
         piecewise-linear loss with every coordinate penalized takes the active set (no cost model:
         the order stands). The dense ``hessian_sqp`` route is taken only when forced (the
         Lagrangian-Hessian ``sqp`` supersedes it); the bundle route (values and subgradients only:
@@ -210,8 +211,9 @@ class WeightedMinMax(Problem):
         from ..engine.conic import ConicRoute
         from .lagrangian_sqp import LagrangianSQPRoute
         from .hessian_sqp import NewtonSQPRoute
+        from .block_newton import BlockNewtonRoute
 
-        return [_hessian_free_route(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
+        return [BlockNewtonRoute(), _hessian_free_route(), LagrangianSQPRoute(), NewtonSQPRoute(), ActiveSetRoute(), ConicRoute(),
                 LevelBundleRoute()]
 
     def structure_fields(self) -> dict:

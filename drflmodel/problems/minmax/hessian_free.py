@@ -187,6 +187,10 @@ class HessianFreeRoute(Route):
             return f"the dense routes do not fit in memory: {refused}"
         return None
 
+    def certificate(self, problem, mf, W, ev, gap_tol, force=False, tol=None):
+        """The certificate at an evaluation (:func:`_certificate`; a subclass may attempt it less often)."""
+        return _certificate(problem, mf, W, ev, gap_tol, force, tol)
+
     def complete_options(self, given) -> dict:
         from ..._validation import check_choice, check_int, check_real
 
@@ -211,8 +215,8 @@ class HessianFreeRoute(Route):
         mf = _matrix_free(problem)
         W = problem.weight_set
         theta = _start(problem)
-        certifier = Certifier(lambda ev, force: _certificate(problem, mf, W, ev, request.gap_tol, force,
-                                                             opts["tol"]), request.gap_tol, opts["tol"])
+        certifier = Certifier(lambda ev, force: self.certificate(problem, mf, W, ev, request.gap_tol, force,
+                                                                 opts["tol"]), request.gap_tol, opts["tol"])
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)

@@ -30,7 +30,7 @@ from ...sets import WeightSet
 from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
 from ..engine.memory import matrix_free_route_bytes
 
-__all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds",
+__all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
            "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
@@ -60,9 +60,15 @@ def padded_rows(structure) -> int:
     every pass over :class:`~drflmodel.objectives.ClientObjectives` computes on. Read from the bytes
     of those arrays, :math:`8\\,n\\,m_{\\max}(d+2)` (``structure.data_bytes``: features, labels,
     mask); 0 where the rows are not held. With unequal clients (Dirichlet partitions) it is
-    several times :math:`N`: 5.4x for 20 Dirichlet(0.3) clients."""
+    several times :math:`N`: 5.4x for 20 Dirichlet(0.3) clients. The objectives count them
+    (``structure.padded_rows``); the bytes formula, which assumes float64 features (half the rows
+    for float32), is the fallback."""
+    if not structure.rows_local:
+        return 0
+    if getattr(structure, "padded_rows", 0):        # counted by the objectives (float32 features too)
+        return int(structure.padded_rows)
     d = max(int(structure.dim) // max(int(structure.n_outputs), 1), 1)
-    return int(structure.data_bytes) // (8 * (d + 2)) if structure.rows_local else 0
+    return int(structure.data_bytes) // (8 * (d + 2))
 
 
 def sqp_bytes(structure) -> int:
@@ -135,3 +141,27 @@ def hessian_free_memory(structure) -> int:
     if padded <= int(structure.rows):                  # nothing padded: the compact rows are a view
         total -= 8 * int(structure.rows) * (d + 2)
     return int(total + 8 * (4 + 5.5 * (K - 1)) * padded)
+
+
+#: exchanges to a certificate at ``gap_tol = 1e-6`` on a federated server (``LocalChannel``, 20
+#: clients, ``benchmarks/bench_federated_scale.py``): the dense ``sqp`` route 11-13 (digits, breast
+#: cancer); the ``hessian_free`` route 37-41 at P = 31, 83 on digits (P = 650), 34-53 at P = 3,010, 29 at
+#: P = 51,300; the ``block_newton`` route with two products per exchange 0.5-0.8x the Hessian-free
+#: count (28-30, 44-47, 26-27)
+FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.65}
+
+
+def federated_floats(structure, directions: int = 2) -> dict:
+    """What a federated solve of ``structure`` uploads per client, by route: ``{route: {"exchanges",
+    "largest" (floats of the largest answer), "total" (exchanges x largest, an upper bound)}}`` for
+    ``block_newton`` (:math:`(q+1)P+1` floats per answer), ``hessian_free`` (:math:`P+1`) and the dense
+    ``sqp`` route (a Hessian triangle, :math:`P(P+1)/2`, with the value and gradient), from the measured
+    exchange counts :data:`FEDERATED_EXCHANGES`. The communication cost ``method="auto"`` weighs on a
+    federated server (bytes x exchanges): answers of at most :math:`4P` floats rule the dense route
+    out from :math:`P=6`, and among the other two the block route needs fewer exchanges."""
+    P = int(structure.dim)
+    hf = FEDERATED_EXCHANGES["hessian_free_small" if P < 1000 else "hessian_free_large"]
+    rows = {"block_newton": (int(round(FEDERATED_EXCHANGES["block_newton_factor"] * hf)), (directions + 1) * P + 1),
+            "hessian_free": (hf, P + 1),
+            "sqp": (FEDERATED_EXCHANGES["sqp"], P * (P + 1) // 2 + P + 1)}
+    return {name: {"exchanges": e, "largest": f, "total": e * f} for name, (e, f) in rows.items()}

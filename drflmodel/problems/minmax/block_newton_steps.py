@@ -1,0 +1,178 @@
+r"""The steps of the ``block_newton`` route (:mod:`.block_newton`): an SQP whose Lagrangian Hessian
+is modelled from **exact Hessian-vector products** that arrive with each evaluation.
+
+Every evaluation at :math:`\theta_k` returns, with the client values :math:`f_i` and gradients
+:math:`\nabla f_i`, the products :math:`\nabla^2f_i(\theta_k)v_j` for :math:`q` directions
+:math:`v_1,\dots,v_q` the server chose before asking (on a federated server: one exchange of
+:math:`(q+1)P+1` floats per client). The server keeps the last ``memory`` pairs
+:math:`(v,\ w=\sum_i\lambda_i\nabla^2f_i\,v)` -- these products, combined with the point's weights,
+and the secant pair :math:`(s_k,\ y_k=(G_{k+1}-G_k)^\top\lambda)` of each step, in the order they
+arrived -- and models the inverse Hessian of the Lagrangian by the limited-memory BFGS recursion
+over them (J. Nocedal and S. Wright, *Numerical Optimization*, 2nd ed., Algorithm 7.4), in the
+preconditioned variables :math:`z=D^{-1}\theta` (:math:`D` the route's Jacobi scaling,
+:func:`~.hessian_free.diagonal_scaling`). A product pair meets the quasi-Newton condition exactly
+at the point it was asked (:math:`w=Hv`, no secant approximation), and each evaluation adds
+:math:`q+1` pairs instead of L-BFGS's one; a pair without positive curvature is skipped, so the
+model stays positive definite.
+
+**Which directions.** The next evaluation's directions extend the kept ones the way a block Krylov
+method does: the latest weighted gradient and the latest products, each with its component in the
+span of the kept directions removed (Gram-Schmidt in :math:`z`), so each product brings curvature
+along a direction not seen yet. Measured on scikit-learn's digits (softmax, :math:`P=650`, 20
+clients, ``gap_tol = 1e-6``, 45 pairs kept): 41-43 evaluations with :math:`q=2` for ERM and
+:math:`\chi^2`, against 59-70 for the same recursion with secant pairs alone, and 60 without the
+orthogonalization (150 pairs: 36-39); a Rayleigh-Ritz model on the kept directions (tried first)
+needed more evaluations than either.
+
+**Step** (as :class:`~.hessian_free_steps.QuasiNewtonSQPRun`, with this :math:`B`): the weight
+problem :math:`\max_{\lambda\in\Lambda}\lambda^\top f-\frac12\lambda^\top GB^{-1}G^\top\lambda-\psi(\lambda)`,
+:math:`\Delta=-B^{-1}G^\top\lambda`, Armijo on the exact :math:`\Phi` with the model's predicted
+decrease. A rejected trial point's products are kept (they are exact, at another point). The
+certificate is the route's, at every iterate, independent of the model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .hessian_free_steps import QuasiNewtonSQPRun
+
+__all__ = ["SubspaceModel", "BlockNewtonRun", "products_at"]
+
+
+def products_at(mf, theta, directions):
+    """``(point, products)``: the point of ``mf`` at ``theta`` (values and gradients) and, for the
+    ``(q, P)`` ``directions``, every client's :math:`\\nabla^2f_i(\\theta)v_j` (ridge included), shape
+    ``(n, q, P)`` -- on a federated server one exchange (``mf.at_with_products``), in process one
+    pass plus two per direction."""
+    both = getattr(mf, "at_with_products", None)
+    if both is not None:
+        return both(theta, directions)
+    point = mf.at(theta)
+    if directions is None or len(directions) == 0:
+        return point, np.zeros((mf.n, 0, mf.dim))
+    return point, np.stack([point.client_hvps(v) for v in directions], axis=1)
+
+
+class SubspaceModel:
+    r"""The kept pairs (``memory`` of them, in the variables :math:`z=D^{-1}\theta` of the scaling
+    ``scaling``, ``None``: the identity) and the model of the module docstring: :math:`B^{-1}` by the
+    limited-memory BFGS recursion over the pairs in the order they arrived, from
+    :math:`B_0^{-1}=I/\gamma_0` (``gamma0``: the curvature scale before any pair), and the
+    orthonormal basis of the kept directions the next directions are orthogonalized against."""
+
+    def __init__(self, memory: int, scaling, gamma0: float):
+        self.memory = int(memory)
+        self.scaling = None if scaling is None else np.asarray(scaling, float)
+        self.gamma0 = float(gamma0)
+        self.pairs: list = []                   # (v_z, w_z)
+        self._basis = self._inverse = None
+
+    def _to_z(self, v, w):
+        if self.scaling is None:
+            return np.asarray(v, float), np.asarray(w, float)
+        return np.asarray(v, float) / self.scaling, np.asarray(w, float) * self.scaling
+
+    def add(self, v, w) -> None:
+        """Keep the pair :math:`(v, w\approx Hv)` (``theta``-space), dropping the oldest beyond
+        ``memory``; a pair without positive curvature (round-off, a non-finite product) is skipped."""
+        vz, wz = self._to_z(v, w)
+        if not (np.all(np.isfinite(vz)) and np.all(np.isfinite(wz))):
+            return
+        vw, vv, ww = float(vz @ wz), float(vz @ vz), float(wz @ wz)
+        if not (vv > 0 and vw > 1e-12 * np.sqrt(vv * ww)):
+            return
+        self.pairs = (self.pairs + [(vz, wz)])[-self.memory:]
+        self._basis = self._inverse = None
+
+    def basis(self) -> np.ndarray | None:
+        """An orthonormal basis of the kept directions (``(P, r)``, in :math:`z`), or ``None``."""
+        if self._basis is None and self.pairs:
+            V = np.stack([p[0] / np.linalg.norm(p[0]) for p in self.pairs], axis=1)
+            s, U = np.linalg.eigh(V.T @ V)
+            keep = s > 1e-10 * s[-1]
+            self._basis = V @ (U[:, keep] / np.sqrt(s[keep]))
+        return self._basis
+
+    def apply_inverse(self, X) -> np.ndarray:
+        """:math:`B^{-1}X` for ``X`` of shape ``(P,)`` or ``(P, m)`` (``theta``-space)."""
+        from .hessian_free_steps import InverseLBFGS
+
+        if self._inverse is None:
+            self._inverse = InverseLBFGS(len(self.pairs) + 1, 1.0 / self.gamma0)
+            for vz, wz in self.pairs:
+                self._inverse.update(vz, wz)
+        D = None if self.scaling is None else (self.scaling if np.ndim(X) == 1 else self.scaling[:, None])
+        Xz = np.array(X, float) if D is None else D * np.asarray(X, float)
+        Yz = self._inverse.apply(Xz)
+        return Yz if D is None else D * Yz
+
+    def apply(self, X) -> np.ndarray:
+        """:meth:`apply_inverse` (the interface of :class:`~.hessian_free_steps.InverseLBFGS`)."""
+        return self.apply_inverse(X)
+
+    def update(self, s, y) -> None:
+        """:meth:`add` of a secant pair (the interface of :class:`~.hessian_free_steps.InverseLBFGS`)."""
+        self.add(s, y)
+
+    def directions(self, gradient, q: int) -> np.ndarray:
+        """The next evaluation's ``q`` directions (``theta``-space, ``(q', P)`` with ``q' <= q``): the
+        gradient and the latest products, each with its component in the kept directions' span removed
+        (module docstring), of unit length in :math:`z`."""
+        Q = self.basis()
+        candidates = [self._to_z(gradient, gradient)[1]] + [w for _, w in reversed(self.pairs)]
+        chosen = []
+        for c in candidates:
+            if len(chosen) >= q:
+                break
+            r = np.array(c, float)
+            size = float(np.linalg.norm(r))
+            if not size > 0:
+                continue
+            for _ in range(2):                              # Gram-Schmidt, reorthogonalized once
+                if Q is not None:
+                    r -= Q @ (Q.T @ r)
+                for b in chosen:
+                    r -= (b @ r) * b
+            rn = float(np.linalg.norm(r))
+            if rn > 1e-6 * size:
+                chosen.append(r / rn)
+        if not chosen:
+            return np.zeros((0, np.size(gradient)))
+        out = np.array(chosen)
+        return out if self.scaling is None else out * self.scaling[None, :]
+
+
+class BlockNewtonRun(QuasiNewtonSQPRun):
+    """The SQP of the module docstring for the weight set ``W`` with the compiled weight problem
+    ``model``, ``q`` directions per evaluation and ``memory`` kept pairs: the loop of
+    :class:`~.hessian_free_steps.QuasiNewtonSQPRun` with :class:`SubspaceModel` as its inverse
+    Hessian, and each evaluation asking the products along the directions chosen from the latest
+    point's gradient (its worst-case weights)."""
+
+    def __init__(self, mf, W, certifier, q: int, memory: int, model, scaling=None):
+        super().__init__(mf, W, certifier, memory, model, scaling=scaling)
+        self.q, self.products = int(q), 0
+        self._model = self._gradient = None
+
+    def _point(self, theta):
+        """The point at ``theta`` (one evaluation) with the products along the directions chosen from
+        the latest point's gradient, kept in the model (combined with the point's worst-case weights)."""
+        self.evaluations += 1
+        directions = None
+        if self._model is not None and self._gradient is not None and self.q > 0:
+            directions = self._model.directions(self._gradient, self.q)
+        point, products = products_at(self.mf, theta, directions)
+        value, lam = self.W.worst_case(point.values)[:2]
+        lam = np.asarray(lam, float)
+        for j in range(products.shape[1]):
+            self._model.add(directions[j], lam @ products[:, j, :])
+        self.products += products.shape[1]
+        self._gradient = point.gradients().T @ lam
+        return point, float(value)
+
+    def _initial_inverse(self, point) -> SubspaceModel:
+        """The model before any pair: :math:`B_0^{-1}` as :class:`~.hessian_free_steps.QuasiNewtonSQPRun`'s."""
+        first = super()._initial_inverse(point)
+        self._model = SubspaceModel(self.memory, self.scaling, 1.0 / first.gamma)
+        return self._model
