@@ -145,12 +145,14 @@ def noise_bounds(problem, fp, batch_size, rounds: int, delta: float, batch_sampl
 
 
 
-def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float) -> float | None:
+def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float, aggregation="examples") -> float | None:
     r"""The cross-round radius :math:`\rho` (module docstring, *cross-round bound*): with probability
     :math:`\ge1-\delta` a correct run with fresh minibatches stays within :math:`\rho` of the
     full-batch run from the same start and with the same subsets, at every round. ``subsets``: per
     round ``"all"``, ``"unknown"`` or an index array (:mod:`drflmodel.landing.participation`);
-    ``eps``: the per-round rounding allowances. ``None`` where the bound's assumptions fail (some
+    ``eps``: the per-round rounding allowances; ``aggregation``: how a recorded subset is averaged
+    (``"examples"``: the weights renormalized over it, ``"uniform"``, or ``None``: unknown, the
+    worst client of the subset). ``None`` where the bound's assumptions fail (some
     :math:`a_i\ge1`, no per-sample bound): then only the per-step bound applies. The split
     parameter :math:`t` is chosen on a fixed grid from the constants alone (rounding left out), so the
     choice does not depend on the run."""
@@ -164,14 +166,14 @@ def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float) -> fl
     if np.any(a >= 1.0):
         return None
     splits = [1.0] if mu == 0.0 else [0.1 * k for k in range(1, 10)]
-    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s) for s in splits]
+    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s, aggregation) for s in splits]
     if all(r is None for r in radii):
         return None
     best = splits[int(np.argmin([np.inf if r is None else r for r in radii]))]
-    return _radius(problem, fp, B, G, a, subsets, eps, delta, best)
+    return _radius(problem, fp, B, G, a, subsets, eps, delta, best, aggregation)
 
 
-def _radius(problem, fp, B, G, a, subsets, eps, delta, split) -> float | None:
+def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examples") -> float | None:
     r""":math:`\rho` for one split :math:`\lambda=a^{2\,\mathrm{split}}` (module docstring)."""
     J, eta, mu = int(fp.config["local_steps"]), float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
     p = np.asarray(fp.config["weights"], float)
@@ -188,7 +190,8 @@ def _radius(problem, fp, B, G, a, subsets, eps, delta, split) -> float | None:
             idx, w = np.arange(n), None
         else:
             idx = np.asarray(S, int)
-            w = p[idx] / p[idx].sum()
+            w = (None if aggregation is None else p[idx] / p[idx].sum() if aggregation == "examples"
+                 else np.full(idx.size, 1.0 / idx.size))
         aS = float(np.max(a[idx]))
         noise2 = float(np.max(nu2[idx])) if w is None else float(w @ nu2[idx])
         g2 = float(np.max(G[idx] ** 2 if w is None else w * G[idx] ** 2)) / B
