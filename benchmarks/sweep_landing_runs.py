@@ -203,7 +203,7 @@ def correct_run(rng, rounds):
             m = max(1, int(round(rng.uniform(0.1, 0.5) * n)))
             subsets = [np.sort(rng.choice(n, m, replace=False)) for _ in range(rounds)]
         server = strategy if strategy in ("FedAvgM", "FedAdam") else "plain"
-        aggregation = str(rng.choice(["examples", "uniform"]))
+        aggregation = str(rng.choice(["examples", "uniform"])) if sampled else "examples"
         declared = aggregation if rng.random() < 0.5 else None        # declared, or graded for any weighting
         T, models = simulate(prob, p, rounds, J, eta, mu, dtype, subsets, server=server, aggregation=aggregation)
         rep = conformance(T, prob, strategy, participation=subsets if sampled else "all", client_models=models,
@@ -252,13 +252,21 @@ def noisy_bug_run(rng, bug, rounds):
     kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
     if bug.startswith("minibatch"):
         B = int(rng.choice([1, 8, 64]))
+        run_on = prob
         if "mu ignored" in bug:
             solver = dm.solvers.FedAvg(rounds=rounds, local_steps=J, step_size=eta, batch_size=B)
             own = dm.landing.fixed_point(prob, "FedAvg", local_steps=J, step_size=eta).theta
+        elif "one client's loss" in bug:          # every client trains on client 0's rows
+            fed = prob.federation
+            run_on = dm.FederatedDRO(dm.data.Federation([fed.clients[0]] * n, task=fed.task), prob.loss,
+                                     weights=dm.sets.HCVaR(p, 1.0), l2=prob.l2)
+            solver = dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=eta, batch_size=B)
+            own = dm.landing.fixed_point(run_on, "FedProx", local_steps=J, step_size=eta, mu=mu).theta
         else:
             solver = dm.solvers.FedProx(rounds=rounds, mu=mu, local_steps=J, step_size=0.5 * eta, batch_size=B)
             own = dm.landing.fixed_point(prob, "FedProx", local_steps=J, step_size=0.5 * eta, mu=mu).theta
-        rep = conformance(solver.run(prob, seed=int(rng.integers(1000))), prob, "FedProx", **kw)
+        rep = conformance(solver.run(run_on, seed=int(rng.integers(1000))).theta, prob, "FedProx", batch_size=B,
+                          batch_sampling="fresh", participation="all", **kw)
         dtype = "float64"
     else:
         m = max(2, int(round(rng.uniform(0.2, 0.5) * n)))
@@ -276,7 +284,8 @@ def noisy_bug_run(rng, bug, rounds):
 
 
 NOISY_BUGS = tuple("sampled: " + b for b in BUGS) + ("minibatch: proximal term zero (mu ignored)",
-                                                     "minibatch: learning rate ignored")
+                                                     "minibatch: learning rate ignored",
+                                                     "minibatch: one client's loss for all")
 
 
 def timing(seed=0):

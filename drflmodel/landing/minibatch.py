@@ -97,7 +97,7 @@ import numpy as np
 from .._validation import check_int, check_real
 from ..errors import InvalidParameterError
 
-__all__ = ["per_sample_gradient_bounds", "noise_bounds", "martingale_radius", "BATCH_SAMPLING"]
+__all__ = ["per_sample_gradient_bounds", "row_moments", "noise_bounds", "martingale_radius", "BATCH_SAMPLING"]
 
 #: how each local step's batch is drawn (module docstring)
 BATCH_SAMPLING = ("fresh", "epoch")
@@ -165,23 +165,51 @@ def martingale_radius(problem, fp, batch_size, subsets, eps, delta: float, aggre
     a = np.maximum(np.abs(1.0 - eta * (m + mu)), np.abs(1.0 - eta * (L + mu)))
     if np.any(a >= 1.0):
         return None
+    moments = row_moments(problem)
     splits = [1.0] if mu == 0.0 else [0.1 * k for k in range(1, 10)]
-    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s, aggregation) for s in splits]
+    choices = [(s, mode) for s in splits for mode in ("worst", "variance")]
+    radii = [_radius(problem, fp, B, G, a, subsets, np.zeros(len(subsets)), delta, s, aggregation, mode, moments)
+             for s, mode in choices]
     if all(r is None for r in radii):
         return None
-    best = splits[int(np.argmin([np.inf if r is None else r for r in radii]))]
-    return _radius(problem, fp, B, G, a, subsets, eps, delta, best, aggregation)
+    best, mode = choices[int(np.argmin([np.inf if r is None else r for r in radii]))]
+    return _radius(problem, fp, B, G, a, subsets, eps, delta, best, aggregation, mode, moments)
 
 
-def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examples") -> float | None:
-    r""":math:`\rho` for one split :math:`\lambda=a^{2\,\mathrm{split}}` (module docstring)."""
+def row_moments(problem) -> tuple[np.ndarray, np.ndarray] | None:
+    r"""Per client :math:`(\sigma_i^2, ar G_i)`: :math:`\sigma_i^2=\mathrm{Lip}^2\,rac1{N_i}\sum_b\|x_b\|^2`
+    bounds the variance :math:`E\|
+abla\ell_b-\overline{
+abla\ell}\|^2\le E\|
+abla\ell_b\|^2` of one
+    uniformly drawn row's gradient at every model, and :math:`ar G_i=\mathrm{Lip}(\max_b\|x_b\|+
+    rac1{N_i}\sum_b\|x_b\|)` bounds every centred row gradient (module docstring, *variance form*)."""
+    lip = float(getattr(getattr(problem, "loss", None), "lipschitz", np.inf))
+    fed = getattr(problem, "federation", None)
+    if not np.isfinite(lip) or fed is None or not hasattr(fed, "clients"):
+        return None
+    norms = [np.linalg.norm(c.X, axis=1) for c in fed.clients]
+    return (np.array([lip ** 2 * float(np.mean(x ** 2)) for x in norms]),
+            np.array([lip * (float(np.max(x)) + float(np.mean(x))) for x in norms]))
+
+
+def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examples", mode="worst",
+            moments=None) -> float | None:
+    r""":math:`\rho` for one split :math:`\lambda=a^{2\,\mathrm{split}}` (module docstring); ``mode``
+    ``"worst"`` (the noise's square bounded on Pinelis' event) or ``"variance"`` (its conditional mean
+    plus a martingale term)."""
+    if mode == "variance" and moments is None:
+        return None
     J, eta, mu = int(fp.config["local_steps"]), float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
     p = np.asarray(fp.config["weights"], float)
     n, R = p.size, len(subsets)
     K = R * (J + 1)                                   # local steps and aggregations: the stopping targets
     nu2 = (G * min(1.0, float(np.sqrt(2.0 * np.log(4.0 * R * J * n / delta) / B)))) ** 2
-    log_k = float(np.log(2.0 * K / delta))
-    Ca = Cb = W = 0.0                                 # V_k <= Ca + rho Cb + (martingale, proxy rho^2 W)
+    variance = mode == "variance"
+    if variance:                                      # E|n|^2 <= sigma^2 / B; |n| <= Gbar always; no Pinelis event
+        nu2, Gbar2 = moments[0] / B, moments[1] ** 2
+    log_k = float(np.log((1.0 if variance else 2.0) * K / delta))
+    Ca = Cb = W = WN = 0.0                            # V_k <= Ca + rho Cb + (martingale, proxy (rho sqrt W + sqrt WN)^2)
     A_max = B_max = 0.0
     for S, e in zip(subsets, np.asarray(eps, float)):
         if isinstance(S, str) and S == "all":
@@ -195,6 +223,8 @@ def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examp
         aS = float(np.max(a[idx]))
         noise2 = float(np.max(nu2[idx])) if w is None else float(w @ nu2[idx])
         g2 = float(np.max(G[idx] ** 2 if w is None else w * G[idx] ** 2)) / B
+        sN2 = 0.0 if not variance else (eta ** 2 * (float(np.max(Gbar2[idx])) if w is None
+                                                    else float(w @ Gbar2[idx]))) ** 2 / 4.0
         if mu == 0.0 or aS == 0.0:
             lam, gam = aS ** 2, (eta * mu) ** 2 * (0.0 if mu == 0.0 else 1.0)
         else:
@@ -203,15 +233,18 @@ def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examp
             gam = (1.0 + 1.0 / t) * (eta * mu) ** 2
         if lam >= 1.0 or (gam > 0 and gam / (1.0 - lam) > 1.0):
             return None
-        s2 = 4.0 * eta ** 2 * g2 * (aS + eta * mu) ** 2
-        Ca0, Cb0, W0 = Ca, Cb, W                      # the round's start: V_0 <= Ca0 + rho Cb0 + ...
-        inner_a = inner_w = 0.0
+        s2 = eta ** 2 * g2 * (aS + eta * mu) ** 2
+        Ca0, Cb0, W0, WN0 = Ca, Cb, W, WN             # the round's start: V_0 <= Ca0 + rho Cb0 + ...
+        inner_a = inner_w = inner_n = 0.0
         for j in range(1, J + 1):                     # V_j <= lam V_{j-1} + gam V_0 + eta^2 nu^2 + M
             c = lam ** j + (gam * (1.0 - lam ** j) / (1.0 - lam) if gam > 0 else 0.0)
             inner_a = lam * inner_a + eta ** 2 * noise2
             inner_w = lam ** 2 * inner_w + s2
-            Ca, Cb, W = c * Ca0 + inner_a, c * Cb0, c ** 2 * W0 + inner_w
-            A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+            inner_n = lam ** 2 * inner_n + sN2
+            Ca, Cb, W, WN = c * Ca0 + inner_a, c * Cb0, c ** 2 * W0 + inner_w, c ** 2 * WN0 + inner_n
+            A_max = max(A_max, Ca + float(np.sqrt(2.0 * WN * log_k)))
+            B_max = max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
         Ca, Cb = Ca + float(e) ** 2, Cb + 2.0 * float(e)   # the round's rounding: (|D| + eps)^2
-        A_max, B_max = max(A_max, Ca), max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
+        A_max = max(A_max, Ca + float(np.sqrt(2.0 * WN * log_k)))
+        B_max = max(B_max, Cb + float(np.sqrt(2.0 * W * log_k)))
     return float((B_max + np.sqrt(B_max ** 2 + 4.0 * A_max)) / 2.0)   # rho^2 >= A + rho B
