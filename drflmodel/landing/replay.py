@@ -91,9 +91,11 @@ def replay_rounds(problem, fp, thetas, subsets, aggregation, eps, global_step: f
     J, eta, mu = int(fp.config["local_steps"]), float(fp.config["step_size"]), float(fp.config.get("mu") or 0.0)
     p = np.asarray(fp.config["weights"], float)
     n = p.size
-    head = np.arange(min(R, MAX_ROUNDS_REPLAYED // 2))
-    rest = np.linspace(0, R - 1, MAX_ROUNDS_REPLAYED - head.size).astype(int) if R > head.size else head
-    rounds = np.unique(np.concatenate([head, rest]))
+    if R <= MAX_ROUNDS_REPLAYED:
+        rounds = np.arange(R)
+    else:                                       # the first half, then evenly spaced to the last round
+        half = MAX_ROUNDS_REPLAYED // 2
+        rounds = np.concatenate([np.arange(half), np.linspace(half, R - 1, MAX_ROUNDS_REPLAYED - half).astype(int)])
     residual, allowed = np.empty(rounds.size), np.empty(rounds.size)
     for k, r in enumerate(rounds):
         S = subsets[r]
