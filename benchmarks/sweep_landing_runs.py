@@ -6,7 +6,13 @@ sampled per round, full-batch or minibatch local steps with batch 1, 8 or 64) gr
 :func:`drflmodel.landing.conformance`; a false verdict is "elsewhere" on a correct run (a false
 "proved" is the worst kind). Then *planted client bugs* (full participation, float64 and float32)
 graded with the per-client models recorded: the share reported "elsewhere", proved, and with the
-faulty client named. Finally the time to grade a 1,000-round, 50-client recorded run.
+faulty client named. Sampled correct runs average their subsets by examples or uniformly and declare
+it (``aggregation=``) or not (graded for any convex weighting; their rounds are replayed,
+``landing.replay``). ``--noisy-bug-runs``: planted bugs under recorded sampling (the run declaring
+Flower's weighting by examples) and under minibatch noise, each with the distance of the bug's own
+noiseless landing point from the claimed point against the region a correct run is graded with,
+the share of runs beyond it, the detection rate among those and overall, and the round of the
+detection. Finally the time to grade a 1,000-round, 50-client recorded run.
 
 The runs are built here, independently of the verdict's bounds: the exact round map
 (``landing.contraction.local_iterates``, the solvers' local steps) in float64, each client's model

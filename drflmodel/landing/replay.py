@@ -139,7 +139,8 @@ def grade_replay(rep, problem, fp, thetas, subsets, aggregation, u: float, globa
     why = (f"round {r + 1} is not {rep.strategy}'s round map of its {who} {weighting}: the new model is "
            f"{res['residual'][k]:.3e}{' (at least)' if aggregation is None else ''} from it, beyond the rounding "
            f"allowance {res['allowance'][k]:.1e}")
-    rep.reasons.append(f"evidence (proved, replayed round): {why}")
+    hint = " (if the clients use minibatches, pass batch_size=)"
+    rep.reasons.append(f"evidence (proved, replayed round): {why}{hint}")
     rep.rounds_to_land = None
     if rep.verdict == "elsewhere" and rep.evidence == "proved":
         rep.text += f"; {why}"
