@@ -220,9 +220,9 @@ def correct_run(rng, rounds):
             "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text, **extra}
 
 
-def _bug_setup(rng, n_low):
+def _bug_setup(rng, n_low, kind=None):
     """A random problem for a planted-bug run, graded as FedProx with mu = 1, J in {5, 20}."""
-    kind = str(rng.choice(["logistic", "softmax"]))
+    kind = str(rng.choice(["logistic", "softmax"])) if kind is None else kind
     n = int(rng.integers(n_low, 21))
     prob, p = make_problem(rng, kind, n)
     J, mu = int(rng.choice([5, 20])), 1.0
@@ -253,7 +253,8 @@ def noisy_bug_run(rng, bug, rounds):
     "proximal term zero" is FedAvg graded as FedProx, "learning rate ignored" is FedProx with half
     the step size. ``beyond``: the bug's own noiseless landing point (full participation, float64, full
     batch) is farther from the claimed point than the region a correct run is graded against."""
-    prob, p, n, J, mu, eta = _bug_setup(rng, 4)
+    # client 0 alone may lack a class of a softmax problem: that bug runs on logistic problems
+    prob, p, n, J, mu, eta = _bug_setup(rng, 4, "logistic" if bug == "minibatch: one client's loss for all" else None)
     sol = prob.solve()
     kw = dict(local_steps=J, step_size=eta, mu=mu, solution=sol)
     if bug.startswith("minibatch"):
