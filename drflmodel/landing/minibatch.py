@@ -18,7 +18,8 @@ whenever every :math:`\|n_j\|\le\nu_i`. **Per-sample gradient bound.** For a los
 :math:`\ell(z)` with :math:`|\ell'|\le\mathrm{Lip}` in the score (the loss's ``lipschitz``:
 logistic 1, softmax :math:`\sqrt2` in the score vector), a row's data gradient is at most
 :math:`\mathrm{Lip}\,\|x_b\|`, so each centred term is at most
-:math:`G_i=2\,\mathrm{Lip}\max_b\|x_b\|`, computed from the client's rows, for every model.
+:math:`\bar G_i=\mathrm{Lip}(\max_b\|x_b\|+\frac1{N_i}\sum_b\|x_b\|)\le G_i=2\,\mathrm{Lip}\max_b\|x_b\|`,
+computed from the client's rows, for every model (:math:`\bar G_i` stands for the centred bound below).
 **Concentration.** When each step draws its batch afresh (uniformly with replacement -- drflmodel's
 simulator --, or without replacement within the batch), :math:`n_j` is, given the past, a mean of
 :math:`B` centred vectors bounded by :math:`G_i`; Pinelis' inequality for sums in a Hilbert space
@@ -27,11 +28,11 @@ Probab. 22(4), 1994, Theorem 3.5: :math:`P(\|S\|\ge r)\le2e^{-r^2/(2\sum_bc_b^2)
 for sampling without replacement too (it bounds :math:`E\cosh(\lambda\|S\|)`, a convex function of
 the sum, and W. Hoeffding, "Probability inequalities for sums of bounded random variables", JASA
 1963, Theorem 4, orders such expectations below those with replacement), gives
-:math:`\|n_j\|\le\nu_i=G_i\min\!\big(1,\sqrt{2\log(2/\delta')/B}\big)` with probability
+:math:`\|n_j\|\le\nu_i=\bar G_i\min\!\big(1,\sqrt{2\log(2/\delta')/B}\big)` with probability
 :math:`\ge1-\delta'`; a union bound over the :math:`RJn` steps with :math:`\delta'=\delta/(RJn)` makes
 it hold for the whole run with probability :math:`\ge1-\delta`. Batches cut from one shuffled epoch
 (a PyTorch ``DataLoader``) are not fresh given the past; for them (``batch_sampling="epoch"``, the
-default when the run does not say) :math:`\nu_i=G_i`, with probability 1. A batch of all the rows
+default when the run does not say) :math:`\nu_i=\bar G_i`, with probability 1. A batch of all the rows
 drawn without replacement is the full gradient (:math:`\nu_i=0`).
 
 **The region.** The round is :math:`\theta^{r+1}=T_S(\theta^r)+\xi_r` with
@@ -141,9 +142,10 @@ def noise_bounds(problem, fp, batch_size, rounds: int, delta: float, batch_sampl
     delta = check_real(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     if batch_sampling not in BATCH_SAMPLING:
         raise InvalidParameterError(f"batch_sampling must be one of {BATCH_SAMPLING}; got {batch_sampling!r}")
-    G = per_sample_gradient_bounds(problem)
-    if G is None or fp.info.get("per_client_factors") is None:
+    moments = row_moments(problem)
+    if moments is None or fp.info.get("per_client_factors") is None:
         return None
+    G = moments[1]                                   # every centred row gradient is at most G-bar
     J, eta, mu = fp.config["local_steps"], fp.config["step_size"], fp.config.get("mu") or 0.0
     L, m = np.asarray(fp.info["smoothness"], float), np.asarray(fp.info["strong_convexity"], float)
     a = np.maximum(np.abs(1.0 - eta * (m + mu)), np.abs(1.0 - eta * (L + mu)))
@@ -223,7 +225,8 @@ def _radius(problem, fp, B, G, a, subsets, eps, delta, split, aggregation="examp
     p = np.asarray(fp.config["weights"], float)
     n, R = p.size, len(subsets)
     K = R * (J + 1)                                   # local steps and aggregations: the stopping targets
-    nu2 = (G * min(1.0, float(np.sqrt(2.0 * np.log(4.0 * R * J * n / delta) / B)))) ** 2
+    Gc = G if moments is None else moments[1]         # centred row gradients: at most G-bar <= G
+    nu2 = (Gc * min(1.0, float(np.sqrt(2.0 * np.log(4.0 * R * J * n / delta) / B)))) ** 2
     variance = mode == "variance"
     if variance:                                      # E|n|^2 <= sigma^2 / B; |n| <= Gbar always; no Pinelis event
         nu2, Gbar2 = moments[0] / B, moments[1] ** 2
