@@ -216,6 +216,7 @@ def correct_run(rng, rounds):
                           aggregation=declared if sampled else None, **kw)
         extra["aggregation"] = declared
         extra["replayed"] = rep.extra.get("rounds_replayed", 0)
+        extra["replay_ratio"] = rep.extra.get("replay_max_ratio")
     return {"kind": kind, "n": n, "strategy": strategy, "J": J, "dtype": dtype, "sampled": sampled,
             "batch": batch, "verdict": rep.verdict, "evidence": rep.evidence, "text": rep.text, **extra}
 
@@ -364,6 +365,11 @@ def main(runs=300, bug_runs=20, seed=0, rounds=300, quiet=False, noisy_bug_runs=
                       f"{sum(b['verdict'] == 'elsewhere' for b in rs)}/{len(rs)} | "
                       f"{np.median(ratio) if ratio else float('nan'):.3g} | "
                       f"{int(np.median(found)) if found else '-'} |")
+        replayed = [(r["dtype"], r["replay_ratio"]) for r in results if r.get("replayed")]
+        if replayed:
+            print(f"\n{len(replayed)} sampled full-batch runs replayed round by round; largest residual / rounding "
+                  "allowance per precision: " + ", ".join(
+                      f"{d} {max(x for k, x in replayed if k == d):.3g}" for d in DTYPES if any(k == d for k, _ in replayed)))
         ratios = [r["gap_over_rho"] for r in results if "gap_over_rho" in r]
         if ratios:
             print(f"\nminibatch runs: max over rounds of |theta_r - full-batch run| / rho: median {np.median(ratios):.3g}, "
