@@ -85,11 +85,15 @@ def _subset(row, n_clients: int, r: int):
     return ALL if idx.size == n_clients else idx
 
 
-def subset_constants(problem, fp, subsets) -> tuple[np.ndarray, np.ndarray, dict]:
+def subset_constants(problem, fp, subsets, aggregation=None) -> tuple[np.ndarray, np.ndarray, dict]:
     r"""Per round :math:`(q_{S_r}, b_{S_r})` (module docstring) at the certified point ``fp``, the
     radius :math:`\rho` of the point folded in (:math:`b_S(\theta^\star)\le\hat b_S+(1+q_S)\rho`; :math:`b=0`
     for a round with every client);
-    and a summary."""
+    and a summary. ``aggregation``: how a recorded subset is averaged -- ``"examples"`` (the weights
+    :math:`p` renormalized over :math:`S`, as Flower's FedAvg / FedProx weight replies by their
+    ``num_examples``), ``"uniform"`` (:math:`1/|S|`, FedProx's Algorithm 2) or ``None`` (unknown:
+    the maxima over :math:`S`, valid for any convex weighting). With known weights
+    :math:`q_S=\sum_{i\in S}w^S_iq_i` and :math:`b_S=\|\sum_{i\in S}w^S_iv_i\|`."""
     p = np.asarray(fp.config["weights"], float)
     q_i = np.asarray(fp.info["per_client_factors"], float)
     rho = float(fp.radius) if np.isfinite(fp.radius) else np.inf
@@ -102,8 +106,13 @@ def subset_constants(problem, fp, subsets) -> tuple[np.ndarray, np.ndarray, dict
             q_r[k], b_r[k] = fp.contraction, 0.0
         else:
             idx = np.arange(p.size) if isinstance(S, str) else S
-            q_r[k] = float(np.max(q_i[idx]))
-            b_r[k] = float(np.max(v_norm[idx])) + (1.0 + q_r[k]) * rho
+            if isinstance(S, str) or aggregation is None:
+                q_r[k] = float(np.max(q_i[idx]))
+                b_r[k] = float(np.max(v_norm[idx])) + (1.0 + q_r[k]) * rho
+            else:
+                w = p[idx] / p[idx].sum() if aggregation == "examples" else np.full(idx.size, 1.0 / idx.size)
+                q_r[k] = float(w @ q_i[idx])
+                b_r[k] = float(np.linalg.norm(w @ V[idx])) + (1.0 + q_r[k]) * rho
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     return q_r, b_r, {"sampled_rounds": sampled, "client_moves": v_norm, "max_q": float(np.max(q_r, initial=0.0))}
 

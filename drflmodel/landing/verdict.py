@@ -73,6 +73,7 @@ from .arithmetic import rounding_allowance, run_precision
 from .clients import client_faults, describe
 from .minibatch import martingale_radius, noise_bounds
 from .participation import ALL, round_noise, round_subsets, subset_constants
+from .replay import check_aggregation, grade_replay
 from .points import CONFIG_KEYS, check_problem, check_solution, fixed_point, missing_configuration, optimum_point
 from .result import FixedPoint
 from .schedules import recorded_schedule, schedule_constants, scheduled_client_faults, split_schedule
@@ -244,7 +245,8 @@ def _iterates(run) -> np.ndarray:
 def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None, mu=None, weights=None,
                 global_step=None, batch_size=None, solution=None, tol: float = 1e-6, precision=None,
                 participation=None, client_models=None, delta: float = 1e-3,
-                batch_sampling: str | None = None, server_momentum=None) -> Conformance:
+                batch_sampling: str | None = None, server_momentum=None,
+                aggregation: str | None = None) -> Conformance:
     r"""Grade ``run`` against the optimum and the certified landing point of ``strategy`` (module
     docstring).
 
@@ -272,6 +274,10 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
     server_momentum : FedAvgM's momentum (Flower's ``server_momentum``; its ``server_learning_rate`` is
         ``global_step``), to recover the pseudo-gradients from the models (:mod:`drflmodel.landing.servers`);
         default: as the Recorder recorded it.
+    aggregation : how a sampled subset of clients is averaged: ``"examples"`` (the weights renormalized
+        over the subset, Flower's FedAvg / FedProx), ``"uniform"`` (1/m, FedProx's Algorithm 2) or
+        ``None`` (default, unless the run records it: any convex weighting). Full-batch runs with recorded
+        subsets are replayed round by round against their subset's map (:mod:`drflmodel.landing.replay`).
     solution : the objective's certified solution (default: the graded app's, else ``problem.solve()``).
     tol : landing tolerance on the distance, relative to :math:`\max(1,\|\theta^\star\|)`.
 
@@ -371,10 +377,15 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
             return _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common)
     arithmetic = run_precision(T, _recorded_dtypes(run), precision)
     subsets, how = round_subsets(run, int(problem.n_clients), len(T) - 1, participation)
+    aggregation = check_aggregation(aggregation if aggregation is not None else
+                                    dict(getattr(run, "info", None) or {}).get("aggregation"))
     rep = _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-                   arithmetic, subsets, how, common, noise, schedule)
+                   arithmetic, subsets, how, common, noise, schedule, aggregation)
     if noise is not None:
         return rep
+    if fp.kind == "local_steps" and schedule is None and _plain_round(char, config)[0] and \
+            any(not (isinstance(S, str) and S == ALL) for S in subsets):      # sampled rounds: replay them
+        grade_replay(rep, problem, fp, T, subsets, aggregation, arithmetic[1], _plain_round(char, config)[1])
     if client_models is None:
         client_models = (getattr(run, "iterates", None) or {}).get("client_models")
     if client_models is not None and fp.kind == "local_steps" and char.name in ("FedAvg", "FedProx") + SERVER_OPTIMIZERS:
@@ -448,7 +459,7 @@ def _minibatch_observed(char, fp, d_fp, d_opt, steps, tol, common) -> Conformanc
 
 
 def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weights, opt_theta, opt_radius,
-             arithmetic, subsets, how, common, noise=None, schedule=None) -> Conformance:
+             arithmetic, subsets, how, common, noise=None, schedule=None, aggregation=None) -> Conformance:
     R = len(T) - 1
     scale = max(1.0, float(np.linalg.norm(fp.theta)))
     tol_abs = tol * scale
@@ -460,7 +471,7 @@ def _verdict(char, fp, problem, T, d_fp, d_opt, steps, config, drift, tol, weigh
     norms = np.linalg.norm(T, axis=1)
     J = fp.config.get("local_steps") if isinstance(fp.config.get("local_steps"), int) else 1
     eps = rounding_allowance(u, J, int(problem.n_clients), np.maximum(norms[:-1], norms[1:]))
-    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise, schedule)
+    bounds = _round_bounds(char, fp, problem, config, subsets, eps, noise, schedule, aggregation)
     sampled = sum(1 for S in subsets if not (isinstance(S, str) and S == ALL))
     region = bounds["region"] if bounds is not None else 0.0
     reasons = [f"landing point: {fp.characterization.statement} [{fp.status}, radius {fp.radius:.2e}]",
@@ -583,7 +594,8 @@ def _plain_round(char, config) -> tuple[bool, float]:
     return True, float(config.get("global_step") or 1.0)
 
 
-def _round_bounds(char, fp, problem, config, subsets, eps, noise=None, schedule=None) -> dict | None:
+def _round_bounds(char, fp, problem, config, subsets, eps, noise=None, schedule=None,
+                  aggregation=None) -> dict | None:
     """Per round the contraction :math:`q_r`, the subset's pull :math:`b_r` (0 with every client), the
     server step and the rounding allowance :math:`\\varepsilon_r`; ``None`` when no per-round bound is
     certified for the strategy (module docstring; :mod:`drflmodel.landing.participation`)."""
@@ -591,13 +603,14 @@ def _round_bounds(char, fp, problem, config, subsets, eps, noise=None, schedule=
     q = fp.contraction
     if not plain or q is None or not (0 <= q < 1) or fp.status == "uncertified":
         return None
-    q_r, b_r, _ = subset_constants(problem, fp, subsets)
+    q_r, b_r, _ = subset_constants(problem, fp, subsets, aggregation)
     if schedule is not None and fp.kind == "local_steps":      # each round's own step (landing.schedules)
         q_r, b_r = schedule_constants(problem, fp, schedule, subsets)
     rho = None
     if noise is not None and noise[2]["sampling"] == "fresh" and g == 1.0:
         # cross-round martingale bound (landing.minibatch): |theta_r - full-batch run| <= rho, all r
-        rho = martingale_radius(problem, fp, noise[2]["batch_size"], subsets, eps, noise[2]["delta"])
+        rho = martingale_radius(problem, fp, noise[2]["batch_size"], subsets, eps, noise[2]["delta"],
+                                aggregation if any(not isinstance(S, str) for S in subsets) else "examples")
     if noise is not None and rho is None:      # per-step worst case: the noise enters like a subset's pull
         b_r = b_r + round_noise(noise[0], fp.config["weights"], subsets)
     if not np.all(q_r < 1.0):

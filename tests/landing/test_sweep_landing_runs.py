@@ -38,3 +38,12 @@ def test_a_small_randomized_sweep_has_no_false_verdict(sweep):
 def test_a_larger_randomized_sweep_has_no_false_verdict(sweep):
     out = sweep.main(runs=120, bug_runs=5, seed=11, rounds=250, quiet=True)
     _check(out)
+
+
+def test_planted_bugs_under_sampling_are_caught_by_the_replay(sweep):
+    out = sweep.main(runs=0, bug_runs=0, noisy_bug_runs=1, seed=3, rounds=60, quiet=True)
+    sampled = [b for b in out["noisy_bugs"] if b["bug"].startswith("sampled")]
+    assert len(sampled) == 6 and all(b["verdict"] == "elsewhere" and b["round"] is not None for b in sampled), sampled
+    for b in out["noisy_bugs"]:             # a bug whose own point is beyond the region is never "landed"
+        if b["beyond"]:
+            assert b["verdict"] != "landed", b
