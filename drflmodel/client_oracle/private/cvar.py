@@ -74,6 +74,7 @@ each probe, skipping probes with a count of 1 or :math:`n-1`) would close it; no
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
@@ -89,45 +90,149 @@ __all__ = ["private_cvar_solve", "private_chi_square_solve"]
 _EPS = np.finfo(float).eps
 
 
+@dataclass
+class _Probe:
+    """One probe of the dual at :math:`(\\theta,\\eta')`: the released sums ``s`` (a
+    :class:`~.secure_sum.SecureSum`), or ``None`` when the guard withheld them; then ``sign`` is the
+    sign of :math:`\\varphi'` the counts certify (0: none) and ``steer`` the sign it is taken to have
+    (where the search goes: 0 nowhere)."""
+
+    eta: float
+    s: object = None
+    sign: int = 0
+    steer: int = 0
+
+
+class Withheld(InvalidParameterError):
+    """The dual's optimum in :math:`\\eta` lies where fewer than ``min_contributors`` clients are on
+    one side: its sums are never released, so no certificate is possible at that level."""
+
+
 class _DualServer:
     """The server's side of a 1-D dual in :math:`\\eta'`: :math:`\\varphi(\\eta')=\\eta'+k+c\\sum_ih(z_i)`
     (CVaR: :math:`h=s_t`, :math:`c=1/(\\alpha n)`, :math:`k=0`; :math:`\\chi^2`: :math:`h=z_+^2/2`,
     :math:`c=1/(n\\rho)`, :math:`k=\\rho/2`). Sum layout: :math:`h`, :math:`z_+`, :math:`|z|`, :math:`h'`,
-    :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`."""
+    :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`.
 
-    def __init__(self, problem, channel, kind: str, c: float, constant: float):
+    **The guard** (``min_contributors`` :math:`=k\\ge2`): before any dual sum at :math:`(\\theta,\\eta')`
+    is released, a secure count (:meth:`PrivateClient.dual_count`) gives how many clients *touch*
+    the sums from above (loss above :math:`\\eta'-m_i`) and how many are *above* (beyond
+    :math:`\\eta'+m_i`); the sums are asked only when ``touch`` :math:`\\ge k` and :math:`n-` ``above``
+    :math:`\\ge k`, so neither :math:`\\sum_ih(z_i)` nor its complement
+    :math:`\\sum_i|z_i|-\\sum_i(z_i)_+` is fewer than :math:`k` clients' terms. Both counts fall as
+    :math:`\\eta'` grows, so a level between a checked level with :math:`n-\\text{above}\\ge k` and a
+    higher one with ``touch`` :math:`\\ge k` needs no new count; each count sum checks a few levels
+    around the probe at once (``_LEVELS``). A withheld CVaR probe still has a certified sign: below
+    :math:`-m_i` a client's :math:`\\sigma_i<e^{-40}`, above :math:`m_i` it exceeds :math:`1-e^{-40}`, so
+    ``touch`` :math:`<k\\le\\alpha n` gives :math:`\\varphi'>0` and :math:`n-` ``above`` :math:`<k\\le
+    n-\\alpha n` gives :math:`\\varphi'<0`. A withheld :math:`\\chi^2` probe is certified only when no
+    client touches (:math:`\\varphi'=1`); otherwise it only steers the search."""
+
+    def __init__(self, problem, channel, kind: str, c: float, constant: float, min_contributors: int = 2):
         n = problem.n_clients
         self.kind, self.c, self.constant, self.n = kind, c, constant, n
+        self.k = int(min_contributors)
         self.base = _Server(problem, channel, np.full(n, c))          # public weights c: the allowances
         self.D, self.dim, self.channel = self.base.D, self.base.dim, channel
         self.mu = float(self.D.min())
         self.evaluations = 0
         self.isolating = 0
+        self.count_sums = 0
+        self.withheld = 0
+        self._key, self._checked = None, []
 
     def _watch(self, s):
-        r"""Count the sums in which one client stands alone above (or below) :math:`\eta` (the
-        count :math:`\sum_i\sigma_i` -- CVaR -- or :math:`\sum_i\mathbf 1[z_i>0]` -- :math:`\chi^2` --
-        within 0.01 of 1 or :math:`n-1`): there :math:`\sum_i(z_i)_+` (or
-        :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term, and with :math:`\eta` public its
-        data loss (module docstring)."""
+        r"""Count the released sums in which one client stands alone above (or below) :math:`\\eta`
+        (the count :math:`\\sum_i\\sigma_i` -- CVaR -- or :math:`\\sum_i\\mathbf 1[z_i>0]` -- :math:`\\chi^2` --
+        within 0.01 of 1 or :math:`n-1`): there :math:`\\sum_i(z_i)_+` (or
+        :math:`\\sum_i|z_i|-\\sum_i(z_i)_+`) is that one client's term, and with :math:`\\eta` public its
+        data loss. With the guard (:math:`k\\ge2`) it stays 0."""
         count = s.value[3] if self.kind == "cvar" else s.value[4]
         if min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
             self.isolating += 1
         return s
+
+    def allowances(self, theta):
+        """Upper bounds on :math:`c\\sum_ia_i` and on the clients' summed gradient allowance: a secure
+        sum of each client's own, rounded up to a power of 256 (:meth:`PrivateClient.dual_allowances`;
+        not the ``"bound_terms"`` magnitudes, which hold each client's loss)."""
+        s = self.channel.sum("dual_allowances", theta=theta, weights=self.c)
+        return float(s.upper[0]), float(s.upper[1])
+
+    def _groups_ok(self, low, high) -> bool:
+        """Whether every group of nonzero terms in the dual sums holds no client or at least ``k``,
+        given the counts ``low`` (at a level above the probe: each count's least value) and ``high``
+        (below it: the most) of :meth:`PrivateClient.dual_count` (class docstring)."""
+        k = self.k
+        ok = lambda lo, hi: lo >= k or hi == 0          # noqa: E731  the group's size is 0 or >= k
+        groups = [(low[0], high[0])]                     # softplus, sigma, sigma * gradient (CVaR); z_+ (chi2)
+        if self.kind == "cvar":
+            groups.append((low[0] - high[1], high[0] - low[1]))   # sigma', m_i: the clients at the kink
+        return all(ok(lo, hi) for lo, hi in groups)
+
+    def _released(self, theta, eta, t):
+        """``(True, None)`` when the guard lets the sums at ``eta`` out, else ``(False, counts)``."""
+        if self.k <= 1:
+            return True, None
+        key = (np.asarray(theta, float).tobytes(), t)
+        if key != self._key:
+            self._key, self._checked = key, []
+        for _ in range(2):
+            below = [(e, cnt) for e, cnt in self._checked if e <= eta]
+            above = [(e, cnt) for e, cnt in self._checked if e >= eta]
+            if below and above:
+                high = max(below, key=lambda x: x[0])[1]     # every count falls as eta grows
+                low = min(above, key=lambda x: x[0])[1]
+                if self._groups_ok(low, high):
+                    return True, None
+                if any(e == eta for e, _ in below):
+                    return False, high
+            step = max(abs(eta), 1.0) * _LEVELS
+            levels = np.concatenate([[eta], eta - step, eta + step])
+            s = self.channel.sum("dual_count", stages=1, theta=theta, eta=levels, t=t, kind=self.kind)
+            self.count_sums += 1
+            if np.any(s.error >= 0.5):
+                raise InvalidParameterError("the secure count of the dual's guard is not exact; raise quantization_range")
+            counts = np.rint(s.value).astype(int).reshape(-1, 2)
+            self._checked += [(float(e), tuple(int(x) for x in cnt)) for e, cnt in zip(levels, counts)]
+        raise AssertionError("unreachable: the probe's own level was counted")
+
+    def _count_sign(self, counts):
+        """The sign of :math:`\\varphi'` the counts certify (0: none), and where to steer."""
+        touch, above = counts
+        n, k = self.n, self.k
+        if self.kind == "cvar":          # sum_i sigma_i (exact) in [above (1 - e^-40), touch + n e^-40]
+            if self.c * (touch + n * 1e-17) < 1.0 - 1e-12:
+                return 1, 1
+            if self.c * above * (1 - 1e-17) > 1.0 + 1e-12:
+                return -1, -1
+        elif touch == 0:                 # chi2: every z_i <= 0 (as computed; a_i in the certificate)
+            return 1, 1
+        if 0 < touch < k:                # few clients above: eta is taken as too high
+            return 0, 1
+        if 0 < n - touch < k:            # few below: too low
+            return 0, -1
+        return 0, 0
+
+    def probe(self, theta, eta, t, gradient: bool = True) -> _Probe:
+        """The dual sums at :math:`(\\theta,\\eta')` if the guard releases them (class docstring)."""
+        released, counts = self._released(theta, eta, t)
+        if not released:
+            self.withheld += 1
+            sign, steer = self._count_sign(counts)
+            return _Probe(eta, None, sign, steer)
+        if gradient:
+            self.evaluations += 1
+            s = self.channel.sum(f"{self.kind}_gradient", theta=theta, eta=eta, t=t, scale=self._scale(t, 8 + self.dim))
+        else:
+            s = self.channel.sum(f"{self.kind}_eta", theta=theta, eta=eta, t=t, scale=self._scale(t, 6))
+        return _Probe(eta, self._watch(s))
 
     def _scale(self, t, size):
         scale = np.ones(size)
         if self.kind == "cvar":
             scale[4] = 1 / (4 * t)
         return scale
-
-    def eta_sums(self, theta, eta, t):
-        return self._watch(self.channel.sum(f"{self.kind}_eta", theta=theta, eta=eta, t=t, scale=self._scale(t, 6)))
-
-    def gradient_sums(self, theta, eta, t):
-        self.evaluations += 1
-        return self._watch(self.channel.sum(f"{self.kind}_gradient", theta=theta, eta=eta, t=t,
-                                            scale=self._scale(t, 8 + self.dim)))
 
     def slope_allowance(self, value_allow, t):
         """The effect of the clients' value errors :math:`a_i` (:math:`c\\sum_ia_i` = ``value_allow``)
@@ -137,49 +242,84 @@ class _DualServer:
         saturated). :math:`\\chi^2`: :math:`h'=z_+` is 1-Lipschitz: ``value_allow``."""
         if self.kind != "cvar":
             return lambda s: value_allow
-        return lambda s: self.c * s.upper[5 if s.value.size == 6 else 6]
+        # the terms the clients sent as zeros (PrivateClient.margin): sigma_i < e^-40 below -m_i, and
+        # |d sigma_i| <= a_i e^-40 / t beyond +-m_i
+        zeros = self.c * self.n * _ZERO + value_allow * _ZERO / t
+        return lambda s: self.c * s.upper[5 if s.value.size == 6 else 6] + zeros
+
+
+#: e^-40 and above: what a term the clients send as zero can be at most (relative; PrivateClient.margin)
+_ZERO = 4.3e-18
+
+#: the relative offsets of the levels one guard count checks around a probe (both sides)
+_LEVELS = np.array([1e-9, 1e-7, 1e-5, 1e-3, 1e-1])
+
+
+def _sign(p, slope, err):
+    """The certified sign of :math:`\\varphi'` at a probe (0: not certified)."""
+    if p.s is None:
+        return p.sign
+    d, e = slope(p.s), err(p.s)
+    return -1 if d + e < 0 else (1 if d - e > 0 else 0)
 
 
 def _eta_bracket(server, theta, eta, t, slope_fp):
     """Newton on :math:`\\varphi(\\eta')` from ``eta``, then a certified bracket and the lower bound on
-    :math:`\\min\\varphi` (module docstring): ``(eta_bar, a, b, phi_lower)``."""
+    :math:`\\min\\varphi` (module docstring): ``(eta_bar, a, b, phi_lower, slope_bound, probe)``; a
+    withheld probe (:class:`_DualServer`) counts in the bracket only where its counts certify the sign."""
     c = server.c
     slope = lambda s: 1 - c * s.value[3]                     # noqa: E731  phi'(eta)
     err = lambda s: c * s.error[3] + slope_fp(s)             # noqa: E731
-    lo = hi = None                   # phi'(lo) < 0 < phi'(hi), each certified by its sum's error
-    s_lo = s_hi = None
-    s = server.eta_sums(theta, eta, t)
+    lo = hi = None                       # certified: phi'(lo) < 0 < phi'(hi)
+    slo, shi = -np.inf, np.inf           # where the search looks (also from withheld probes)
+
+    def record(p):
+        nonlocal lo, hi, slo, shi
+        sg = _sign(p, slope, err)
+        if sg < 0:
+            lo = p.eta if lo is None else max(lo, p.eta)
+        elif sg > 0:
+            hi = p.eta if hi is None else min(hi, p.eta)
+        side = sg if sg else (p.steer if p.s is None else 0)
+        if side < 0:
+            slo = max(slo, p.eta)
+        elif side > 0:
+            shi = min(shi, p.eta)
+        return sg
+
+    p = server.probe(theta, eta, t, gradient=False)
     step = t if server.kind == "cvar" else 1e-3
-    for _ in range(200):                                     # expand until both signs are certified
-        d = slope(s)
-        if d + err(s) < 0:
-            lo, s_lo = eta, s
-        elif d - err(s) > 0:
-            hi, s_hi = eta, s
-        if lo is not None and hi is not None:
+    for _ in range(200):                                     # expand until the search has two sides
+        sg = record(p)
+        if np.isfinite(slo) and np.isfinite(shi):
             break
-        eta = eta + step if hi is None else eta - step
+        up = not np.isfinite(shi)
+        if sg == 0 and p.s is not None and np.isfinite(slo):
+            up = False
+        eta = eta + step if up else eta - step
         step *= 2
-        s = server.eta_sums(theta, eta, t)
-    if lo is None or hi is None:
-        return eta, None, None, float("-inf"), float("inf")
-    eta = 0.5 * (lo + hi)
-    s = server.eta_sums(theta, eta, t)
-    for _ in range(200):                                     # safeguarded Newton inside [lo, hi]
-        d, e_d, h = slope(s), err(s), c * s.value[4]
-        if d + e_d < 0:
-            lo, s_lo = eta, s
-        elif d - e_d > 0:
-            hi, s_hi = eta, s
-        else:
+        p = server.probe(theta, eta, t, gradient=False)
+    if not (np.isfinite(slo) and np.isfinite(shi)):
+        return eta, None, None, float("-inf"), float("inf"), None
+    eta = 0.5 * (slo + shi)
+    p = server.probe(theta, eta, t, gradient=False)
+    for _ in range(200):                                     # safeguarded Newton inside [slo, shi]
+        sg = record(p)
+        if p.s is not None and sg == 0:
             break                                            # |phi'| within its error: converged
-        trial = eta - d / h if h > 0 else 0.5 * (lo + hi)
-        if not lo < trial < hi:
-            trial = 0.5 * (lo + hi)
-        if trial == eta or hi - lo <= 4 * _EPS * max(abs(eta), 1.0):
+        if p.s is not None and c * p.s.value[4] > 0:
+            trial = eta - slope(p.s) / (c * p.s.value[4])
+        else:
+            trial = 0.5 * (slo + shi)
+        if not slo < trial < shi:
+            trial = 0.5 * (slo + shi)
+        if trial == eta or shi - slo <= 4 * _EPS * max(abs(eta), 1.0):
             break
         eta = trial
-        s = server.eta_sums(theta, eta, t)
+        p = server.probe(theta, eta, t, gradient=False)
+    if p.s is None or lo is None or hi is None:
+        return eta, None, None, float("-inf"), float("inf"), None
+    s = p.s
     slope_bound = abs(slope(s)) + err(s)
     # shrink the certified bracket towards eta by bisection (the uncertain band around eta* is narrow)
     phi_scale = max(1.0, abs(eta + c * s.value[0]))
@@ -192,9 +332,11 @@ def _eta_bracket(server, theta, eta, t, slope_fp):
             mid = 0.5 * (far + near)
             if mid in (far, near):
                 break
-            sm = server.eta_sums(theta, mid, t)
-            if (side < 0 and slope(sm) + err(sm) < 0) or (side > 0 and slope(sm) - err(sm) > 0):
+            sg = _sign(server.probe(theta, mid, t, gradient=False), slope, err)
+            if sg == side:
                 far = mid
+            elif sg == 0 and server.kind != "cvar" and server.k > 1:
+                break                                        # a withheld chi-square probe: no sign
             else:
                 near = mid
         if side < 0:
@@ -204,31 +346,77 @@ def _eta_bracket(server, theta, eta, t, slope_fp):
     # phi(eta*) >= phi(eta) + phi'(eta)(eta* - eta) with eta* in [lo, hi] (convexity)
     phi = eta + c * (s.value[0] - s.error[0])
     lower = phi - slope_bound * (hi - lo) - 4 * _EPS * (abs(eta) + abs(phi))
-    return eta, lo, hi, float(lower), float(slope_bound)
+    return eta, lo, hi, float(lower), float(slope_bound), p
+
+
+def _inner_eta(server, theta, eta, t):
+    """The dual's :math:`\\eta'` at ``theta`` for the descent in :math:`\\theta` (no certificate):
+    safeguarded Newton from ``eta`` on released gradient sums, withheld probes steering; the last
+    released probe (its :math:`\\varphi'` within its error or the steps below rounding), or ``None``."""
+    c = server.c
+    lo, hi = -np.inf, np.inf
+    step = t if server.kind == "cvar" else 1e-3
+    last = None
+    for _ in range(80):
+        p = server.probe(theta, eta, t)
+        if p.s is None:
+            side = p.steer
+            if side == 0:
+                break
+        else:
+            last = p
+            d, e = 1 - c * p.s.value[3], c * p.s.error[3]
+            if abs(d) <= max(e, 1e-13):
+                return p
+            side = -1 if d < 0 else 1
+        if side < 0:
+            lo = max(lo, eta)
+        else:
+            hi = min(hi, eta)
+        trial = np.nan
+        if p.s is not None and c * p.s.value[4] > 0:
+            trial = eta - d / (c * p.s.value[4])
+        if not lo < trial < hi:
+            if np.isfinite(lo) and np.isfinite(hi):
+                trial = 0.5 * (lo + hi)
+            else:
+                trial = eta - side * step
+                step *= 2
+        if abs(trial - eta) <= 4 * _EPS * max(abs(eta), 1.0):
+            break
+        eta = trial
+    return last if last is not None and last.eta == eta else None
 
 
 def _certify(server, theta, eta, t):
     c = server.c
-    value_allow, grad_allow, _ = server.base.allowances(theta, None)   # c * sum_i a_i, c * sum_i (gradient's)
-    eta, a, b, phi_lower, slope_bound = _eta_bracket(server, theta, eta, t, server.slope_allowance(value_allow, t))
-    s = server.gradient_sums(theta, eta, t)
+    value_allow, grad_allow = server.allowances(theta)          # >= c * sum_i a_i, c * sum_i (gradient's)
+    eta, a, b, phi_lower, slope_bound, last = _eta_bracket(server, theta, eta, t,
+                                                           server.slope_allowance(value_allow, t))
+    if a is None:
+        return float("-inf"), float("inf"), {"t": t, "reason": (
+            "no certified bracket of eta" if server.k <= 1 else
+            f"no certified bracket of eta: the dual's sums near its optimum were withheld (fewer than "
+            f"min_contributors={server.k} clients on one side of eta)")}, eta
+    s = server.probe(theta, eta, t).s
+    if server.kind != "cvar" and not value_allow < 0.5:
+        return float("-inf"), float("inf"), {"t": t, "reason": "the clients' floating-point allowance is too large"}, eta
     p = 0.5 * float(server.D @ (theta * theta))
     zplus, norms = s.upper[1], s.upper[5]
     if server.kind == "cvar":       # h = softplus: 1-Lipschitz, h' = sigma in [0, 1], |h''| <= 1/(4t)
-        fp = 8 * _EPS * c * (s.upper[2] + server.n * t)
-        value_err = value_allow + fp
-        upper = p + eta + c * zplus + value_err                      # the exact dual at eta
-        grad_err = grad_allow + c * s.upper[7]            # c sum_i m_i |grad f_i| (slope_allowance)
+        fp = 8 * _EPS * c * (s.upper[0] + server.n * t)      # |fl(s_t(z)) - s_t(z)| <= 4 eps (s_t(z) + t)
+        value_err = value_allow + fp + c * server.n * t * _ZERO      # + the softplus terms sent as zeros
+        upper = p + eta + c * s.upper[0] + value_err             # s_t >= (.)_+: above the exact dual at eta
+        # c sum_i m_i |grad f_i| (slope_allowance), and the terms sent as zeros
+        grad_err = grad_allow + c * s.upper[7] + (c * _ZERO + value_allow * _ZERO / t) * norms
         floor = t * np.log(2) / server.alpha
     else:                           # h = z_+^2 / 2: |dh| <= (z_+ + a) a, h' = z_+, h'' in {0, 1}
-        fp = 8 * _EPS * c * (s.upper[0] + s.upper[2])
+        fp = 8 * _EPS * c * s.upper[0]                       # below eta the computed term is exactly 0
         value_err = value_allow * zplus + value_allow ** 2 / (2 * c) + fp
         upper = p + eta + server.constant + c * s.upper[0] + value_err
         grad_err = grad_allow * zplus + value_allow * norms
         floor = 0.0
     details = {"t": t, "smoothing_floor": floor, "eta_prime": eta}
-    if a is None:
-        return float("-inf"), upper, {**details, "reason": "no certified bracket of eta"}, eta
     g = server.D * theta + c * s.value[8:]
     e_g = c * float(s.error[8:].max())
     # every h'(z_i) falls as eta grows, so sum_i |h'_i(eta*) - h'_i(eta)| = |phi'(eta)| / c
@@ -239,70 +427,117 @@ def _certify(server, theta, eta, t):
     return float(lower), float(upper), {**details, "gradient_bound": gnorm, "eta_bracket": float(b - a)}, eta
 
 
+#: what the server learns from a dual route (``info["private"]["server_learns"]``)
+SERVER_LEARNS = (
+    "at every probed model theta and level eta: how many clients' data losses lie above eta, and within "
+    "each of the guard's public distances of eta (secure counts); and, only where at least min_contributors "
+    "clients are on each side of eta, the sums over clients of the dual's terms (smoothed (f_i - eta)_+, "
+    "|f_i - eta|, their slopes and curvatures, and the slope-weighted gradients). Taken together, the probes "
+    "at nearby models reveal the unlabeled empirical distribution of the client losses f_i(theta) near the "
+    "probed levels (which loss values occur, not which client has them): by differencing two released sums "
+    "whose counts differ by one, or by the smoothed sum's shape in eta, one client's loss can be recovered "
+    "without its identity. No single released sum is fewer than min_contributors clients' terms.")
+
+
+def _opt_in(reveal_loss_distribution, min_contributors, name):
+    if reveal_loss_distribution is not True:
+        raise InvalidParameterError(
+            f"{name} in private mode reveals the unlabeled distribution of the client losses near the dual's "
+            f"level eta ({SERVER_LEARNS}); pass reveal_loss_distribution=True to accept that, or certify ERM / "
+            f"fixed weights, which reveal no client's loss")
+    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 1:
+        raise InvalidParameterError(f"min_contributors must be an integer >= 1; got {min_contributors!r}")
+
+
 def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_min: float = 1e-10,
                        max_iter: int = 3000, seed: int = 0, channel: SumOnlyChannel | None = None,
+                       reveal_loss_distribution: bool = False, min_contributors: int = 2,
                        **channel_options) -> PrivateCertificate:
     """Certify ``problem`` (a :class:`~drflmodel.problems.minmax.dro.FederatedDRO` with
     ``weights=dm.sets.CVaR(n, alpha)``, every coordinate penalized) from secure sums only (module
-    docstring)."""
+    docstring). ``reveal_loss_distribution=True`` is required: the server learns what
+    :data:`SERVER_LEARNS` says. ``min_contributors`` :math:`k` (default 2; 1 turns the guard off):
+    no dual sum is released unless at least :math:`k` clients are on each side of :math:`\\eta`
+    (:class:`_DualServer`); CVaR needs :math:`k\\le\\alpha n\\le n-k`."""
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
+    _opt_in(reveal_loss_distribution, min_contributors, "CVaR")
     if not 0 < t_min <= t_start:
         raise InvalidParameterError(f"need 0 < t_min <= t_start; got t_min={t_min}, t_start={t_start}")
     alpha = float(problem.weights.alpha)
     if not alpha < 1:
         raise InvalidParameterError("alpha = 1 is the uniform average (the dual's eta runs to -infinity): use "
                                     "private_fixed_weight_solve(problem, weights=[1/n] * n)")
-    return _dual_solve(problem, "cvar", 1.0 / (alpha * problem.n_clients), 0.0, alpha, gap_tol, float(t_start),
-                       t_min, max_iter, seed, channel, channel_options)
+    n = problem.n_clients
+    if min_contributors > 1 and not min_contributors <= alpha * n <= n - min_contributors:
+        raise InvalidParameterError(
+            f"min_contributors={min_contributors} needs min_contributors <= alpha * n <= n - min_contributors "
+            f"(alpha * n = {alpha * n:g} clients lie above CVaR's optimal eta); got n = {n}")
+    return _dual_solve(problem, "cvar", 1.0 / (alpha * n), 0.0, alpha, gap_tol, float(t_start),
+                       t_min, max_iter, seed, channel, channel_options, int(min_contributors))
 
 
 def private_chi_square_solve(problem, gap_tol: float = 1e-6, max_iter: int = 3000, seed: int = 0,
-                             channel: SumOnlyChannel | None = None, **channel_options) -> PrivateCertificate:
+                             channel: SumOnlyChannel | None = None, reveal_loss_distribution: bool = False,
+                             min_contributors: int = 2, **channel_options) -> PrivateCertificate:
     """Certify ``problem`` (a :class:`~drflmodel.problems.minmax.dro.FederatedDRO` with
     ``weights=dm.sets.ChiSquare(n, rho)``, :math:`\\rho>0`, every coordinate penalized) from secure sums
     only: the set's exact dual :math:`\\min_\\eta\\,\\eta+\\frac\\rho2+\\frac1{2n\\rho}\\sum_i(f_i-\\eta)_+^2`
     (``ChiSquare.support_expr``) is :math:`C^1`, so no smoothing (module docstring, with
-    :math:`h=z_+^2/2`)."""
+    :math:`h=z_+^2/2`). ``reveal_loss_distribution`` and ``min_contributors`` as in
+    :func:`private_cvar_solve`; when fewer than :math:`k` clients lie above the dual's optimal
+    :math:`\\eta` (small :math:`\\rho`) the sums there are withheld and the solve says so (status
+    ``"not certified to gap_tol"``, ``details["reason"]``)."""
     if not isinstance(getattr(problem, "weights", None), ChiSquare):
         raise InvalidParameterError("private_chi_square_solve needs problem.weights = drflmodel.sets.ChiSquare(n, rho)")
+    _opt_in(reveal_loss_distribution, min_contributors, "the chi-square set")
     rho = float(problem.weights.rho)
     if not rho > 0:
         raise InvalidParameterError("rho = 0 makes the chi-square set's value the largest client loss, one "
                                     "client's value: private mode refuses it")
     return _dual_solve(problem, "chi_square", 1.0 / (problem.n_clients * rho), rho / 2, None, gap_tol, None,
-                       None, max_iter, seed, channel, channel_options)
+                       None, max_iter, seed, channel, channel_options, int(min_contributors))
 
 
-def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options):
+def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options,
+                min_contributors):
     if not 0 < gap_tol < 1:
         raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
-    server = _DualServer(problem, channel, kind, c, constant)
+    server = _DualServer(problem, channel, kind, c, constant, min_contributors)
     server.alpha = alpha
     if server.mu <= 0:
         raise InvalidParameterError(f"the private {kind} solve needs every coordinate penalized (l2 > 0 and "
                                     f"penalize_intercept=True): its bound is the ridge's strong convexity")
     P = server.dim
-    x = np.zeros(P + 1)
+    theta = np.zeros(P)
+    state = {"eta": 0.0}
     best = None
+    withheld_at = None
     for attempt in range(60):
-        def fun(x, t=t):
-            s = server.gradient_sums(x[:P], x[P], t)
-            theta = x[:P]
-            value = 0.5 * float(server.D @ (theta * theta)) + x[P] + constant + c * s.value[0]
-            grad = np.concatenate([server.D * theta + c * s.value[8:], [1 - c * s.value[3]]])
-            return value, grad
+        def fun(theta, t=t):
+            p = _inner_eta(server, theta, state["eta"], t)
+            if p is None:
+                raise Withheld(f"the dual's optimum in eta at a model of the descent is withheld by the guard "
+                               f"(fewer than min_contributors={server.k} clients on one side of eta)")
+            state["eta"] = p.eta
+            s = p.s
+            value = 0.5 * float(server.D @ (theta * theta)) + p.eta + constant + c * s.value[0]
+            return value, server.D * theta + c * s.value[8:]
 
-        res = minimize(fun, x, jac=True, method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "gtol": 1e-12, "ftol": 0.0, "maxcor": 20})
-        x = np.array(res.x)
-        lower, upper, details, eta = _certify(server, x[:P], x[P], t)
-        x[P] = eta
+        try:
+            res = minimize(fun, theta, jac=True, method="L-BFGS-B",
+                           options={"maxiter": int(max_iter), "gtol": 1e-12, "ftol": 0.0, "maxcor": 20})
+            theta, nit = np.array(res.x), int(res.nit)
+        except Withheld as err:
+            withheld_at, nit = str(err), -1
+            break
+        lower, upper, details, eta = _certify(server, theta, state["eta"], t)
+        state["eta"] = eta
         if best is None or upper - lower < best[1] - best[0]:
-            best = (lower, upper, details, x.copy(), int(res.nit))
+            best = (lower, upper, details, theta.copy(), nit)
         if upper - lower <= gap_tol * abs(upper):
             break
         if kind == "cvar":
@@ -311,19 +546,25 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
             t /= 10
         elif attempt >= 3:               # chi-square: L-BFGS restarts only
             break
-    lower, upper, details, x, nit = best
-    status = "optimal" if upper - lower <= gap_tol * max(abs(upper), 1e-12) else "not certified to gap_tol"
+    if best is None:
+        best = (float("-inf"), float("inf"), {"reason": withheld_at}, theta, nit)
+    lower, upper, details, theta, nit = best
+    status = ("optimal" if np.isfinite(upper - lower) and upper - lower <= gap_tol * max(abs(upper), 1e-12)
+              else "not certified to gap_tol")
     saw = {}
     for s in channel.seen:
         saw[s.query] = saw.get(s.query, 0) + 1
     what = ("CVaR: smoothed Rockafellar-Uryasev dual" if kind == "cvar" else "chi-square: its exact dual")
     return PrivateCertificate(
-        theta=x[:P], upper_bound=float(upper), lower_bound=float(lower), status=status,
+        theta=theta, upper_bound=float(upper), lower_bound=float(lower), status=status,
         kind=f"{what}, strong convexity (private sums)",
         secure_sums=channel.secure_sums, evaluations=server.evaluations,
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"quantum": channel.quantum, "stages": int(channel.stages)},
         server_saw={"sums_by_query": saw, "total_rows": server.base.N,
-                    "per_client_values": f"none sent; {server.isolating} sum(s) had one client alone above or below "
-                                         f"eta (its data loss follows from the public eta)"},
-        details={**details, "lbfgs_iterations": nit, "isolating_sums": server.isolating})
+                    "per_client_values": f"none sent; {server.isolating} released sum(s) had one client alone above "
+                                         f"or below eta (min_contributors={server.k})",
+                    "server_learns": SERVER_LEARNS},
+        details={**details, "lbfgs_iterations": nit, "isolating_sums": server.isolating,
+                 "min_contributors": server.k, "guard_count_sums": server.count_sums,
+                 "withheld_probes": server.withheld, **({"withheld": withheld_at} if withheld_at else {})})

@@ -268,10 +268,14 @@ class SumOnlyChannel:
         error = error + _U * n * c * s + 2 * (len(units) + 1) * _U * np.abs(value)
         return error * (1 + 16 * _U)
 
-    def sum(self, query: str, scale=1.0, **params) -> SecureSum:
+    def sum(self, query: str, scale=1.0, stages: int | None = None, **params) -> SecureSum:
         """:math:`\\sum_i` ``clients[i].contribution(query, **params)`` with its error bound; ``scale``
         (a number or one per entry, public) is the first guess of the entries' magnitude, widened
-        while a client would clip."""
+        while a client would clip; ``stages`` (default the channel's) the secure-aggregation rounds
+        after the first (1 suffices for counts: the error :math:`n\\Delta/2<\\tfrac12`)."""
+        n_stages = int(self.stages if stages is None else stages)
+        if not 1 <= n_stages <= 4:
+            raise InvalidParameterError(f"stages must be in 1..4; got {stages}")
         s = np.asarray(scale, float)
         if not np.all(np.isfinite(s) & (s > 0)):
             raise InvalidParameterError("scale must be positive and finite")
@@ -290,7 +294,7 @@ class SumOnlyChannel:
         value = first * s
         step = stage_scale(self.clipping_range, self.quantization_range)
         unit, units = s.copy(), [s.copy()]
-        for stage in range(1, int(self.stages)):
+        for stage in range(1, n_stages):
             unit = unit * step
             part, clipped, n_stage = self._aggregate(query, stage, None, params)
             rounds += 1
