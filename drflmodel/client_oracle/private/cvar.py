@@ -83,7 +83,7 @@ from ...errors import InvalidParameterError
 from ...sets import CVaR, ChiSquare
 from .clients import private_clients
 from .fixed_weight import PrivateCertificate, _Server
-from .secure_sum import SumOnlyChannel
+from .secure_sum import SumOnlyChannel, SumWithheld
 
 __all__ = ["private_cvar_solve", "private_chi_square_solve"]
 
@@ -139,7 +139,6 @@ class _DualServer:
         self.isolating = 0
         self.count_sums = 0
         self.withheld = 0
-        self._key, self._checked = None, []
 
     def _watch(self, s):
         r"""Count the released sums in which one client stands alone above (or below) :math:`\\eta`
@@ -159,43 +158,16 @@ class _DualServer:
         s = self.channel.sum("dual_allowances", theta=theta, weights=self.c)
         return float(s.upper[0]), float(s.upper[1])
 
-    def _groups_ok(self, low, high) -> bool:
-        """Whether every group of nonzero terms in the dual sums holds no client or at least ``k``,
-        given the counts ``low`` (at a level above the probe: each count's least value) and ``high``
-        (below it: the most) of :meth:`PrivateClient.dual_count` (class docstring)."""
-        k = self.k
-        ok = lambda lo, hi: lo >= k or hi == 0          # noqa: E731  the group's size is 0 or >= k
-        groups = [(low[0], high[0])]                     # softplus, sigma, sigma * gradient (CVaR); z_+ (chi2)
-        if self.kind == "cvar":
-            groups.append((low[0] - high[1], high[0] - low[1]))   # sigma', m_i: the clients at the kink
-        return all(ok(lo, hi) for lo, hi in groups)
-
-    def _released(self, theta, eta, t):
-        """``(True, None)`` when the guard lets the sums at ``eta`` out, else ``(False, counts)``."""
-        if self.k <= 1:
-            return True, None
-        key = (np.asarray(theta, float).tobytes(), t)
-        if key != self._key:
-            self._key, self._checked = key, []
-        for _ in range(2):
-            below = [(e, cnt) for e, cnt in self._checked if e <= eta]
-            above = [(e, cnt) for e, cnt in self._checked if e >= eta]
-            if below and above:
-                high = max(below, key=lambda x: x[0])[1]     # every count falls as eta grows
-                low = min(above, key=lambda x: x[0])[1]
-                if self._groups_ok(low, high):
-                    return True, None
-                if any(e == eta for e, _ in below):
-                    return False, high
-            step = max(abs(eta), 1.0) * _LEVELS
-            levels = np.concatenate([[eta], eta - step, eta + step])
-            s = self.channel.sum("dual_count", stages=1, theta=theta, eta=levels, t=t, kind=self.kind)
-            self.count_sums += 1
-            if np.any(s.error >= 0.5):
-                raise InvalidParameterError("the secure count of the dual's guard is not exact; raise quantization_range")
-            counts = np.rint(s.value).astype(int).reshape(-1, 2)
-            self._checked += [(float(e), tuple(int(x) for x in cnt)) for e, cnt in zip(levels, counts)]
-        raise AssertionError("unreachable: the probe's own level was counted")
+    def counts(self, theta, eta, t):
+        """The guard's counts at a withheld probe (:meth:`PrivateClient.dual_count`): how many
+        clients' loss is above :math:`\\eta'-m_i` and above :math:`\\eta'+m_i`; a sum of flags,
+        itself not guarded."""
+        s = self.channel.sum("dual_count", stages=1, min_contributors=0, theta=theta, eta=np.array([eta]), t=t,
+                             kind=self.kind)
+        self.count_sums += 1
+        if np.any(s.error >= 0.5):
+            raise InvalidParameterError("the secure count of the dual's guard is not exact; raise quantization_range")
+        return tuple(int(x) for x in np.rint(s.value))
 
     def _count_sign(self, counts):
         """The sign of :math:`\\varphi'` the counts certify (0: none), and where to steer."""
@@ -212,26 +184,34 @@ class _DualServer:
             return 0, 1
         if 0 < n - touch < k:            # few below: too low
             return 0, -1
+        if self.kind == "cvar":          # steer by the estimate sigma_i = 1/2 at the kink
+            guess = 1.0 - self.c * (above + 0.5 * (touch - above))
+            return 0, int(np.sign(guess))
         return 0, 0
 
     def probe(self, theta, eta, t, gradient: bool = True) -> _Probe:
-        """The dual sums at :math:`(\\theta,\\eta')` if the guard releases them (class docstring)."""
-        released, counts = self._released(theta, eta, t)
-        if not released:
+        """The dual sums at :math:`(\\theta,\\eta')` unless the channel's guard withholds them
+        (class docstring)."""
+        query, size = (f"{self.kind}_gradient", 8 + self.dim) if gradient else (f"{self.kind}_eta", 6)
+        try:
+            s = self.channel.sum(query, theta=theta, eta=eta, t=t, scale=self._scale(t, size))
+        except SumWithheld:
             self.withheld += 1
-            sign, steer = self._count_sign(counts)
+            sign, steer = self._count_sign(self.counts(theta, eta, t))
             return _Probe(eta, None, sign, steer)
         if gradient:
             self.evaluations += 1
-            s = self.channel.sum(f"{self.kind}_gradient", theta=theta, eta=eta, t=t, scale=self._scale(t, 8 + self.dim))
-        else:
-            s = self.channel.sum(f"{self.kind}_eta", theta=theta, eta=eta, t=t, scale=self._scale(t, 6))
         return _Probe(eta, self._watch(s))
 
     def _scale(self, t, size):
+        """Public scales: :math:`\\sigma'\\le1/(4t)`; the clients' :math:`m_i\\approx a_i\\sigma_i'` with
+        :math:`a_i` of the order of :math:`10^{-13}` (widened when larger)."""
         scale = np.ones(size)
         if self.kind == "cvar":
             scale[4] = 1 / (4 * t)
+            scale[5 if size == 6 else 6] = 1e-13 / t
+            if size > 6:
+                scale[7] = 1e-13 / t
         return scale
 
     def slope_allowance(self, value_allow, t):
@@ -250,9 +230,6 @@ class _DualServer:
 
 #: e^-40 and above: what a term the clients send as zero can be at most (relative; PrivateClient.margin)
 _ZERO = 4.3e-18
-
-#: the relative offsets of the levels one guard count checks around a probe (both sides)
-_LEVELS = np.array([1e-9, 1e-7, 1e-5, 1e-3, 1e-1])
 
 
 def _sign(p, slope, err):
@@ -317,7 +294,16 @@ def _eta_bracket(server, theta, eta, t, slope_fp):
             break
         eta = trial
         p = server.probe(theta, eta, t, gradient=False)
-    if p.s is None or lo is None or hi is None:
+    if p.s is None:
+        return eta, None, None, float("-inf"), float("inf"), None
+    for side in (-1, 1):            # a flat dual (CVaR, alpha n an integer): look further for a certified sign
+        far, step = eta, (t if server.kind == "cvar" else 1e-3)
+        for _ in range(60):
+            if (lo if side < 0 else hi) is not None:
+                break
+            far, step = far + side * step, 2 * step
+            record(server.probe(theta, far, t, gradient=False))
+    if lo is None or hi is None:
         return eta, None, None, float("-inf"), float("inf"), None
     s = p.s
     slope_bound = abs(slope(s)) + err(s)
@@ -361,8 +347,10 @@ def _inner_eta(server, theta, eta, t):
         p = server.probe(theta, eta, t)
         if p.s is None:
             side = p.steer
-            if side == 0:
-                break
+            if side == 0:               # withheld, no side known: back towards the last released level
+                eta = 0.5 * (eta + last.eta) if last is not None else eta + step
+                step *= 2
+                continue
         else:
             last = p
             d, e = 1 - c * p.s.value[3], c * p.s.error[3]
@@ -506,6 +494,7 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
+    channel.min_contributors = min_contributors          # the guard of every sum of this solve
     server = _DualServer(problem, channel, kind, c, constant, min_contributors)
     server.alpha = alpha
     if server.mu <= 0:

@@ -64,7 +64,7 @@ import numpy as np
 from ...errors import InvalidParameterError
 
 __all__ = ["FLOWER_CLIPPING_RANGE", "FLOWER_QUANTIZATION_RANGE", "FLOWER_MODULUS_RANGE",
-           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel"]
+           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel", "SumWithheld"]
 
 #: SecAggPlusWorkflow's defaults (flwr 1.41)
 FLOWER_CLIPPING_RANGE = 8.0
@@ -121,6 +121,18 @@ class SecureSum:
                 "n_clients": self.n_clients, "secure_sums": self.secure_sums, "widenings": self.widenings}
 
 
+class SumWithheld(InvalidParameterError):
+    """A guarded secure sum (``min_contributors``) that was not asked because some entry would
+    hold between 1 and ``k - 1`` clients' nonzero terms; ``holders`` the count per entry (all the
+    server learnt)."""
+
+    def __init__(self, query: str, holders: np.ndarray, k: int):
+        self.query, self.holders, self.k = query, np.asarray(holders), int(k)
+        few = np.flatnonzero((self.holders >= 1) & (self.holders < k))
+        super().__init__(f"the secure sum of {query!r} was withheld: entries {few[:8].tolist()} would hold "
+                         f"fewer than min_contributors={k} clients' nonzero terms")
+
+
 @dataclass
 class _Seen:
     """What the server received in one secure-aggregation round."""
@@ -156,10 +168,19 @@ class SumClient:
         self.delta = 2.0 * self.c / self.T
         self._residual = None
 
-    def answer(self, query: str, stage: int, scale, params: dict) -> np.ndarray:
+    def answer(self, query: str, stage: int, scale, params: dict, floor: float | None = None,
+               holders: bool = False) -> np.ndarray:
+        """This client's message for one round (class docstring). With ``floor`` (scaled units) it
+        sends 0 for every entry below it in magnitude; with ``holders`` it sends, instead of its
+        values, 1 for each entry it would send nonzero (the guard's round of
+        :meth:`SumOnlyChannel.sum`) and keeps no residual."""
         if stage == 0:
             v = np.asarray(self.client.contribution(query, **params), float).ravel()
             z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
+            if floor is not None:
+                z = np.where(np.abs(z) >= floor, z, 0.0)
+            if holders:
+                return np.append((z != 0).astype(float), 0.0)
         else:
             z = self._residual / stage_scale(self.c, self.T)
         flag = float(np.any(np.abs(z) > self.c))
@@ -181,8 +202,9 @@ class SumOnlyChannel:
     through a :class:`SumClient`), and the server receives the sum, quantized, masked and summed
     by Flower's arithmetic (module docstring). ``seen`` records every array the server received;
     ``bytes_per_client`` counts the masked vectors a client uploads (4 bytes an entry, modulus
-    :math:`2^{32}`; SecAgg+'s key and share exchange is not counted). Subclasses replace
-    :meth:`_transport` (e.g. Flower's real SecAgg+)."""
+    :math:`2^{32}`; SecAgg+'s key and share exchange is not counted). ``min_contributors``: the
+    guard of :meth:`sum` for every sum that does not set its own (0 or 1: none; the private routes
+    set it). Subclasses replace :meth:`_transport` (e.g. Flower's real SecAgg+)."""
 
     clients: list
     clipping_range: float = FLOWER_CLIPPING_RANGE
@@ -192,6 +214,7 @@ class SumOnlyChannel:
     widen: float = 2.0 ** 10
     max_widenings: int = 6
     seed: int = 0
+    min_contributors: int = 0
     seen: list = field(default_factory=list)
     bytes_per_client: int = 0
     secure_sums: int = 0
@@ -235,7 +258,8 @@ class SumOnlyChannel:
         """:math:`\\Delta=2c/T`."""
         return 2.0 * self.clipping_range / self.quantization_range
 
-    def _transport(self, query: str, stage: int, scale, params: dict) -> tuple[np.ndarray, int]:
+    def _transport(self, query: str, stage: int, scale, params: dict, floor=None,
+                   holders: bool = False) -> tuple[np.ndarray, int]:
         """One secure-aggregation round: every client's :meth:`SumClient.answer`, quantized by
         Flower's ``quantize`` (a no-op on grid values), summed modulo :math:`M` (the masks cancel
         there) and dequantized as SecAgg+ does. Returns the sum with its last entry (the clip count)
@@ -243,17 +267,18 @@ class SumOnlyChannel:
         c, T = self.clipping_range, self.quantization_range
         total = None
         for i, client in enumerate(self._sum_clients):
-            q = flower_quantize(client.answer(query, stage, scale, params), c, T, self._rngs[i])
+            q = flower_quantize(client.answer(query, stage, scale, params, floor, holders), c, T, self._rngs[i])
             total = q.astype(np.int64) if total is None else total + q
         total %= self.modulus_range
         return flower_dequantize_sum(total, self.n, c, T), self.n
 
-    def _aggregate(self, query: str, stage: int, scale, params: dict) -> tuple[np.ndarray, int, int]:
-        out, n = self._transport(query, stage, scale, params)
+    def _aggregate(self, query: str, stage: int, scale, params: dict, floor=None,
+                   holders: bool = False) -> tuple[np.ndarray, int, int]:
+        out, n = self._transport(query, stage, scale, params, floor, holders)
         self.bytes_per_client += 4 * out.size
         self.secure_sums += 1
         clipped = int(np.rint(out[-1]))
-        self.seen.append(_Seen(query, stage, out.copy(), clipped))
+        self.seen.append(_Seen(query + (" (holders)" if holders else ""), stage, out.copy(), clipped))
         return out[:-1], clipped, n
 
     def _error(self, n: int, s: np.ndarray, units: list, value: np.ndarray) -> np.ndarray:
@@ -268,20 +293,42 @@ class SumOnlyChannel:
         error = error + _U * n * c * s + 2 * (len(units) + 1) * _U * np.abs(value)
         return error * (1 + 16 * _U)
 
-    def sum(self, query: str, scale=1.0, stages: int | None = None, **params) -> SecureSum:
+    def sum(self, query: str, scale=1.0, stages: int | None = None, min_contributors: int | None = None,
+            **params) -> SecureSum:
         """:math:`\\sum_i` ``clients[i].contribution(query, **params)`` with its error bound; ``scale``
         (a number or one per entry, public) is the first guess of the entries' magnitude, widened
         while a client would clip; ``stages`` (default the channel's) the secure-aggregation rounds
-        after the first (1 suffices for counts: the error :math:`n\\Delta/2<\\tfrac12`)."""
+        after the first (1 suffices for counts: the error :math:`n\\Delta/2<\\tfrac12`).
+
+        ``min_contributors`` :math:`k` (**the guard**): every client sends 0 for an entry below the
+        public floor :math:`\\phi` (4 times its share of the last stage's rounding, times the scale;
+        the :math:`n\\phi` this moves the sum is in ``error``), and first, in a round of its own, a 1
+        for each entry it would send nonzero. When some entry would hold between 1 and :math:`k-1`
+        clients' nonzero terms the values are never asked: :class:`SumWithheld` (with the counts).
+        Otherwise no entry of the sum is fewer than :math:`k` clients' terms, each at least
+        :math:`\\phi` -- above the sum's resolution, so no entry equals one client's own term within
+        its rounding. (A term far larger than the other :math:`k-1` still dominates its entry.)"""
         n_stages = int(self.stages if stages is None else stages)
         if not 1 <= n_stages <= 4:
             raise InvalidParameterError(f"stages must be in 1..4; got {stages}")
+        k = int(self.min_contributors if min_contributors is None else min_contributors)
+        if not 0 <= k <= self.n:
+            raise InvalidParameterError(f"min_contributors must be in 0..{self.n} (the clients); got {k}")
+        k = k if k >= 2 else None                      # 0 and 1: no guard (counts, or the user's choice)
         s = np.asarray(scale, float)
         if not np.all(np.isfinite(s) & (s > 0)):
             raise InvalidParameterError("scale must be positive and finite")
+        step = stage_scale(self.clipping_range, self.quantization_range)
+        floor = None if k is None else 2.0 * self.quantum * step ** (n_stages - 1)     # scaled units
         rounds = 0
         for widening in range(self.max_widenings + 1):
-            first, clipped, n = self._aggregate(query, 0, s, params)
+            if k is not None:
+                held, _, _ = self._aggregate(query, 0, s, params, floor, holders=True)
+                rounds += 1
+                held = np.rint(held).astype(int)
+                if np.any((held >= 1) & (held < k)):
+                    raise SumWithheld(query, held, k)
+            first, clipped, n = self._aggregate(query, 0, s, params, floor)
             rounds += 1
             if clipped == 0:
                 break
@@ -292,7 +339,6 @@ class SumOnlyChannel:
                 f"widenings of the scale by {self.widen:g}; raise max_widenings or the scale")
         s = np.broadcast_to(s, first.shape).astype(float)
         value = first * s
-        step = stage_scale(self.clipping_range, self.quantization_range)
         unit, units = s.copy(), [s.copy()]
         for stage in range(1, n_stages):
             unit = unit * step
@@ -306,6 +352,8 @@ class SumOnlyChannel:
             value = value + part * unit
             units.append(unit.copy())
         error = self._error(n, s, units, value)
+        if floor is not None:
+            error = error + n * floor * s * (1 + 4 * _U)
         return SecureSum(value, error, query, n, rounds, widening)
 
     def to_dict(self) -> dict:
