@@ -143,11 +143,12 @@ class _DualServer:
     def _watch(self, s):
         r"""Count the released sums in which one client stands alone above (or below) :math:`\\eta`
         (the count :math:`\\sum_i\\sigma_i` -- CVaR -- or :math:`\\sum_i\\mathbf 1[z_i>0]` -- :math:`\\chi^2` --
-        within 0.01 of 1 or :math:`n-1`): there :math:`\\sum_i(z_i)_+` (or
-        :math:`\\sum_i|z_i|-\\sum_i(z_i)_+`) is that one client's term, and with :math:`\\eta` public its
-        data loss. With the guard (:math:`k\\ge2`) it stays 0."""
+        within 0.01 of 1 or :math:`n-1`) when the guard is off (:math:`k\\le1`): there the dual sum
+        is that one client's term, and with :math:`\\eta` public its data loss. With the guard no
+        released entry holds fewer than :math:`k` clients' nonzero terms (the channel's holders round),
+        so it stays 0."""
         count = s.value[3] if self.kind == "cvar" else s.value[4]
-        if min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
+        if self.k <= 1 and min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
             self.isolating += 1
         return s
 
@@ -155,7 +156,7 @@ class _DualServer:
         """Upper bounds on :math:`c\\sum_ia_i` and on the clients' summed gradient allowance: a secure
         sum of each client's own, rounded up to a power of 256 (:meth:`PrivateClient.dual_allowances`;
         not the ``"bound_terms"`` magnitudes, which hold each client's loss)."""
-        s = self.channel.sum("dual_allowances", theta=theta, weights=self.c)
+        s = self.channel.sum("dual_allowances", theta=theta, weights=self.c, scale=1e-12)   # ~ c n u N_i
         return float(s.upper[0]), float(s.upper[1])
 
     def counts(self, theta, eta, t):
@@ -417,14 +418,17 @@ def _certify(server, theta, eta, t):
 
 #: what the server learns from a dual route (``info["private"]["server_learns"]``)
 SERVER_LEARNS = (
-    "at every probed model theta and level eta: how many clients' data losses lie above eta, and within "
-    "each of the guard's public distances of eta (secure counts); and, only where at least min_contributors "
-    "clients are on each side of eta, the sums over clients of the dual's terms (smoothed (f_i - eta)_+, "
-    "|f_i - eta|, their slopes and curvatures, and the slope-weighted gradients). Taken together, the probes "
-    "at nearby models reveal the unlabeled empirical distribution of the client losses f_i(theta) near the "
-    "probed levels (which loss values occur, not which client has them): by differencing two released sums "
-    "whose counts differ by one, or by the smoothed sum's shape in eta, one client's loss can be recovered "
-    "without its identity. No single released sum is fewer than min_contributors clients' terms.")
+    "at every probed model theta and level eta: the sums over the clients of the dual's terms (CVaR: the "
+    "smoothed excess loss t log(1 + exp((f_i - eta)/t)), its slope sigma_i and curvature; chi-square: "
+    "(f_i - eta)_+ and its square), the slope-weighted gradients, the gradient norms, and the clients' "
+    "floating-point allowances rounded up to powers of 256; before each sum, per entry, how many clients send "
+    "a nonzero term (the guard); where the guard withholds a sum, how many clients' losses lie above "
+    "eta -/+ a margin; the total number of rows N. No entry of a released sum is fewer than min_contributors "
+    "clients' nonzero terms, each above the sum's resolution (a term far larger than the others still "
+    "dominates its entry). Taken together, the sums at many levels eta reveal the unlabeled empirical "
+    "distribution of the client losses f_i(theta) near the probed levels -- which loss values occur, not "
+    "which client has them: two released sums whose holder counts differ by one give one client's term by "
+    "differencing, which the guard does not prevent.")
 
 
 def _opt_in(reveal_loss_distribution, min_contributors, name):
@@ -450,6 +454,7 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
     _opt_in(reveal_loss_distribution, min_contributors, "CVaR")
+    min_contributors = int(min_contributors)
     if not 0 < t_min <= t_start:
         raise InvalidParameterError(f"need 0 < t_min <= t_start; got t_min={t_min}, t_start={t_start}")
     alpha = float(problem.weights.alpha)

@@ -99,7 +99,9 @@ def flower_dequantize_sum(total: np.ndarray, n: int, clipping_range: float, targ
 @dataclass
 class SecureSum:
     """One answer of the channel: ``value`` :math:`\\approx\\sum_ix_i` and ``error`` (per entry)
-    with :math:`|\\texttt{value}-\\sum_ix_i|\\le\\texttt{error}` (module docstring)."""
+    with :math:`|\\texttt{value}-\\sum_ix_i|\\le\\texttt{error}` (module docstring); with the guard,
+    ``floor_error`` is the part of ``error`` that the entries sent as zeros account for (the rest
+    is the rounding: how well the server knows the sum of what the clients sent)."""
 
     value: np.ndarray
     error: np.ndarray
@@ -107,6 +109,7 @@ class SecureSum:
     n_clients: int
     secure_sums: int          # secure-aggregation rounds it took (stages x attempts)
     widenings: int
+    floor_error: np.ndarray | None = None   # the part of ``error`` from the guard's floor (entries sent as 0)
 
     @property
     def lower(self) -> np.ndarray:
@@ -167,6 +170,7 @@ class SumClient:
         self.c, self.T = float(clipping_range), int(quantization_range)
         self.delta = 2.0 * self.c / self.T
         self._residual = None
+        self.sent = None
 
     def answer(self, query: str, stage: int, scale, params: dict, floor: float | None = None,
                holders: bool = False) -> np.ndarray:
@@ -181,6 +185,7 @@ class SumClient:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
             if holders:
                 return np.append((z != 0).astype(float), 0.0)
+            self.sent = z * np.broadcast_to(np.asarray(scale, float), z.shape)   # its term, kept client-side
         else:
             z = self._residual / stage_scale(self.c, self.T)
         flag = float(np.any(np.abs(z) > self.c))
@@ -319,7 +324,10 @@ class SumOnlyChannel:
         if not np.all(np.isfinite(s) & (s > 0)):
             raise InvalidParameterError("scale must be positive and finite")
         step = stage_scale(self.clipping_range, self.quantization_range)
-        floor = None if k is None else 2.0 * self.quantum * step ** (n_stages - 1)     # scaled units
+        # the floor (scaled units): 2.5 times the whole sum's error bound at unit scale, so a second
+        # client's term in an entry always shows above the sum's resolution
+        floor = None if k is None else 2.5 * float(self._error(self.n, np.ones(1), [step ** j for j in range(n_stages)],
+                                                            np.zeros(1))[0])
         rounds = 0
         for widening in range(self.max_widenings + 1):
             if k is not None:
@@ -352,9 +360,8 @@ class SumOnlyChannel:
             value = value + part * unit
             units.append(unit.copy())
         error = self._error(n, s, units, value)
-        if floor is not None:
-            error = error + n * floor * s * (1 + 4 * _U)
-        return SecureSum(value, error, query, n, rounds, widening)
+        floor_error = np.zeros_like(error) if floor is None else n * floor * s * (1 + 4 * _U)
+        return SecureSum(value, error + floor_error, query, n, rounds, widening, floor_error)
 
     def to_dict(self) -> dict:
         return {"clients": self.n, "clipping_range": self.clipping_range,
