@@ -331,13 +331,17 @@ class SumOnlyChannel:
         rounds = 0
         for widening in range(self.max_widenings + 1):
             if k is not None:
-                held, _, _ = self._aggregate(query, 0, s, params, floor, holders=True)
+                held, _, n_held = self._aggregate(query, 0, s, params, floor, holders=True)
                 rounds += 1
                 held = np.rint(held).astype(int)
                 if np.any((held >= 1) & (held < k)):
                     raise SumWithheld(query, held, k)
             first, clipped, n = self._aggregate(query, 0, s, params, floor)
             rounds += 1
+            if k is not None and n != n_held:
+                raise InvalidParameterError(
+                    f"the secure sum of {query!r}: {n_held} clients answered the guard's count and {n} the values "
+                    f"(a dropout in between); the count no longer describes the sum, so it is not used")
             if clipped == 0:
                 break
             s = s * self.widen
