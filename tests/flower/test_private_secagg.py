@@ -145,3 +145,15 @@ def test_every_message_the_server_pulls_under_secagg_holds_no_clients_answer():
     for vector in sent:
         assert not _holds(pulled, vector)
     assert _holds(pulled + [sent[5]], sent[5])                 # the search finds a planted answer
+
+
+def test_a_dropout_between_the_guards_count_and_the_values_fails_by_name():
+    """With the guard, a client answering the count round and gone at the values round: SecAgg+
+    completes over the other three, but the count no longer describes that sum, so it fails by name
+    (even with require_all=False)."""
+    vectors = [np.array([1.0, -2.0, 0.5]) * (i + 1) for i in range(4)]
+    clients = [_Vector(v, drop_at=2 if i == 1 else None) for i, v in enumerate(vectors)]
+    with LocalGrid(secure_sum_client_app(clients), 4) as grid:
+        ch = _channel(grid, require_all=False, stages=1, min_contributors=2)
+        with pytest.raises(InvalidParameterError, match=r"4 clients answered the guard's count and 3 the values"):
+            ch.sum("x")

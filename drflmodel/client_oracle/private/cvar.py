@@ -56,19 +56,17 @@ the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoo
 The smoothing continues (:math:`t\leftarrow t/10`, warm started) until the gap is within
 ``gap_tol`` or :math:`t` reaches ``t_min``; the floor :math:`t\log2/\alpha` is reported.
 
-**What the server learns**: the sums :math:`\sum_is_t(z_i)`, :math:`\sum_i(z_i)_+`,
-:math:`\sum_i|z_i|`, :math:`\sum_i\sigma_i`, :math:`\sum_i\sigma_i'`, :math:`\sum_i\|\nabla\tilde f_i\|`
-and :math:`\sum_i\sigma_i\nabla\tilde f_i` at every probed :math:`(\theta,\eta')`. For small
-:math:`t`, :math:`\sum_i\sigma_i` is the number of clients whose loss exceeds :math:`\eta`, and the
-1-D search probes it near the :math:`\alpha`-quantile: the server learns that quantile of the
-clients' losses (to the search's precision) and how many clients are near it -- no client's own
-value, but any exact CVaR certificate carries this much about the loss distribution. **Measured
-leak**: when a probe puts exactly one client above :math:`\eta` (or one below),
-:math:`\sum_i(z_i)_+` (or :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term and, with
-:math:`\eta` public, reveals its data loss (not which client it is). The server counts such sums from
-their soft count (``details['isolating_sums']``); on breast cancer (4 sites, :math:`\alpha=0.5`) a few
-of the solve's sums are such. A count-first guard (a secure sum of :math:`\mathbf 1[z_i>0]` before
-each probe, skipping probes with a count of 1 or :math:`n-1`) would close it; not built in this cut.
+**What the server learns** (:data:`SERVER_LEARNS`, ``reveal_loss_distribution=True`` required): the
+sums over the clients of :math:`s_t(z_i)`, :math:`\sigma_i`, :math:`\sigma_i'`, the clients'
+:math:`m_i`, :math:`\|\nabla\tilde f_i\|` and :math:`\sigma_i\nabla\tilde f_i` at every probed
+:math:`(\theta,\eta')` (never :math:`\sum_i(z_i)_+` or :math:`\sum_i|z_i|`, which would hold the clients
+just above or below :math:`\eta` alone); for small :math:`t`, :math:`\sum_i\sigma_i` is the number of
+clients above :math:`\eta`, and the sums at many levels give the unlabeled empirical distribution of
+the client losses near the levels probed. **The guard** (``min_contributors`` :math:`k`, default 2;
+:meth:`~.secure_sum.SumOnlyChannel.sum`): no entry of a released sum holds fewer than :math:`k`
+clients' nonzero terms; the sums at other levels are withheld, and the search in :math:`\eta` steers
+around them by secure counts (:class:`_DualServer`). It does not stop differencing two released sums
+whose holders differ by one client.
 """
 
 from __future__ import annotations
@@ -114,19 +112,19 @@ class _DualServer:
     :math:`c=1/(n\\rho)`, :math:`k=\\rho/2`). Sum layout: :math:`h`, :math:`z_+`, :math:`|z|`, :math:`h'`,
     :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`.
 
-    **The guard** (``min_contributors`` :math:`=k\\ge2`): before any dual sum at :math:`(\\theta,\\eta')`
-    is released, a secure count (:meth:`PrivateClient.dual_count`) gives how many clients *touch*
-    the sums from above (loss above :math:`\\eta'-m_i`) and how many are *above* (beyond
-    :math:`\\eta'+m_i`); the sums are asked only when ``touch`` :math:`\\ge k` and :math:`n-` ``above``
-    :math:`\\ge k`, so neither :math:`\\sum_ih(z_i)` nor its complement
-    :math:`\\sum_i|z_i|-\\sum_i(z_i)_+` is fewer than :math:`k` clients' terms. Both counts fall as
-    :math:`\\eta'` grows, so a level between a checked level with :math:`n-\\text{above}\\ge k` and a
-    higher one with ``touch`` :math:`\\ge k` needs no new count; each count sum checks a few levels
-    around the probe at once (``_LEVELS``). A withheld CVaR probe still has a certified sign: below
-    :math:`-m_i` a client's :math:`\\sigma_i<e^{-40}`, above :math:`m_i` it exceeds :math:`1-e^{-40}`, so
-    ``touch`` :math:`<k\\le\\alpha n` gives :math:`\\varphi'>0` and :math:`n-` ``above`` :math:`<k\\le
-    n-\\alpha n` gives :math:`\\varphi'<0`. A withheld :math:`\\chi^2` probe is certified only when no
-    client touches (:math:`\\varphi'=1`); otherwise it only steers the search."""
+    **The guard** (``min_contributors`` :math:`=k\\ge2`, set on the channel): every dual sum is a
+    guarded :meth:`~.secure_sum.SumOnlyChannel.sum` -- a secure count of the clients sending a nonzero
+    term in each entry first, the values only when every entry holds 0 or at least :math:`k`
+    clients' terms (:class:`~.secure_sum.SumWithheld` otherwise). The clients send their softplus,
+    :math:`\\sigma` and gradient terms as exact zeros below :math:`-m_i` and :math:`\\sigma'`, :math:`m_i`
+    as zeros beyond :math:`\\pm m_i` (:meth:`PrivateClient.margin`), so the holders are the clients
+    near or above :math:`\\eta`. A withheld probe costs one more secure count
+    (:meth:`PrivateClient.dual_count`: the clients above :math:`\\eta-m_i` and above
+    :math:`\\eta+m_i`), which for CVaR certifies the sign of :math:`\\varphi'` when ``touch``
+    :math:`<\\alpha n` or ``above`` :math:`>\\alpha n` (below :math:`-m_i` a client's
+    :math:`\\sigma_i<e^{-40}`, above :math:`m_i` it exceeds :math:`1-e^{-40}`), and otherwise steers the
+    search; a withheld :math:`\\chi^2` probe is certified only when no client is above
+    :math:`\\eta` (:math:`\\varphi'=1`)"""
 
     def __init__(self, problem, channel, kind: str, c: float, constant: float, min_contributors: int = 2):
         n = problem.n_clients
