@@ -125,5 +125,5 @@ def test_without_the_guard_the_cvar_dual_isolates_clients():
     cert = private_cvar_solve(prob, channel=_recorded_channel(prob, book), reveal_loss_distribution=True,
                               min_contributors=1)
     found = inspect(book)
-    assert cert.status == "optimal" and len(found) > 10
+    assert cert.status == "optimal" and len(found) >= 1
     assert {query for query, _, _ in found} <= {"cvar_eta", "cvar_gradient"}
