@@ -508,7 +508,7 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
     state = {"eta": 0.0}
     best = None
     withheld_at = None
-    value_seen = [None]
+    value_seen, levels = [None], []
     if server.k <= 1:       # no guard: descend jointly in (theta, eta'), one sum an evaluation
         return _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, channel, start)
     for attempt in range(60):
@@ -525,9 +525,7 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
 
         # stop L-BFGS where the gradient's share of the gap, |g|^2 / (2 mu), is a fifth of the target
         # (or of the smoothing floor, whichever is larger)
-        floor = t * np.log(2) / alpha if kind == "cvar" else 0.0
-        target = gap_tol * abs(value_seen[0]) if value_seen[0] is not None else 0.0
-        gtol = np.sqrt(0.4 * server.mu * max(target, floor) / P) if max(target, floor) > 0 else 1e-8
+        gtol = _gtol(server, kind, t, alpha, gap_tol, value_seen[0], P)
         try:
             res = minimize(fun, theta, jac=True, method="L-BFGS-B",
                            options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
@@ -535,25 +533,47 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
         except Withheld as err:
             withheld_at, nit = str(err), -1
             break
-        target = gap_tol * abs(value_seen[0])
-        if kind == "cvar" and floor > 0.5 * target and t > t_min:
-            # the smoothing floor alone exceeds the target: no certificate yet; go straight to the t
-            # whose floor is a quarter of it (CVaR's continuation)
-            t = max(t_min, min(t / 10, 0.25 * target * alpha / np.log(2)))
+        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels)
+        if skip is not None:
+            t = skip
             continue
         lower, upper, details, eta = _certify(server, theta, state["eta"], t)
         state["eta"] = eta
         if best is None or upper - lower < best[1] - best[0]:
             best = (lower, upper, details, theta.copy(), nit)
-        if upper - lower <= gap_tol * abs(upper):
-            break
-        if kind == "cvar":
-            if t / 10 < t_min:
-                break
-            t /= 10
-        elif attempt >= 3:               # chi-square: L-BFGS restarts only
+        t = _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels)
+        if t is None:
             break
     return _result(server, channel, kind, gap_tol, best, theta, nit, withheld_at, start)
+
+
+def _gtol(server, kind, t, alpha, gap_tol, value, P) -> float:
+    """L-BFGS's gradient tolerance: where the gradient's share of the gap, :math:`|g|^2/(2\\mu)`, is
+    a fifth of the target (or of the smoothing floor, whichever is larger)."""
+    floor = t * np.log(2) / alpha if kind == "cvar" else 0.0
+    target = gap_tol * abs(value) if value is not None else 0.0
+    return float(np.sqrt(0.4 * server.mu * max(target, floor) / P)) if max(target, floor) > 0 else 1e-8
+
+
+def _skip_to(kind, t, t_min, alpha, gap_tol, value, levels):
+    """CVaR before its first certificate: when the smoothing floor :math:`t\\log2/\\alpha` alone exceeds
+    half the target, the smoothing level whose floor is a quarter of it (no certificate at ``t``);
+    else ``None``."""
+    target = gap_tol * abs(value)
+    if kind == "cvar" and not levels and t * np.log(2) / alpha > 0.5 * target and t > t_min:
+        return max(t_min, min(t / 10, 0.25 * target * alpha / np.log(2)))
+    return None
+
+
+def _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels):
+    """The next smoothing level after a certificate at ``t`` that missed the target (``None``:
+    stop): CVaR ``t / 10`` down to ``t_min``; :math:`\\chi^2` L-BFGS restarts only (4)."""
+    levels.append(t)
+    if upper - lower <= gap_tol * abs(upper):
+        return None
+    if kind != "cvar":
+        return t if attempt < 3 else None
+    return t / 10 if t / 10 >= t_min else None
 
 
 def _result(server, channel, kind, gap_tol, best, theta, nit, withheld_at, start):
@@ -586,7 +606,7 @@ def _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, m
     (cheaper than solving :math:`\\eta'` inside each evaluation), the same certificate."""
     P = server.dim
     x = np.zeros(P + 1)
-    best, nit, value_seen = None, 0, [None]
+    best, nit, value_seen, levels = None, 0, [None], []
     for attempt in range(60):
         def fun(x, t=t):
             s = server.probe(x[:P], x[P], t).s
@@ -595,26 +615,19 @@ def _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, m
             value_seen[0] = value
             return value, np.concatenate([server.D * theta + c * s.value[8:], [1 - c * s.value[3]]])
 
-        floor = t * np.log(2) / alpha if kind == "cvar" else 0.0
-        target = gap_tol * abs(value_seen[0]) if value_seen[0] is not None else 0.0
-        gtol = np.sqrt(0.4 * server.mu * max(target, floor) / P) if max(target, floor) > 0 else 1e-8
         res = minimize(fun, x, jac=True, method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
+                       options={"maxiter": int(max_iter), "gtol": _gtol(server, kind, t, alpha, gap_tol, value_seen[0], P),
+                                "ftol": 0.0, "maxcor": 20})
         x, nit = np.array(res.x), int(res.nit)
-        target = gap_tol * abs(value_seen[0])
-        if kind == "cvar" and floor > 0.5 * target and t > t_min:
-            t = max(t_min, min(t / 10, 0.25 * target * alpha / np.log(2)))
+        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels)
+        if skip is not None:
+            t = skip
             continue
         lower, upper, details, eta = _certify(server, x[:P], x[P], t)
         x[P] = eta
         if best is None or upper - lower < best[1] - best[0]:
             best = (lower, upper, details, x[:P].copy(), nit)
-        if upper - lower <= gap_tol * abs(upper):
-            break
-        if kind == "cvar":
-            if t / 10 < t_min:
-                break
-            t /= 10
-        elif attempt >= 3:
+        t = _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels)
+        if t is None:
             break
     return _result(server, channel, kind, gap_tol, best, x[:P], nit, None, start)
