@@ -383,8 +383,8 @@ def _certify(server, theta, eta, t):
     if a is None:
         return float("-inf"), float("inf"), {"t": t, "reason": (
             "no certified bracket of eta" if server.k <= 1 else
-            f"no certified bracket of eta: the dual's sums near its optimum were withheld (fewer than "
-            f"min_contributors={server.k} clients on one side of eta)")}, eta
+            f"no certified bracket of eta: the dual's sums near its optimum were withheld (an entry would hold "
+            f"fewer than min_contributors={server.k} clients' terms)")}, eta
     s = server.probe(theta, eta, t).s
     if server.kind != "cvar" and not value_allow < 0.5:
         return float("-inf"), float("inf"), {"t": t, "reason": "the clients' floating-point allowance is too large"}, eta
@@ -515,8 +515,9 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
         def fun(theta, t=t):
             p = _inner_eta(server, theta, state["eta"], t)
             if p is None:
-                raise Withheld(f"the dual's optimum in eta at a model of the descent is withheld by the guard "
-                               f"(fewer than min_contributors={server.k} clients on one side of eta)")
+                raise Withheld(f"the dual's sums near its optimum in eta at a model of the descent are withheld by "
+                               f"the guard (an entry would hold fewer than min_contributors={server.k} clients' terms, "
+                               f"e.g. one client alone at the kink)")
             state["eta"] = p.eta
             s = p.s
             value = 0.5 * float(server.D @ (theta * theta)) + p.eta + constant + c * s.value[0]
