@@ -534,7 +534,7 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
         except Withheld as err:
             withheld_at, nit = str(err), -1
             break
-        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels)
+        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels, jump=True)
         if skip is not None:
             t = skip
             continue
@@ -556,13 +556,16 @@ def _gtol(server, kind, t, alpha, gap_tol, value, P) -> float:
     return float(np.sqrt(0.4 * server.mu * max(target, floor) / P)) if max(target, floor) > 0 else 1e-8
 
 
-def _skip_to(kind, t, t_min, alpha, gap_tol, value, levels):
+def _skip_to(kind, t, t_min, alpha, gap_tol, value, levels, jump=False):
     """CVaR before its first certificate: when the smoothing floor :math:`t\\log2/\\alpha` alone exceeds
-    half the target, the smoothing level whose floor is a quarter of it (no certificate at ``t``);
+    half the target, the next smoothing level (``t / 10``, not below the one whose floor is a quarter
+    of the target; with ``jump``, that one at once -- the guarded descent, where the intermediate
+    levels put more clients at the kink and their sums are withheld), with no certificate at ``t``;
     else ``None``."""
     target = gap_tol * abs(value)
     if kind == "cvar" and not levels and t * np.log(2) / alpha > 0.5 * target and t > t_min:
-        return max(t_min, min(t / 10, 0.25 * target * alpha / np.log(2)))
+        final = 0.25 * target * alpha / np.log(2)
+        return max(t_min, final if jump else max(t / 10, final))       # continuation: tenfold steps
     return None
 
 
