@@ -732,8 +732,8 @@ def test_every_gallery_example_draws_a_figure_with_out():
 def test_private_certificate_quick_run_brackets_the_cvxpy_optimum():
     """examples/private_certificate.py --quick: each case's private and non-private certificates both
     contain the in-process CVXPY optimum (an independent route: the whole data in one conic
-    model), the printed verdict line follows the numbers, ERM has no isolating sum, and the figure
-    is drawn."""
+    model), the printed verdict line follows the numbers, no released sum isolates a client (the
+    guard), ERM withholds nothing, and the figure is drawn."""
     mod = _load("private_certificate")
     rows, out = _run_quick(mod)
     assert [r["case"] for r in rows] == ["breast cancer ERM", "breast cancer chi2 0.5", "breast cancer CVaR 0.5"]
@@ -744,7 +744,7 @@ def test_private_certificate_quick_run_brackets_the_cvxpy_optimum():
             assert c["status"] == "optimal", (r["case"], side)
             assert c["lower"] <= ref.upper_bound + _tol(ref.upper_bound, 1e-9), (r["case"], side)
             assert ref.lower_bound <= c["upper"] + _tol(ref.upper_bound, 1e-9), (r["case"], side)
-        assert f"{r['secure_sums']:5d} {r['isolating_sums']:9d}" in out
-    assert rows[0]["isolating_sums"] == 0 and rows[0]["route"] == "fixed_weight"
+        assert f"{r['secure_sums']:5d} {r['withheld_sums']:8d}" in out and r["isolating_sums"] == 0
+    assert rows[0]["withheld_sums"] == 0 and rows[0]["route"] == "fixed_weight"
     assert "the same optimum inside both): True" in out
     _figure("private_certificate")

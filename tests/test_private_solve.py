@@ -54,11 +54,14 @@ def test_public_weights_take_the_fixed_weight_route(bc):
 
 def test_chi_square_is_certified_from_sums_and_reports_its_isolating_sums(bc):
     prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.ChiSquare(4, 0.5), l2=0.01)
-    sol = private_solve(prob)
+    with pytest.raises(InvalidParameterError, match="reveal_loss_distribution=True"):
+        private_solve(prob)                      # chi-square reveals the loss distribution: opt in
+    sol = private_solve(prob, reveal_loss_distribution=True)
     assert sol.status == "optimal"
     _agrees(sol, prob.solve())
     info = _server_saw(sol, "chi_square")
-    assert info["isolating_sums"] >= 0 and str(info["isolating_sums"]) in info["per_client_values"]
+    assert info["isolating_sums"] == 0 and info["min_contributors"] == 2
+    assert "unlabeled empirical distribution" in info["server_learns"]
 
 
 @pytest.mark.parametrize("weights, words", [

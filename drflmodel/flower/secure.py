@@ -65,7 +65,8 @@ class _SumNumPyClient(NumPyClient):
         stage = int(config["stage"])
         params = json.loads(str(config["params"]))
         scale = parameters[0] if stage == 0 else None
-        answer = self.sum_client.answer(str(config["query"]), stage, scale, params)
+        floor = float(config["floor"]) if float(config["floor"]) > 0 else None
+        answer = self.sum_client.answer(str(config["query"]), stage, scale, params, floor, bool(config["holders"]))
         return [answer], MAX_WEIGHT, {}
 
 
@@ -132,10 +133,11 @@ class FlowerSecAggChannel(SumOnlyChannel):
                                             quantization_range=int(self.quantization_range),
                                             modulus_range=int(self.modulus_range), timeout=self.timeout)
 
-    def _transport(self, query, stage, scale, params):
+    def _transport(self, query, stage, scale, params, floor=None, holders=False):
         self._rounds += 1
         arrays = [np.atleast_1d(np.asarray(scale, float))] if stage == 0 else [np.zeros(1)]
-        self._strategy.pending = {"query": query, "stage": int(stage),
+        self._strategy.pending = {"query": query, "stage": int(stage), "holders": int(bool(holders)),
+                                  "floor": float(floor) if floor is not None else 0.0,
                                   "params": json.dumps({k: _jsonable(v) for k, v in params.items()})}
         self._strategy.result = None
         state = self._legacy.state

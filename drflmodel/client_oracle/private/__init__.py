@@ -38,9 +38,14 @@ enters :math:`U` and :math:`L` as interval ends, a second secure sum of the clie
 divides it by :math:`c/\Delta`, and clipping is counted by one more summed entry and widened, never
 silent.
 
-**What the server learns**: the sums it asked for (``SumOnlyChannel.seen``), including the total
-number of rows :math:`N`, the number of clients that would clip, and -- for CVaR -- soft counts of
-the clients above each probed :math:`\eta` (see :mod:`.cvar` for the measured one-client case).
+**What the server learns** (``info["private"]["server_learns"]`` gives the route's full sentence):
+the sums it asked for (``SumOnlyChannel.seen``), the total number of rows :math:`N`, the number of
+clients that would clip, and, per entry of each sum, how many clients send a nonzero term -- **the
+guard** (``min_contributors``, default 2, :meth:`.secure_sum.SumOnlyChannel.sum`) withholds every
+sum with an entry of fewer than that many clients' terms, so no released entry is one client's. For
+CVaR and χ² the server also learns the unlabeled empirical distribution of the client losses near
+the dual's levels :math:`\eta`; those routes need ``reveal_loss_distribution=True``. ERM and fixed
+weights reveal no client's loss.
 **What is lost**: per-client answer checks (:mod:`drflmodel.client_oracle.checks`) cannot run on
 sums; a lying client inside a sum shifts the sum by any amount its range allows (up to
 :math:`c` times the scale per entry) and cannot be named.
@@ -60,9 +65,9 @@ SecAgg+ (same certificate, bit for bit).
 from .clients import PrivateClient, private_clients
 from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
-from .secure_sum import SecureSum, SumOnlyChannel, flower_dequantize_sum, flower_quantize
+from .secure_sum import SecureSum, SumOnlyChannel, SumWithheld, flower_dequantize_sum, flower_quantize
 from .dp import dp_fixed_weight_solve, zcdp_rho
 from .solve import REFUSED, private_route, private_solve
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "REFUSED", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "REFUSED", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]

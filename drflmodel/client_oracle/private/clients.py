@@ -59,9 +59,13 @@ class PrivateClient:
         return self._point
 
     def contribution(self, query: str, weights=None, theta=None, idx=None, b=None,
-                     intercept_column=None, eta=None, t=None) -> np.ndarray:
+                     intercept_column=None, eta=None, t=None, kind=None) -> np.ndarray:
         if query == "size":
             return np.array([float(self.size)])
+        if query == "dual_allowances":
+            return self.dual_allowances(theta, float(weights))
+        if query == "dual_count":
+            return self.dual_count(theta, np.asarray(eta, float), None if t is None else float(t), str(kind))
         if query in ("cvar_eta", "cvar_gradient"):
             return self.cvar_contribution(theta, float(eta), float(t), query == "cvar_gradient")
         if query in ("chi_square_eta", "chi_square_gradient"):
@@ -84,33 +88,80 @@ class PrivateClient:
 
     def chi_square_contribution(self, theta, eta: float, gradient: bool) -> np.ndarray:
         r"""The :math:`\chi^2` dual terms of :mod:`.cvar` (:math:`h(z)=z_+^2/2`), in the layout of
-        :meth:`cvar_contribution`: :math:`z_+^2/2`, :math:`z_+`, :math:`|z|`, :math:`z_+`,
+        :meth:`cvar_contribution`: :math:`z_+^2/2`, :math:`z_+`, 0 (:math:`|z|` never sent), :math:`z_+`,
         :math:`\mathbf 1[z>0]`, then 0, or, with ``gradient``, :math:`\|\nabla\tilde f_i\|`, 0, 0 and
         :math:`z_+\nabla\tilde f_i`."""
         point = self._at(theta)
         z = float(point.values[0] - point.penalty) - eta
         zp = max(z, 0.0)
-        head = [0.5 * zp * zp, zp, abs(z), zp, float(z > 0)]
+        head = [0.5 * zp * zp, zp, 0.0, zp, float(z > 0)]          # |z| not sent (module .cvar)
         if not gradient:
             return np.array(head + [0.0])
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
         return np.concatenate([head, [float(np.linalg.norm(g)), 0.0, 0.0], zp * g])
 
+    def dual_allowances(self, theta, weight: float) -> np.ndarray:
+        r"""``weight`` times this client's floating-point allowances on its value :math:`a_i`
+        (:meth:`value_allowance`) and on its gradient (the gradient allowance of
+        :mod:`drflmodel.problems.minmax.hessian_free_bound` with :math:`m=N_i+d+16`), each rounded
+        **up** to a power of 256. The dual routes of :mod:`.cvar` sum these instead of the magnitudes
+        (``"bound_terms"``): those contain the client's loss, and their sum over all clients, with the
+        dual's sums over the clients above :math:`\eta`, would give the sum over the clients below it;
+        a power of 256 tells the server only the order of magnitude of the allowance."""
+        point = self._at(theta)
+        _, xr, x2, _ = point.allowance_terms()[0]
+        m = self.size + self._mf.n_features + 16
+        u = np.finfo(float).eps / 2
+        gamma = m * u / (1 - m * u)
+        theta = point.theta
+        ridge = float(np.linalg.norm(self._mf.penalty_diagonal * theta))
+        grad = gamma * (xr + self._mf.loss.smoothness * np.linalg.norm(theta) * x2 + ridge) * (1 + 1e-6)
+        out = weight * np.array([self.value_allowance(point), grad])
+        with np.errstate(divide="ignore"):
+            k = np.ceil(np.log2(np.where(out > 0, out, 1.0)) / 8)
+        up = np.where(out > 0, 2.0 ** (8 * k), 0.0)
+        return np.where(up < out, up * 256, up)
+
+    def margin(self, point, t) -> float:
+        r"""CVaR's margin :math:`m_i=40t+2a_i` around :math:`\eta'` (:math:`a_i` =
+        :meth:`value_allowance`): below :math:`-m_i` this client sends 0 for its softplus,
+        :math:`\sigma` and :math:`\sigma\nabla\tilde f_i` terms (exact ones are below :math:`te^{-40}`,
+        :math:`e^{-40}`), beyond :math:`\pm m_i` 0 for :math:`\sigma'` and :math:`m_i`."""
+        return 40.0 * t + 2.0 * self.value_allowance(point)
+
+    def dual_count(self, theta, eta: np.ndarray, t, kind: str) -> np.ndarray:
+        r"""Two flags at each level of ``eta`` (flattened, level by level), :math:`z_i=\tilde
+        f_i(\theta)-\eta'` as computed: CVaR :math:`\mathbf 1[z_i>-m_i]` (its softplus, :math:`\sigma`
+        and gradient terms are nonzero) and :math:`\mathbf 1[z_i\ge m_i]` (its :math:`\sigma'` terms are
+        zero; :meth:`margin`); :math:`\chi^2` :math:`\mathbf 1[z_i>0]` twice (its terms are nonzero).
+        The guard of :mod:`.cvar` reads them before any dual sum at these levels is asked."""
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - np.atleast_1d(eta)
+        if kind == "cvar":
+            m = self.margin(point, t)
+            flags = [z > -m, z >= m]
+        else:
+            flags = [z > 0, z > 0]
+        return np.stack(flags, axis=1).astype(float).ravel()
+
     def cvar_contribution(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
         r"""The smoothed CVaR terms of :mod:`.cvar` at :math:`(\theta,\eta')`, :math:`z=\tilde f_i-\eta'`
-        with :math:`\tilde f_i=f_i-p(\theta)` (the data loss): :math:`t\log(1+e^{z/t})`, :math:`z_+`,
-        :math:`|z|`, :math:`\sigma=\sigma(z/t)`, :math:`\sigma'=\sigma(1-\sigma)/t`, then without ``gradient``
+        with :math:`\tilde f_i=f_i-p(\theta)` (the data loss): :math:`t\log(1+e^{z/t})`, 0, 0 (the
+        places of :math:`z_+` and :math:`|z|`, never sent: their sums would hold the clients just
+        above or below :math:`\eta` alone), :math:`\sigma=\sigma(z/t)`, :math:`\sigma'=\sigma(1-\sigma)/t`, then without ``gradient``
         :math:`m_i=a_i\sigma'e^{a_i/t}` (:math:`a_i` = :meth:`value_allowance`), with it
         :math:`\|\nabla\tilde f_i\|`, :math:`m_i`, :math:`m_i\|\nabla\tilde f_i\|` and :math:`\sigma\nabla\tilde f_i`."""
         from scipy.special import expit
 
         point = self._at(theta)
         z = float(point.values[0] - point.penalty) - eta
-        sig = float(expit(z / t))
-        slope = sig * (1.0 - sig) / t
-        a = self.value_allowance(point)
+        a, m = self.value_allowance(point), self.margin(point, t)
+        up, band = z > -m, abs(z) < m              # outside them the terms are sent as exact zeros
+        sig = float(expit(z / t)) if up else 0.0
+        slope = sig * (1.0 - sig) / t if band else 0.0
         moved = a * slope * float(np.exp(min(a / t, 700.0))) * (1 + 1e-6)   # bounds |d sigma| (module .cvar)
-        head = [t * float(np.logaddexp(0.0, z / t)), max(z, 0.0), abs(z), sig, slope]
+        soft = t * float(np.logaddexp(0.0, z / t)) if up else 0.0
+        head = [soft, 0.0, 0.0, sig, slope]                                  # z_+, |z| not sent
         if not gradient:
             return np.array(head + [moved])
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta

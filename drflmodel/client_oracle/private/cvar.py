@@ -56,24 +56,23 @@ the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoo
 The smoothing continues (:math:`t\leftarrow t/10`, warm started) until the gap is within
 ``gap_tol`` or :math:`t` reaches ``t_min``; the floor :math:`t\log2/\alpha` is reported.
 
-**What the server learns**: the sums :math:`\sum_is_t(z_i)`, :math:`\sum_i(z_i)_+`,
-:math:`\sum_i|z_i|`, :math:`\sum_i\sigma_i`, :math:`\sum_i\sigma_i'`, :math:`\sum_i\|\nabla\tilde f_i\|`
-and :math:`\sum_i\sigma_i\nabla\tilde f_i` at every probed :math:`(\theta,\eta')`. For small
-:math:`t`, :math:`\sum_i\sigma_i` is the number of clients whose loss exceeds :math:`\eta`, and the
-1-D search probes it near the :math:`\alpha`-quantile: the server learns that quantile of the
-clients' losses (to the search's precision) and how many clients are near it -- no client's own
-value, but any exact CVaR certificate carries this much about the loss distribution. **Measured
-leak**: when a probe puts exactly one client above :math:`\eta` (or one below),
-:math:`\sum_i(z_i)_+` (or :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term and, with
-:math:`\eta` public, reveals its data loss (not which client it is). The server counts such sums from
-their soft count (``details['isolating_sums']``); on breast cancer (4 sites, :math:`\alpha=0.5`) a few
-of the solve's sums are such. A count-first guard (a secure sum of :math:`\mathbf 1[z_i>0]` before
-each probe, skipping probes with a count of 1 or :math:`n-1`) would close it; not built in this cut.
+**What the server learns** (:data:`SERVER_LEARNS`, ``reveal_loss_distribution=True`` required): the
+sums over the clients of :math:`s_t(z_i)`, :math:`\sigma_i`, :math:`\sigma_i'`, the clients'
+:math:`m_i`, :math:`\|\nabla\tilde f_i\|` and :math:`\sigma_i\nabla\tilde f_i` at every probed
+:math:`(\theta,\eta')` (never :math:`\sum_i(z_i)_+` or :math:`\sum_i|z_i|`, which would hold the clients
+just above or below :math:`\eta` alone); for small :math:`t`, :math:`\sum_i\sigma_i` is the number of
+clients above :math:`\eta`, and the sums at many levels give the unlabeled empirical distribution of
+the client losses near the levels probed. **The guard** (``min_contributors`` :math:`k`, default 2;
+:meth:`~.secure_sum.SumOnlyChannel.sum`): no entry of a released sum holds fewer than :math:`k`
+clients' nonzero terms; the sums at other levels are withheld, and the search in :math:`\eta` steers
+around them by secure counts (:class:`_DualServer`). It does not stop differencing two released sums
+whose holders differ by one client.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
@@ -82,52 +81,137 @@ from ...errors import InvalidParameterError
 from ...sets import CVaR, ChiSquare
 from .clients import private_clients
 from .fixed_weight import PrivateCertificate, _Server
-from .secure_sum import SumOnlyChannel
+from .secure_sum import SumOnlyChannel, SumWithheld
 
 __all__ = ["private_cvar_solve", "private_chi_square_solve"]
 
 _EPS = np.finfo(float).eps
 
 
+@dataclass
+class _Probe:
+    """One probe of the dual at :math:`(\\theta,\\eta')`: the released sums ``s`` (a
+    :class:`~.secure_sum.SecureSum`), or ``None`` when the guard withheld them; then ``sign`` is the
+    sign of :math:`\\varphi'` the counts certify (0: none) and ``steer`` the sign it is taken to have
+    (where the search goes: 0 nowhere)."""
+
+    eta: float
+    s: object = None
+    sign: int = 0
+    steer: int = 0
+
+
+class Withheld(InvalidParameterError):
+    """The dual's optimum in :math:`\\eta` lies where fewer than ``min_contributors`` clients are on
+    one side: its sums are never released, so no certificate is possible at that level."""
+
+
 class _DualServer:
     """The server's side of a 1-D dual in :math:`\\eta'`: :math:`\\varphi(\\eta')=\\eta'+k+c\\sum_ih(z_i)`
     (CVaR: :math:`h=s_t`, :math:`c=1/(\\alpha n)`, :math:`k=0`; :math:`\\chi^2`: :math:`h=z_+^2/2`,
     :math:`c=1/(n\\rho)`, :math:`k=\\rho/2`). Sum layout: :math:`h`, :math:`z_+`, :math:`|z|`, :math:`h'`,
-    :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`."""
+    :math:`h''` (:math:`\\chi^2`: :math:`\\mathbf 1[z>0]`), :math:`\\|\\nabla\\tilde f_i\\|`, :math:`h'\\nabla\\tilde f_i`.
 
-    def __init__(self, problem, channel, kind: str, c: float, constant: float):
+    **The guard** (``min_contributors`` :math:`=k\\ge2`, set on the channel): every dual sum is a
+    guarded :meth:`~.secure_sum.SumOnlyChannel.sum` -- a secure count of the clients sending a nonzero
+    term in each entry first, the values only when every entry holds 0 or at least :math:`k`
+    clients' terms (:class:`~.secure_sum.SumWithheld` otherwise). The clients send their softplus,
+    :math:`\\sigma` and gradient terms as exact zeros below :math:`-m_i` and :math:`\\sigma'`, :math:`m_i`
+    as zeros beyond :math:`\\pm m_i` (:meth:`PrivateClient.margin`), so the holders are the clients
+    near or above :math:`\\eta`. A withheld probe costs one more secure count
+    (:meth:`PrivateClient.dual_count`: the clients above :math:`\\eta-m_i` and above
+    :math:`\\eta+m_i`), which for CVaR certifies the sign of :math:`\\varphi'` when ``touch``
+    :math:`<\\alpha n` or ``above`` :math:`>\\alpha n` (below :math:`-m_i` a client's
+    :math:`\\sigma_i<e^{-40}`, above :math:`m_i` it exceeds :math:`1-e^{-40}`), and otherwise steers the
+    search; a withheld :math:`\\chi^2` probe is certified only when no client is above
+    :math:`\\eta` (:math:`\\varphi'=1`)"""
+
+    def __init__(self, problem, channel, kind: str, c: float, constant: float, min_contributors: int = 2):
         n = problem.n_clients
         self.kind, self.c, self.constant, self.n = kind, c, constant, n
+        self.k = int(min_contributors)
         self.base = _Server(problem, channel, np.full(n, c))          # public weights c: the allowances
         self.D, self.dim, self.channel = self.base.D, self.base.dim, channel
         self.mu = float(self.D.min())
         self.evaluations = 0
         self.isolating = 0
+        self.count_sums = 0
+        self.withheld = 0
 
     def _watch(self, s):
-        r"""Count the sums in which one client stands alone above (or below) :math:`\eta` (the
-        count :math:`\sum_i\sigma_i` -- CVaR -- or :math:`\sum_i\mathbf 1[z_i>0]` -- :math:`\chi^2` --
-        within 0.01 of 1 or :math:`n-1`): there :math:`\sum_i(z_i)_+` (or
-        :math:`\sum_i|z_i|-\sum_i(z_i)_+`) is that one client's term, and with :math:`\eta` public its
-        data loss (module docstring)."""
+        r"""Count the released sums in which one client stands alone above (or below) :math:`\\eta`
+        (the count :math:`\\sum_i\\sigma_i` -- CVaR -- or :math:`\\sum_i\\mathbf 1[z_i>0]` -- :math:`\\chi^2` --
+        within 0.01 of 1 or :math:`n-1`) when the guard is off (:math:`k\\le1`): there the dual sum
+        is that one client's term, and with :math:`\\eta` public its data loss. With the guard no
+        released entry holds fewer than :math:`k` clients' nonzero terms (the channel's holders round),
+        so it stays 0."""
         count = s.value[3] if self.kind == "cvar" else s.value[4]
-        if min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
+        if self.k <= 1 and min(abs(count - 1), abs(count - (self.n - 1))) < 0.01:
             self.isolating += 1
         return s
 
+    def allowances(self, theta):
+        """Upper bounds on :math:`c\\sum_ia_i` and on the clients' summed gradient allowance: a secure
+        sum of each client's own, rounded up to a power of 256 (:meth:`PrivateClient.dual_allowances`;
+        not the ``"bound_terms"`` magnitudes, which hold each client's loss)."""
+        s = self.channel.sum("dual_allowances", theta=theta, weights=self.c, scale=1e-12)   # ~ c n u N_i
+        return float(s.upper[0]), float(s.upper[1])
+
+    def counts(self, theta, eta, t):
+        """The guard's counts at a withheld probe (:meth:`PrivateClient.dual_count`): how many
+        clients' loss is above :math:`\\eta'-m_i` and above :math:`\\eta'+m_i`; a sum of flags,
+        itself not guarded."""
+        s = self.channel.sum("dual_count", stages=1, min_contributors=0, theta=theta, eta=np.array([eta]), t=t,
+                             kind=self.kind)
+        self.count_sums += 1
+        if np.any(s.error >= 0.5):
+            raise InvalidParameterError("the secure count of the dual's guard is not exact; raise quantization_range")
+        return tuple(int(x) for x in np.rint(s.value))
+
+    def _count_sign(self, counts):
+        """The sign of :math:`\\varphi'` the counts certify (0: none), and where to steer."""
+        touch, above = counts
+        n, k = self.n, self.k
+        if self.kind == "cvar":          # sum_i sigma_i (exact) in [above (1 - e^-40), touch + n e^-40]
+            if self.c * (touch + n * 1e-17) < 1.0 - 1e-12:
+                return 1, 1
+            if self.c * above * (1 - 1e-17) > 1.0 + 1e-12:
+                return -1, -1
+        elif touch == 0:                 # chi2: every z_i <= 0 (as computed; a_i in the certificate)
+            return 1, 1
+        if 0 < touch < k:                # few clients above: eta is taken as too high
+            return 0, 1
+        if 0 < n - touch < k:            # few below: too low
+            return 0, -1
+        if self.kind == "cvar":          # steer by the estimate sigma_i = 1/2 at the kink
+            guess = 1.0 - self.c * (above + 0.5 * (touch - above))
+            return 0, int(np.sign(guess))
+        return 0, 0
+
+    def probe(self, theta, eta, t, gradient: bool = True) -> _Probe:
+        """The dual sums at :math:`(\\theta,\\eta')` unless the channel's guard withholds them
+        (class docstring)."""
+        query, size = (f"{self.kind}_gradient", 8 + self.dim) if gradient else (f"{self.kind}_eta", 6)
+        try:
+            s = self.channel.sum(query, theta=theta, eta=eta, t=t, scale=self._scale(t, size))
+        except SumWithheld:
+            self.withheld += 1
+            sign, steer = self._count_sign(self.counts(theta, eta, t))
+            return _Probe(eta, None, sign, steer)
+        if gradient:
+            self.evaluations += 1
+        return _Probe(eta, self._watch(s))
+
     def _scale(self, t, size):
+        """Public scales: :math:`\\sigma'\\le1/(4t)`; the clients' :math:`m_i\\approx a_i\\sigma_i'` with
+        :math:`a_i` of the order of :math:`10^{-13}` (widened when larger)."""
         scale = np.ones(size)
         if self.kind == "cvar":
             scale[4] = 1 / (4 * t)
+            scale[5 if size == 6 else 6] = 1e-13 / t
+            if size > 6:
+                scale[7] = 1e-13 / t
         return scale
-
-    def eta_sums(self, theta, eta, t):
-        return self._watch(self.channel.sum(f"{self.kind}_eta", theta=theta, eta=eta, t=t, scale=self._scale(t, 6)))
-
-    def gradient_sums(self, theta, eta, t):
-        self.evaluations += 1
-        return self._watch(self.channel.sum(f"{self.kind}_gradient", theta=theta, eta=eta, t=t,
-                                            scale=self._scale(t, 8 + self.dim)))
 
     def slope_allowance(self, value_allow, t):
         """The effect of the clients' value errors :math:`a_i` (:math:`c\\sum_ia_i` = ``value_allow``)
@@ -137,49 +221,90 @@ class _DualServer:
         saturated). :math:`\\chi^2`: :math:`h'=z_+` is 1-Lipschitz: ``value_allow``."""
         if self.kind != "cvar":
             return lambda s: value_allow
-        return lambda s: self.c * s.upper[5 if s.value.size == 6 else 6]
+        # the terms the clients sent as zeros (PrivateClient.margin): sigma_i < e^-40 below -m_i, and
+        # |d sigma_i| <= a_i e^-40 / t beyond +-m_i
+        zeros = self.c * self.n * _ZERO + value_allow * _ZERO / t
+        return lambda s: self.c * s.upper[5 if s.value.size == 6 else 6] + zeros
+
+
+#: e^-40 and above: what a term the clients send as zero can be at most (relative; PrivateClient.margin)
+_ZERO = 4.3e-18
+
+
+def _sign(p, slope, err):
+    """The certified sign of :math:`\\varphi'` at a probe (0: not certified)."""
+    if p.s is None:
+        return p.sign
+    d, e = slope(p.s), err(p.s)
+    return -1 if d + e < 0 else (1 if d - e > 0 else 0)
 
 
 def _eta_bracket(server, theta, eta, t, slope_fp):
     """Newton on :math:`\\varphi(\\eta')` from ``eta``, then a certified bracket and the lower bound on
-    :math:`\\min\\varphi` (module docstring): ``(eta_bar, a, b, phi_lower)``."""
+    :math:`\\min\\varphi` (module docstring): ``(eta_bar, a, b, phi_lower, slope_bound, probe)``; a
+    withheld probe (:class:`_DualServer`) counts in the bracket only where its counts certify the sign."""
     c = server.c
     slope = lambda s: 1 - c * s.value[3]                     # noqa: E731  phi'(eta)
     err = lambda s: c * s.error[3] + slope_fp(s)             # noqa: E731
-    lo = hi = None                   # phi'(lo) < 0 < phi'(hi), each certified by its sum's error
-    s_lo = s_hi = None
-    s = server.eta_sums(theta, eta, t)
+    lo = hi = None                       # certified: phi'(lo) < 0 < phi'(hi)
+    slo, shi = -np.inf, np.inf           # where the search looks (also from withheld probes)
+
+    def record(p):
+        nonlocal lo, hi, slo, shi
+        sg = _sign(p, slope, err)
+        if sg < 0:
+            lo = p.eta if lo is None else max(lo, p.eta)
+        elif sg > 0:
+            hi = p.eta if hi is None else min(hi, p.eta)
+        side = sg if sg else (p.steer if p.s is None else 0)
+        if side < 0:
+            slo = max(slo, p.eta)
+        elif side > 0:
+            shi = min(shi, p.eta)
+        return sg
+
+    p = server.probe(theta, eta, t, gradient=False)
     step = t if server.kind == "cvar" else 1e-3
-    for _ in range(200):                                     # expand until both signs are certified
-        d = slope(s)
-        if d + err(s) < 0:
-            lo, s_lo = eta, s
-        elif d - err(s) > 0:
-            hi, s_hi = eta, s
-        if lo is not None and hi is not None:
+    for _ in range(200):                                     # expand until the search has two sides
+        sg = record(p)
+        if np.isfinite(slo) and np.isfinite(shi):
             break
-        eta = eta + step if hi is None else eta - step
+        up = not np.isfinite(shi)
+        if sg == 0 and p.s is not None and np.isfinite(slo):
+            up = False
+        eta = eta + step if up else eta - step
         step *= 2
-        s = server.eta_sums(theta, eta, t)
-    if lo is None or hi is None:
-        return eta, None, None, float("-inf"), float("inf")
-    eta = 0.5 * (lo + hi)
-    s = server.eta_sums(theta, eta, t)
-    for _ in range(200):                                     # safeguarded Newton inside [lo, hi]
-        d, e_d, h = slope(s), err(s), c * s.value[4]
-        if d + e_d < 0:
-            lo, s_lo = eta, s
-        elif d - e_d > 0:
-            hi, s_hi = eta, s
-        else:
+        p = server.probe(theta, eta, t, gradient=False)
+    if not (np.isfinite(slo) and np.isfinite(shi)):
+        return eta, None, None, float("-inf"), float("inf"), None
+    eta = 0.5 * (slo + shi)
+    p = server.probe(theta, eta, t, gradient=False)
+    for _ in range(200):                                     # safeguarded Newton inside [slo, shi]
+        sg = record(p)
+        if p.s is not None and sg == 0:
             break                                            # |phi'| within its error: converged
-        trial = eta - d / h if h > 0 else 0.5 * (lo + hi)
-        if not lo < trial < hi:
-            trial = 0.5 * (lo + hi)
-        if trial == eta or hi - lo <= 4 * _EPS * max(abs(eta), 1.0):
+        if p.s is not None and c * p.s.value[4] > 0:
+            trial = eta - slope(p.s) / (c * p.s.value[4])
+        else:
+            trial = 0.5 * (slo + shi)
+        if not slo < trial < shi:
+            trial = 0.5 * (slo + shi)
+        if trial == eta or shi - slo <= 4 * _EPS * max(abs(eta), 1.0):
             break
         eta = trial
-        s = server.eta_sums(theta, eta, t)
+        p = server.probe(theta, eta, t, gradient=False)
+    if p.s is None:
+        return eta, None, None, float("-inf"), float("inf"), None
+    for side in (-1, 1):            # a flat dual (CVaR, alpha n an integer): look further for a certified sign
+        far, step = eta, (t if server.kind == "cvar" else 1e-3)
+        for _ in range(60):
+            if (lo if side < 0 else hi) is not None:
+                break
+            far, step = far + side * step, 2 * step
+            record(server.probe(theta, far, t, gradient=False))
+    if lo is None or hi is None:
+        return eta, None, None, float("-inf"), float("inf"), None
+    s = p.s
     slope_bound = abs(slope(s)) + err(s)
     # shrink the certified bracket towards eta by bisection (the uncertain band around eta* is narrow)
     phi_scale = max(1.0, abs(eta + c * s.value[0]))
@@ -192,9 +317,11 @@ def _eta_bracket(server, theta, eta, t, slope_fp):
             mid = 0.5 * (far + near)
             if mid in (far, near):
                 break
-            sm = server.eta_sums(theta, mid, t)
-            if (side < 0 and slope(sm) + err(sm) < 0) or (side > 0 and slope(sm) - err(sm) > 0):
+            sg = _sign(server.probe(theta, mid, t, gradient=False), slope, err)
+            if sg == side:
                 far = mid
+            elif sg == 0 and server.kind != "cvar" and server.k > 1:
+                break                                        # a withheld chi-square probe: no sign
             else:
                 near = mid
         if side < 0:
@@ -204,31 +331,79 @@ def _eta_bracket(server, theta, eta, t, slope_fp):
     # phi(eta*) >= phi(eta) + phi'(eta)(eta* - eta) with eta* in [lo, hi] (convexity)
     phi = eta + c * (s.value[0] - s.error[0])
     lower = phi - slope_bound * (hi - lo) - 4 * _EPS * (abs(eta) + abs(phi))
-    return eta, lo, hi, float(lower), float(slope_bound)
+    return eta, lo, hi, float(lower), float(slope_bound), p
+
+
+def _inner_eta(server, theta, eta, t):
+    """The dual's :math:`\\eta'` at ``theta`` for the descent in :math:`\\theta` (no certificate):
+    safeguarded Newton from ``eta`` on released gradient sums, withheld probes steering; the last
+    released probe (its :math:`\\varphi'` within its error or the steps below rounding), or ``None``."""
+    c = server.c
+    lo, hi = -np.inf, np.inf
+    step = t if server.kind == "cvar" else 1e-3
+    last = None
+    for _ in range(80):
+        p = server.probe(theta, eta, t)
+        if p.s is None:
+            side = p.steer
+            if side == 0:               # withheld, no side known: back towards the last released level
+                eta = 0.5 * (eta + last.eta) if last is not None else eta + step
+                step *= 2
+                continue
+        else:
+            last = p
+            d, e = 1 - c * p.s.value[3], c * p.s.error[3]
+            if abs(d) <= max(e, 1e-13):
+                return p
+            side = -1 if d < 0 else 1
+        if side < 0:
+            lo = max(lo, eta)
+        else:
+            hi = min(hi, eta)
+        trial = np.nan
+        if p.s is not None and c * p.s.value[4] > 0:
+            trial = eta - d / (c * p.s.value[4])
+        if not lo < trial < hi:
+            if np.isfinite(lo) and np.isfinite(hi):
+                trial = 0.5 * (lo + hi)
+            else:
+                trial = eta - side * step
+                step *= 2
+        if abs(trial - eta) <= 4 * _EPS * max(abs(eta), 1.0):
+            break
+        eta = trial
+    return last if last is not None and last.eta == eta else None
 
 
 def _certify(server, theta, eta, t):
     c = server.c
-    value_allow, grad_allow, _ = server.base.allowances(theta, None)   # c * sum_i a_i, c * sum_i (gradient's)
-    eta, a, b, phi_lower, slope_bound = _eta_bracket(server, theta, eta, t, server.slope_allowance(value_allow, t))
-    s = server.gradient_sums(theta, eta, t)
+    value_allow, grad_allow = server.allowances(theta)          # >= c * sum_i a_i, c * sum_i (gradient's)
+    eta, a, b, phi_lower, slope_bound, last = _eta_bracket(server, theta, eta, t,
+                                                           server.slope_allowance(value_allow, t))
+    if a is None:
+        return float("-inf"), float("inf"), {"t": t, "reason": (
+            "no certified bracket of eta" if server.k <= 1 else
+            f"no certified bracket of eta: the dual's sums near its optimum were withheld (an entry would hold "
+            f"fewer than min_contributors={server.k} clients' terms)")}, eta
+    s = server.probe(theta, eta, t).s
+    if server.kind != "cvar" and not value_allow < 0.5:
+        return float("-inf"), float("inf"), {"t": t, "reason": "the clients' floating-point allowance is too large"}, eta
     p = 0.5 * float(server.D @ (theta * theta))
     zplus, norms = s.upper[1], s.upper[5]
     if server.kind == "cvar":       # h = softplus: 1-Lipschitz, h' = sigma in [0, 1], |h''| <= 1/(4t)
-        fp = 8 * _EPS * c * (s.upper[2] + server.n * t)
-        value_err = value_allow + fp
-        upper = p + eta + c * zplus + value_err                      # the exact dual at eta
-        grad_err = grad_allow + c * s.upper[7]            # c sum_i m_i |grad f_i| (slope_allowance)
+        fp = 8 * _EPS * c * (s.upper[0] + server.n * t)      # |fl(s_t(z)) - s_t(z)| <= 4 eps (s_t(z) + t)
+        value_err = value_allow + fp + c * server.n * t * _ZERO      # + the softplus terms sent as zeros
+        upper = p + eta + c * s.upper[0] + value_err             # s_t >= (.)_+: above the exact dual at eta
+        # c sum_i m_i |grad f_i| (slope_allowance), and the terms sent as zeros
+        grad_err = grad_allow + c * s.upper[7] + (c * _ZERO + value_allow * _ZERO / t) * norms
         floor = t * np.log(2) / server.alpha
     else:                           # h = z_+^2 / 2: |dh| <= (z_+ + a) a, h' = z_+, h'' in {0, 1}
-        fp = 8 * _EPS * c * (s.upper[0] + s.upper[2])
+        fp = 8 * _EPS * c * s.upper[0]                       # below eta the computed term is exactly 0
         value_err = value_allow * zplus + value_allow ** 2 / (2 * c) + fp
         upper = p + eta + server.constant + c * s.upper[0] + value_err
         grad_err = grad_allow * zplus + value_allow * norms
         floor = 0.0
     details = {"t": t, "smoothing_floor": floor, "eta_prime": eta}
-    if a is None:
-        return float("-inf"), upper, {**details, "reason": "no certified bracket of eta"}, eta
     g = server.D * theta + c * s.value[8:]
     e_g = c * float(s.error[8:].max())
     # every h'(z_i) falls as eta grows, so sum_i |h'_i(eta*) - h'_i(eta)| = |phi'(eta)| / c
@@ -239,91 +414,224 @@ def _certify(server, theta, eta, t):
     return float(lower), float(upper), {**details, "gradient_bound": gnorm, "eta_bracket": float(b - a)}, eta
 
 
+#: what the server learns from a dual route (``info["private"]["server_learns"]``)
+SERVER_LEARNS = (
+    "at every probed model theta and level eta: the sums over the clients of the dual's terms (CVaR: the "
+    "smoothed excess loss t log(1 + exp((f_i - eta)/t)), its slope sigma_i and curvature; chi-square: "
+    "(f_i - eta)_+ and its square), the slope-weighted gradients, the gradient norms, and the clients' "
+    "floating-point allowances rounded up to powers of 256; before each sum, per entry, how many clients send "
+    "a nonzero term (the guard); where the guard withholds a sum, how many clients' losses lie above "
+    "eta -/+ a margin; the total number of rows N. No entry of a released sum is fewer than min_contributors "
+    "clients' nonzero terms, each above the sum's resolution (a term far larger than the others still "
+    "dominates its entry). Taken together, the sums at many levels eta reveal the unlabeled empirical "
+    "distribution of the client losses f_i(theta) near the probed levels -- which loss values occur, not "
+    "which client has them: two released sums whose holder counts differ by one give one client's term by "
+    "differencing, which the guard does not prevent.")
+
+
+def _opt_in(reveal_loss_distribution, min_contributors, name):
+    if reveal_loss_distribution is not True:
+        raise InvalidParameterError(
+            f"{name} in private mode reveals the unlabeled distribution of the client losses near the dual's "
+            f"level eta ({SERVER_LEARNS}); pass reveal_loss_distribution=True to accept that, or certify ERM / "
+            f"fixed weights, which reveal no client's loss")
+    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 1:
+        raise InvalidParameterError(f"min_contributors must be an integer >= 1; got {min_contributors!r}")
+
+
 def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_min: float = 1e-10,
                        max_iter: int = 3000, seed: int = 0, channel: SumOnlyChannel | None = None,
+                       reveal_loss_distribution: bool = False, min_contributors: int = 2,
                        **channel_options) -> PrivateCertificate:
     """Certify ``problem`` (a :class:`~drflmodel.problems.minmax.dro.FederatedDRO` with
     ``weights=dm.sets.CVaR(n, alpha)``, every coordinate penalized) from secure sums only (module
-    docstring)."""
+    docstring). ``reveal_loss_distribution=True`` is required: the server learns what
+    :data:`SERVER_LEARNS` says. ``min_contributors`` :math:`k` (default 2; 1 turns the guard off):
+    no dual sum is released unless at least :math:`k` clients are on each side of :math:`\\eta`
+    (:class:`_DualServer`); CVaR needs :math:`k\\le\\alpha n\\le n-k`."""
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
+    _opt_in(reveal_loss_distribution, min_contributors, "CVaR")
+    min_contributors = int(min_contributors)
     if not 0 < t_min <= t_start:
         raise InvalidParameterError(f"need 0 < t_min <= t_start; got t_min={t_min}, t_start={t_start}")
     alpha = float(problem.weights.alpha)
     if not alpha < 1:
         raise InvalidParameterError("alpha = 1 is the uniform average (the dual's eta runs to -infinity): use "
                                     "private_fixed_weight_solve(problem, weights=[1/n] * n)")
-    return _dual_solve(problem, "cvar", 1.0 / (alpha * problem.n_clients), 0.0, alpha, gap_tol, float(t_start),
-                       t_min, max_iter, seed, channel, channel_options)
+    n = problem.n_clients
+    if min_contributors > 1 and not min_contributors <= alpha * n <= n - min_contributors:
+        raise InvalidParameterError(
+            f"min_contributors={min_contributors} needs min_contributors <= alpha * n <= n - min_contributors "
+            f"(alpha * n = {alpha * n:g} clients lie above CVaR's optimal eta); got n = {n}")
+    return _dual_solve(problem, "cvar", 1.0 / (alpha * n), 0.0, alpha, gap_tol, float(t_start),
+                       t_min, max_iter, seed, channel, channel_options, int(min_contributors))
 
 
 def private_chi_square_solve(problem, gap_tol: float = 1e-6, max_iter: int = 3000, seed: int = 0,
-                             channel: SumOnlyChannel | None = None, **channel_options) -> PrivateCertificate:
+                             channel: SumOnlyChannel | None = None, reveal_loss_distribution: bool = False,
+                             min_contributors: int = 2, **channel_options) -> PrivateCertificate:
     """Certify ``problem`` (a :class:`~drflmodel.problems.minmax.dro.FederatedDRO` with
     ``weights=dm.sets.ChiSquare(n, rho)``, :math:`\\rho>0`, every coordinate penalized) from secure sums
     only: the set's exact dual :math:`\\min_\\eta\\,\\eta+\\frac\\rho2+\\frac1{2n\\rho}\\sum_i(f_i-\\eta)_+^2`
     (``ChiSquare.support_expr``) is :math:`C^1`, so no smoothing (module docstring, with
-    :math:`h=z_+^2/2`)."""
+    :math:`h=z_+^2/2`). ``reveal_loss_distribution`` and ``min_contributors`` as in
+    :func:`private_cvar_solve`; when fewer than :math:`k` clients lie above the dual's optimal
+    :math:`\\eta` (small :math:`\\rho`) the sums there are withheld and the solve says so (status
+    ``"not certified to gap_tol"``, ``details["reason"]``)."""
     if not isinstance(getattr(problem, "weights", None), ChiSquare):
         raise InvalidParameterError("private_chi_square_solve needs problem.weights = drflmodel.sets.ChiSquare(n, rho)")
+    _opt_in(reveal_loss_distribution, min_contributors, "the chi-square set")
     rho = float(problem.weights.rho)
     if not rho > 0:
         raise InvalidParameterError("rho = 0 makes the chi-square set's value the largest client loss, one "
                                     "client's value: private mode refuses it")
     return _dual_solve(problem, "chi_square", 1.0 / (problem.n_clients * rho), rho / 2, None, gap_tol, None,
-                       None, max_iter, seed, channel, channel_options)
+                       None, max_iter, seed, channel, channel_options, int(min_contributors))
 
 
-def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options):
+def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options,
+                min_contributors):
     if not 0 < gap_tol < 1:
         raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
-    server = _DualServer(problem, channel, kind, c, constant)
+    channel.min_contributors = min_contributors          # the guard of every sum of this solve
+    server = _DualServer(problem, channel, kind, c, constant, min_contributors)
     server.alpha = alpha
     if server.mu <= 0:
         raise InvalidParameterError(f"the private {kind} solve needs every coordinate penalized (l2 > 0 and "
                                     f"penalize_intercept=True): its bound is the ridge's strong convexity")
     P = server.dim
-    x = np.zeros(P + 1)
+    theta = np.zeros(P)
+    state = {"eta": 0.0}
     best = None
+    withheld_at = None
+    value_seen, levels = [None], []
+    if server.k <= 1:       # no guard: descend jointly in (theta, eta'), one sum an evaluation
+        return _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, channel, start)
     for attempt in range(60):
-        def fun(x, t=t):
-            s = server.gradient_sums(x[:P], x[P], t)
-            theta = x[:P]
-            value = 0.5 * float(server.D @ (theta * theta)) + x[P] + constant + c * s.value[0]
-            grad = np.concatenate([server.D * theta + c * s.value[8:], [1 - c * s.value[3]]])
-            return value, grad
+        def fun(theta, t=t):
+            p = _inner_eta(server, theta, state["eta"], t)
+            if p is None:
+                raise Withheld(f"the dual's sums near its optimum in eta at a model of the descent are withheld by "
+                               f"the guard (an entry would hold fewer than min_contributors={server.k} clients' terms, "
+                               f"e.g. one client alone at the kink)")
+            state["eta"] = p.eta
+            s = p.s
+            value = 0.5 * float(server.D @ (theta * theta)) + p.eta + constant + c * s.value[0]
+            value_seen[0] = value
+            return value, server.D * theta + c * s.value[8:]
 
-        res = minimize(fun, x, jac=True, method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "gtol": 1e-12, "ftol": 0.0, "maxcor": 20})
-        x = np.array(res.x)
-        lower, upper, details, eta = _certify(server, x[:P], x[P], t)
-        x[P] = eta
+        # stop L-BFGS where the gradient's share of the gap, |g|^2 / (2 mu), is a fifth of the target
+        # (or of the smoothing floor, whichever is larger)
+        gtol = _gtol(server, kind, t, alpha, gap_tol, value_seen[0], P)
+        try:
+            res = minimize(fun, theta, jac=True, method="L-BFGS-B",
+                           options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
+            theta, nit = np.array(res.x), int(res.nit)
+        except Withheld as err:
+            withheld_at, nit = str(err), -1
+            break
+        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels, jump=True)
+        if skip is not None:
+            t = skip
+            continue
+        lower, upper, details, eta = _certify(server, theta, state["eta"], t)
+        state["eta"] = eta
         if best is None or upper - lower < best[1] - best[0]:
-            best = (lower, upper, details, x.copy(), int(res.nit))
-        if upper - lower <= gap_tol * abs(upper):
+            best = (lower, upper, details, theta.copy(), nit)
+        t = _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels)
+        if t is None:
             break
-        if kind == "cvar":
-            if t / 10 < t_min:
-                break
-            t /= 10
-        elif attempt >= 3:               # chi-square: L-BFGS restarts only
-            break
-    lower, upper, details, x, nit = best
-    status = "optimal" if upper - lower <= gap_tol * max(abs(upper), 1e-12) else "not certified to gap_tol"
+    return _result(server, channel, kind, gap_tol, best, theta, nit, withheld_at, start)
+
+
+def _gtol(server, kind, t, alpha, gap_tol, value, P) -> float:
+    """L-BFGS's gradient tolerance: where the gradient's share of the gap, :math:`|g|^2/(2\\mu)`, is
+    a fifth of the target (or of the smoothing floor, whichever is larger)."""
+    floor = t * np.log(2) / alpha if kind == "cvar" else 0.0
+    target = gap_tol * abs(value) if value is not None else 0.0
+    return float(np.sqrt(0.4 * server.mu * max(target, floor) / P)) if max(target, floor) > 0 else 1e-8
+
+
+def _skip_to(kind, t, t_min, alpha, gap_tol, value, levels, jump=False):
+    """CVaR before its first certificate: when the smoothing floor :math:`t\\log2/\\alpha` alone exceeds
+    half the target, the next smoothing level (``t / 10``, not below the one whose floor is a quarter
+    of the target; with ``jump``, that one at once -- the guarded descent, where the intermediate
+    levels put more clients at the kink and their sums are withheld), with no certificate at ``t``;
+    else ``None``."""
+    target = gap_tol * abs(value)
+    if kind == "cvar" and not levels and t * np.log(2) / alpha > 0.5 * target and t > t_min:
+        final = 0.25 * target * alpha / np.log(2)
+        return max(t_min, final if jump else max(t / 10, final))       # continuation: tenfold steps
+    return None
+
+
+def _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels):
+    """The next smoothing level after a certificate at ``t`` that missed the target (``None``:
+    stop): CVaR ``t / 10`` down to ``t_min``; :math:`\\chi^2` L-BFGS restarts only (4)."""
+    levels.append(t)
+    if upper - lower <= gap_tol * abs(upper):
+        return None
+    if kind != "cvar":
+        return t if attempt < 3 else None
+    return t / 10 if t / 10 >= t_min else None
+
+
+def _result(server, channel, kind, gap_tol, best, theta, nit, withheld_at, start):
+    if best is None:
+        best = (float("-inf"), float("inf"), {"reason": withheld_at}, theta, nit)
+    lower, upper, details, theta, nit = best
+    status = ("optimal" if np.isfinite(upper - lower) and upper - lower <= gap_tol * max(abs(upper), 1e-12)
+              else "not certified to gap_tol")
     saw = {}
     for s in channel.seen:
         saw[s.query] = saw.get(s.query, 0) + 1
     what = ("CVaR: smoothed Rockafellar-Uryasev dual" if kind == "cvar" else "chi-square: its exact dual")
     return PrivateCertificate(
-        theta=x[:P], upper_bound=float(upper), lower_bound=float(lower), status=status,
+        theta=theta, upper_bound=float(upper), lower_bound=float(lower), status=status,
         kind=f"{what}, strong convexity (private sums)",
         secure_sums=channel.secure_sums, evaluations=server.evaluations,
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"quantum": channel.quantum, "stages": int(channel.stages)},
         server_saw={"sums_by_query": saw, "total_rows": server.base.N,
-                    "per_client_values": f"none sent; {server.isolating} sum(s) had one client alone above or below "
-                                         f"eta (its data loss follows from the public eta)"},
-        details={**details, "lbfgs_iterations": nit, "isolating_sums": server.isolating})
+                    "per_client_values": f"none sent; {server.isolating} released sum(s) had one client alone above "
+                                         f"or below eta (min_contributors={server.k})",
+                    "server_learns": SERVER_LEARNS},
+        details={**details, "lbfgs_iterations": nit, "isolating_sums": server.isolating,
+                 "min_contributors": server.k, "guard_count_sums": server.count_sums,
+                 "withheld_probes": server.withheld, **({"withheld": withheld_at} if withheld_at else {})})
+
+
+def _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, channel, start):
+    """Without the guard: L-BFGS jointly in :math:`(\\theta,\\eta')` on one gradient sum an evaluation
+    (cheaper than solving :math:`\\eta'` inside each evaluation), the same certificate."""
+    P = server.dim
+    x = np.zeros(P + 1)
+    best, nit, value_seen, levels = None, 0, [None], []
+    for attempt in range(60):
+        def fun(x, t=t):
+            s = server.probe(x[:P], x[P], t).s
+            theta = x[:P]
+            value = 0.5 * float(server.D @ (theta * theta)) + x[P] + constant + c * s.value[0]
+            value_seen[0] = value
+            return value, np.concatenate([server.D * theta + c * s.value[8:], [1 - c * s.value[3]]])
+
+        res = minimize(fun, x, jac=True, method="L-BFGS-B",
+                       options={"maxiter": int(max_iter), "gtol": _gtol(server, kind, t, alpha, gap_tol, value_seen[0], P),
+                                "ftol": 0.0, "maxcor": 20})
+        x, nit = np.array(res.x), int(res.nit)
+        skip = _skip_to(kind, t, t_min, alpha, gap_tol, value_seen[0], levels)
+        if skip is not None:
+            t = skip
+            continue
+        lower, upper, details, eta = _certify(server, x[:P], x[P], t)
+        x[P] = eta
+        if best is None or upper - lower < best[1] - best[0]:
+            best = (lower, upper, details, x[:P].copy(), nit)
+        t = _next_level(kind, t, t_min, gap_tol, lower, upper, attempt, levels)
+        if t is None:
+            break
+    return _result(server, channel, kind, gap_tol, best, x[:P], nit, None, start)

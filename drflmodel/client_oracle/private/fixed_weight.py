@@ -36,7 +36,14 @@ from ...problems.minmax.fixed_weight_bound import concordance_radius
 from .clients import private_clients
 from .secure_sum import SumOnlyChannel
 
-__all__ = ["PrivateCertificate", "private_fixed_weight_solve"]
+__all__ = ["PrivateCertificate", "private_fixed_weight_solve", "SERVER_LEARNS"]
+
+#: what the server learns from the fixed-weight route (``info["private"]["server_learns"]``)
+SERVER_LEARNS = (
+    "at every probed model theta: the sums over all clients of their weighted values, gradients and bound terms "
+    "(and, with a free intercept, of the intercepts' values, gradients and Hessians); the total number of rows N; "
+    "how many clients' entries would clip; and, per entry, how many clients send a nonzero term (the guard's "
+    "count). No entry of a released sum is fewer than min_contributors clients' nonzero terms.")
 
 _EPS = np.finfo(float).eps
 #: L-BFGS runs after the first when the bound is not yet within gap_tol
@@ -229,14 +236,21 @@ def _intercept_bound(server, theta, vg, j0):
 
 
 def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, max_iter: int = 2000,
-                               seed: int = 0, channel: SumOnlyChannel | None = None,
+                               seed: int = 0, channel: SumOnlyChannel | None = None, min_contributors: int = 2,
                                **channel_options) -> PrivateCertificate:
     """Certify :math:`\\min_\\theta\\sum_i\\lambda_if_i(\\theta)` of ``problem``'s client objectives
     (its loss, ``l2`` and intercept) from secure sums only (module docstring).
 
     ``weights``: ``"size"`` (ERM, :math:`\\lambda_i=N_i/N`; only :math:`N` is revealed) or
     :math:`n` public nonnegative weights. ``channel``: a :class:`~.secure_sum.SumOnlyChannel`
-    over the problem's clients (default: one built with ``seed`` and ``channel_options``)."""
+    over the problem's clients (default: one built with ``seed`` and ``channel_options``).
+    ``min_contributors`` :math:`k` (default 2; 0 or 1: off) is the channel's guard
+    (:meth:`~.secure_sum.SumOnlyChannel.sum`, set on ``channel``): no entry of a sum is fewer than
+    :math:`k` clients' nonzero terms -- e.g. a feature nonzero at one client only would make that
+    gradient coordinate its own, and the solve stops with
+    :class:`~.secure_sum.SumWithheld` naming the entries."""
+    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 0:
+        raise InvalidParameterError(f"min_contributors must be an integer >= 0; got {min_contributors!r}")
     if not 0 < gap_tol < 1:
         raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     if int(max_iter) < 1:
@@ -244,6 +258,7 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
+    channel.min_contributors = int(min_contributors)          # the guard of every sum of this solve
     server = _Server(problem, channel, weights)
     if server.mu <= 0:
         raise InvalidParameterError("l2 must be > 0: the private bound needs the ridge's strong convexity")
@@ -282,5 +297,10 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
         bytes_per_client=channel.bytes_per_client, seconds=time.perf_counter() - start,
         quantization={"value": float(vg.error[0]), "gradient": float(vg.error[1:].max()),
                       "quantum": channel.quantum, "stages": int(channel.stages)},
-        server_saw={"sums_by_query": saw, "total_rows": server.N, "per_client_values": "none (every sum has >= 2 positive weights)"},
-        details={**details, "lbfgs_message": str(res.message), "lbfgs_iterations": int(res.nit)})
+        server_saw={"sums_by_query": saw, "total_rows": server.N,
+                    "per_client_values": f"none: no entry of a sum held fewer than min_contributors={int(min_contributors)} "
+                                         f"clients' nonzero terms" if min_contributors >= 2 else
+                                         "not guarded (min_contributors < 2): an entry nonzero at one client only is its own",
+                    "server_learns": SERVER_LEARNS},
+        details={**details, "lbfgs_message": str(res.message), "lbfgs_iterations": int(res.nit),
+                 "min_contributors": int(min_contributors)})

@@ -64,7 +64,7 @@ import numpy as np
 from ...errors import InvalidParameterError
 
 __all__ = ["FLOWER_CLIPPING_RANGE", "FLOWER_QUANTIZATION_RANGE", "FLOWER_MODULUS_RANGE",
-           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel"]
+           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel", "SumWithheld"]
 
 #: SecAggPlusWorkflow's defaults (flwr 1.41)
 FLOWER_CLIPPING_RANGE = 8.0
@@ -99,7 +99,9 @@ def flower_dequantize_sum(total: np.ndarray, n: int, clipping_range: float, targ
 @dataclass
 class SecureSum:
     """One answer of the channel: ``value`` :math:`\\approx\\sum_ix_i` and ``error`` (per entry)
-    with :math:`|\\texttt{value}-\\sum_ix_i|\\le\\texttt{error}` (module docstring)."""
+    with :math:`|\\texttt{value}-\\sum_ix_i|\\le\\texttt{error}` (module docstring); with the guard,
+    ``floor_error`` is the part of ``error`` that the entries sent as zeros account for (the rest
+    is the rounding: how well the server knows the sum of what the clients sent)."""
 
     value: np.ndarray
     error: np.ndarray
@@ -107,6 +109,7 @@ class SecureSum:
     n_clients: int
     secure_sums: int          # secure-aggregation rounds it took (stages x attempts)
     widenings: int
+    floor_error: np.ndarray | None = None   # the part of ``error`` from the guard's floor (entries sent as 0)
 
     @property
     def lower(self) -> np.ndarray:
@@ -119,6 +122,18 @@ class SecureSum:
     def to_dict(self) -> dict:
         return {"query": self.query, "entries": int(self.value.size), "max_error": float(np.max(self.error, initial=0.0)),
                 "n_clients": self.n_clients, "secure_sums": self.secure_sums, "widenings": self.widenings}
+
+
+class SumWithheld(InvalidParameterError):
+    """A guarded secure sum (``min_contributors``) that was not asked because some entry would
+    hold between 1 and ``k - 1`` clients' nonzero terms; ``holders`` the count per entry (all the
+    server learnt)."""
+
+    def __init__(self, query: str, holders: np.ndarray, k: int):
+        self.query, self.holders, self.k = query, np.asarray(holders), int(k)
+        few = np.flatnonzero((self.holders >= 1) & (self.holders < k))
+        super().__init__(f"the secure sum of {query!r} was withheld: entries {few[:8].tolist()} would hold "
+                         f"fewer than min_contributors={k} clients' nonzero terms")
 
 
 @dataclass
@@ -155,11 +170,22 @@ class SumClient:
         self.c, self.T = float(clipping_range), int(quantization_range)
         self.delta = 2.0 * self.c / self.T
         self._residual = None
+        self.sent = None
 
-    def answer(self, query: str, stage: int, scale, params: dict) -> np.ndarray:
+    def answer(self, query: str, stage: int, scale, params: dict, floor: float | None = None,
+               holders: bool = False) -> np.ndarray:
+        """This client's message for one round (class docstring). With ``floor`` (scaled units) it
+        sends 0 for every entry below it in magnitude; with ``holders`` it sends, instead of its
+        values, 1 for each entry it would send nonzero (the guard's round of
+        :meth:`SumOnlyChannel.sum`) and keeps no residual."""
         if stage == 0:
             v = np.asarray(self.client.contribution(query, **params), float).ravel()
             z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
+            if floor is not None:
+                z = np.where(np.abs(z) >= floor, z, 0.0)
+            if holders:
+                return np.append((z != 0).astype(float), 0.0)
+            self.sent = z * np.broadcast_to(np.asarray(scale, float), z.shape)   # its term, kept client-side
         else:
             z = self._residual / stage_scale(self.c, self.T)
         flag = float(np.any(np.abs(z) > self.c))
@@ -181,8 +207,9 @@ class SumOnlyChannel:
     through a :class:`SumClient`), and the server receives the sum, quantized, masked and summed
     by Flower's arithmetic (module docstring). ``seen`` records every array the server received;
     ``bytes_per_client`` counts the masked vectors a client uploads (4 bytes an entry, modulus
-    :math:`2^{32}`; SecAgg+'s key and share exchange is not counted). Subclasses replace
-    :meth:`_transport` (e.g. Flower's real SecAgg+)."""
+    :math:`2^{32}`; SecAgg+'s key and share exchange is not counted). ``min_contributors``: the
+    guard of :meth:`sum` for every sum that does not set its own (0 or 1: none; the private routes
+    set it). Subclasses replace :meth:`_transport` (e.g. Flower's real SecAgg+)."""
 
     clients: list
     clipping_range: float = FLOWER_CLIPPING_RANGE
@@ -192,6 +219,7 @@ class SumOnlyChannel:
     widen: float = 2.0 ** 10
     max_widenings: int = 6
     seed: int = 0
+    min_contributors: int = 0
     seen: list = field(default_factory=list)
     bytes_per_client: int = 0
     secure_sums: int = 0
@@ -235,7 +263,8 @@ class SumOnlyChannel:
         """:math:`\\Delta=2c/T`."""
         return 2.0 * self.clipping_range / self.quantization_range
 
-    def _transport(self, query: str, stage: int, scale, params: dict) -> tuple[np.ndarray, int]:
+    def _transport(self, query: str, stage: int, scale, params: dict, floor=None,
+                   holders: bool = False) -> tuple[np.ndarray, int]:
         """One secure-aggregation round: every client's :meth:`SumClient.answer`, quantized by
         Flower's ``quantize`` (a no-op on grid values), summed modulo :math:`M` (the masks cancel
         there) and dequantized as SecAgg+ does. Returns the sum with its last entry (the clip count)
@@ -243,17 +272,18 @@ class SumOnlyChannel:
         c, T = self.clipping_range, self.quantization_range
         total = None
         for i, client in enumerate(self._sum_clients):
-            q = flower_quantize(client.answer(query, stage, scale, params), c, T, self._rngs[i])
+            q = flower_quantize(client.answer(query, stage, scale, params, floor, holders), c, T, self._rngs[i])
             total = q.astype(np.int64) if total is None else total + q
         total %= self.modulus_range
         return flower_dequantize_sum(total, self.n, c, T), self.n
 
-    def _aggregate(self, query: str, stage: int, scale, params: dict) -> tuple[np.ndarray, int, int]:
-        out, n = self._transport(query, stage, scale, params)
+    def _aggregate(self, query: str, stage: int, scale, params: dict, floor=None,
+                   holders: bool = False) -> tuple[np.ndarray, int, int]:
+        out, n = self._transport(query, stage, scale, params, floor, holders)
         self.bytes_per_client += 4 * out.size
         self.secure_sums += 1
         clipped = int(np.rint(out[-1]))
-        self.seen.append(_Seen(query, stage, out.copy(), clipped))
+        self.seen.append(_Seen(query + (" (holders)" if holders else ""), stage, out.copy(), clipped))
         return out[:-1], clipped, n
 
     def _error(self, n: int, s: np.ndarray, units: list, value: np.ndarray) -> np.ndarray:
@@ -268,17 +298,50 @@ class SumOnlyChannel:
         error = error + _U * n * c * s + 2 * (len(units) + 1) * _U * np.abs(value)
         return error * (1 + 16 * _U)
 
-    def sum(self, query: str, scale=1.0, **params) -> SecureSum:
+    def sum(self, query: str, scale=1.0, stages: int | None = None, min_contributors: int | None = None,
+            **params) -> SecureSum:
         """:math:`\\sum_i` ``clients[i].contribution(query, **params)`` with its error bound; ``scale``
         (a number or one per entry, public) is the first guess of the entries' magnitude, widened
-        while a client would clip."""
+        while a client would clip; ``stages`` (default the channel's) the secure-aggregation rounds
+        after the first (1 suffices for counts: the error :math:`n\\Delta/2<\\tfrac12`).
+
+        ``min_contributors`` :math:`k` (**the guard**): every client sends 0 for an entry below the
+        public floor :math:`\\phi` (4 times its share of the last stage's rounding, times the scale;
+        the :math:`n\\phi` this moves the sum is in ``error``), and first, in a round of its own, a 1
+        for each entry it would send nonzero. When some entry would hold between 1 and :math:`k-1`
+        clients' nonzero terms the values are never asked: :class:`SumWithheld` (with the counts).
+        Otherwise no entry of the sum is fewer than :math:`k` clients' terms, each at least
+        :math:`\\phi` -- above the sum's resolution, so no entry equals one client's own term within
+        its rounding. (A term far larger than the other :math:`k-1` still dominates its entry.)"""
+        n_stages = int(self.stages if stages is None else stages)
+        if not 1 <= n_stages <= 4:
+            raise InvalidParameterError(f"stages must be in 1..4; got {stages}")
+        k = int(self.min_contributors if min_contributors is None else min_contributors)
+        if not 0 <= k <= self.n:
+            raise InvalidParameterError(f"min_contributors must be in 0..{self.n} (the clients); got {k}")
+        k = k if k >= 2 else None                      # 0 and 1: no guard (counts, or the user's choice)
         s = np.asarray(scale, float)
         if not np.all(np.isfinite(s) & (s > 0)):
             raise InvalidParameterError("scale must be positive and finite")
+        step = stage_scale(self.clipping_range, self.quantization_range)
+        # the floor (scaled units): 2.5 times the whole sum's error bound at unit scale, so a second
+        # client's term in an entry always shows above the sum's resolution
+        floor = None if k is None else 2.5 * float(self._error(self.n, np.ones(1), [step ** j for j in range(n_stages)],
+                                                            np.zeros(1))[0])
         rounds = 0
         for widening in range(self.max_widenings + 1):
-            first, clipped, n = self._aggregate(query, 0, s, params)
+            if k is not None:
+                held, _, n_held = self._aggregate(query, 0, s, params, floor, holders=True)
+                rounds += 1
+                held = np.rint(held).astype(int)
+                if np.any((held >= 1) & (held < k)):
+                    raise SumWithheld(query, held, k)
+            first, clipped, n = self._aggregate(query, 0, s, params, floor)
             rounds += 1
+            if k is not None and n != n_held:
+                raise InvalidParameterError(
+                    f"the secure sum of {query!r}: {n_held} clients answered the guard's count and {n} the values "
+                    f"(a dropout in between); the count no longer describes the sum, so it is not used")
             if clipped == 0:
                 break
             s = s * self.widen
@@ -288,9 +351,8 @@ class SumOnlyChannel:
                 f"widenings of the scale by {self.widen:g}; raise max_widenings or the scale")
         s = np.broadcast_to(s, first.shape).astype(float)
         value = first * s
-        step = stage_scale(self.clipping_range, self.quantization_range)
         unit, units = s.copy(), [s.copy()]
-        for stage in range(1, int(self.stages)):
+        for stage in range(1, n_stages):
             unit = unit * step
             part, clipped, n_stage = self._aggregate(query, stage, None, params)
             rounds += 1
@@ -302,7 +364,8 @@ class SumOnlyChannel:
             value = value + part * unit
             units.append(unit.copy())
         error = self._error(n, s, units, value)
-        return SecureSum(value, error, query, n, rounds, widening)
+        floor_error = np.zeros_like(error) if floor is None else n * floor * s * (1 + 4 * _U)
+        return SecureSum(value, error + floor_error, query, n, rounds, widening, floor_error)
 
     def to_dict(self) -> dict:
         return {"clients": self.n, "clipping_range": self.clipping_range,

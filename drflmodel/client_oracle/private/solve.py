@@ -83,16 +83,25 @@ def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, *
     (``max_iter``; CVaR's ``t_start``, ``t_min``) or, without a channel, to the channel
     (``stages``, ``clipping_range``, ...).
 
-    ``info["private"]`` (what the server saw): ``route``, ``secure_sums`` (how many sums it asked),
-    ``sums_by_query``, ``total_rows`` (:math:`N`, itself a sum), ``isolating_sums`` (CVaR/χ²: sums in
-    which one client alone was above or below the public :math:`\\eta`, so that sum was its term),
-    ``quantization`` (the quantum, the refinement stages and -- fixed weights -- the value's and
-    gradient's carried error, already inside ``lower_bound`` and ``upper_bound``), ``bytes_per_client``
-    and ``per_client_values``. ``info["private_certificate"]`` is the route's full record."""
+    ``reveal_loss_distribution=True`` is required for CVaR and χ² (their dual sums tell the server
+    the unlabeled distribution of the client losses near the dual's level; see
+    ``info["private"]["server_learns"]``); ``min_contributors`` (default 2) is the channel's guard:
+    no entry of a released sum holds fewer than that many clients' nonzero terms.
+
+    ``info["private"]`` (what the server saw): ``route``, ``server_learns`` (exactly what the server
+    learns on this route), ``secure_sums`` (how many secure-aggregation rounds), ``sums_by_query``
+    (the guard's holders rounds listed as ``"<query> (holders)"``), ``total_rows`` (:math:`N`,
+    itself a sum), ``min_contributors``, ``withheld_sums`` (CVaR/χ² probes whose sums the guard
+    withheld), ``isolating_sums`` (released sums in which one client alone was above or below the
+    public :math:`\\eta`; 0 under the guard), ``quantization`` (the quantum, the refinement stages
+    and -- fixed weights -- the value's and gradient's carried error, already inside
+    ``lower_bound`` and ``upper_bound``), ``bytes_per_client`` and ``per_client_values``.
+    ``info["private_certificate"]`` is the route's full record."""
     from ...solution import Solution, status_from_gap
 
     route, arg = private_route(problem)
     if route == "fixed_weight":
+        options.pop("reveal_loss_distribution", None)       # ERM / fixed weights reveal no client's loss
         cert = private_fixed_weight_solve(problem, weights=arg, gap_tol=gap_tol, seed=seed, channel=channel,
                                           **options)
     elif route == "cvar":
@@ -109,6 +118,9 @@ def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, *
                "isolating_sums": int(cert.details.get("isolating_sums", 0)),
                "quantization": dict(cert.quantization), "bytes_per_client": cert.bytes_per_client,
                "per_client_values": cert.server_saw["per_client_values"],
+               "server_learns": cert.server_saw["server_learns"],
+               "min_contributors": int(cert.details.get("min_contributors", options.get("min_contributors", 2))),
+               "withheld_sums": int(cert.details.get("withheld_probes", 0)),
                "transport": type(channel).__name__ if channel is not None else "SumOnlyChannel (simulated SecAgg+)"}
     return Solution(theta=np.asarray(cert.theta, float), weights=None, client_losses=None,
                     value=float(cert.upper_bound), lower_bound=float(cert.lower_bound),
