@@ -144,7 +144,7 @@ def test_federated_support_is_the_routes_needs():
     fed = dm.datasets.synthetic_classification(n_clients=3, dim=3, samples=[20, 25, 30], seed=0)
     prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(3, 0.5), l2=0.1)
     built = [r.name for r in prob.routes() if ROWS not in r.needs]
-    assert dm.FederatedDRO.federated_routes() == built == ["hessian_free", "sqp", "level_bundle"]
+    assert dm.FederatedDRO.federated_routes() == built == ["block_newton", "hessian_free", "sqp", "level_bundle"]
     prob.check_federated()
 
     class _RowsOnly(dm.FederatedDRO):
