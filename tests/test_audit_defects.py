@@ -164,8 +164,16 @@ def test_a_one_off_nan_answer_is_retried_and_the_solve_certifies():
     """Was: a one-off NaN aborted the solve with a raw error naming no client."""
     prob = dm.FederatedDRO(dm.datasets.breast_cancer(n_clients=4, seed=0), dm.losses.Logistic(),
                            weights=dm.sets.CVaR(4, 0.5), l2=0.01)
-    once = lambda query, out, call: {**out, "value": np.array([np.nan])} if call == 3 and "value" in out else out  # noqa: E731
+    hit = []
+
+    def once(query, out, call):           # the first value answer after the opening queries, once
+        if call >= 3 and "value" in out and not hit:
+            hit.append(call)
+            return {**out, "value": np.array([np.nan])}
+        return out
+
     sol = _federated(prob, once)
+    assert len(hit) == 1
     assert sol.status == "optimal" and sol.info["federated"]["retries"] == 1
     assert [(r["client"], r["check"]) for r in sol.info["federated"]["rejections"]] == [(0, "finite")]
     central = prob.solve()

@@ -153,7 +153,7 @@ def test_verify_prints_the_verdict_and_writes_the_json_to_a_file(tmp_path, monke
     (lambda t: t.replace("local_steps = 5", "local_step = 5"), "unknown key 'solver.options.local_step' for name = \"ScaffPD\""),
     (lambda t: t.replace("seed = 0 }", "seed = 0, clients = 2 }"), "unknown key 'data.options.clients' for source ="),
     (lambda t: t.replace("[problem]", '[solve]\nmethod = "newtn"\n\n[problem]'),
-     "'solve.method' must be one of auto, hessian_free, sqp, hessian_sqp, active_set, conic, level_bundle (the routes of "
+     "'solve.method' must be one of auto, block_newton, hessian_free, sqp, hessian_sqp, active_set, conic, level_bundle (the routes of "
      "family = \"dro\"); got 'newtn'"),
     (lambda t: t.replace("[problem]", "[solve]\ngap_tol = 0\n\n[problem]"), "'solve.gap_tol' must be a positive number"),
     (lambda t: t.replace("[problem]", '[solve]\nsolver = "nope"\n\n[problem]'), "'solve.solver': unknown solver 'nope'"),

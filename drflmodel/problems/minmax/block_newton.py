@@ -10,7 +10,7 @@ uploads :math:`P+1` floats but needs an L-BFGS iteration per exchange (83 exchan
 gains :math:`q+1` curvature pairs per exchange instead of one.
 
 **Certificate** (unchanged): the Hessian-free route's, at every iterate
-(:func:`~.hessian_free._certificate`: :math:`U=\Phi(\theta)`, :math:`L` the Hessian-free
+(:func:`~.hessian_free.evaluation_certificate`: :math:`U=\Phi(\theta)`, :math:`L` the Hessian-free
 fixed-weight bound at the step's weights minus :math:`\psi`), so the answer's :math:`[L,U]` is as
 rigorous as that route's; the products only shape the steps.
 
@@ -126,13 +126,13 @@ class BlockNewtonRoute(HessianFreeRoute):
         return None
 
     def certificate(self, problem, mf, W, ev, gap_tol, force=False, tol=None):
-        """The Hessian-free certificate (:func:`~.hessian_free._certificate`), attempted only where it is
+        """The Hessian-free certificate (:func:`~.hessian_free.evaluation_certificate`), attempted only where it is
         likely to close: each attempt costs the clients an exchange for the bound terms and more for the
         intercepts' polish, so the cheap necessary test is made stricter -- the whole gradient (the
         intercepts' entries too) must leave :data:`ATTEMPT_FRACTION` of the gap. A skipped attempt
         costs one more step at most (the steps converge linearly); the bound itself is unchanged.
         Measured on digits (ERM, 20 clients): 52 exchanges instead of 61."""
-        from .hessian_free import _certificate
+        from .hessian_free import evaluation_certificate
 
         if not force:
             U = float(W.worst_case(ev.values)[0])
@@ -144,7 +144,7 @@ class BlockNewtonRoute(HessianFreeRoute):
             optimistic = float(lam @ ev.values) - float(W.psi(lam)) - float(gradient @ gradient) / (2.0 * mu)
             if relative_gap(optimistic, U) > ATTEMPT_FRACTION * min(gap_tol, tol or gap_tol):
                 return None
-        return _certificate(problem, mf, W, ev, gap_tol, True, tol)
+        return evaluation_certificate(problem, mf, W, ev, gap_tol, True, tol)
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_int, check_real
@@ -194,7 +194,7 @@ class BlockNewtonRoute(HessianFreeRoute):
     def _run(self, problem, request, mf, W, theta, certifier, algorithm, smooth, plan, started):
         import time
 
-        from .hessian_free import _weight_model, diagonal_scaling
+        from .hessian_free import weight_model, diagonal_scaling
         from .hessian_free_steps import Evaluation
         from .hessian_free import SmoothedSupport
 
@@ -202,7 +202,7 @@ class BlockNewtonRoute(HessianFreeRoute):
         scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
         memory = default_memory(mf.dim) if opts["memory"] is None else opts["memory"]
-        run = BlockNewtonRun(mf, W, certifier, opts["directions"], memory, _weight_model(problem), scaling=scaling)
+        run = BlockNewtonRun(mf, W, certifier, opts["directions"], memory, weight_model(problem), scaling=scaling)
         run.minimize(theta, opts["max_iterations"])
         if certifier.best is None and certifier.last is not None:
             certifier.check(certifier.last, {}, force=True)

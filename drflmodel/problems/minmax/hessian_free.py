@@ -188,8 +188,8 @@ class HessianFreeRoute(Route):
         return None
 
     def certificate(self, problem, mf, W, ev, gap_tol, force=False, tol=None):
-        """The certificate at an evaluation (:func:`_certificate`; a subclass may attempt it less often)."""
-        return _certificate(problem, mf, W, ev, gap_tol, force, tol)
+        """The certificate at an evaluation (:func:`evaluation_certificate`; a subclass may attempt it less often)."""
+        return evaluation_certificate(problem, mf, W, ev, gap_tol, force, tol)
 
     def complete_options(self, given) -> dict:
         from ..._validation import check_choice, check_int, check_real
@@ -243,7 +243,7 @@ class HessianFreeRoute(Route):
         scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
         if algorithm == "sqp":
-            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], _weight_model(problem), scaling=scaling)
+            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], weight_model(problem), scaling=scaling)
             theta = run.minimize(theta, opts["max_iterations"])
             history, evaluations, stages = run.history, run.evaluations, []
             if certifier.best is None:                  # no step certified: the worst-case weights at the end
@@ -365,7 +365,7 @@ def _announce(mf, plan):
     return plan
 
 
-def _weight_model(problem):
+def weight_model(problem):
     """The weight problem of the quasi-Newton SQP (once per weight set; the ``sqp`` route's model,
     shared): numpy for a fixed or box-simplex set, so CVXPY is imported only for the others."""
     from .lagrangian_sqp import weight_step_model
@@ -396,7 +396,7 @@ def _stage_done(problem, W):
     return done
 
 
-def _certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False,
+def evaluation_certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False,
                  tol: float | None = None) -> dict | None:
     r"""The certificate at an evaluation: :math:`U=\Phi(\theta)`, :math:`\hat\lambda` = the
     evaluation's weights made feasible, :math:`L` = the Hessian-free fixed-weight bound minus
