@@ -196,13 +196,14 @@ class QueryPolicy:
         return {"allow": list(self.allow), "min_rows": self.min_rows, "rows_above_parameters": self.rows_above_parameters,
                 **{k: getattr(self, k) for k in self._FIELDS}}
 
-    def admit_plan(self, plan, who: str = "site") -> None:
+    def admit_plan(self, plan, who: str = "site", used: dict | None = None) -> None:
         """Accept a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` (stated with its first query)
         or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
-        -- at the start of the route, before it has answered anything of it."""
+        -- at the start of the route, before it has answered anything of it. ``used``: the answers of
+        this run so far (the plan must fit in what is left)."""
         from .plan import plan_refusal
 
-        why = plan_refusal(self, plan)
+        why = plan_refusal(self, plan, used)
         if why is not None:
             raise QueryRefused(f"{who} refuses the route's plan: {why}")
 
@@ -245,7 +246,8 @@ class PolicySite:
         if (options or {}).get("plan") is not None:      # a route states its plan with its first query
             from .plan import QueryPlan
 
-            self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"))
+            self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"),
+                                   used=self.counts)
         dim, rows = self._declared() if query != "describe" else (1, None)
         self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"), rows=rows)
         out = self.site.answer(query, arrays, options)

@@ -38,6 +38,11 @@ __all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
 
 #: answers kept per client for the consistency checks (the most recent points)
 KEPT = 64
+#: bytes of full Hessians kept per client (the most recent answers': a P x P matrix is 72 MB at
+#: P = 3,000, so 64 of them would be 4.6 GB per client). Older records keep their point, value,
+#: gradient and products -- the checks against a dropped Hessian are skipped, never decided without
+#: it -- and the latest Hessian is always kept whatever its size
+HESSIAN_BYTES = 64 * 2**20
 #: Hessian-vector products kept per point (the most recent: a conjugate-gradient solve asks hundreds at
 #: one point, and each new one is checked against every kept one)
 KEPT_PRODUCTS = 16
@@ -153,11 +158,26 @@ class ClientBook:
             rec.gradient = np.asarray(answer["gradient"], float).reshape(-1)
             if "hessian" in answer:
                 rec.hessian = self._hessian(answer, rec.gradient.size, checked=True)
+                self._bound_hessians()
         elif query == "hvp":
             rec = self._record(request["theta"])
             rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
                              np.asarray(answer["hvp"], float).reshape(-1)))
             del rec.hvps[:-KEPT_PRODUCTS]
+
+    def _bound_hessians(self) -> None:
+        """Drop the Hessians of older records beyond :data:`HESSIAN_BYTES` (newest first; the latest is
+        always kept). What is checked against them afterwards: the later answers are still checked
+        alone and against the kept values, gradients and products; only the comparisons with a dropped
+        Hessian (curvature against gradient differences, products against it) are no longer made."""
+        kept = 0
+        for rec in reversed(self.records.values()):
+            if rec.hessian is None:
+                continue
+            if kept and kept + rec.hessian.nbytes > HESSIAN_BYTES:
+                rec.hessian = None
+            else:
+                kept += rec.hessian.nbytes
 
     # ------------------------------------------------------------------ per query
     def _describe(self, request, options, answer):
