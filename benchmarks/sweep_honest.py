@@ -194,6 +194,8 @@ def main(argv=None):
             checks_seen[rej["check"]] += 1
         if r["status"].startswith("error"):
             print(f"ERROR seed={seed} {r['desc']}: {r['status']}", flush=True)
+        elif r["status"] not in ("optimal", "optimal_within_gap") and r["fault"] is None:
+            print(f"STATUS seed={seed} {r['desc']}: {r['status']} (route {r['route']})", flush=True)
         if r["fault"] is not None or r["rejections"]:
             row["named"] += 1
             what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"

@@ -133,3 +133,39 @@ def test_the_level_bundle_route_is_refused_by_its_memory_estimate_before_any_dat
     with pytest.raises(MemoryLimitError, match="level_bundle"):
         federated_solve(prob, LocalChannel(sites), method="level_bundle")
     assert all(site.counts.get("evaluations", 0) == 0 and site.counts.get("values", 0) == 0 for site in sites)
+
+
+def _softmax_site():
+    rng = np.random.default_rng(5)
+    X = np.hstack([np.ones((9, 1)), rng.normal(size=(9, 4)) * 10.0 ** rng.uniform(-2, 2, size=4)])
+    y = np.arange(9) % 3
+    fed = dm.Federation.from_arrays([X, X[:4]], [y, y[:4]], task="multiclass", classes=[0, 1, 2])
+    prob = dm.FederatedDRO(fed, dm.losses.Multinomial(), weights=dm.sets.Simplex(2), l2=1e-3)
+    return prob, Site.from_problem(prob, 0), X
+
+
+def _book_with_row_norm(site, R):
+    book = validation.ClientBook(dm.losses.Multinomial())
+    book.keep("describe", {}, {}, site.answer("describe"))
+    book.keep("row_norm", {}, {}, {"max_row_norm": np.array([R])})
+    return book
+
+
+def test_a_declared_row_norm_below_the_mean_its_hessian_implies_is_rejected_and_an_inflated_one_is_capped():
+    prob, site, X = _softmax_site()
+    zero = np.zeros(prob.dim)
+    answer = site.answer("evaluate", {"theta": zero}, {"hessian": True})
+    true_R = float(np.linalg.norm(X, axis=1).max())
+    q = float(np.mean(np.sum(X * X, axis=1)))
+    honest = _book_with_row_norm(site, true_R)
+    assert honest.validate("evaluate", {"theta": zero}, {"hessian": True}, answer) is None
+    deflated = _book_with_row_norm(site, 0.9 * np.sqrt(q))           # below the root mean square: impossible
+    bad = deflated.validate("evaluate", {"theta": zero}, {"hessian": True}, answer)
+    assert bad is not None and bad.check == "row norm"
+    inflated = _book_with_row_norm(site, 1e6 * true_R)
+    assert inflated.validate("evaluate", {"theta": zero}, {"hessian": True}, answer) is None
+    inflated.keep("evaluate", {"theta": zero}, {"hessian": True}, answer)
+    cap = np.sqrt(X.shape[0] * q)                                   # max ||x_j||^2 <= sum ||x_j||^2 = N q
+    assert true_R <= inflated.row_norm_used <= cap * (1 + 1e-10)
+    honest.keep("evaluate", {"theta": zero}, {"hessian": True}, answer)
+    assert honest.row_norm_used == true_R                            # an honest row norm is never capped

@@ -191,6 +191,26 @@ def mean_squared_norm_at_zero(hessian, outputs: int) -> float | None:
     return float(np.trace(H)) * K / (K - 1) * (1.0 + gamma(H.shape[0] + EXTRA_TERMS))
 
 
+def row_norm_covers_mean(row_norm: float, hessian, outputs: int) -> Violation | None:
+    r"""The declared row norm against a softmax Hessian at :math:`	heta=0`: the largest row norm is at
+    least the root mean square, :math:`R^2\ge q`, with :math:`q` read off the trace
+    (:func:`mean_squared_norm_at_zero`; lowered by :math:`\gamma_{P+16}` for the trace's rounding, and
+    :math:`R^2` raised by :math:`\gamma_{P+16}` for the client's own). A smaller declared :math:`R` would
+    make the self-concordance bounds that read it unsound. ``None`` for a scalar score."""
+    K = int(outputs)
+    if K < 2:
+        return None
+    H = np.asarray(hessian, float)
+    g = gamma(H.shape[0] + EXTRA_TERMS)
+    q_low = float(np.trace(H)) * K / (K - 1) * (1.0 - g)
+    R2 = float(row_norm) ** 2 * (1.0 + 2.0 * g)
+    if q_low > R2:
+        return Violation("row norm", f"declared max_j ||x_j||^2 = {float(row_norm) ** 2:.17g} is below the mean "
+                                     f"squared row norm {q_low:.17g} its Hessian at theta = 0 implies",
+                         {"row_norm": float(row_norm), "mean_squared_norm": q_low})
+    return None
+
+
 def _two_values(magnitudes: Magnitudes | None, value_a: float, theta_a, value_b: float, theta_b) -> float | None:
     """The sum of two values' errors (:meth:`Magnitudes.value_error`), ``None`` if unknown."""
     if magnitudes is None or theta_a is None or theta_b is None:

@@ -41,7 +41,9 @@ The preconditioned Hessian-free route was measured on awkward data (``benchmarks
 problems: columns scaled 10^U(-3, 3), sites of 1-3 rows, nearly separable classes, l2 down to 1e-5; 86
 solves): median 31 evaluations, 90th percentile 400, 95th 769 -- so the defaults are 1,000 gradient
 evaluations and 1,000 bound-term answers, and 1,500 value queries (the intercepts' polish); the route
-states them as its plan up front (:mod:`.plan`) and stops within them with its best certificate.
+states them as its plan up front (:mod:`.plan`) and stops within them with its best certificate; the
+federated ``sqp`` route states its plan too (its 100 Hessians: two per step at most), and a plan is
+admitted against what is left of the budgets in the run (:meth:`QueryPolicy.admit_plan`).
 
 A refusal is final on the server (the channel does not re-ask: the policy would refuse again) and
 ends the federated solve ``"failed"``, naming the client, the query and the rule.
