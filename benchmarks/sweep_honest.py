@@ -28,6 +28,7 @@ and a table at the end.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import warnings
@@ -104,11 +105,28 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     return prob, method, desc
 
 
-def run_one(seed: int, max_dim: int, transport: str = "local") -> dict:
+class _TimeLimit(BaseException):
+    """A solve ran past the sweep's ``--timeout`` (a BaseException, so that no ``except Exception`` of the
+    code under test -- a channel counting a failed answer -- takes it; raised by SIGALRM between Python bytecodes: a long
+    solver call inside C finishes first)."""
+
+
+def _alarm(signum, frame):
+    raise _TimeLimit
+
+
+def run_one(seed: int, max_dim: int, transport: str = "local", timeout: int = 0) -> dict:
     prob, method, desc = draw(seed, max_dim)
     started = time.perf_counter()
+    if timeout:
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(int(timeout))
     try:
         return _solve(prob, method, desc, seed, transport, started)
+    except _TimeLimit:                          # the sweep's own limit: a slow route, nobody named
+        return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": "stopped: sweep time limit",
+                "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
+                "route": None, "evaluations": 0, "plan_exhausted": False}
     except dm.errors.MemoryLimitError:          # a route refused by its memory estimate, before any data query
         return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": "refused: memory estimate",
                 "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
@@ -117,6 +135,9 @@ def run_one(seed: int, max_dim: int, transport: str = "local") -> dict:
         return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": f"error {type(exc).__name__}",
                 "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
                 "route": None, "evaluations": 0, "plan_exhausted": False}
+    finally:
+        if timeout:
+            signal.alarm(0)
 
 
 def _solve(prob, method, desc, seed, transport, started) -> dict:
@@ -174,6 +195,8 @@ def main(argv=None):
     ap.add_argument("--max-dim", type=int, default=3000)
     ap.add_argument("--transport", choices=("local", "flower"), default="local")
     ap.add_argument("--every", type=int, default=0, help="print the table every this many solves (0: at the end)")
+    ap.add_argument("--timeout", type=int, default=0, help="seconds after which a solve is stopped (0: none); "
+                                                           "counted as 'stopped: sweep time limit'")
     ap.add_argument("--memory-gb", type=float, default=4.0, help="the memory the routes' estimates see as available")
     args = ap.parse_args(argv)
     from drflmodel import _memory
@@ -183,7 +206,7 @@ def main(argv=None):
     rows, checks_seen, evaluations = {}, Counter(), []
     t0 = time.perf_counter()
     for n, seed in enumerate(range(*args.solves), start=1):
-        r = run_one(seed, args.max_dim, args.transport)
+        r = run_one(seed, args.max_dim, args.transport, args.timeout)
         row = rows.setdefault(r["loss"], Counter())
         row["solves"] += 1
         row[r["status"]] += 1
