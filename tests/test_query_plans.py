@@ -169,3 +169,22 @@ def test_a_declared_row_norm_below_the_mean_its_hessian_implies_is_rejected_and_
     assert true_R <= inflated.row_norm_used <= cap * (1 + 1e-10)
     honest.keep("evaluate", {"theta": zero}, {"hessian": True}, answer)
     assert honest.row_norm_used == true_R                            # an honest row norm is never capped
+
+
+def test_the_level_bundle_route_states_its_plan_and_stops_at_what_is_left_of_the_run():
+    rng = np.random.default_rng(2)
+    Xs = [np.hstack([np.ones((n, 1)), rng.normal(size=(n, 5))]) for n in (20, 25, 15)]
+    ys = [np.where(X[:, 1] + rng.normal(size=X.shape[0]) > 0, 1.0, -1.0) for X in Xs]
+    prob = dm.FederatedDRO(dm.Federation.from_arrays(Xs, ys, task="classification"), dm.losses.Hinge(),
+                           weights=dm.sets.Simplex(3), l2=1e-2)
+    full = federated_solve(prob, LocalChannel(_sites(prob)), method="level_bundle")
+    assert full.info["plan"]["route"] == "level_bundle" and full.info["plan"]["limits"]["evaluations"] == 301
+    assert full.info["federated"]["queries"]["evaluate"]["exchanges"] > 8
+    channel = LocalChannel(_sites(prob))
+    channel.ledger.queries["evaluate"] = {"exchanges": 990, "answers": 0}   # an earlier route of this run
+    sol = federated_solve(prob, channel, method="level_bundle")
+    assert sol.info.get("fault") is None and "exhausted" in sol.info["plan"]
+    assert sol.info["plan"]["limits"]["evaluations"] == 1000 - 990 - 2
+    assert all(site.counts.get("evaluations", 0) <= 8 for site in channel.sites)
+    conic = prob.solve(method="conic")                    # the bound it returns still brackets the optimum
+    assert sol.lower_bound <= conic.upper_bound + 1e-7 and conic.lower_bound <= sol.upper_bound + 1e-7

@@ -57,6 +57,7 @@ from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
 from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER
+from ...client_oracle.plan import PlanExhausted
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE", "bundle_model_bytes"]
 
@@ -112,6 +113,23 @@ class _Model:
         if solve_with_fallback(self.project, first=self.solver) is None:
             return None
         return np.asarray(self.theta_p.value, float)
+
+
+def _state_plan(obj, max_steps: int):
+    """On a federated server (objectives with ``announce``), the route's plan stated to the clients with
+    its first query: one value-and-gradient evaluation at :math:`\theta=0` and one per step, so
+    ``1 + max_steps`` evaluations, lowered to what the default policy has left in this run
+    (:func:`~drflmodel.client_oracle.plan.left_on`: a route ``auto`` or a forced route's fallback runs
+    after another); ``None`` in process."""
+    if not callable(getattr(obj, "announce", None)):
+        return None
+    from ...client_oracle.plan import QueryPlan, left_on
+
+    plan = QueryPlan("level_bundle", {"evaluations": 1 + int(max_steps)},
+                     derivation=f"one evaluation at theta = 0 and one per step, {int(max_steps)} steps; lowered to "
+                                "the default policy's budget left in this run").within(left_on(obj.channel))
+    obj.announce(plan)
+    return plan
 
 
 def bundle_model_bytes(n: int, P: int, cuts: int = 40) -> int:
@@ -221,11 +239,18 @@ class LevelBundleRoute(Route):
         def phi(values):
             return float(W.worst_case(values)[0])
 
+        plan = _state_plan(obj, opts["max_steps"])        # a federated server: stated with the first query
         theta = np.zeros(P)
-        values, grads, _ = obj.evaluate(theta, hessian=False)
+        L, lam_best, nu_raw, history, queries = float("-inf"), None, None, [], 1
+        try:
+            values, grads, _ = obj.evaluate(theta, hessian=False)
+        except PlanExhausted as exc:
+            obj.announce(None)
+            failed = problem.failed_solution([{"method": self.name, "plan_exhausted": str(exc)}])
+            failed.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+            return failed
         best_theta, U, best_values = theta, phi(values), values
         add_cuts(theta, values, grads, 0)
-        L, lam_best, nu_raw, history, queries = float("-inf"), None, None, [], 1
         for k in range(1, opts["max_steps"] + 1):
             model.set_cuts(A, G)
             try:
@@ -243,12 +268,18 @@ class LevelBundleRoute(Route):
             level = L + opts["level"] * (U - L)
             nxt = model.solve_projection(best_theta, level)
             theta = theta_model if nxt is None else nxt
-            values, grads, _ = obj.evaluate(theta, hessian=False)
+            try:
+                values, grads, _ = obj.evaluate(theta, hessian=False)
+            except PlanExhausted as exc:         # the server's own limit, stated up front: the best bound so far
+                history.append({"step": k, "plan_exhausted": str(exc)})
+                break
             queries += 1
             value = phi(values)
             if value < U:
                 best_theta, U, best_values = theta, value, values
             add_cuts(theta, values, grads, k, nu)
+        if plan is not None:
+            obj.announce(None)
         if lam_best is None:
             return problem.failed_solution([{"method": self.name, "history": history}])
         theta = problem.identifiable(best_theta)
@@ -260,4 +291,7 @@ class LevelBundleRoute(Route):
         sol = Solution(theta=theta, weights=lam_best, client_losses=best_values, value=U, lower_bound=L,
                        upper_bound=U, status="optimal", certificate=CERTIFICATE, duals=duals, info=info)
         sol.status = status_from_gap(L, U, request.gap_tol)
+        if plan is not None:
+            stops = [h["plan_exhausted"] for h in history if "plan_exhausted" in h]
+            sol.info["plan"] = {**plan.to_dict(), **({"exhausted": stops[-1]} if stops else {})}
         return sol
