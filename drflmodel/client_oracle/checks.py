@@ -212,7 +212,7 @@ def row_norm_covers_mean(row_norm: float, hessian, outputs: int) -> Violation | 
 
 
 def _norm(v) -> float:
-    """:math:`\|v\|_2` of a vector (``np.linalg.norm``'s own formula, without its overhead: these
+    r""":math:`\|v\|_2` of a vector (``np.linalg.norm``'s own formula, without its overhead: these
     run once per kept answer for every new one)."""
     v = np.asarray(v, float).reshape(-1)
     return math.sqrt(float(np.dot(v, v)))
