@@ -6,9 +6,12 @@ rows, columns scaled by 10^U(-3, 3) (half the solves), nearly separable classes 
 classification solves: labels from a large-margin model), l2 log-uniform in [1e-5, 1e-1], a weight
 set (simplex, CVaR, chi-square, ERM) and a method (auto, sqp, hessian_free for the smooth losses;
 bundle for the non-smooth ones; above P = 1,000 no forced sqp: its dense P x P Hessians on the wire would
-dominate the machine, and auto takes the Hessian-free route there; the hinge loss (the level bundle route)
-only up to P = 1,000: at P = 2,717 its CVXPY model asked 13 GiB (noted in issue 44's note). An exception
-(e.g. MemoryError under ``ulimit -v``) is counted as a status, not a named client. Every client is an honest :class:`~drflmodel.client_oracle.Site`
+dominate the machine, and auto takes the Hessian-free route there. The solves run as if the machine had
+``--memory-gb`` (default 4) GiB available (``drflmodel._memory.available_memory`` capped): a route whose
+memory estimate does not fit is refused by name before any data query (``MemoryLimitError``, counted
+in its own column -- e.g. the level bundle route's CVXPY model, which asked 13 GiB at P = 2,717 before it
+had an estimate). Any other exception (e.g. MemoryError under ``ulimit -v``) is counted as a status,
+not a named client. Every client is an honest :class:`~drflmodel.client_oracle.Site`
 under the default :class:`~drflmodel.client_oracle.QueryPolicy` (its budgets), every answer checked
 (:class:`~drflmodel.client_oracle.CheckedChannel`). Counted: solves, statuses, honest clients
 *named* (a fault or a rejected answer: the target is 0), refusals by budget, rejections by check.
@@ -25,6 +28,7 @@ and a table at the end.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import warnings
@@ -48,7 +52,7 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     K = int(rng.integers(1, 11))
     classes = int(rng.integers(3, 10)) if loss_name == "multinomial" else 1
     big = rng.random() < 0.1
-    cap = max_dim if loss_name != "hinge" else min(max_dim, 1000)   # the bundle route's CVXPY model: see below
+    cap = max_dim
     d_max = max(2, cap // classes) if big else max(2, min(40, cap // classes))
     d = int(rng.integers(2, d_max + 1))
     scaled = rng.random() < 0.5
@@ -101,15 +105,39 @@ def draw(seed: int, max_dim: int = 3000) -> tuple:
     return prob, method, desc
 
 
-def run_one(seed: int, max_dim: int, transport: str = "local") -> dict:
+class _TimeLimit(BaseException):
+    """A solve ran past the sweep's ``--timeout`` (a BaseException, so that no ``except Exception`` of the
+    code under test -- a channel counting a failed answer -- takes it; raised by SIGALRM between Python bytecodes: a long
+    solver call inside C finishes first)."""
+
+
+def _alarm(signum, frame):
+    raise _TimeLimit
+
+
+def run_one(seed: int, max_dim: int, transport: str = "local", timeout: int = 0) -> dict:
     prob, method, desc = draw(seed, max_dim)
     started = time.perf_counter()
+    if timeout:
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(int(timeout))
     try:
         return _solve(prob, method, desc, seed, transport, started)
+    except _TimeLimit:                          # the sweep's own limit: a slow route, nobody named
+        return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": "stopped: sweep time limit",
+                "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
+                "route": None, "evaluations": 0, "plan_exhausted": False}
+    except dm.errors.MemoryLimitError:          # a route refused by its memory estimate, before any data query
+        return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": "refused: memory estimate",
+                "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
+                "route": None, "evaluations": 0, "plan_exhausted": False}
     except Exception as exc:  # noqa: BLE001 - a crash of the server's own code: reported as a status
         return {"seed": seed, "desc": desc, "loss": desc.split()[0], "status": f"error {type(exc).__name__}",
                 "fault": None, "rejections": [], "seconds": time.perf_counter() - started, "exchanges": None,
                 "route": None, "evaluations": 0, "plan_exhausted": False}
+    finally:
+        if timeout:
+            signal.alarm(0)
 
 
 def _solve(prob, method, desc, seed, transport, started) -> dict:
@@ -138,17 +166,21 @@ def table(rows: dict, evaluations: list, checks_seen: Counter, header: str) -> N
 
     total = Counter()
     print(f"\n{header}\n")
-    print("| loss | solves | optimal | optimal_within_gap | other | stopped by the route's plan | honest clients named |")
-    print("|---|---|---|---|---|---|---|")
+    print("| loss | solves | optimal | optimal_within_gap | refused by a memory estimate | other | stopped by the "
+          "route's plan | honest clients named |")
+    print("|---|---|---|---|---|---|---|---|")
+    memory = "refused: memory estimate"
     for loss in LOSSES:
         c = rows.get(loss, Counter())
-        other = c["solves"] - c["optimal"] - c["optimal_within_gap"]
+        other = c["solves"] - c["optimal"] - c["optimal_within_gap"] - c[memory]
         total.update(c)
-        print(f"| {loss} | {c['solves']} | {c['optimal']} | {c['optimal_within_gap']} | {other} | {c['plan stop']} "
-              f"| {c['named']} |")
-    other = total["solves"] - total["optimal"] - total["optimal_within_gap"]
-    print(f"| all | {total['solves']} | {total['optimal']} | {total['optimal_within_gap']} | {other} | "
+        print(f"| {loss} | {c['solves']} | {c['optimal']} | {c['optimal_within_gap']} | {c[memory]} | {other} | "
+              f"{c['plan stop']} | {c['named']} |")
+    other = total["solves"] - total["optimal"] - total["optimal_within_gap"] - total[memory]
+    print(f"| all | {total['solves']} | {total['optimal']} | {total['optimal_within_gap']} | {total[memory]} | {other} | "
           f"{total['plan stop']} | {total['named']} |")
+    statuses = Counter({k: v for k, v in total.items() if k not in ("solves", "named", "plan stop")})
+    print(f"statuses: {dict(statuses)}")
     if evaluations:
         e = np.asarray(evaluations)
         print(f"\nhessian_free solves: {e.size}; evaluate exchanges median {np.median(e):.0f}, 95th percentile "
@@ -163,11 +195,18 @@ def main(argv=None):
     ap.add_argument("--max-dim", type=int, default=3000)
     ap.add_argument("--transport", choices=("local", "flower"), default="local")
     ap.add_argument("--every", type=int, default=0, help="print the table every this many solves (0: at the end)")
+    ap.add_argument("--timeout", type=int, default=0, help="seconds after which a solve is stopped (0: none); "
+                                                           "counted as 'stopped: sweep time limit'")
+    ap.add_argument("--memory-gb", type=float, default=4.0, help="the memory the routes' estimates see as available")
     args = ap.parse_args(argv)
+    from drflmodel import _memory
+
+    real, cap = _memory.available_memory, int(args.memory_gb * 2**30)
+    _memory.available_memory = lambda: min(real() or cap, cap)
     rows, checks_seen, evaluations = {}, Counter(), []
     t0 = time.perf_counter()
     for n, seed in enumerate(range(*args.solves), start=1):
-        r = run_one(seed, args.max_dim, args.transport)
+        r = run_one(seed, args.max_dim, args.transport, args.timeout)
         row = rows.setdefault(r["loss"], Counter())
         row["solves"] += 1
         row[r["status"]] += 1
@@ -178,6 +217,8 @@ def main(argv=None):
             checks_seen[rej["check"]] += 1
         if r["status"].startswith("error"):
             print(f"ERROR seed={seed} {r['desc']}: {r['status']}", flush=True)
+        elif r["status"] not in ("optimal", "optimal_within_gap") and r["fault"] is None:
+            print(f"STATUS seed={seed} {r['desc']}: {r['status']} (route {r['route']})", flush=True)
         if r["fault"] is not None or r["rejections"]:
             row["named"] += 1
             what = r["fault"]["message"] if r["fault"] else f"{len(r['rejections'])} rejected answer(s)"

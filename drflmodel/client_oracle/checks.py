@@ -191,12 +191,39 @@ def mean_squared_norm_at_zero(hessian, outputs: int) -> float | None:
     return float(np.trace(H)) * K / (K - 1) * (1.0 + gamma(H.shape[0] + EXTRA_TERMS))
 
 
+def row_norm_covers_mean(row_norm: float, hessian, outputs: int) -> Violation | None:
+    r"""The declared row norm against a softmax Hessian at :math:`	heta=0`: the largest row norm is at
+    least the root mean square, :math:`R^2\ge q`, with :math:`q` read off the trace
+    (:func:`mean_squared_norm_at_zero`; lowered by :math:`\gamma_{P+16}` for the trace's rounding, and
+    :math:`R^2` raised by :math:`\gamma_{P+16}` for the client's own). A smaller declared :math:`R` would
+    make the self-concordance bounds that read it unsound. ``None`` for a scalar score."""
+    K = int(outputs)
+    if K < 2:
+        return None
+    H = np.asarray(hessian, float)
+    g = gamma(H.shape[0] + EXTRA_TERMS)
+    q_low = float(np.trace(H)) * K / (K - 1) * (1.0 - g)
+    R2 = float(row_norm) ** 2 * (1.0 + 2.0 * g)
+    if q_low > R2:
+        return Violation("row norm", f"declared max_j ||x_j||^2 = {float(row_norm) ** 2:.17g} is below the mean "
+                                     f"squared row norm {q_low:.17g} its Hessian at theta = 0 implies",
+                         {"row_norm": float(row_norm), "mean_squared_norm": q_low})
+    return None
+
+
+def _norm(v) -> float:
+    r""":math:`\|v\|_2` of a vector (``np.linalg.norm``'s own formula, without its overhead: these
+    run once per kept answer for every new one)."""
+    v = np.asarray(v, float).reshape(-1)
+    return math.sqrt(float(np.dot(v, v)))
+
+
 def _two_values(magnitudes: Magnitudes | None, value_a: float, theta_a, value_b: float, theta_b) -> float | None:
     """The sum of two values' errors (:meth:`Magnitudes.value_error`), ``None`` if unknown."""
     if magnitudes is None or theta_a is None or theta_b is None:
         return None
-    ea = magnitudes.value_error(value_a, float(np.linalg.norm(theta_a)))
-    eb = magnitudes.value_error(value_b, float(np.linalg.norm(theta_b)))
+    ea = magnitudes.value_error(value_a, _norm(theta_a))
+    eb = magnitudes.value_error(value_b, _norm(theta_b))
     return None if ea is None or eb is None else ea + eb
 
 
@@ -207,8 +234,8 @@ def _two_gradients(magnitudes: Magnitudes | None, theta_a, theta_b, values: tupl
     va, vb = values if values is not None else (0.0, 0.0)
     if values is None and not np.isfinite(magnitudes.lipschitz):
         return None                                 # a non-Lipschitz loss's slope needs the values
-    ea = magnitudes.gradient_error(va, float(np.linalg.norm(theta_a)))
-    eb = magnitudes.gradient_error(vb, float(np.linalg.norm(theta_b)))
+    ea = magnitudes.gradient_error(va, _norm(theta_a))
+    eb = magnitudes.gradient_error(vb, _norm(theta_b))
     return None if ea is None or eb is None else ea + eb
 
 
@@ -367,7 +394,10 @@ def _psd_defect(M, magnitudes: Magnitudes | None = None, cancellation: bool = Fa
     bad_diag = diag < diag_floor
     if not bad_diag.any():
         d = np.sqrt(np.where(diag > 0, diag, 1.0))
-        ev = np.linalg.eigvalsh(M / np.outer(d, d))
+        S = M / np.outer(d, d)
+        if _cholesky_passes(S, scaled_tol):
+            return None
+        ev = np.linalg.eigvalsh(S)
         if ev[0] >= -scaled_tol:
             return None
         scaled = (float(ev[0]), float(ev[-1]))
@@ -381,6 +411,28 @@ def _psd_defect(M, magnitudes: Magnitudes | None = None, cancellation: bool = Fa
             return None
         return float(ev[0]), float(ev[-1])
     return scaled
+
+
+def _cholesky_passes(S: np.ndarray, tol: float) -> bool:
+    r"""A sufficient test of :math:`\lambda_{\min}(S)\ge-\mathrm{tol}` for a symmetric ``S`` with unit-size
+    diagonal, a third of an eigendecomposition's work: the Cholesky factorization of
+    :math:`S+\frac{\mathrm{tol}}4I` succeeds. In floating point it succeeds only if
+    :math:`S+\frac{\mathrm{tol}}4I+\delta S` is positive definite with
+    :math:`|\delta S|\le\gamma_{P+1}|R^\top||R|` (Higham, Theorem 10.3), whose 2-norm is at most
+    :math:`\gamma_{P+1}\sum_k\|r_k\|^2\lesssim\gamma_{P+1}P\max_k(S_{kk}+\mathrm{tol}/4)` (Cauchy-Schwarz), so
+    :math:`\lambda_{\min}(S)\ge-\mathrm{tol}` whenever that error is below :math:`\frac34\mathrm{tol}` --
+    which is checked, else the test says nothing (``False``: the caller decides on the eigenvalues)."""
+    P = S.shape[0]
+    if not P:
+        return True
+    top = float(np.max(np.diag(S))) + 0.25 * tol
+    if 1.01 * gamma(P + 1) * P * top > 0.75 * tol:
+        return False
+    try:
+        np.linalg.cholesky(S + 0.25 * tol * np.eye(P))
+    except np.linalg.LinAlgError:
+        return False
+    return True
 
 
 def hessian_psd(H, magnitudes: Magnitudes | None = None) -> Violation | None:
@@ -401,9 +453,15 @@ def hessian_size(H, smoothness: float, row_norm: float | None,
     :meth:`Magnitudes.hessian_error` plus the eigensolver's :math:`\\gamma_{P+16}\\|H\\|_2`."""
     if row_norm is None or not np.isfinite(smoothness):
         return None
-    top, cap = float(np.linalg.eigvalsh(np.asarray(H, float))[-1]), smoothness * row_norm**2
+    H = np.asarray(H, float)
+    cap = smoothness * row_norm**2
     P = max(1, np.shape(H)[0])
     derived = None if magnitudes is None else magnitudes.hessian_error()
+    # lambda_max <= ||H||_F: a pass without eigenvalues, with the allowance on the cap's scale alone (no
+    # larger than the eigenvalue test's, so it passes nothing that test rejects)
+    if derived is not None and float(np.linalg.norm(H)) <= cap + _allow("Hessian size", derived, cap, P):
+        return None
+    top = float(np.linalg.eigvalsh(H)[-1])
     if top > cap + _allow("Hessian size", derived, max(cap, abs(top)) * (1 if derived is not None else P), P):
         return Violation("Hessian size", f"largest eigenvalue {top:.6g} exceeds smooth(loss) max_j ||x_j||^2 = {cap:.6g}",
                          {"max_eigenvalue": top, "bound": cap})

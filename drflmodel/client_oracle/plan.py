@@ -16,6 +16,21 @@ queries (each step's value and gradient, and the intercepts' Newton polish of it
 ``bound_terms`` answers (one per certificate attempt and polish step, plus the column statistics at
 :math:`\theta=0`) and ``values`` queries of one point (the polish's backtracking). Its defaults are
 those of the default policy, so an honest client under the default policy accepts it.
+
+The SQP route's plan (:func:`sqp_plan`, the route ``sqp`` of :mod:`drflmodel.problems.minmax.lagrangian_sqp`
+on a federated server): from its own bound on its steps -- per step at most two Hessian evaluations (the
+full step, and the accepted shorter step when the line search backtracks) and 34 one-point value queries
+(Armijo halvings down to a step of :math:`10^{-10}`), one value query and one Hessian evaluation at the
+start -- so :math:`1+2\,\mathrm{max\_steps}` Hessians, with Newton steps of the bound's last polish on top.
+
+**A plan counts what is left of the run.** A client's budgets count answers per run (one federated
+solve), and ``method="auto"`` may run a second route after the first stopped short; so a plan states the
+most answers the route will ask *from now on*, and the policy admits it when it fits in what is left of
+its budget (:func:`plan_refusal` with the counts so far). The server sizes its plans to what the
+default policy has left (:func:`budget_left`: the default budgets less the exchanges of each kind this
+solve has made -- each exchange asks each client at most once, so this bounds what every client
+answered): an honest client under the default policy always admits them, and a client with a stricter
+policy refuses the plan at the route's first query, by name, before answering anything of the route.
 """
 
 from __future__ import annotations
@@ -25,7 +40,8 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidParameterError
 
-__all__ = ["QueryPlan", "PlanExhausted", "hessian_free_plan", "plan_refusal", "PLAN_KINDS"]
+__all__ = ["QueryPlan", "PlanExhausted", "hessian_free_plan", "sqp_plan", "plan_refusal", "budget_left", "left_on",
+           "PLAN_KINDS"]
 
 #: what a plan caps: the budget names of :class:`~drflmodel.client_oracle.QueryPolicy`, and the query
 #: kind whose answers each counts
@@ -60,17 +76,26 @@ class QueryPlan:
                 raise InvalidParameterError(f"limits[{name!r}] must be a nonnegative integer; got {count!r}")
         self.limits = {k: int(v) for k, v in self.limits.items()}
 
-    def spend(self, kind: str) -> None:
-        """Count one more query of budget ``kind``; :class:`PlanExhausted` (before it is sent) when the
-        plan's limit is reached -- its limit less the ``reserve`` kept for the route's last certificate
-        until :attr:`final` is set."""
-        if kind not in self.limits:
-            return
-        held = 0 if self.final else int(self.reserve.get(kind, 0))
-        if self.used.get(kind, 0) >= self.limits[kind] - held:
-            raise PlanExhausted(f"the {self.route!r} route reached its plan's limit of {self.limits[kind]} "
-                                f"{kind} per client (the server's own limit, stated to the clients up front)")
-        self.used[kind] = self.used.get(kind, 0) + 1
+    def spend(self, *kinds: str) -> None:
+        """Count one more query of every budget in ``kinds`` (one query counted by several, e.g. a
+        Hessian evaluation); :class:`PlanExhausted` (before it is sent, nothing counted) when a plan's
+        limit is reached -- its limit less the ``reserve`` kept for the route's last certificate until
+        :attr:`final` is set."""
+        kinds = [k for k in kinds if k in self.limits]
+        for kind in kinds:
+            held = 0 if self.final else int(self.reserve.get(kind, 0))
+            if self.used.get(kind, 0) >= self.limits[kind] - held:
+                raise PlanExhausted(f"the {self.route!r} route reached its plan's limit of {self.limits[kind]} "
+                                    f"{kind} per client (the server's own limit, stated to the clients up front)")
+        for kind in kinds:
+            self.used[kind] = self.used.get(kind, 0) + 1
+
+    def within(self, left: dict) -> "QueryPlan":
+        """This plan with every limit lowered to what is ``left`` (budget name -> count; a kind absent
+        from ``left`` keeps its limit), the reserves lowered with them (at most a quarter of a limit)."""
+        self.limits = {k: max(0, min(v, int(left.get(k, v)))) for k, v in self.limits.items()}
+        self.reserve = {k: min(int(v), self.limits.get(k, 0) // 4) for k, v in self.reserve.items()}
+        return self
 
     def wire(self) -> str:
         """The plan as the text a query's options carry."""
@@ -105,10 +130,56 @@ def hessian_free_plan(evaluations: int = 1000, bound_terms: int = 1000, values: 
                                  f"at the first limit reached with its best certificate"))
 
 
-def plan_refusal(policy, plan: QueryPlan) -> str | None:
+def sqp_plan(max_steps: int = 50, left: dict | None = None) -> QueryPlan:
+    r"""The SQP route's plan on a federated server (module docstring): from ``max_steps``, at most
+    :math:`1+2\,\mathrm{max\_steps}` Hessian evaluations and :math:`1+34\,\mathrm{max\_steps}` value
+    queries, and as many gradient evaluations as Hessians plus the polish's; every limit lowered to what
+    the default policy has ``left`` (:func:`budget_left`), value queries to half of it (the rest stays for
+    a route ``auto`` may run after this one). The route stops at the first limit it reaches with its best
+    certificate."""
+    from .policy import QueryPolicy
+
+    left = budget_left(None) if left is None else dict(left)
+    steps = int(max_steps)
+    hessians = 1 + 2 * steps + 30                 # the steps, and the last polish's Newton steps
+    plan = QueryPlan("sqp", {"hessians": hessians, "evaluations": hessians, "values": 1 + 34 * steps},
+                     derivation=(f"{steps} steps: at most 2 Hessian evaluations and 34 one-point value queries per "
+                                 f"step, one of each at the start, 30 Newton steps of the last polish; lowered to "
+                                 f"the default policy's budgets left in this run (values: half of them)"))
+    half = {**left, "values": int(left.get("values", QueryPolicy().values)) // 2}
+    return plan.within(half)
+
+
+def budget_left(ledger_queries: dict | None, policy=None, retries: int = 0) -> dict:
+    """What ``policy``'s budgets (default: the default :class:`~drflmodel.client_oracle.QueryPolicy`) leave
+    after the exchanges ``ledger_queries`` (the channel ledger's ``queries``: query -> {"exchanges": ...}) --
+    an upper bound on every client's count, since an exchange asks each client at most once and a retry
+    is counted as another exchange. An ``evaluate`` exchange is counted against the Hessians too (it may
+    have asked one). ``retries``: the channel's retry budget, kept aside from every kind -- a plan travels
+    with the route's first query, and a re-asked first query must still find it within what is left."""
+    from .policy import QueryPolicy
+
+    policy = QueryPolicy() if policy is None else policy
+    asked = {q: int(v.get("exchanges", 0)) for q, v in (ledger_queries or {}).items()}
+    used = {"values": asked.get("values", 0), "evaluations": asked.get("evaluate", 0),
+            "hessians": asked.get("evaluate", 0), "hvps": asked.get("hvp", 0),
+            "statistics": asked.get("statistics", 0), "row_norms": asked.get("row_norm", 0),
+            "bound_terms": asked.get("bound_terms", 0)}
+    return {k: max(0, int(getattr(policy, k)) - used[k] - int(retries)) for k in used}
+
+
+def left_on(channel) -> dict:
+    """:func:`budget_left` of the default policy after this solve's exchanges on ``channel`` (its
+    ledger), keeping its retry budget aside."""
+    ledger = getattr(channel, "ledger", None)
+    return budget_left(None if ledger is None else ledger.queries, retries=int(getattr(channel, "retries", 0)))
+
+
+def plan_refusal(policy, plan: QueryPlan, used: dict | None = None) -> str | None:
     """The rule of ``policy`` (a :class:`~drflmodel.client_oracle.QueryPolicy`) that ``plan`` breaks,
     in words, or ``None`` when the policy admits the plan: a kind the policy does not answer, more
-    answers of a kind than its budget per run, more points per value query than it allows."""
+    answers of a kind than its budget per run leaves after ``used`` (budget name -> answers so far in the
+    run; default none), more points per value query than it allows."""
     words = getattr(policy, "_WORDS", {})
     for budget, count in plan.limits.items():
         if count == 0:
@@ -118,9 +189,10 @@ def plan_refusal(policy, plan: QueryPlan) -> str | None:
             return (f"the {plan.route!r} route's plan asks {kind!r} queries; its policy answers only "
                     f"{', '.join(policy.allow)}")
         limit = int(getattr(policy, budget))
-        if count > limit:
+        spent = int((used or {}).get(budget, 0))
+        if count > limit - spent:
             return (f"the {plan.route!r} route's plan may ask up to {count} {words.get(budget, budget)}; its policy "
-                    f"allows at most {limit} per run")
+                    f"allows at most {limit} per run" + (f", {limit - spent} left after {spent} answered" if spent else ""))
     if plan.limits.get("values", 0) and plan.points_per_values > policy.points_per_values:
         return (f"the {plan.route!r} route's plan asks {plan.points_per_values} points per value query; its "
                 f"policy allows at most {policy.points_per_values}")

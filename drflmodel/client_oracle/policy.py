@@ -41,7 +41,9 @@ The preconditioned Hessian-free route was measured on awkward data (``benchmarks
 problems: columns scaled 10^U(-3, 3), sites of 1-3 rows, nearly separable classes, l2 down to 1e-5; 86
 solves): median 31 evaluations, 90th percentile 400, 95th 769 -- so the defaults are 1,000 gradient
 evaluations and 1,000 bound-term answers, and 1,500 value queries (the intercepts' polish); the route
-states them as its plan up front (:mod:`.plan`) and stops within them with its best certificate.
+states them as its plan up front (:mod:`.plan`) and stops within them with its best certificate; the
+federated ``sqp`` route states its plan too (its 100 Hessians: two per step at most), and a plan is
+admitted against what is left of the budgets in the run (:meth:`QueryPolicy.admit_plan`).
 
 **A family's own queries** (declared in the family registry,
 :class:`~drflmodel.problems.registry.ClientQuery`) are kinds of their own: allowed by default, each
@@ -238,13 +240,14 @@ class QueryPolicy:
                 "rows_above_parameters": self.rows_above_parameters,
                 **{k: getattr(self, k) for k in self._FIELDS}}
 
-    def admit_plan(self, plan, who: str = "site") -> None:
+    def admit_plan(self, plan, who: str = "site", used: dict | None = None) -> None:
         """Accept a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` (stated with its first query)
         or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
-        -- at the start of the route, before it has answered anything of it."""
+        -- at the start of the route, before it has answered anything of it. ``used``: the answers of
+        this run so far (the plan must fit in what is left)."""
         from .plan import plan_refusal
 
-        why = plan_refusal(self, plan)
+        why = plan_refusal(self, plan, used)
         if why is not None:
             raise QueryRefused(f"{who} refuses the route's plan: {why}")
 
@@ -287,7 +290,8 @@ class PolicySite:
         if (options or {}).get("plan") is not None:      # a route states its plan with its first query
             from .plan import QueryPlan
 
-            self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"))
+            self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"),
+                                   used=self.counts)
         dim, rows = self._declared() if query != "describe" else (1, None)
         self.policy.admit(query, arrays, options, dim, self.counts, who=getattr(self.site, "name", "site"), rows=rows)
         out = self.site.answer(query, arrays, options)

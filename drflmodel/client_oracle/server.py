@@ -21,6 +21,10 @@ from .protocol import NEEDS_ROWS, ClientFault, unpack_symmetric
 
 __all__ = ["DeclaredFederation", "FederatedObjectives", "StatisticsObjectives"]
 
+#: points at which :class:`FederatedObjectives` keeps the clients' Hessians (each point holds n P x P
+#: matrices: 720 MB for 10 clients at P = 3,000); the SQP step needs the current point's and the trial's
+HESSIAN_POINTS = 2
+
 
 class DeclaredFederation(Federation):
     """A federation the server knows only from the clients' declarations: sizes, the number of
@@ -202,6 +206,27 @@ class FederatedObjectives(_ServerObjectives):
         self._cache: OrderedDict = OrderedDict()
         self._size = int(cache)
         self._known: dict = {}                 # data values prefetched at many points
+        self.plan = None                       # a route's QueryPlan (announce), counted per exchange
+        self._unannounced: set = set()         # clients the plan has not reached yet
+
+    def announce(self, plan) -> None:
+        """State a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` to every client with the next
+        query each is asked (the client's policy admits or refuses it then, by name, before answering
+        anything of the route); from now on every value, evaluation and Hessian exchange is counted
+        against it (:meth:`QueryPlan.spend`) before it is sent. ``None``: no plan (the route is done)."""
+        self.plan = plan
+        self._unannounced = set(range(self.n)) if plan is not None else set()
+
+    def _planned(self, kinds, clients) -> dict:
+        """Count one exchange of every budget in ``kinds`` against the plan (raising
+        :class:`~drflmodel.client_oracle.plan.PlanExhausted` before anything is sent) and return the
+        per-client options carrying the plan to ``clients`` it has not reached yet."""
+        if self.plan is None:
+            return {}
+        self.plan.spend(*kinds)
+        first = self._unannounced.intersection(clients)
+        self._unannounced -= first
+        return {i: {"plan": self.plan.wire()} for i in first}
 
     def prefetch_values(self, thetas) -> None:
         """The clients' values at every row of ``thetas`` in **one** exchange (each client returns
@@ -213,7 +238,8 @@ class FederatedObjectives(_ServerObjectives):
 
         T = np.asarray(thetas, float).reshape(-1, self.dim)
         try:
-            got = self.channel.ask("values", {"theta": T.reshape(-1)})
+            got = self.channel.ask("values", {"theta": T.reshape(-1)},
+                                   per_client_options=self._planned(("values",), range(self.n)))
         except ClientFault as fault:
             if fault.kind != "refused" or T.shape[0] == 1:
                 raise
@@ -229,6 +255,12 @@ class FederatedObjectives(_ServerObjectives):
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(key)
+        held = 0                                  # client Hessians at the HESSIAN_POINTS latest points only:
+        for entry in reversed(self._cache.values()):   # n P x P matrices per point (a dropped one is re-asked)
+            if entry["hess"]:
+                held += 1
+                if held > HESSIAN_POINTS:
+                    entry["hess"] = {}
         return self._cache[key]
 
     def values(self, theta) -> np.ndarray:
@@ -238,7 +270,8 @@ class FederatedObjectives(_ServerObjectives):
         e = self._entry(theta)
         if e["values"] is None:
             self._declare_magnitudes()
-            got = self.channel.ask("values", {"theta": theta})
+            got = self.channel.ask("values", {"theta": theta},
+                                   per_client_options=self._planned(("values",), range(self.n)))
             e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
         return e["values"] + self.penalty(theta)
 
@@ -251,8 +284,10 @@ class FederatedObjectives(_ServerObjectives):
         if e["grads"] is None or missing_h:
             self._declare_magnitudes()
             ask = range(self.n) if e["grads"] is None else missing_h
+            planned = self._planned(("evaluations", "hessians") if missing_h else ("evaluations",), ask)
             got = self.channel.ask("evaluate", {"theta": theta}, clients=ask,
-                                   per_client_options={i: {"hessian": i in missing_h} for i in ask})
+                                   per_client_options={i: {"hessian": i in missing_h, **planned.get(i, {})}
+                                                       for i in ask})
             if e["grads"] is None:
                 e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
                 e["grads"] = np.stack([got[i]["gradient"] for i in range(self.n)])
@@ -291,7 +326,8 @@ class FederatedObjectives(_ServerObjectives):
     def hessian_vector_products(self, theta, V) -> np.ndarray:
         theta = self._shared(theta)
         V = np.broadcast_to(np.asarray(V, float), (self.n, self.dim))
-        got = self.channel.ask("hvp", {"theta": theta}, per_client={i: {"direction": V[i]} for i in range(self.n)})
+        got = self.channel.ask("hvp", {"theta": theta}, per_client={i: {"direction": V[i]} for i in range(self.n)},
+                               per_client_options=self._planned(("hvps",), range(self.n)))
         return np.stack([got[i]["hvp"] for i in range(self.n)]) + self.penalty_diagonal * V
 
     def matrix_free(self):

@@ -39,6 +39,11 @@ __all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
 
 #: answers kept per client for the consistency checks (the most recent points)
 KEPT = 64
+#: bytes of full Hessians kept per client (the most recent answers': a P x P matrix is 72 MB at
+#: P = 3,000, so 64 of them would be 4.6 GB per client). Older records keep their point, value,
+#: gradient and products -- the checks against a dropped Hessian are skipped, never decided without
+#: it -- and the latest Hessian is always kept whatever its size
+HESSIAN_BYTES = 64 * 2**20
 #: Hessian-vector products kept per point (the most recent: a conjugate-gradient solve asks hundreds at
 #: one point, and each new one is checked against every kept one)
 KEPT_PRODUCTS = 16
@@ -64,6 +69,7 @@ class ClientBook:
         self.outputs = 1
         self.ones_columns: list[int] = []
         self.row_norm: float | None = None
+        self.zero_msn: float | None = None            # mean ||x||^2 read off the Hessian at theta = 0 (softmax)
         self.records: OrderedDict[bytes, check.AnswerRecord] = OrderedDict()
         self._last_hessian: tuple | None = None       # the Hessian the checks just unpacked (see _hessian)
 
@@ -97,12 +103,26 @@ class ClientBook:
     def magnitudes(self) -> check.Magnitudes:
         """What the checks' rounding allowances are made of (:class:`.checks.Magnitudes`)."""
         loss = self.loss
-        zero = self.records.get(np.zeros(self.dim or 0).tobytes()) if self.dim else None
-        msn = (check.mean_squared_norm_at_zero(zero.hessian, self.outputs)
-               if zero is not None and zero.hessian is not None else None)
-        return check.Magnitudes(rows=self.rows or 1, dim=self.dim or 1, outputs=self.outputs, row_norm=self.row_norm,
+        return check.Magnitudes(rows=self.rows or 1, dim=self.dim or 1, outputs=self.outputs,
+                                row_norm=self.row_norm_used, mean_squared_norm=self.zero_msn,
                                 lipschitz=float(getattr(loss, "lipschitz", np.inf)),
-                                smoothness=float(getattr(loss, "smoothness", np.inf)), mean_squared_norm=msn)
+                                smoothness=float(getattr(loss, "smoothness", np.inf)))
+
+    @property
+    def row_norm_used(self) -> float | None:
+        r"""The row norm the allowances use: the declared :math:`R`, capped by what the client's own
+        Hessian at :math:`\theta=0` reveals when it does (softmax: its trace is
+        :math:`\frac{K-1}K q`, :math:`q=\frac1N\sum_j\|x_j\|^2`): :math:`\max_j\|x_j\|^2\le\sum_j\|x_j\|^2=Nq`,
+        so :math:`R\le\sqrt{Nq}`. An honest client's :math:`R` is never above the cap; a client that
+        inflates its row norm to loosen its own checks gains at most :math:`\sqrt{Nq}/R_{\rm true}\le\sqrt N`
+        once the cap is known. Without it (scalar losses, no Hessian at zero) the declared :math:`R` is
+        used as it is: inflating it by :math:`c` loosens the value and gradient allowances by :math:`c` and
+        the Hessian ones by :math:`c^2` (all of them rounding-sized, :math:`\gamma_m` times the magnitudes),
+        and only makes the self-concordance bounds that read it more conservative."""
+        if self.row_norm is None or self.zero_msn is None or self.rows is None:
+            return self.row_norm
+        cap = float(np.sqrt(self.rows * self.zero_msn)) * (1.0 + check.gamma(self.rows + (self.dim or 1) + 16))
+        return min(self.row_norm, cap)
 
     # ------------------------------------------------------------------ one new answer
     def validate(self, query: str, request: dict, options: dict, answer: dict) -> check.Violation | None:
@@ -164,6 +184,9 @@ class ClientBook:
             rec.gradient = np.asarray(answer["gradient"], float).reshape(-1)
             if "hessian" in answer:
                 rec.hessian = self._hessian(answer, rec.gradient.size, checked=True)
+                if self.zero_msn is None and not np.any(rec.theta):
+                    self.zero_msn = check.mean_squared_norm_at_zero(rec.hessian, self.outputs)
+                self._bound_hessians()
             if "hvp" in answer and "directions" in request:      # products asked with the evaluation
                 V = np.asarray(request["directions"], float).reshape(-1, rec.gradient.size)
                 rec.hvps += list(zip(V, np.asarray(answer["hvp"], float).reshape(V.shape)))
@@ -173,6 +196,20 @@ class ClientBook:
             rec.hvps.append((np.asarray(request["direction"], float).reshape(-1),
                              np.asarray(answer["hvp"], float).reshape(-1)))
             del rec.hvps[:-KEPT_PRODUCTS]
+
+    def _bound_hessians(self) -> None:
+        """Drop the Hessians of older records beyond :data:`HESSIAN_BYTES` (newest first; the latest is
+        always kept). What is checked against them afterwards: the later answers are still checked
+        alone and against the kept values, gradients and products; only the comparisons with a dropped
+        Hessian (curvature against gradient differences, products against it) are no longer made."""
+        kept = 0
+        for rec in reversed(self.records.values()):
+            if rec.hessian is None:
+                continue
+            if kept and kept + rec.hessian.nbytes > HESSIAN_BYTES:
+                rec.hessian = None
+            else:
+                kept += rec.hessian.nbytes
 
     # ------------------------------------------------------------------ per query
     def _describe(self, request, options, answer):
@@ -206,7 +243,7 @@ class ClientBook:
         lip = getattr(self.loss, "lipschitz", np.inf)
         for rec in self.records.values():
             if rec.value is not None and self.row_norm is not None and np.isfinite(lip):
-                bad = check.value_lipschitz(rec.theta, rec.value, theta, value, lip, self.row_norm, mags)
+                bad = check.value_lipschitz(rec.theta, rec.value, theta, value, lip, self.row_norm_used, mags)
                 if bad:
                     return bad
             if rec.gradient is not None:
@@ -246,7 +283,7 @@ class ClientBook:
                 bad = bad or check.hvp_psd(v, h, self.magnitudes)
             if bad:
                 return bad
-        loss, R = self.loss, self.row_norm
+        loss, R = self.loss, self.row_norm_used
         mags = self.magnitudes
         bad = self._value_checks(theta, float(value[0])) or check.gradient_length(
             grad, getattr(loss, "lipschitz", np.inf), R, mags, theta, float(value[0]))
@@ -255,6 +292,8 @@ class ClientBook:
         H = self._hessian(answer, P) if "hessian" in answer else None
         if H is not None:
             bad = check.hessian_psd(H, mags) or check.hessian_size(H, getattr(loss, "smoothness", np.inf), R, mags)
+            if not bad and not np.any(theta) and self.row_norm is not None:
+                bad = check.row_norm_covers_mean(self.row_norm, H, self.outputs)
             if bad:
                 return bad
         M = getattr(loss, "self_concordance", None)
@@ -298,7 +337,7 @@ class ClientBook:
             for u, hu in rec.hvps:
                 bad = bad or check.hvp_symmetry(u, hu, v, hv, mags)
             if rec.gradient is not None:                # against the gradient differences to every kept point
-                M, R = getattr(self.loss, "self_concordance", None), self.row_norm
+                M, R = getattr(self.loss, "self_concordance", None), self.row_norm_used
                 for other in self.records.values():
                     if bad or other.gradient is None or other is rec:
                         continue

@@ -97,10 +97,13 @@ def test_a_refused_query_is_not_retried_and_ends_the_solve_failed(prob):
     sol = federated_solve(prob, LocalChannel(sites, retries=5))
     assert sol.status == "failed" and sol.theta is None and sol.lower_bound == -np.inf
     fault = sol.info["fault"]
-    assert (fault["query"], fault["kind"], fault["attempts"]) == ("evaluate", "refused", 1)
-    i = fault["partition"]                       # the first client asked for a third Hessian (weight > 0)
-    assert fault["message"].startswith(f"client {i} refused the 'evaluate' query (its policy; not retried)")
-    assert f"client{i} refuses the 'hessian' query: its policy allows at most 2 Hessians per run" in fault["message"]
+    # the sqp route states its plan (up to 98 Hessians) with its first query: refused there, by name,
+    # before any Hessian is answered (it was refused mid-solve, at the third Hessian)
+    assert (fault["kind"], fault["attempts"]) == ("refused", 1)
+    i = fault["partition"]
+    assert fault["message"].startswith(f"client {i} refused the '{fault['query']}' query (its policy; not retried)")
+    assert f"client{i} refuses the route's plan" in fault["message"] and "allows at most 2 per run" in fault["message"]
+    assert all(site.counts.get("hessians", 0) == 0 for site in sites)
     assert sol.info["federated"]["retries"] == 0
 
 

@@ -347,14 +347,15 @@ def diagonal_scaling(mf) -> np.ndarray | None:
 def _announce(mf, plan):
     """On a federated server (matrix-free objectives with ``announce``), the route's plan stated to the
     clients before its first query (``plan``: a :class:`~drflmodel.client_oracle.plan.QueryPlan`, or
-    ``None`` for :func:`~drflmodel.client_oracle.plan.hessian_free_plan`); ``None`` in process."""
+    ``None`` for :func:`~drflmodel.client_oracle.plan.hessian_free_plan` lowered to what the default
+    policy has left in this run, :func:`~drflmodel.client_oracle.plan.left_on`); ``None`` in process."""
     announce = getattr(mf, "announce", None)
     if announce is None:
         return None
-    from ...client_oracle.plan import QueryPlan, hessian_free_plan
+    from ...client_oracle.plan import QueryPlan, hessian_free_plan, left_on
 
     if plan is None:
-        plan = hessian_free_plan()
+        plan = hessian_free_plan().within(left_on(mf.oracle.channel))
     elif not isinstance(plan, QueryPlan):
         from ...errors import InvalidParameterError
 

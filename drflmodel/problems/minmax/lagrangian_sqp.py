@@ -52,6 +52,7 @@ from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, check_step_options, keep_warm_start, warm_start
+from ...client_oracle.plan import PlanExhausted
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel", "FixedWeightStep", "weight_step_model", "finish_answer"]
 
@@ -257,63 +258,81 @@ class LagrangianSQPRoute(Route):
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem.weight_set
 
-        t0 = time.perf_counter()
-        theta, lam = self._start(problem, model, request)
-        timing["warm_start"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        point = _Point(obj, W, theta, lam)                            # the one data pass of the step
-        timing["numpy"] += time.perf_counter() - t0
-        best, history, predicted, step, ridge = None, [], np.inf, 1.0, 0.0
-        for k in range(1, opts["max_steps"] + 1):
-            record = {"iteration": k, "value": point.value}
-            history.append(record)
-            if point.D.chol is None:              # no certificate here; a damped step may still move
-                record["error"] = "Hessian not positive definite"
-                ridge = max(10.0 * ridge, 1e-6 * point.scale)
-            # certificate at (theta, lam) from this same pass, once the steps are small
-            stalled = predicted <= 1e-12 * max(1.0, abs(point.value)) or step < 1e-10
-            if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
-                    or stalled or k == opts["max_steps"]):
-                t0 = time.perf_counter()
-                sol = self._certify(problem, point)
-                timing["certificate"] += time.perf_counter() - t0
-                record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
-                improved = best is None or gap < 0.5 * relative_gap(best.lower_bound, best.upper_bound)
-                if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
-                    best = sol
-                if gap <= opts["tol"] or (gap <= request.gap_tol and (stalled or not improved)) \
-                        or k == opts["max_steps"]:
-                    break             # closed, or certified and no longer improving
+        plan = _state_plan(obj, opts["max_steps"])          # a federated server: stated to the clients
+        best, history = None, []
+        try:
             t0 = time.perf_counter()
-            try:
-                lam_new, delta, m_value = point.step(model, ridge)
-            except (ArithmeticError, *_cvxpy_errors()) as exc:
-                record["error"] = str(exc)[:200]
-                if ridge >= point.scale:
-                    break
-                ridge = max(100.0 * ridge, 1e-6 * point.scale)    # damp the model and try again
-                continue
-            timing["step_solve"] += time.perf_counter() - t0
+            theta, lam = self._start(problem, model, request)
+            timing["warm_start"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            predicted = max(point.value - m_value, 0.0)
-            point, step = point.advance(delta, lam_new, predicted)
-            # Levenberg-Marquardt damping of the step model: raised after short steps (the quadratic
-            # model was poor, e.g. a curvature that vanishes on most samples), lowered after full ones
-            ridge = (max(10.0 * ridge, 1e-6 * point.scale) if step < 0.25
-                     else (0.0 if ridge < 1e-12 * point.scale else ridge / 10.0) if step == 1.0 else ridge)
-            record.update(model_value=m_value, step=step, ridge=ridge)
+            point = _Point(obj, W, theta, lam)                            # the one data pass of the step
             timing["numpy"] += time.perf_counter() - t0
+            predicted, step, ridge = np.inf, 1.0, 0.0
+            for k in range(1, opts["max_steps"] + 1):
+                record = {"iteration": k, "value": point.value}
+                history.append(record)
+                if point.D.chol is None:              # no certificate here; a damped step may still move
+                    record["error"] = "Hessian not positive definite"
+                    ridge = max(10.0 * ridge, 1e-6 * point.scale)
+                # certificate at (theta, lam) from this same pass, once the steps are small
+                stalled = predicted <= 1e-12 * max(1.0, abs(point.value)) or step < 1e-10
+                if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
+                        or stalled or k == opts["max_steps"]):
+                    t0 = time.perf_counter()
+                    sol = self._certify(problem, point)
+                    timing["certificate"] += time.perf_counter() - t0
+                    record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
+                    improved = best is None or gap < 0.5 * relative_gap(best.lower_bound, best.upper_bound)
+                    if best is None or gap < relative_gap(best.lower_bound, best.upper_bound):
+                        best = sol
+                    if gap <= opts["tol"] or (gap <= request.gap_tol and (stalled or not improved)) \
+                            or k == opts["max_steps"]:
+                        break             # closed, or certified and no longer improving
+                t0 = time.perf_counter()
+                try:
+                    lam_new, delta, m_value = point.step(model, ridge)
+                except (ArithmeticError, *_cvxpy_errors()) as exc:
+                    record["error"] = str(exc)[:200]
+                    if ridge >= point.scale:
+                        break
+                    ridge = max(100.0 * ridge, 1e-6 * point.scale)    # damp the model and try again
+                    continue
+                timing["step_solve"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                predicted = max(point.value - m_value, 0.0)
+                point, step = point.advance(delta, lam_new, predicted)
+                # Levenberg-Marquardt damping of the step model: raised after short steps (the quadratic
+                # model was poor, e.g. a curvature that vanishes on most samples), lowered after full ones
+                ridge = (max(10.0 * ridge, 1e-6 * point.scale) if step < 0.25
+                         else (0.0 if ridge < 1e-12 * point.scale else ridge / 10.0) if step == 1.0 else ridge)
+                record.update(model_value=m_value, step=step, ridge=ridge)
+                timing["numpy"] += time.perf_counter() - t0
+        except PlanExhausted as exc:              # the server's own limit, stated up front: the best so far
+            history.append({"iteration": len(history) + 1, "plan_exhausted": str(exc)})
+        stops = [h["plan_exhausted"] for h in history if "plan_exhausted" in h]
         if best is None:
-            return problem.failed_solution([{"method": self.name, "history": history}])
+            _release(obj, plan)
+            failed = problem.failed_solution([{"method": self.name, "history": history}])
+            if plan is not None:
+                failed.info["plan"] = {**plan.to_dict(), **({"exhausted": stops[-1]} if stops else {})}
+            return failed
         if relative_gap(best.lower_bound, best.upper_bound) > request.gap_tol:
             t0 = time.perf_counter()                     # last resort: polish the bound by Newton steps
-            polished = problem.certify_at(best.theta, best.weights, "numpy-sqp", best.info["saddle_value"],
-                                          {"epigraph": best.weights})
+            try:                                         # its Newton steps count against the plan too
+                polished = problem.certify_at(best.theta, best.weights, "numpy-sqp", best.info["saddle_value"],
+                                              {"epigraph": best.weights})
+                if relative_gap(polished.lower_bound, polished.upper_bound) < relative_gap(best.lower_bound,
+                                                                                          best.upper_bound):
+                    best = polished
+            except PlanExhausted as exc:
+                history.append({"polish": "stopped", "plan_exhausted": str(exc)})
             timing["certificate"] += time.perf_counter() - t0
-            if relative_gap(polished.lower_bound, polished.upper_bound) < relative_gap(best.lower_bound,
-                                                                                      best.upper_bound):
-                best = polished
-        return finish_answer(problem, self.name, best, history, request, timing, started, solver)
+        _release(obj, plan)
+        sol = finish_answer(problem, self.name, best, history, request, timing, started, solver)
+        if plan is not None:
+            stops = [h["plan_exhausted"] for h in history if "plan_exhausted" in h]
+            sol.info["plan"] = {**plan.to_dict(), **({"exhausted": stops[-1]} if stops else {})}
+        return sol
 
     def _start(self, problem, model, request):
         """``(theta, lambda)`` to start from: a sweep's previous answer; else, for many rows, the SQP
@@ -353,6 +372,27 @@ class LagrangianSQPRoute(Route):
                  "solver": "numpy-newton", "status": "optimal", "iterations": 0, "bound_kind": kind}
         return problem.certify_at(point.theta, lam, "numpy-sqp", point.value, {"epigraph": lam},
                                   fixed=fixed, evaluated=(point.values, point.grads))
+
+
+def _state_plan(obj, max_steps: int):
+    """On a federated server (objectives with ``announce``), the route's
+    :func:`~drflmodel.client_oracle.plan.sqp_plan` from ``max_steps``, lowered to what the default
+    policy has left in this run, stated to the clients with the route's first query; ``None`` in
+    process."""
+    if not callable(getattr(obj, "announce", None)):
+        return None
+    from ...client_oracle.plan import left_on, sqp_plan
+
+    plan = sqp_plan(max_steps, left_on(obj.channel))
+    obj.announce(plan)
+    return plan
+
+
+def _release(obj, plan) -> None:
+    """The route is done: its plan no longer counts the server's queries (a route ``auto`` runs next
+    states its own)."""
+    if plan is not None:
+        obj.announce(None)
 
 
 class _Point:

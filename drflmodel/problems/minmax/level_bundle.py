@@ -57,8 +57,9 @@ from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
 from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER
+from ...client_oracle.plan import PlanExhausted
 
-__all__ = ["LevelBundleRoute", "CERTIFICATE"]
+__all__ = ["LevelBundleRoute", "CERTIFICATE", "bundle_model_bytes"]
 
 CERTIFICATE = "cutting-plane Lagrangian bound (level bundle)"
 _EPS = np.finfo(float).eps
@@ -114,6 +115,33 @@ class _Model:
         return np.asarray(self.theta_p.value, float)
 
 
+def _state_plan(obj, max_steps: int):
+    """On a federated server (objectives with ``announce``), the route's plan stated to the clients with
+    its first query: one value-and-gradient evaluation at :math:`\theta=0` and one per step, so
+    ``1 + max_steps`` evaluations, lowered to what the default policy has left in this run
+    (:func:`~drflmodel.client_oracle.plan.left_on`: a route ``auto`` or a forced route's fallback runs
+    after another); ``None`` in process."""
+    if not callable(getattr(obj, "announce", None)):
+        return None
+    from ...client_oracle.plan import QueryPlan, left_on
+
+    plan = QueryPlan("level_bundle", {"evaluations": 1 + int(max_steps)},
+                     derivation=f"one evaluation at theta = 0 and one per step, {int(max_steps)} steps; lowered to "
+                                "the default policy's budget left in this run").within(left_on(obj.channel))
+    obj.announce(plan)
+    return plan
+
+
+def bundle_model_bytes(n: int, P: int, cuts: int = 40) -> int:
+    r"""Peak bytes of the route's two compiled CVXPY problems (:class:`_Model`): CVXPY's parametrized
+    canonicalization of the :math:`nm\times P` slope parameter times :math:`\theta` grows as
+    :math:`nmP^2` -- measured 32-51 bytes per :math:`nmP^2` over :math:`n\in\{2,4,8\}`,
+    :math:`P\in\{100,\dots,800\}`, :math:`m=40` (peak resident size after compiling and solving both
+    problems, with about 220 MB of CVXPY and solvers): :math:`36\,nmP^2+2.5\cdot10^8`. At
+    :math:`P=2{,}717` a run asked 13 GiB."""
+    return int(36 * int(n) * int(cuts) * int(P) ** 2 + 2.5e8)
+
+
 def lagrangian_bound(weight_set, A, G, nu, penalty_diagonal) -> tuple[float, np.ndarray]:
     """The module docstring's bound from cut duals ``nu`` (shape ``(n, m)``); returns
     ``(bound, lambda)`` with :math:`\\lambda\\in\\Lambda`."""
@@ -152,7 +180,13 @@ class LevelBundleRoute(Route):
             return ("the bundle bound needs every coordinate penalized (l2 > 0 and penalize_intercept=True): "
                     "along an unpenalized direction the cutting-plane model is unbounded below"
                     + ("" if structure.rows_local else "; " + FREE_DIRECTION_ON_A_SERVER))
-        return None
+        return self.fits(structure)
+
+    allocates = "a compiled CVXPY cutting-plane model with {P}-wide cut slopes"
+
+    def memory(self, structure) -> int:
+        """:func:`bundle_model_bytes` with the default number of cut slots."""
+        return bundle_model_bytes(int(structure.n_clients), int(structure.dim), self.options["cuts"])
 
     def auto_skip(self, structure) -> str | None:
         if structure.rows_local:
@@ -205,11 +239,18 @@ class LevelBundleRoute(Route):
         def phi(values):
             return float(W.worst_case(values)[0])
 
+        plan = _state_plan(obj, opts["max_steps"])        # a federated server: stated with the first query
         theta = np.zeros(P)
-        values, grads, _ = obj.evaluate(theta, hessian=False)
+        L, lam_best, nu_raw, history, queries = float("-inf"), None, None, [], 1
+        try:
+            values, grads, _ = obj.evaluate(theta, hessian=False)
+        except PlanExhausted as exc:
+            obj.announce(None)
+            failed = problem.failed_solution([{"method": self.name, "plan_exhausted": str(exc)}])
+            failed.info["plan"] = {**plan.to_dict(), "exhausted": str(exc)}
+            return failed
         best_theta, U, best_values = theta, phi(values), values
         add_cuts(theta, values, grads, 0)
-        L, lam_best, nu_raw, history, queries = float("-inf"), None, None, [], 1
         for k in range(1, opts["max_steps"] + 1):
             model.set_cuts(A, G)
             try:
@@ -227,12 +268,18 @@ class LevelBundleRoute(Route):
             level = L + opts["level"] * (U - L)
             nxt = model.solve_projection(best_theta, level)
             theta = theta_model if nxt is None else nxt
-            values, grads, _ = obj.evaluate(theta, hessian=False)
+            try:
+                values, grads, _ = obj.evaluate(theta, hessian=False)
+            except PlanExhausted as exc:         # the server's own limit, stated up front: the best bound so far
+                history.append({"step": k, "plan_exhausted": str(exc)})
+                break
             queries += 1
             value = phi(values)
             if value < U:
                 best_theta, U, best_values = theta, value, values
             add_cuts(theta, values, grads, k, nu)
+        if plan is not None:
+            obj.announce(None)
         if lam_best is None:
             return problem.failed_solution([{"method": self.name, "history": history}])
         theta = problem.identifiable(best_theta)
@@ -244,4 +291,7 @@ class LevelBundleRoute(Route):
         sol = Solution(theta=theta, weights=lam_best, client_losses=best_values, value=U, lower_bound=L,
                        upper_bound=U, status="optimal", certificate=CERTIFICATE, duals=duals, info=info)
         sol.status = status_from_gap(L, U, request.gap_tol)
+        if plan is not None:
+            stops = [h["plan_exhausted"] for h in history if "plan_exhausted" in h]
+            sol.info["plan"] = {**plan.to_dict(), **({"exhausted": stops[-1]} if stops else {})}
         return sol

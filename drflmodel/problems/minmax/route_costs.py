@@ -82,10 +82,21 @@ def sqp_bytes(structure) -> int:
     P, n, K = int(structure.dim), int(structure.n_clients), max(int(structure.n_outputs), 1)
     dense = dense_hessian_bytes(P, 4) + 8 * (3 * n * P + 3 * n * n)
     if not structure.rows_local:
-        return dense
+        return dense + server_hessian_bytes(P, n)
     d = P // K
     chunk = min(HESSIAN_CHUNK_ROWS, int(structure.rows))
     return int(dense + 8 * (1 + 3.5 * K) * padded_rows(structure) + 8 * chunk * d * (1 + K))
+
+
+def server_hessian_bytes(P: int, n: int) -> int:
+    """A federated server's client Hessians (:math:`P\times P` each): those of the latest points its
+    objectives keep (``server.HESSIAN_POINTS`` per client), those its answer checks keep (at least one
+    per client, up to ``validation.HESSIAN_BYTES``), and one being unpacked."""
+    from ...client_oracle.server import HESSIAN_POINTS
+    from ...client_oracle.validation import HESSIAN_BYTES
+
+    book = max(1, HESSIAN_BYTES // max(8 * P * P, 1))
+    return dense_hessian_bytes(P, n * (HESSIAN_POINTS + book) + 1)
 
 
 def newton_bytes(structure) -> int:
