@@ -40,6 +40,11 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidParameterError
 
+#: the per-run budgets of the default :class:`~drflmodel.client_oracle.QueryPolicy` (its fields' defaults
+#: read these, so a plan is lowered to them without importing the policy)
+DEFAULT_BUDGETS = {"values": 1500, "evaluations": 1000, "hessians": 100, "hvps": 2000, "statistics": 3,
+                   "row_norms": 3, "bound_terms": 1000}
+
 __all__ = ["QueryPlan", "PlanExhausted", "hessian_free_plan", "sqp_plan", "plan_refusal", "budget_left", "left_on",
            "PLAN_KINDS"]
 
@@ -137,8 +142,6 @@ def sqp_plan(max_steps: int = 50, left: dict | None = None) -> QueryPlan:
     the default policy has ``left`` (:func:`budget_left`), value queries to half of it (the rest stays for
     a route ``auto`` may run after this one). The route stops at the first limit it reaches with its best
     certificate."""
-    from .policy import QueryPolicy
-
     left = budget_left(None) if left is None else dict(left)
     steps = int(max_steps)
     hessians = 1 + 2 * steps + 30                 # the steps, and the last polish's Newton steps
@@ -146,7 +149,7 @@ def sqp_plan(max_steps: int = 50, left: dict | None = None) -> QueryPlan:
                      derivation=(f"{steps} steps: at most 2 Hessian evaluations and 34 one-point value queries per "
                                  f"step, one of each at the start, 30 Newton steps of the last polish; lowered to "
                                  f"the default policy's budgets left in this run (values: half of them)"))
-    half = {**left, "values": int(left.get("values", QueryPolicy().values)) // 2}
+    half = {**left, "values": int(left.get("values", DEFAULT_BUDGETS["values"])) // 2}
     return plan.within(half)
 
 
@@ -157,15 +160,13 @@ def budget_left(ledger_queries: dict | None, policy=None, retries: int = 0) -> d
     is counted as another exchange. An ``evaluate`` exchange is counted against the Hessians too (it may
     have asked one). ``retries``: the channel's retry budget, kept aside from every kind -- a plan travels
     with the route's first query, and a re-asked first query must still find it within what is left."""
-    from .policy import QueryPolicy
-
-    policy = QueryPolicy() if policy is None else policy
+    limits = dict(DEFAULT_BUDGETS) if policy is None else {k: int(getattr(policy, k)) for k in DEFAULT_BUDGETS}
     asked = {q: int(v.get("exchanges", 0)) for q, v in (ledger_queries or {}).items()}
     used = {"values": asked.get("values", 0), "evaluations": asked.get("evaluate", 0),
             "hessians": asked.get("evaluate", 0), "hvps": asked.get("hvp", 0),
             "statistics": asked.get("statistics", 0), "row_norms": asked.get("row_norm", 0),
             "bound_terms": asked.get("bound_terms", 0)}
-    return {k: max(0, int(getattr(policy, k)) - used[k] - int(retries)) for k in used}
+    return {k: max(0, limits[k] - used[k] - int(retries)) for k in used}
 
 
 def left_on(channel) -> dict:

@@ -63,6 +63,7 @@ import numpy as np
 from .._validation import check_int
 from ..errors import DrflmodelError, InvalidParameterError
 from ..problems.registry import client_queries
+from .plan import DEFAULT_BUDGETS, QueryPlan, plan_refusal
 
 __all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "policy_kinds", "site_policy",
            "NODE_CONFIG_KEY", "FLOOR_KINDS"]
@@ -107,13 +108,13 @@ class QueryPolicy:
 
     allow: tuple | None = None
     points_per_values: int = 1
-    values: int = 1500
-    evaluations: int = 1000
-    hessians: int = 100
-    hvps: int = 2000
-    statistics: int = 3
-    row_norms: int = 3
-    bound_terms: int = 1000
+    values: int = DEFAULT_BUDGETS["values"]
+    evaluations: int = DEFAULT_BUDGETS["evaluations"]
+    hessians: int = DEFAULT_BUDGETS["hessians"]
+    hvps: int = DEFAULT_BUDGETS["hvps"]
+    statistics: int = DEFAULT_BUDGETS["statistics"]
+    row_norms: int = DEFAULT_BUDGETS["row_norms"]
+    bound_terms: int = DEFAULT_BUDGETS["bound_terms"]
     budgets: dict = field(default_factory=dict)
     min_rows: int = 0
     rows_above_parameters: bool = True
@@ -245,8 +246,6 @@ class QueryPolicy:
         or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
         -- at the start of the route, before it has answered anything of it. ``used``: the answers of
         this run so far (the plan must fit in what is left)."""
-        from .plan import plan_refusal
-
         why = plan_refusal(self, plan, used)
         if why is not None:
             raise QueryRefused(f"{who} refuses the route's plan: {why}")
@@ -288,8 +287,6 @@ class PolicySite:
 
     def answer(self, query: str, arrays: dict | None = None, options: dict | None = None) -> dict:
         if (options or {}).get("plan") is not None:      # a route states its plan with its first query
-            from .plan import QueryPlan
-
             self.policy.admit_plan(QueryPlan.from_wire(options["plan"]), who=getattr(self.site, "name", "site"),
                                    used=self.counts)
         dim, rows = self._declared() if query != "describe" else (1, None)

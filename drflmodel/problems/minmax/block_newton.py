@@ -167,7 +167,7 @@ class BlockNewtonRoute(HessianFreeRoute):
         """``tol``: 1e-10 below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, the gap of the
         federated ``sqp`` answer ``auto`` gave there before (the verifications and the Flower grading
         measure distances to that point); from there none (``gap_tol``, as the ``hessian_free`` route)."""
-        from .dro import AUTO_TOL
+        from .route_costs import AUTO_TOL
         from .hessian_free import HESSIAN_FREE_MIN_DIM
 
         return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
@@ -177,7 +177,7 @@ class BlockNewtonRoute(HessianFreeRoute):
         halving) is applied at ``100 tol`` (as the ranked Hessian-free route does); the status is
         the user's ``gap_tol``'s."""
         from ...solution import status_from_gap
-        from .dro import STALL_FACTOR
+        from .route_costs import STALL_FACTOR
 
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:

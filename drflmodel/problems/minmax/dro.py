@@ -56,6 +56,7 @@ from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
 from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
+from .route_costs import AUTO_TOL, STALL_FACTOR
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
 
@@ -67,13 +68,6 @@ _SET_PARAMETERS = {"alpha": "cap_param", "rho": "rho_param", "radius": "radius_p
 
 _HESSIAN_FREE_ROUTE = []
 
-#: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
-#: times ``tol`` (and ``auto`` caps its iterations at 4x the cost model's estimate)
-STALL_FACTOR = 100.0
-
-#: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
-#: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
-AUTO_TOL = 1e-10
 
 
 def _hessian_free_route():

@@ -30,6 +30,14 @@ from ...sets import WeightSet
 from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
 from ..engine.memory import matrix_free_route_bytes
 
+#: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
+#: times ``tol`` (and ``auto`` caps its iterations at 4x the cost model's estimate)
+STALL_FACTOR = 100.0
+
+#: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
+#: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
+AUTO_TOL = 1e-10
+
 __all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
            "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows"]
 
