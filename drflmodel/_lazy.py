@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 __all__ = ["LazyModule", "lazy_attributes"]
 
@@ -51,3 +52,25 @@ def lazy_attributes(package: str, names: dict[str, tuple[str, str]], submodules=
         return listed
 
     return __getattr__, __dir__
+
+
+class LiveTable(Mapping):
+    """A read-only mapping recomputed whenever it is read (:meth:`_table`): a table derived from the
+    family registry sees a family registered later, and imports nothing until it is read."""
+
+    _name = "table"
+
+    def _table(self) -> dict:
+        raise NotImplementedError
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+    def __repr__(self):
+        return f"{self._name}({self._table()!r})"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .._lazy import LiveTable
 from ..errors import DrflmodelError
 from ..problems.engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, HESSIANS, STATISTICS, VALUES, ClientOracle
 from ..problems.registry import RESERVED_QUERIES, client_queries
@@ -37,28 +38,19 @@ CORE_QUERIES = {
 assert set(CORE_QUERIES) <= set(RESERVED_QUERIES)          # no family may declare one of these names
 
 
-class _Queries(Mapping):
+class _Queries(LiveTable):
     """Every query a :class:`Site` answers, name -> the arrays of its answer: :data:`CORE_QUERIES`
     and the families' declared queries (:func:`drflmodel.problems.registry.client_queries`, read
     whenever this is read: a family registered later is seen)."""
 
+    _name = "QUERIES"
+
     def _table(self) -> dict:
         return {**CORE_QUERIES, **{name: q.arrays for name, q in client_queries().items()}}
-
-    def __getitem__(self, key):
-        return self._table()[key]
-
-    def __iter__(self):
-        return iter(self._table())
-
-    def __len__(self):
-        return len(self._table())
 
     def __contains__(self, key):
         return key in CORE_QUERIES or key in client_queries()
 
-    def __repr__(self):
-        return f"QUERIES({self._table()!r})"
 
 
 #: the queries a :class:`Site` answers (the protocol's and the families' declared ones), and the

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .._lazy import LiveTable
 from ..errors import InvalidDataError, InvalidParameterError
 from ..losses import Loss
 from ..problems.engine.queries import QUERY_KINDS, ROWS, Available
@@ -29,13 +30,15 @@ from .server import DeclaredFederation
 
 __all__ = ["federated_solve", "server_problem", "SUPPORTED"]
 
-class _Supported(Mapping):
+class _Supported(LiveTable):
     """The families with a federated solve: class name -> what it does (the registry entry's
     ``federated`` text), derived whenever read from the one answer -- the class's
     ``federated_routes()`` (its routes whose ``needs`` hold no row), which
     ``problem.check_federated`` also reads -- or the family's own oracle (its registry entry's
 ``federated_oracle``);
     the classes are imported only then (no CVXPY at import time of :mod:`drflmodel.client_oracle`)."""
+
+    _name = "SUPPORTED"
 
     def _table(self) -> dict:
         from ..problems.registry import FAMILIES
@@ -45,17 +48,6 @@ class _Supported(Mapping):
                     cls.federated_routes()) for f, cls in classes.items()
                 if f.federated_oracle or cls.federated_routes()}
 
-    def __getitem__(self, key):
-        return self._table()[key]
-
-    def __iter__(self):
-        return iter(self._table())
-
-    def __len__(self):
-        return len(self._table())
-
-    def __repr__(self):
-        return f"SUPPORTED({self._table()!r})"
 
 
 #: what the federated solve supports (class name -> how), from the family registry and each class
