@@ -188,3 +188,19 @@ def test_the_level_bundle_route_states_its_plan_and_stops_at_what_is_left_of_the
     assert all(site.counts.get("evaluations", 0) <= 8 for site in channel.sites)
     conic = prob.solve(method="conic")                    # the bound it returns still brackets the optimum
     assert sol.lower_bound <= conic.upper_bound + 1e-7 and conic.lower_bound <= sol.upper_bound + 1e-7
+
+
+def test_block_newton_after_an_earlier_route_states_a_plan_within_what_is_left_and_names_nobody():
+    """Was: a forced hessian_free run stopping at its plan fell back to block_newton, whose full plan
+    (331 evaluations) an honest client with 33 left refused -- the client was named."""
+    fed = dm.datasets.synthetic_classification(n_clients=3, dim=4, samples=[20, 25, 30], seed=1)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(3, 0.5), l2=0.05)
+    channel = LocalChannel(_sites(prob))
+    channel.ledger.queries["evaluate"] = {"exchanges": 990, "answers": 0}   # an earlier route of this run
+    for site in channel.sites:
+        site.counts["evaluations"] = 990                                     # what each client answered it
+    sol = federated_solve(prob, channel, method="block_newton")
+    assert sol.info.get("fault") is None
+    assert sol.info["plan"]["route"] == "block_newton"
+    assert sol.info["plan"]["limits"]["evaluations"] == 1000 - 990 - channel.retries
+    assert all(site.counts["evaluations"] <= 1000 for site in channel.sites)

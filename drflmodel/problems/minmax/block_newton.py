@@ -181,7 +181,10 @@ class BlockNewtonRoute(HessianFreeRoute):
 
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:
-            opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"])
+            from ...client_oracle.plan import left_on      # lowered to what this run left (a fallback's too)
+
+            opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"]).within(
+                left_on(getattr(problem.objectives, "channel", None)))
         asked = opts.get("tol")
         if asked is None or request.gap_tol <= STALL_FACTOR * asked:
             return super().solve(problem, dataclasses.replace(request, options=opts))
