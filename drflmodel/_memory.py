@@ -15,6 +15,17 @@ import os
 
 from .errors import InvalidParameterError, MemoryLimitError
 
+#: points at which :class:`~drflmodel.client_oracle.server.FederatedObjectives` keeps the clients' Hessians (each point holds n P x P
+#: matrices: 720 MB for 10 clients at P = 3,000); the SQP step needs the current point's and the trial's
+HESSIAN_POINTS = 2
+
+#: bytes of full Hessians the server's answer book (:class:`~drflmodel.client_oracle.validation.ClientBook`)
+#: keeps per client (the most recent answers': a P x P matrix is 72 MB at
+#: P = 3,000, so 64 of them would be 4.6 GB per client). Older records keep their point, value,
+#: gradient and products -- the checks against a dropped Hessian are skipped, never decided without
+#: it -- and the latest Hessian is always kept whatever its size
+HESSIAN_BYTES = 64 * 2**20
+
 __all__ = ["available_memory", "check_memory", "exceeds", "format_bytes", "dense_hessian_bytes",
            "DEFAULT_FRACTION", "MIN_REFUSED_BYTES"]
 

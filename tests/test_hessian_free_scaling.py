@@ -9,7 +9,8 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.client_oracle import LocalChannel, PolicySite, QueryPolicy, Site, federated_solve
-from drflmodel.client_oracle.plan import QueryPlan, hessian_free_plan, plan_refusal
+from drflmodel.problems.engine.plan import QueryPlan, plan_refusal
+from drflmodel.problems.minmax.route_plans import hessian_free_plan
 from drflmodel.problems.minmax.hessian_free_steps import InverseLBFGS
 
 

@@ -10,7 +10,8 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.client_oracle import LocalChannel, PolicySite, QueryPolicy, Site, federated_solve, validation
-from drflmodel.client_oracle.plan import QueryPlan, budget_left, plan_refusal, sqp_plan
+from drflmodel.problems.engine.plan import QueryPlan, budget_left, plan_refusal
+from drflmodel.problems.minmax.route_plans import sqp_plan
 from drflmodel.errors import MemoryLimitError
 
 

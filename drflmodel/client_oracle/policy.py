@@ -63,7 +63,7 @@ import numpy as np
 from .._validation import check_int
 from ..errors import DrflmodelError, InvalidParameterError
 from ..problems.registry import client_queries
-from .plan import DEFAULT_BUDGETS, QueryPlan, plan_refusal
+from ..problems.engine.plan import DEFAULT_BUDGETS, QueryPlan, plan_refusal
 
 __all__ = ["QueryPolicy", "PolicySite", "QueryRefused", "POLICY_KINDS", "policy_kinds", "site_policy",
            "NODE_CONFIG_KEY", "FLOOR_KINDS"]
@@ -242,8 +242,8 @@ class QueryPolicy:
                 **{k: getattr(self, k) for k in self._FIELDS}}
 
     def admit_plan(self, plan, who: str = "site", used: dict | None = None) -> None:
-        """Accept a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` (stated with its first query)
-        or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.client_oracle.plan.plan_refusal`)
+        """Accept a route's :class:`~drflmodel.problems.engine.plan.QueryPlan` (stated with its first query)
+        or raise :class:`QueryRefused` naming the rule it breaks (:func:`~drflmodel.problems.engine.plan.plan_refusal`)
         -- at the start of the route, before it has answered anything of it. ``used``: the answers of
         this run so far (the plan must fit in what is left)."""
         why = plan_refusal(self, plan, used)

@@ -64,7 +64,7 @@ class RemoteMatrixFree:
         return int(self.sizes.sum())
 
     def announce(self, plan) -> None:
-        """State the route's :class:`~drflmodel.client_oracle.plan.QueryPlan` to every client with the
+        """State the route's :class:`~drflmodel.problems.engine.plan.QueryPlan` to every client with the
         route's first query (the bound terms and column statistics at :math:`\theta=0`, asked anyway):
         a client whose policy does not admit it refuses there, by name, before answering anything of
         the route. Every later query is counted against the plan (:meth:`QueryPlan.spend`) before it is

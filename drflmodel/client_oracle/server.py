@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._memory import HESSIAN_POINTS
 from .._validation import check_int
 from ..data import Federation, StackedData
 from ..errors import InvalidDataError, InvalidParameterError
@@ -21,9 +22,6 @@ from .protocol import NEEDS_ROWS, ClientFault, unpack_symmetric
 
 __all__ = ["DeclaredFederation", "FederatedObjectives", "StatisticsObjectives"]
 
-#: points at which :class:`FederatedObjectives` keeps the clients' Hessians (each point holds n P x P
-#: matrices: 720 MB for 10 clients at P = 3,000); the SQP step needs the current point's and the trial's
-HESSIAN_POINTS = 2
 
 
 class DeclaredFederation(Federation):
@@ -210,7 +208,7 @@ class FederatedObjectives(_ServerObjectives):
         self._unannounced: set = set()         # clients the plan has not reached yet
 
     def announce(self, plan) -> None:
-        """State a route's :class:`~drflmodel.client_oracle.plan.QueryPlan` to every client with the next
+        """State a route's :class:`~drflmodel.problems.engine.plan.QueryPlan` to every client with the next
         query each is asked (the client's policy admits or refuses it then, by name, before answering
         anything of the route); from now on every value, evaluation and Hessian exchange is counted
         against it (:meth:`QueryPlan.spend`) before it is sent. ``None``: no plan (the route is done)."""
@@ -219,7 +217,7 @@ class FederatedObjectives(_ServerObjectives):
 
     def _planned(self, kinds, clients) -> dict:
         """Count one exchange of every budget in ``kinds`` against the plan (raising
-        :class:`~drflmodel.client_oracle.plan.PlanExhausted` before anything is sent) and return the
+        :class:`~drflmodel.problems.engine.plan.PlanExhausted` before anything is sent) and return the
         per-client options carrying the plan to ``clients`` it has not reached yet."""
         if self.plan is None:
             return {}

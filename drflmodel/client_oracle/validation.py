@@ -29,6 +29,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._memory import HESSIAN_BYTES
 from ..losses import Loss
 from ..problems.registry import client_query
 from . import checks as check
@@ -39,11 +40,6 @@ __all__ = ["ClientBook", "CheckedChannel", "validate_replies"]
 
 #: answers kept per client for the consistency checks (the most recent points)
 KEPT = 64
-#: bytes of full Hessians kept per client (the most recent answers': a P x P matrix is 72 MB at
-#: P = 3,000, so 64 of them would be 4.6 GB per client). Older records keep their point, value,
-#: gradient and products -- the checks against a dropped Hessian are skipped, never decided without
-#: it -- and the latest Hessian is always kept whatever its size
-HESSIAN_BYTES = 64 * 2**20
 #: Hessian-vector products kept per point (the most recent: a conjugate-gradient solve asks hundreds at
 #: one point, and each new one is checked against every kept one)
 KEPT_PRODUCTS = 16

@@ -14,7 +14,7 @@ gains :math:`q+1` curvature pairs per exchange instead of one.
 fixed-weight bound at the step's weights minus :math:`\psi`), so the answer's :math:`[L,U]` is as
 rigorous as that route's; the products only shape the steps.
 
-**Query plan** (:mod:`drflmodel.client_oracle.plan`): at most ``max_iterations`` evaluations (each
+**Query plan** (:mod:`drflmodel.problems.engine.plan`): at most ``max_iterations`` evaluations (each
 with :math:`q` products) plus the certificate's bound terms and the intercepts' polish, stated to
 the clients before the first query (:func:`block_newton_plan`).
 
@@ -61,11 +61,11 @@ def default_memory(dim: int) -> int:
 
 
 def block_newton_plan(evaluations: int, directions: int, bound_terms: int = 1000, values: int = 1500):
-    """The route's :class:`~drflmodel.client_oracle.plan.QueryPlan`: ``evaluations`` evaluations (steps,
+    """The route's :class:`~drflmodel.problems.engine.plan.QueryPlan`: ``evaluations`` evaluations (steps,
     line search and the intercepts' polish; a reserve of 31 for the last certificate), each with
     ``directions`` Hessian-vector products, ``bound_terms`` bound-term answers and ``values`` one-point
     value queries."""
-    from ...client_oracle.plan import QueryPlan
+    from ..engine.plan import QueryPlan
 
     limits = {"evaluations": evaluations, "hvps": evaluations * directions, "bound_terms": bound_terms,
               "values": values}
@@ -181,7 +181,7 @@ class BlockNewtonRoute(HessianFreeRoute):
 
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:
-            from ...client_oracle.plan import left_on      # lowered to what this run left (a fallback's too)
+            from ..engine.plan import left_on      # lowered to what this run left (a fallback's too)
 
             opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"]).within(
                 left_on(getattr(problem.objectives, "channel", None)))

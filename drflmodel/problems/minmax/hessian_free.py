@@ -65,7 +65,7 @@ from ...sets import WeightSet, LpBall, feasible_weights
 from ...solution import relative_gap, status_from_gap
 from .hessian_free_bound import hessian_free_bound, hessian_free_bound_applies, hessian_free_structure_refusal
 from .hessian_free_steps import Certifier, Evaluation, LBFGSRun, QuasiNewtonSQPRun
-from ...client_oracle.plan import PlanExhausted
+from ..engine.plan import PlanExhausted
 from ..engine.memory import (dense_route_bytes, dense_route_refusal, format_bytes, matrix_free_route_bytes,
                              memory_reason)
 from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
@@ -135,8 +135,8 @@ class HessianFreeRoute(Route):
     floating-point allowance sets, about :math:`10^{-16}N` relative) and ``precondition`` (default
     ``True``: the diagonal scaling of :func:`diagonal_scaling`; ``False``: the steps in
     :math:`\theta` itself) and ``plan`` (a federated server only: the
-    :class:`~drflmodel.client_oracle.plan.QueryPlan` stated to the clients before the first query; default
-    :func:`~drflmodel.client_oracle.plan.hessian_free_plan`, the default policy's budgets -- the route
+    :class:`~drflmodel.problems.engine.plan.QueryPlan` stated to the clients before the first query; default
+    :func:`~drflmodel.problems.minmax.route_plans.hessian_free_plan`, the default policy's budgets -- the route
     stops at the plan's first limit with its best certificate, ``info["plan"]``)."""
 
     name = "hessian_free"
@@ -346,20 +346,21 @@ def diagonal_scaling(mf) -> np.ndarray | None:
 
 def _announce(mf, plan):
     """On a federated server (matrix-free objectives with ``announce``), the route's plan stated to the
-    clients before its first query (``plan``: a :class:`~drflmodel.client_oracle.plan.QueryPlan`, or
-    ``None`` for :func:`~drflmodel.client_oracle.plan.hessian_free_plan` lowered to what the default
-    policy has left in this run, :func:`~drflmodel.client_oracle.plan.left_on`); ``None`` in process."""
+    clients before its first query (``plan``: a :class:`~drflmodel.problems.engine.plan.QueryPlan`, or
+    ``None`` for :func:`~drflmodel.problems.minmax.route_plans.hessian_free_plan` lowered to what the default
+    policy has left in this run, :func:`~drflmodel.problems.engine.plan.left_on`); ``None`` in process."""
     announce = getattr(mf, "announce", None)
     if announce is None:
         return None
-    from ...client_oracle.plan import QueryPlan, hessian_free_plan, left_on
+    from ..engine.plan import QueryPlan, left_on
+    from .route_plans import hessian_free_plan
 
     if plan is None:
         plan = hessian_free_plan().within(left_on(mf.oracle.channel))
     elif not isinstance(plan, QueryPlan):
         from ...errors import InvalidParameterError
 
-        raise InvalidParameterError(f"plan must be a drflmodel.client_oracle.plan.QueryPlan or None; got "
+        raise InvalidParameterError(f"plan must be a drflmodel.problems.engine.plan.QueryPlan or None; got "
                                     f"{type(plan).__name__}")
     plan.used = {}
     announce(plan)

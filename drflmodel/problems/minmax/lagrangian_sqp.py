@@ -52,7 +52,7 @@ from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, check_step_options, keep_warm_start, warm_start
-from ...client_oracle.plan import PlanExhausted
+from ..engine.plan import PlanExhausted
 
 __all__ = ["LagrangianSQPRoute", "WeightStepModel", "FixedWeightStep", "weight_step_model", "finish_answer"]
 
@@ -376,12 +376,13 @@ class LagrangianSQPRoute(Route):
 
 def _state_plan(obj, max_steps: int):
     """On a federated server (objectives with ``announce``), the route's
-    :func:`~drflmodel.client_oracle.plan.sqp_plan` from ``max_steps``, lowered to what the default
+    :func:`~drflmodel.problems.minmax.route_plans.sqp_plan` from ``max_steps``, lowered to what the default
     policy has left in this run, stated to the clients with the route's first query; ``None`` in
     process."""
     if not callable(getattr(obj, "announce", None)):
         return None
-    from ...client_oracle.plan import left_on, sqp_plan
+    from ..engine.plan import left_on
+    from .route_plans import sqp_plan
 
     plan = sqp_plan(max_steps, left_on(obj.channel))
     obj.announce(plan)

@@ -57,7 +57,7 @@ from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
 from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER
-from ...client_oracle.plan import PlanExhausted
+from ..engine.plan import PlanExhausted
 
 __all__ = ["LevelBundleRoute", "CERTIFICATE", "bundle_model_bytes"]
 
@@ -119,11 +119,11 @@ def _state_plan(obj, max_steps: int):
     """On a federated server (objectives with ``announce``), the route's plan stated to the clients with
     its first query: one value-and-gradient evaluation at :math:`\theta=0` and one per step, so
     ``1 + max_steps`` evaluations, lowered to what the default policy has left in this run
-    (:func:`~drflmodel.client_oracle.plan.left_on`: a route ``auto`` or a forced route's fallback runs
+    (:func:`~drflmodel.problems.engine.plan.left_on`: a route ``auto`` or a forced route's fallback runs
     after another); ``None`` in process."""
     if not callable(getattr(obj, "announce", None)):
         return None
-    from ...client_oracle.plan import QueryPlan, left_on
+    from ..engine.plan import QueryPlan, left_on
 
     plan = QueryPlan("level_bundle", {"evaluations": 1 + int(max_steps)},
                      derivation=f"one evaluation at theta = 0 and one per step, {int(max_steps)} steps; lowered to "

@@ -98,10 +98,9 @@ def sqp_bytes(structure) -> int:
 
 def server_hessian_bytes(P: int, n: int) -> int:
     """A federated server's client Hessians (:math:`P\times P` each): those of the latest points its
-    objectives keep (``server.HESSIAN_POINTS`` per client), those its answer checks keep (at least one
-    per client, up to ``validation.HESSIAN_BYTES``), and one being unpacked."""
-    from ...client_oracle.server import HESSIAN_POINTS
-    from ...client_oracle.validation import HESSIAN_BYTES
+    objectives keep (``HESSIAN_POINTS`` per client), those its answer checks keep (at least one
+    per client, up to ``HESSIAN_BYTES``; both in :mod:`drflmodel._memory`), and one being unpacked."""
+    from ..._memory import HESSIAN_BYTES, HESSIAN_POINTS
 
     book = max(1, HESSIAN_BYTES // max(8 * P * P, 1))
     return dense_hessian_bytes(P, n * (HESSIAN_POINTS + book) + 1)
