@@ -30,7 +30,7 @@ import numpy as np
 
 import drflmodel as dm
 from drflmodel.losses import Logistic, Squared
-from drflmodel.problems.engine.solvers import SOLVER_OPTIONS
+from drflmodel._solver_sequence import SOLVER_OPTIONS
 from drflmodel.sets import CVaR, ChiSquare
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")

@@ -3,7 +3,7 @@ agreement between solvers, and growth of the solve time with the number of sampl
 
 Part A: logistic and hinge, 10 clients x 1,000 samples x 20 features, l1 and l2 transport,
 Q = LpBall(q̂ = N_s/N, θ = 0.1, p = 2), ρ = 0.05, κ = 1; Clarabel, ECOS and SCS (documented
-tolerances of ``drflmodel.problems.engine.solvers.SOLVER_OPTIONS``). For each run: build time (CVXPY
+tolerances of ``drflmodel._solver_sequence.SOLVER_OPTIONS``). For each run: build time (CVXPY
 problem construction), compile time (``get_problem_data``: canonicalization to the solver's conic
 form), wall time of the following ``cp.Problem.solve`` (reuses the cached compilation), the
 solver's own time, the certified bounds (U = exact numpy objective at the returned w; L = the rigorous numpy
@@ -37,7 +37,7 @@ import numpy as np
 
 import drflmodel as dm
 from drflmodel.losses import Hinge, Logistic
-from drflmodel.problems.engine.solvers import SOLVER_OPTIONS
+from drflmodel._solver_sequence import SOLVER_OPTIONS
 from drflmodel.problems.wasserstein import WassersteinDRFL
 from drflmodel.sets import LpBall
 

@@ -513,7 +513,7 @@ def solve_arguments(cfg: dict, problem, method=None, solver=None, gap_tol=None) 
     the command line's value when that is not ``None``; checked here, before any solve, with
     errors naming the TOML key and the allowed values (the family's routes, the installed
     solvers)."""
-    from .problems.engine.solvers import check_solver
+    from ._solver_sequence import check_solver
 
     table = cfg.get("solve", {})
     flags = {"method": method, "solver": solver, "gap_tol": gap_tol}

@@ -221,7 +221,7 @@ def _solve(problem: cp.Problem, what: str):
     """Solve a small internal CVXPY problem through the package's solver sequence (Clarabel at
     tight tolerances first, then the other installed solvers; SCS at 1e-9); its optimal value, or
     :class:`~drflmodel.errors.SolverError` naming ``what`` and every attempt."""
-    from .problems.engine.solvers import failure_reason, solve_with_fallback
+    from ._solver_sequence import failure_reason, solve_with_fallback
 
     attempts = []
     if solve_with_fallback(problem, tolerances=_SUBPROBLEM_TOLERANCES, attempts=attempts) is None:

@@ -142,7 +142,7 @@ UNDERSCORE_READS_ALLOWED = {
     "flower/oracle.py": {"self.exchange._exchange"},
     "solvers/_loop.py": {"solver._make_schedule"},
     # not drflmodel's: CPython's frame access and scikit-learn's parameter introspection
-    "problems/engine/solvers.py": {"sys._getframe"},
+    "_solver_sequence.py": {"sys._getframe"},
     "sklearn/_base.py": {"estimator_type._get_param_names"},
 }
 

@@ -13,7 +13,7 @@ from drflmodel.errors import InvalidParameterError
 from drflmodel.losses import Logistic, Squared, Huber
 from drflmodel.objectives import ClientObjectives
 from drflmodel.problems.engine.problem import Problem
-from drflmodel.problems.engine.solvers import installed_solvers
+from drflmodel._solver_sequence import installed_solvers
 from drflmodel.solution import Solution
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.losses import Hinge, Logistic, Squared
-from drflmodel.problems.engine.solvers import installed_solvers
+from drflmodel._solver_sequence import installed_solvers
 from drflmodel.sets import CVaR, ChiSquare, Simplex
 from tests.clarabel_faults import fail_clarabel
 

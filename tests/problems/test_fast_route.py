@@ -15,7 +15,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.problems.minmax.dro import WeightedMinMax
 from drflmodel.errors import InvalidParameterError
-from drflmodel.problems.engine.solvers import default_solver
+from drflmodel._solver_sequence import default_solver
 from tests.clarabel_faults import fail_clarabel
 from drflmodel.problems.minmax import box_simplex_step, hessian_sqp, lagrangian_sqp
 

@@ -29,7 +29,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.errors import InvalidParameterError, NotConvexError, SolverFallbackWarning
 from drflmodel.losses import Logistic, Squared
-from drflmodel.problems.engine.solvers import installed_solvers
+from drflmodel._solver_sequence import installed_solvers
 from drflmodel.problems.engine.route import Route
 from drflmodel.sets import Simplex
 from drflmodel.solution import Solution

@@ -1,5 +1,5 @@
 """The one solver sequence: every CVXPY solve of the package goes through
-:class:`drflmodel.problems.engine.solvers.SolverSequence`, the solver order is written once, and
+:class:`drflmodel._solver_sequence.SolverSequence`, the solver order is written once, and
 CVXPY is asked for its installed solvers once per process."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel.problems.engine import solvers
+from drflmodel import _solver_sequence as solvers
 from drflmodel.problems.engine.route import SolveRequest
-from drflmodel.problems.engine.solvers import SolverSequence, failure_reason, solve_with_fallback, solver_order
+from drflmodel._solver_sequence import SolverSequence, failure_reason, solve_with_fallback, solver_order
 from drflmodel.errors import SolverFallbackWarning
 from tests.clarabel_faults import fail_clarabel
 
 PACKAGE = Path(dm.__file__).parent
-HOME = PACKAGE / "problems" / "engine" / "solvers.py"
+HOME = PACKAGE / "_solver_sequence.py"
 #: calls ``x.solve(solver=...)`` that are drflmodel problems' own solve (the engine's dispatch), not CVXPY's
 DRFLMODEL_SOLVES = {("problems/relative/routes.py", "dro")}
 
@@ -43,7 +43,7 @@ def _receiver(func: ast.Attribute) -> str:
 
 
 def test_no_module_solves_a_cvxpy_problem_outside_the_sequence():
-    """``prob.solve(solver=...)`` appears only in the engine's solvers module."""
+    """``prob.solve(solver=...)`` appears only in the solver-sequence module."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == HOME:

@@ -127,7 +127,7 @@ def test_the_route_caches_live_on_the_problem_and_go_with_the_structure():
     prob.solve(method="newton")
     from drflmodel.problems.engine.steps import warm_start
     from drflmodel.problems.minmax.hessian_sqp import step_model
-    from drflmodel.problems.engine.solvers import default_solver
+    from drflmodel._solver_sequence import default_solver
 
     model = step_model(prob, default_solver())
     assert warm_start(prob) is not None and prob.cache("newton")["value"] is model

@@ -93,7 +93,7 @@ from ...losses import Loss, Squared
 from ...solution import Solution
 from ..engine.problem import VerticalProblem
 from ..engine.structure import Structure, loss_fields
-from ..engine.solvers import solver_order
+from ..._solver_sequence import solver_order
 from .lagrangian import Lagrangian
 from .local import DCRoute, PenaltyLocalRoute
 from .routes import ConvexRoute

@@ -22,7 +22,7 @@ One conic route applies to a problem (its :attr:`~.problem.DEOConstrained.proble
 forcing another raises naming the right one. For the convex classes ``method="auto"`` tries the
 Newton route first where it applies and falls back to ``"convex"`` when it does not certify. Every
 conic route takes solver options (the first conic solver's settings) and runs its convex
-subproblems through the shared :class:`~drflmodel.problems.engine.solvers.SolverSequence`.
+subproblems through the shared :class:`~drflmodel._solver_sequence.SolverSequence`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 import cvxpy as cp
 
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import SolverSequence
+from ..._solver_sequence import SolverSequence
 from ..engine.route import Route
 from ...errors import InvalidParameterError
 from .dual import piecewise_dual_bound

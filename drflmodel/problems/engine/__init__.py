@@ -5,8 +5,9 @@ r"""The solve engine shared by every formulation family.
 * :mod:`.structure` -- :class:`~.structure.Structure`, the summary of a problem the routes decide
   on (computed once per problem);
 * :mod:`.queries` -- the client query kinds a route may need (``Route.needs``);
-* :mod:`.solvers` -- conic solver names and settings, and :class:`~.solvers.SolverSequence`,
-  the one loop over solvers (with fallback) every CVXPY solve of the package goes through;
+* :mod:`drflmodel._solver_sequence` (below the engine, so the weight sets use it too) -- conic
+  solver names and settings, and :class:`~drflmodel._solver_sequence.SolverSequence`, the one loop
+  over solvers (with fallback) every CVXPY solve of the package goes through;
 * :mod:`.conic` -- :class:`~.conic.ConicRoute`, the default route of every family;
 * :mod:`.steps` -- what the routes iterating on step problems share (option checks, the warm
   start, the recovery of a failed step problem);
@@ -26,7 +27,8 @@ import importlib
 
 _LAZY = {
     "Route": "route", "SolveRequest": "route", "dispatch": "route",
-    "SolverSequence": "solvers", "SOLVER_OPTIONS": "solvers", "installed_solvers": "solvers",
+    "SolverSequence": "drflmodel._solver_sequence", "SOLVER_OPTIONS": "drflmodel._solver_sequence",
+    "installed_solvers": "drflmodel._solver_sequence",
     "ConicRoute": "conic",
     "Structure": "structure", "Available": "queries", "check_memory": "memory",
     "ProblemBase": "problem", "Problem": "problem", "VerticalProblem": "problem", "ClientView": "problem",
@@ -36,5 +38,6 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name):
     if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        module = _LAZY[name]
+        return getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...solution import relative_gap
 from .route import Route
-from .solvers import INFEASIBLE_STATUSES, OK_STATUSES, SolverSequence
+from ..._solver_sequence import INFEASIBLE_STATUSES, OK_STATUSES, SolverSequence
 
 __all__ = ["ConicRoute", "better"]
 

@@ -45,7 +45,7 @@ from ...solution import DEFAULT_GAP_TOL, Solution, status_from_gap
 from .conic import ConicRoute
 from .queries import ROWS, ClientOracle
 from .route import Route, dispatch
-from .solvers import failure_reason, solver_order
+from ..._solver_sequence import failure_reason, solver_order
 from .structure import Structure, describe_objectives
 
 

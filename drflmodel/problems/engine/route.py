@@ -47,7 +47,7 @@ Extensions (optional; the defaults keep the contract above):
 ``Route.passes_solver_options``
     ``True`` for a route that hands every keyword it does not list in ``options`` to its conic
     solver (``solve(solver="SCS", eps_abs=1e-8)``). Those are validated against the solver's
-    documented settings (:func:`drflmodel.problems.engine.solvers.check_solver_options`) and arrive in
+    documented settings (:func:`drflmodel._solver_sequence.check_solver_options`) and arrive in
     ``request.solver_options``; a route option of the same name wins.
 ``Route.auto_skip(structure) -> str | None``
     Why ``method="auto"`` passes over a route that applies (``None``: it may take it). For a route
@@ -235,7 +235,7 @@ class Route:
     def first_solver(self, problem) -> str | None:
         """The solver this route tries first when none is named (its settings are the valid
         solver options)."""
-        from .solvers import default_solver
+        from ..._solver_sequence import default_solver
 
         return default_solver()
 
@@ -244,7 +244,7 @@ class Route:
         the documented settings of ``solver`` (or of :meth:`first_solver`)."""
         names = set(self.options)
         if self.passes_solver_options:
-            from .solvers import solver_settings
+            from ..._solver_sequence import solver_settings
 
             names |= solver_settings(solver or self.first_solver(problem)) or set()
         return names
@@ -255,7 +255,7 @@ class Route:
         own = {k: v for k, v in given.items() if k in self.options}
         rest = {k: v for k, v in given.items() if k not in self.options}
         if rest and self.passes_solver_options:
-            from .solvers import check_solver_options
+            from ..._solver_sequence import check_solver_options
 
             try:
                 rest = check_solver_options(choices.get("solver") or self.first_solver(problem), rest,
@@ -444,7 +444,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     route that answered; ``info["route_attempts"]`` lists routes that answered first without
     certifying (``may_fall_back``).
     """
-    from .solvers import check_solver
+    from ..._solver_sequence import check_solver
 
     started = time.perf_counter()
     options = dict(options or {})

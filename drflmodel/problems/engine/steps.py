@@ -10,7 +10,7 @@ from ..._lazy import LazyModule
 
 cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 
-from .solvers import SolverSequence
+from ..._solver_sequence import SolverSequence
 
 __all__ = ["RECOVERY_RADII", "cached", "warm_start", "keep_warm_start", "step_solvers", "recovered_step",
            "check_step_options"]

@@ -51,7 +51,7 @@ from ..._validation import check_int, check_real
 from ...objectives import ClientObjectives
 from ...sets import feasible_weights
 from ...solution import status_from_gap
-from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..._solver_sequence import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import ROWS
 from .lagrangian_sqp import _Point, weight_step_model
 from .pieces import MoreauEnvelope, Pieces, SampleTable, piecewise_dual_bound

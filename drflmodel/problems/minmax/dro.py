@@ -54,7 +54,7 @@ from ...errors import InvalidParameterError, NotConvexError
 from ...solution import Solution, status_from_gap
 from ...sets import WeightSet, feasible_weights
 from ..engine.problem import Problem
-from ..engine.solvers import OK_STATUSES, SolverSequence, solver_order
+from ..._solver_sequence import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
 from .route_costs import AUTO_TOL, STALL_FACTOR
 

@@ -46,7 +46,7 @@ from ...errors import InvalidParameterError
 from ...solution import Solution, status_from_gap, DEFAULT_GAP_TOL
 from ... import sets as _sets
 from ...sets import feasible_weights
-from ..engine.solvers import OK_STATUSES, SolverSequence
+from ..._solver_sequence import OK_STATUSES, SolverSequence
 from ..engine.queries import ROWS
 from ..engine.route import Route, dispatch
 from .dro import WeightedMinMax, lower_bound_kind

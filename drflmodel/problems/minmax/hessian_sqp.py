@@ -53,7 +53,7 @@ cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY
 import numpy as np
 
 from ...solution import relative_gap
-from ..engine.solvers import default_solver, solve_or_raise
+from ..._solver_sequence import default_solver, solve_or_raise
 from ..engine.queries import ROWS
 from ..engine.route import Route
 from ..engine.steps import cached, check_step_options, recovered_step, warm_start

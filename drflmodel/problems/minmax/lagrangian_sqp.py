@@ -47,7 +47,7 @@ import numpy as np
 
 from ...sets import feasible_weights
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..._solver_sequence import default_solver, failure_reason, solve_with_fallback
 from .fixed_weight_bound import _Deflated, certified_lower_bound
 from ..engine.queries import GRADIENTS, HESSIANS, VALUES
 from ..engine.route import Route

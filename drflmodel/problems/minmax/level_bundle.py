@@ -53,7 +53,7 @@ import numpy as np
 
 from ...sets import feasible_weights
 from ...solution import Solution, relative_gap, status_from_gap
-from ..engine.solvers import default_solver, failure_reason, solve_with_fallback
+from ..._solver_sequence import default_solver, failure_reason, solve_with_fallback
 from ..engine.queries import GRADIENTS, VALUES
 from ..engine.route import Route
 from .lagrangian_sqp import FREE_DIRECTION_ON_A_SERVER

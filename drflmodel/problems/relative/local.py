@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import cvxpy as cp
 
-from ..engine.solvers import INFEASIBLE_STATUSES, SOLVER_DEFAULTS, solve_with_fallback
+from ..._solver_sequence import INFEASIBLE_STATUSES, SOLVER_DEFAULTS, solve_with_fallback
 
 __all__ = ["LocalSearch"]
 

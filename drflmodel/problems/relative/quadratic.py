@@ -29,7 +29,7 @@ import numpy as np
 import cvxpy as cp
 
 from ...errors import NotConvexError
-from ..engine.solvers import SOLVER_DEFAULTS, solve_with_fallback
+from ..._solver_sequence import SOLVER_DEFAULTS, solve_with_fallback
 
 __all__ = ["aggregate", "psd_factor", "quad_value", "min_quadratic", "preconditioner", "build_r1",
            "build_r2", "build_r3", "rlt_data", "rlt_constraints", "set_box"]

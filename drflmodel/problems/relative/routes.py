@@ -26,7 +26,7 @@ route                  applies / chosen by ``"auto"`` / certificate
 =====================  ============================================================================
 
 The exact routes (all but ``"local"``) hand extra keywords to their first conic solver (validated
-against its settings) and run it through the shared :class:`~drflmodel.problems.engine.solvers.SolverSequence`.
+against its settings) and run it through the shared :class:`~drflmodel._solver_sequence.SolverSequence`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ..._validation import check_int
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import DEFAULT_GAP_TOL, relative_gap
 from . import quadratic as qd
-from ..engine.solvers import OK_STATUSES, SolverSequence, installed_solvers, solve_with_fallback
+from ..._solver_sequence import OK_STATUSES, SolverSequence, installed_solvers, solve_with_fallback
 from ..engine.route import Route
 from .convexity import MAX_VERTEX_PAIRS
 from .vertex_socp import solve_vertex_socp

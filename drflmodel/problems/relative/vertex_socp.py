@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import quadratic as qd
-from ..engine.solvers import SOLVER_OPTIONS
+from ..._solver_sequence import SOLVER_OPTIONS
 
 __all__ = ["solve_vertex_socp"]
 

@@ -59,7 +59,7 @@ from ..._validation import as_finite_array, check_int, check_real
 from ...errors import InvalidDataError, InvalidParameterError
 from ...sets import WeightSet
 from ...solution import Solution, relative_gap, status_from_gap
-from ..engine.solvers import solve_or_raise, solve_with_fallback
+from ..._solver_sequence import solve_or_raise, solve_with_fallback
 from .omega import TransportModel, omega_constraints, worst_case_unbounded
 from .problem import RawProblem, conic_dual_bound
 from .queries import QUERIES as _DECLARED

@@ -62,7 +62,7 @@ from scipy.optimize import minimize
 from ...sets import WeightSet
 from ...solution import Solution, relative_gap, status_from_gap
 from ..engine.route import Route
-from ..engine.solvers import solve_with_fallback
+from ..._solver_sequence import solve_with_fallback
 
 __all__ = ["WassersteinHessianFreeRoute", "SMALL_P"]
 

@@ -78,7 +78,7 @@ import cvxpy as cp
 import numpy as np
 
 from ...sets import project_simplex
-from ..engine.solvers import OK_STATUSES, SOLVER_DEFAULTS, SolverSequence, installed_solvers, solve_with_fallback, solver_order
+from ..._solver_sequence import OK_STATUSES, SOLVER_DEFAULTS, SolverSequence, installed_solvers, solve_with_fallback, solver_order
 from .omega import lambda_min, min_piecewise
 
 __all__ = ["lagrangian_lower_bound", "sample_rows", "SampleRows", "intercept_radius"]
@@ -373,7 +373,7 @@ def _polish(T, mu, tau, L, parts, gap_target, max_steps: int = 4):
 LP_SOLVER = ("SCIPY", {"scipy_options": {"method": "highs-ds", "primal_feasibility_tolerance": 1e-10,
                                          "dual_feasibility_tolerance": 1e-10}})
 #: the small problems of this module run Clarabel at its own default tolerances (1e-8), as they
-#: always did (:data:`~drflmodel.problems.engine.solvers.SOLVER_DEFAULTS`); any answer is made
+#: always did (:data:`~drflmodel._solver_sequence.SOLVER_DEFAULTS`); any answer is made
 #: feasible before it enters the bound
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.special import logsumexp, softmax
 
 from ...sets import project_simplex
-from ..engine.solvers import solve_with_fallback
+from ..._solver_sequence import solve_with_fallback
 from .multiclass import class_pairs, class_rows
 
 __all__ = ["softmax_lagrangian_bound"]

@@ -65,7 +65,7 @@ from ...sets import Simplex, WeightSet, project_simplex
 from ...solution import DEFAULT_GAP_TOL, Solution, relative_gap
 from ..engine.problem import ClientView, Problem
 from ..engine.steps import keep_warm_start
-from ..engine.solvers import SOLVER_DEFAULTS, SolverSequence, failure_reason, installed_solvers, solve_with_fallback, solver_order
+from ..._solver_sequence import SOLVER_DEFAULTS, SolverSequence, failure_reason, installed_solvers, solve_with_fallback, solver_order
 from .omega import (TransportModel, dual_exponent, empirical_constraints, omega_constraints, own_and_flipped,
                     worst_case_unbounded)
 

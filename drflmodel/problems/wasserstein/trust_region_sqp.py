@@ -71,7 +71,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ...solution import relative_gap, status_from_gap
-from ..engine.solvers import default_solver, solve_or_raise
+from ..._solver_sequence import default_solver, solve_or_raise
 from .omega import lambda_min
 from ..engine.route import Route
 from .lagrangian_bound import sample_rows

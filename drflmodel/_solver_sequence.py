@@ -34,12 +34,12 @@ import sys
 import time
 import warnings
 
-from ..._lazy import LazyModule
+from ._lazy import LazyModule
 
 cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
-from ...errors import InvalidParameterError, SolverFallbackWarning
+from .errors import InvalidParameterError, SolverFallbackWarning
 
 __all__ = ["SOLVER_OPTIONS", "SOLVER_DEFAULTS", "DEFAULT_ORDER", "SDP_ORDER", "OK_STATUSES", "INFEASIBLE_STATUSES", "SOLVE_ERRORS",
            "installed_solvers", "solver_order", "has_semidefinite_cones", "check_solver", "solver_settings",
