@@ -79,7 +79,7 @@ from scipy.optimize import minimize
 
 from ...errors import InvalidParameterError
 from ...sets import CVaR, ChiSquare
-from .clients import private_clients
+from .clients import SIGMA_CUT, WEIGHT_CUT, private_clients
 from .fixed_weight import PrivateCertificate, _Server
 from .secure_sum import SumOnlyChannel, SumWithheld
 
@@ -511,6 +511,8 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
     value_seen, levels = [None], []
     if server.k <= 1:       # no guard: descend jointly in (theta, eta'), one sum an evaluation
         return _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, channel, start)
+    if kind == "cvar":      # the guard: the weighted-ERM certificate (_weighted_certificate)
+        return _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, start)
     for attempt in range(60):
         def fun(theta, t=t):
             p = _inner_eta(server, theta, state["eta"], t)
@@ -635,3 +637,279 @@ def _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, m
         if t is None:
             break
     return _result(server, channel, kind, gap_tol, best, x[:P], nit, None, start)
+
+
+# ---- CVaR under the guard: a descent on the kink-free sums, a certificate from the clients' own weights ----
+
+def _descent_probe(server, theta, eta, t, gradient=True):
+    """``(sum, None)``: the kink-free CVaR sums at :math:`(\\theta,\\eta')` (``"cvar_descent"`` /
+    ``"cvar_value"``: softplus, :math:`\\sigma`, :math:`\\sigma\\nabla\\tilde f_i`), or ``(None,
+    None)`` when the guard withheld their value or slope entry: then between 1 and :math:`k-1`
+    clients have :math:`\\sigma_i\\ge` ``SIGMA_CUT``, so :math:`c\\sum_i\\sigma_i\\le c(k-1+n\\,
+    \\mathrm{SIGMA\\_CUT})<1` (:math:`k\\le\\alpha n`): :math:`\\eta'` is above the root (no count
+    needed)."""
+    query, size = ("cvar_descent", 2 + server.dim) if gradient else ("cvar_value", 2)
+    scale = np.ones(size)
+    scale[0] = t                         # the softplus term is at least t SIGMA_CUT / 2: above the floor
+    return _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale), None
+
+
+def _dropping_sum(server, query, needed, **params):
+    """A guarded sum; when the guard withholds it only for entries outside ``needed`` (e.g. a
+    gradient coordinate that one client's features alone make nonzero), asked again with those
+    entries sent as zeros by every client (``drop``): the sum's ``dropped`` lists them (the server
+    learnt only their holders' counts). ``None`` when a needed entry is withheld."""
+    try:
+        s = server.channel.sum(query, **params)
+        s.dropped = np.zeros(0, int)
+        return s
+    except SumWithheld as err:
+        server.withheld += 1
+        few = np.flatnonzero((err.holders >= 1) & (err.holders < err.k))
+        if np.isin(few, needed).any():
+            return None
+    try:
+        s = server.channel.sum(query, drop=few.tolist(), **params)
+    except SumWithheld:
+        server.withheld += 1
+        return None
+    s.dropped = few
+    return s
+
+
+def _root_eta(server, theta, eta, t, tol):
+    r"""The level :math:`\eta'` at ``theta`` where :math:`\psi(\eta')=1-c\sum_i\sigma_i` (increasing
+    in :math:`\eta'`) is within ``tol`` of 0 (or of its error): secant steps with the slope of the
+    last two released probes (kept across calls: the descent moves :math:`\theta` a little), a
+    bracket expanded by growing steps while one side is missing, regula falsi / bisection inside
+    it; a withheld probe is above the root (:func:`_descent_probe`). Returns the
+    released ``(eta, sum)`` with the smallest :math:`|\psi|` (``None``: none within ``1e-3``)."""
+    c = server.c
+    lo = hi = None                     # (eta, psi or None): psi(lo) < 0 < psi(hi)
+    step, best, prev = t, None, None
+    slopes = server.__dict__.setdefault("psi_slope", {})
+    for _ in range(100):
+        s, counts = _descent_probe(server, theta, eta, t)
+        psi = None
+        if s is not None:
+            server.evaluations += 1
+            psi = 1.0 - c * s.value[1]
+            if best is None or abs(psi) < best[2]:
+                best = (eta, s, abs(psi))
+            if abs(psi) <= max(tol, 2 * c * s.error[1]):
+                return eta, s
+            if prev is not None and eta != prev[0] and (psi - prev[1]) / (eta - prev[0]) > 0:
+                slopes[t] = (psi - prev[1]) / (eta - prev[0])
+            prev = (eta, psi)
+            sign = 1 if psi > 0 else -1
+        else:                           # withheld: fewer than k clients above (_descent_probe)
+            sign = 1
+        if sign < 0:
+            lo = (eta, psi)
+        else:
+            hi = (eta, psi)
+        trial = eta - psi / slopes[t] if psi is not None and t in slopes else np.nan
+        if lo is not None and hi is not None:
+            (a, fa), (b, fb) = lo, hi
+            if not a < trial < b:
+                trial = a - fa * (b - a) / (fb - fa) if fa is not None and fb is not None else 0.5 * (a + b)
+            if not a < trial < b or b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
+                trial = 0.5 * (a + b)
+            if b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
+                break                   # psi jumps across (a client crossing SIGMA_CUT): the best probe
+        else:                           # one side only: at least the growing step (psi may be flat there)
+            d = abs(trial - eta) if np.isfinite(trial) and (trial - eta) * (1 if hi is None else -1) > 0 else 0.0
+            dist = min(max(d, step), 4 * step)          # a flat psi's secant would jump far
+            trial = eta + dist * (1 if hi is None else -1)
+            step = 2 * dist
+        eta = trial
+    return None if best is None or best[2] > 1e-3 else best[:2]
+
+
+def _upper(server, theta, eta, t):
+    r"""The certified upper bound at ``theta`` (any :math:`\eta'` and :math:`t` give one): the
+    smallest over :math:`t,t/10,t/100,t/1000` at ``eta`` of
+    :math:`p(\theta)+\eta'+c\sum_is_t(z_i)`, at its upper end, plus :math:`c\sum_ia_i` (:math:`s_t`
+    is 1-Lipschitz), its floating point and the terms sent as zeros; withheld levels skipped."""
+    c = server.c
+    value_allow, _ = server.allowances(theta)
+    p = 0.5 * float(server.D @ (theta * theta))
+    best = float("inf")
+    for tu in (t, t / 10, t / 100, t / 1000):
+        s, _ = _descent_probe(server, theta, eta, tu, gradient=False)
+        if s is None:
+            continue
+        fp = 8 * _EPS * c * (s.upper[0] + server.n * tu)
+        # the terms sent as zeros (sigma < SIGMA_CUT): s_t(z) <= t e^{z/t} <= 2 t sigma each
+        u = p + eta + c * s.upper[0] + value_allow + fp + c * server.n * tu * 2 * SIGMA_CUT
+        best = min(best, float(u) * (1 + 4 * _EPS))
+    return best
+
+
+def _weights_level(server, theta, eta, t, excess):
+    r"""A level :math:`\eta_L` where the secure sum :math:`s(\eta_L)=\sum_i\lambda_i`
+    (:meth:`PrivateClient.cvar_weight`, continuous and falling in :math:`\eta'`) is certified
+    :math:`\ge1` with :math:`s-1` at most about ``excess`` (each unit of :math:`s-1` costs the
+    bound a relative unit): regula falsi on :math:`s-1-e` (:math:`e` a few errors of the sum)
+    from ``eta``, steps growing while one side is missing. ``(eta_L, sum, weights)`` with the
+    smallest certified :math:`s`, or ``None``."""
+    c, channel = server.c, server.channel
+    slope = server.__dict__.get("psi_slope", {}).get(t, 1.0 / t)     # -d s / d eta, the descent's secant
+    lo = hi = None                  # (eta, r): r(lo) > 0 > r(hi), r = s - 1 - e
+    best, step, same, same_side = None, None, 0, 0
+    for _ in range(80):
+        arg = np.concatenate([[c, t, eta], theta])
+        try:
+            s = channel.sum("weight", weights=("cvar_sigma", arg))
+        except SumWithheld:         # between 1 and k - 1 clients with a weight: s < 1, eta too high
+            server.withheld += 1
+            s = None
+        if s is not None:
+            r = s.value[0] - 1.0 - 3 * s.error[0]
+            if s.lower[0] >= 1.0 and (best is None or s.upper[0] < best[1].upper[0]):
+                best = (eta, s, arg)
+                if s.upper[0] - 1.0 <= excess:
+                    break
+        else:
+            r = None
+        side = 1 if r is not None and r > 0 else -1
+        same = same + 1 if side == same_side else 0
+        same_side = side
+        if side > 0:
+            lo = (eta, r)
+        else:
+            hi = (eta, r)
+        if lo is not None and hi is not None:
+            (a, ra), (b, rb) = lo, hi
+            # regula falsi; bisection after two steps on the same side (s is flat where no client is
+            # near the level: falsi would creep)
+            trial = a + ra * (b - a) / (ra - rb) if rb is not None and same < 2 else 0.5 * (a + b)
+            if not a < trial < b:
+                trial = 0.5 * (a + b)
+            if b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
+                break
+        else:
+            d = abs(r) / slope if r is not None else t
+            step = max(d, 8 * step) if step is not None else max(min(d, t), 1e-6 * t)   # s may be flat here
+            trial = eta - step if lo is None else eta + step
+        eta = trial
+    return best
+
+
+def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
+    r"""The lower bound from the clients' own weights (module docstring of the guarded route):
+    :math:`\lambda_i=c\,\sigma((\tilde f_i(\hat\theta)-\eta_L)/t)` at a level :math:`\eta_L\le\eta'`
+    where the secure sum :math:`s=\sum_i\lambda_i` is certified :math:`\ge1`, so
+    :math:`\lambda/s\in\Lambda` and :math:`\min_\theta\sum_i\lambda_if_i(\theta)/s` is below the
+    CVaR optimum (weak duality). The weighted problem is a fixed-weight one: L-BFGS and the
+    fixed-weight bound of :mod:`.fixed_weight` on sums of :math:`\lambda_i(f_i,\nabla f_i)` and
+    the weighted bound terms. Returns ``(lower, details)``."""
+    import copy
+
+    from .fixed_weight import _penalized_bound
+
+    c, channel = server.c, server.channel
+    found = _weights_level(server, theta, eta, t, 1e-3 * gap_tol)
+    if found is None:
+        return float("-inf"), {"reason": "no level with the weights' sum certified >= 1 was released"}
+    eta_l, s, arg = found
+    ws = copy.copy(server.base)
+    ws.weights = ("cvar_sigma", arg)
+    ws.lam_sum = float(s.upper[0])                     # the weighted ridge's allowance: upper end
+    ws.mu = float(server.D.min()) * float(s.lower[0]) * (1 - 4 * _EPS)    # its modulus: lower end
+    last = {}
+
+    def fun(th):
+        vg = _dropping_sum(server, "value_gradient", (0,), weights=ws.weights, theta=th)
+        if vg is None:
+            raise SumWithheld("value_gradient", np.zeros(1), server.k)
+        ws.evaluations += 1
+        last["theta"], last["vg"] = np.array(th), vg
+        return float(vg.value[0]), np.array(vg.value[1:])
+
+    th = np.array(theta, float)
+    lower_w = float("-inf")
+    details = {}
+    for restart in range(3):
+        scale = abs(last["vg"].value[0]) if last else abs(value)
+        gtol = float(np.sqrt(0.1 * ws.mu * gap_tol * max(scale, 1e-12) / th.size))
+        try:
+            res = minimize(fun, th, jac=True, method="L-BFGS-B",
+                           options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
+        except SumWithheld as err:
+            return float("-inf"), {"reason": str(err)}
+        th = np.array(res.x)
+        vg = last["vg"] if np.array_equal(last["theta"], th) else fun(th) and last["vg"]
+        if vg.dropped.size:
+            return float("-inf"), {"reason": f"the weighted gradient's entries {vg.dropped[:8].tolist()} are held by "
+                                             f"fewer than min_contributors={server.k} clients: withheld"}
+        lower_w, upper_w, _, details = _penalized_bound(ws, th, vg)
+        if upper_w - lower_w <= 0.25 * gap_tol * abs(upper_w):
+            break
+    lower = lower_w / float(s.upper[0]) if lower_w >= 0 else lower_w / float(s.lower[0])
+    return lower * (1 - 4 * _EPS) if lower >= 0 else lower * (1 + 4 * _EPS), {
+        "eta_lower_level": float(eta_l), "weights_sum": [float(s.lower[0]), float(s.upper[0])],
+        "weighted_gap": float(upper_w - lower_w), "weighted_gradient_bound": details.get("gradient_bound"),
+        "weighted_iterations": int(res.nit), "weighted_theta": th}
+
+
+#: the guarded CVaR route's first smoothing level (at most): its bound has no smoothing floor, and
+#: the smoother levels above it only cost sums
+GUARDED_T_START = 1e-4
+
+
+def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, start):
+    r"""CVaR under the guard (``min_contributors`` :math:`\ge2`). **Descent**: L-BFGS in
+    :math:`\theta` on :math:`h_t(\theta)=\min_{\eta'}G_t(\theta,\eta')`, the level solved inside
+    each evaluation (:func:`_root_eta`) from the kink-free sums -- softplus, :math:`\sigma`,
+    :math:`\sigma\nabla\tilde f_i`, whose holders are all the clients above :math:`\eta'-m_i`
+    (at least :math:`\alpha n\ge k` near the optimum), never :math:`\sigma'` or the clients' error
+    terms, which only the clients at the kink hold (two clients tied at the level: one alone).
+    **Certificate**: U at :math:`\hat\theta` (:func:`_upper`), L from the clients' own weights
+    (:func:`_weighted_certificate`) -- no smoothing floor and no per-client error term at the kink:
+    the smoothing only decides how good the weights are. Continuation :math:`t\leftarrow t/10`
+    (warm started, from :data:`GUARDED_T_START` or ``t_start`` if smaller) until the gap is within
+    ``gap_tol`` or :math:`t<` ``t_min``."""
+    c, P = server.c, server.dim
+    theta, eta = np.zeros(P), 0.0
+    best, nit, withheld_at, value = None, 0, None, None
+    t = max(min(t, GUARDED_T_START), t_min)
+    state = {"eta": eta, "value": None}
+    while t >= t_min:
+        target = gap_tol * abs(state["value"]) if state["value"] is not None else gap_tol
+        gtol = float(np.sqrt(0.4 * server.mu * target / P))
+
+        def fun(theta, t=t, tol=min(1e-7, 0.01 * gtol)):
+            found = _root_eta(server, theta, state["eta"], t, tol)
+            if found is None:
+                raise Withheld(f"the dual's sums near its level eta at a model of the descent are withheld by the "
+                               f"guard (an entry would hold fewer than min_contributors={server.k} clients' terms)")
+            state["eta"], s = found
+            value = 0.5 * float(server.D @ (theta * theta)) + state["eta"] + c * s.value[0]
+            state["value"] = value
+            return value, server.D * theta + c * s.value[2:]     # dropped coordinates: 0 (ridge only)
+
+        try:
+            res = minimize(fun, theta, jac=True, method="L-BFGS-B",
+                           options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
+            theta, nit = np.array(res.x), int(res.nit)
+        except Withheld as err:
+            withheld_at = str(err)
+            break
+        found = _root_eta(server, theta, state["eta"], t, 1e-9)
+        if found is not None:
+            state["eta"] = found[0]
+        upper = _upper(server, theta, state["eta"], t)
+        lower, details = _weighted_certificate(server, theta, state["eta"], t, gap_tol, max_iter, state["value"])
+        details = {"t": t, "eta_prime": state["eta"], "smoothing_floor": 0.0, **details}
+        if best is None or upper - lower < best[1] - best[0]:
+            best = (lower, upper, details, theta.copy(), nit)
+        if __debug__ and server.__dict__.get("trace"):
+            print(f"t={t:.0e} U={upper:.12g} L={lower:.12g} rel={(upper - lower) / abs(upper):.2e} "
+                  f"sums={channel.secure_sums} {details.get('weights_sum')}")
+        if upper - lower <= gap_tol * abs(upper):
+            break
+        t = t / 10
+    if best is not None:
+        best[2].pop("weighted_theta", None)
+    return _result(server, channel, "cvar", gap_tol, best, theta, nit, withheld_at, start)

@@ -110,6 +110,7 @@ class SecureSum:
     secure_sums: int          # secure-aggregation rounds it took (stages x attempts)
     widenings: int
     floor_error: np.ndarray | None = None   # the part of ``error`` from the guard's floor (entries sent as 0)
+    dropped: np.ndarray | None = None       # entries every client sent as 0 on request (the guard's retry, module .cvar)
 
     @property
     def lower(self) -> np.ndarray:
