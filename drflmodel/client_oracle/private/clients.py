@@ -229,7 +229,7 @@ class PrivateClient:
 
         point = self._at(theta)
         z = float(point.values[0] - point.penalty) - eta
-        sig = float(expit(z / t)) if z > -self.margin(point, t) else 0.0
+        sig = float(expit(z / t))          # below SIGMA_CUT: z < -20 t, inside the margin's -40 t
         if not sig >= SIGMA_CUT:
             return np.zeros(2 + (self._mf.penalty_diagonal.size if gradient else 0))
         head = [t * float(np.logaddexp(0.0, z / t)), sig]

@@ -650,8 +650,13 @@ def _descent_probe(server, theta, eta, t, gradient=True):
     needed)."""
     query, size = ("cvar_descent", 2 + server.dim) if gradient else ("cvar_value", 2)
     scale = np.ones(size)
-    scale[0] = t                         # the softplus term is at least t SIGMA_CUT / 2: above the floor
-    return _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale), None
+    # every client's softplus term is below their sum S (all are >= 0): the last S, doubled, within
+    # the clipping range; small enough that the terms of the clients near the level stay above the floor
+    scale[0] = max(t, server.__dict__.get("soft_sum", 0.0) / 4)
+    s = _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale)
+    if s is not None:
+        server.soft_sum = float(s.value[0])
+    return s, None
 
 
 def _dropping_sum(server, query, needed, **params):
@@ -679,17 +684,18 @@ def _dropping_sum(server, query, needed, **params):
 
 def _root_eta(server, theta, eta, t, tol):
     r"""The level :math:`\eta'` at ``theta`` where :math:`\psi(\eta')=1-c\sum_i\sigma_i` (increasing
-    in :math:`\eta'`) is within ``tol`` of 0 (or of its error): secant steps with the slope of the
-    last two released probes (kept across calls: the descent moves :math:`\theta` a little), a
-    bracket expanded by growing steps while one side is missing, regula falsi / bisection inside
-    it; a withheld probe is above the root (:func:`_descent_probe`). Returns the
-    released ``(eta, sum)`` with the smallest :math:`|\psi|` (``None``: none within ``1e-3``)."""
+    in :math:`\eta'`; a staircase where the clients are saturated) is within ``tol`` of 0 (or of its
+    error): first the secant step with the slope kept from the last call (the descent moves
+    :math:`\theta` a little; at most :math:`16t`), then steps growing fourfold until the root is
+    bracketed, then secant steps of the last two probes while they stay inside the bracket, else
+    regula falsi with the Illinois rule (the end kept twice has its value halved) or bisection; a withheld probe is above the root (:func:`_descent_probe`). Returns the released
+    ``(eta, sum)`` with the smallest :math:`|\psi|` (``None``: none within ``1e-3``)."""
     c = server.c
-    lo = hi = None                     # (eta, psi or None): psi(lo) < 0 < psi(hi)
-    step, best, prev = t, None, None
+    lo = hi = None                     # [eta, psi or None]: psi(lo) < 0 < psi(hi)
+    step, best, prev, kept = None, None, None, 0
     slopes = server.__dict__.setdefault("psi_slope", {})
     for _ in range(100):
-        s, counts = _descent_probe(server, theta, eta, t)
+        s, _ = _descent_probe(server, theta, eta, t)
         psi = None
         if s is not None:
             server.evaluations += 1
@@ -701,27 +707,33 @@ def _root_eta(server, theta, eta, t, tol):
             if prev is not None and eta != prev[0] and (psi - prev[1]) / (eta - prev[0]) > 0:
                 slopes[t] = (psi - prev[1]) / (eta - prev[0])
             prev = (eta, psi)
-            sign = 1 if psi > 0 else -1
-        else:                           # withheld: fewer than k clients above (_descent_probe)
-            sign = 1
-        if sign < 0:
-            lo = (eta, psi)
+        side = -1 if psi is not None and psi < 0 else 1     # withheld: fewer than k clients above
+        if lo is not None and hi is not None:
+            kept = kept + side if kept * side > 0 else side  # consecutive moves of the same end
+            if kept >= 2 and lo[1] is not None:              # hi moved twice: halve the kept lo's value
+                lo[1] *= 0.5
+            elif kept <= -2 and hi[1] is not None:
+                hi[1] *= 0.5
+        if side < 0:
+            lo = [eta, psi]
         else:
-            hi = (eta, psi)
-        trial = eta - psi / slopes[t] if psi is not None and t in slopes else np.nan
+            hi = [eta, psi]
         if lo is not None and hi is not None:
             (a, fa), (b, fb) = lo, hi
-            if not a < trial < b:
-                trial = a - fa * (b - a) / (fb - fa) if fa is not None and fb is not None else 0.5 * (a + b)
-            if not a < trial < b or b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
-                trial = 0.5 * (a + b)
             if b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
                 break                   # psi jumps across (a client crossing SIGMA_CUT): the best probe
-        else:                           # one side only: at least the growing step (psi may be flat there)
-            d = abs(trial - eta) if np.isfinite(trial) and (trial - eta) * (1 if hi is None else -1) > 0 else 0.0
-            dist = min(max(d, step), 4 * step)          # a flat psi's secant would jump far
-            trial = eta + dist * (1 if hi is None else -1)
-            step = 2 * dist
+            # the secant of the last two probes when it stays inside (superlinear), else Illinois
+            trial = eta - psi / slopes[t] if psi is not None and t in slopes else np.nan
+            if not a < trial < b:
+                trial = a - fa * (b - a) / (fb - fa) if fa is not None and fb is not None else 0.5 * (a + b)
+            if not a < trial < b:
+                trial = 0.5 * (a + b)
+        else:                           # one side only
+            up = hi is None
+            d = abs(psi / slopes[t]) if psi is not None and t in slopes else 0.0
+            dist = min(max(d, 0.25 * t), 16 * t) if step is None else 4 * step
+            trial = eta + (dist if up else -dist)
+            step = dist
         eta = trial
     return None if best is None or best[2] > 1e-3 else best[:2]
 
@@ -874,12 +886,13 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
     theta, eta = np.zeros(P), 0.0
     best, nit, withheld_at, value = None, 0, None, None
     t = max(min(t, GUARDED_T_START), t_min)
-    state = {"eta": eta, "value": None}
+    state, gaps = {"eta": eta, "value": None}, []
     while t >= t_min:
         target = gap_tol * abs(state["value"]) if state["value"] is not None else gap_tol
         gtol = float(np.sqrt(0.4 * server.mu * target / P))
 
-        def fun(theta, t=t, tol=min(1e-7, 0.01 * gtol)):
+        # |psi| moves the gradient by at most |psi| max_i |grad f_i|: a tenth of gtol
+        def fun(theta, t=t, tol=min(1e-6, 0.1 * gtol)):
             found = _root_eta(server, theta, state["eta"], t, tol)
             if found is None:
                 raise Withheld(f"the dual's sums near its level eta at a model of the descent are withheld by the "
@@ -899,17 +912,27 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
         found = _root_eta(server, theta, state["eta"], t, 1e-9)
         if found is not None:
             state["eta"] = found[0]
-        upper = _upper(server, theta, state["eta"], t)
         lower, details = _weighted_certificate(server, theta, state["eta"], t, gap_tol, max_iter, state["value"])
-        details = {"t": t, "eta_prime": state["eta"], "smoothing_floor": 0.0, **details}
-        if best is None or upper - lower < best[1] - best[0]:
-            best = (lower, upper, details, theta.copy(), nit)
+        # U at the descent's model and at the weighted problem's minimizer: the smaller
+        candidates = [(_upper(server, theta, state["eta"], t), theta.copy())]
+        if "weighted_theta" in details:
+            th_w = details.pop("weighted_theta")
+            candidates.append((_upper(server, th_w, state["eta"], t), th_w))
+        upper, th_u = min(candidates, key=lambda u: u[0])
+        # any valid L and any valid U combine: keep the best of each over the levels
+        if best is None or upper < best[1]:
+            best = (best[0] if best is not None else float("-inf"), upper, best[2] if best else {}, th_u, nit)
+        if lower > best[0]:
+            best = (lower, best[1], {"t": t, "eta_prime": state["eta"], **details}, best[3], nit)
+        gaps.append(best[1] - best[0])
         if __debug__ and server.__dict__.get("trace"):
-            print(f"t={t:.0e} U={upper:.12g} L={lower:.12g} rel={(upper - lower) / abs(upper):.2e} "
-                  f"sums={channel.secure_sums} {details.get('weights_sum')}")
-        if upper - lower <= gap_tol * abs(upper):
+            print(f"t={t:.0e} U={upper:.12g} L={lower:.12g} rel={(best[1] - best[0]) / abs(best[1]):.2e} "
+                  f"sums={channel.secure_sums} evals={server.evaluations} {details.get('weights_sum')}")
+        if best[1] - best[0] <= gap_tol * abs(best[1]):
             break
+        if len(gaps) >= 3 and gaps[-1] >= gaps[-3]:
+            break                       # two smaller levels without progress: the descent's limit
         t = t / 10
     if best is not None:
-        best[2].pop("weighted_theta", None)
+        best[2]["smoothing_floor"] = 0.0
     return _result(server, channel, "cvar", gap_tol, best, theta, nit, withheld_at, start)

@@ -172,15 +172,24 @@ class SumClient:
         self.delta = 2.0 * self.c / self.T
         self._residual = None
         self.sent = None
+        self._computed = None      # the vector of the guard's count round, for the values round after it
+        self.reuse = False
 
     def answer(self, query: str, stage: int, scale, params: dict, floor: float | None = None,
                holders: bool = False) -> np.ndarray:
         """This client's message for one round (class docstring). With ``floor`` (scaled units) it
         sends 0 for every entry below it in magnitude; with ``holders`` it sends, instead of its
         values, 1 for each entry it would send nonzero (the guard's round of
-        :meth:`SumOnlyChannel.sum`) and keeps no residual."""
+        :meth:`SumOnlyChannel.sum`) and keeps no residual. With ``reuse`` set (the simulated
+        transport's clients) the values round right after the count round of the same query and
+        parameters reuses the vector the count round computed instead of asking the client again."""
         if stage == 0:
-            v = np.asarray(self.client.contribution(query, **params), float).ravel()
+            key = _params_key(query, params) if self.reuse else None
+            if key is not None and self._computed is not None and self._computed[0] == key:
+                v = self._computed[1]           # the guard's count round computed it (the simulation)
+            else:
+                v = np.asarray(self.client.contribution(query, **params), float).ravel()
+            self._computed = (key, v) if holders and key is not None else None
             z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
             if floor is not None:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
@@ -193,6 +202,17 @@ class SumClient:
         d = np.rint((np.clip(z, -self.c, self.c) + self.c) / self.delta) * self.delta - self.c
         self._residual = z - d
         return np.append(d, flag)
+
+
+def _params_key(query: str, params: dict) -> tuple:
+    """The exact identity of a query and its public parameters (arrays by their bytes)."""
+    def one(v):
+        if isinstance(v, (list, tuple)):
+            return tuple(one(x) for x in v)
+        if isinstance(v, np.ndarray):
+            return (v.dtype.str, v.shape, v.tobytes())
+        return v
+    return (query, tuple(sorted((k, one(v)) for k, v in params.items())))
 
 
 def stage_scale(clipping_range: float, quantization_range: int) -> float:
@@ -252,6 +272,8 @@ class SumOnlyChannel:
         if not self.widen > 1:
             raise InvalidParameterError(f"widen must be > 1; got {self.widen}")
         self._sum_clients = [SumClient(c, self.clipping_range, self.quantization_range) for c in self.clients]
+        for sc in self._sum_clients:        # in-process: the values round reuses the count round's vector
+            sc.reuse = True
         self._rngs = [np.random.RandomState(np.random.SeedSequence([self.seed, i]).generate_state(1)[0])
                       for i in range(n)]
 
