@@ -865,9 +865,9 @@ def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
         "weighted_iterations": int(res.nit), "weighted_theta": th}
 
 
-#: the guarded CVaR route's first smoothing level (at most): its bound has no smoothing floor, and
-#: the smoother levels above it only cost sums
-GUARDED_T_START = 1e-4
+#: the guarded CVaR route's descent at a smoothing level :math:`t` stops at :math:`|g|\le` this
+#: times :math:`t` (or the final tolerance, if larger; only then is the level certified)
+COARSE_GTOL = 1e-2
 
 
 def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, start):
@@ -880,16 +880,19 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
     **Certificate**: U at :math:`\hat\theta` (:func:`_upper`), L from the clients' own weights
     (:func:`_weighted_certificate`) -- no smoothing floor and no per-client error term at the kink:
     the smoothing only decides how good the weights are. Continuation :math:`t\leftarrow t/10`
-    (warm started, from :data:`GUARDED_T_START` or ``t_start`` if smaller) until the gap is within
-    ``gap_tol`` or :math:`t<` ``t_min``."""
+    (warm started; the smoother levels, whose descent tolerance :data:`COARSE_GTOL` :math:`t` is
+    above the final one, are not certified) until the gap is within ``gap_tol`` or :math:`t<`
+    ``t_min``."""
     c, P = server.c, server.dim
     theta, eta = np.zeros(P), 0.0
     best, nit, withheld_at, value = None, 0, None, None
-    t = max(min(t, GUARDED_T_START), t_min)
     state, gaps = {"eta": eta, "value": None}, []
     while t >= t_min:
         target = gap_tol * abs(state["value"]) if state["value"] is not None else gap_tol
-        gtol = float(np.sqrt(0.4 * server.mu * target / P))
+        final = float(np.sqrt(0.4 * server.mu * target / P))
+        # the smoother levels only warm-start the next: their descent stops at |g| <= t / 100, and
+        # they are not certified
+        gtol = max(final, COARSE_GTOL * t)
 
         # |psi| moves the gradient by at most |psi| max_i |grad f_i|: a tenth of gtol
         def fun(theta, t=t, tol=min(1e-6, 0.1 * gtol)):
@@ -909,6 +912,9 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
         except Withheld as err:
             withheld_at = str(err)
             break
+        if gtol > final:
+            t = t / 10
+            continue
         found = _root_eta(server, theta, state["eta"], t, 1e-9)
         if found is not None:
             state["eta"] = found[0]
