@@ -48,6 +48,30 @@ saturated. Each client sums its own :math:`m_i=a_i\sigma_i'e^{a_i/t}` and :math:
 :math:`a_i/t` for a client sitting at the kink: the smoothing floor :math:`t\log2/\alpha` and this
 term trade off (the gap is the best over the :math:`t` tried).
 
+**CVaR under the guard** (:func:`_guarded_cvar_solve`, ``min_contributors`` :math:`\ge2`): the
+bound above needs :math:`\sum_i\sigma_i'` and the clients' :math:`m_i` at the kink, which only the
+clients within a few :math:`t` of :math:`\eta'` hold -- with two clients tied at the CVaR level, often
+one alone, and the guard withholds them. So the guarded route asks none of them. **L** is weak
+duality at the clients' own weights: each client computes
+:math:`\lambda_i=c\,(\sigma(z_i/t)-\kappa)_+/(1-\kappa)\in[0,c]` at the public
+:math:`(\hat\theta,\eta_L,t)` (:meth:`~.clients.PrivateClient.cvar_weight`), a secure sum certifies
+:math:`s=\sum_i\lambda_i\ge1` (:func:`_weights_level` picks :math:`\eta_L`), so
+:math:`\lambda/s\in\Lambda` and
+
+.. math::
+
+    \max_{\lambda\in\Lambda}\sum_i\lambda_if_i(\theta^\star)\ \ge\ \min_\theta\max_{\lambda\in\Lambda}
+    \sum_i\lambda_if_i(\theta)\ \ge\ \frac1s\min_\theta\sum_i\lambda_if_i(\theta),
+
+a fixed-weight problem certified from sums of :math:`\lambda_i(f_i,\nabla f_i)` and the weighted
+bound terms (:func:`~.fixed_weight._penalized_bound`, modulus :math:`s\min_jD_{jj}`), divided by
+the upper end of :math:`s`. No smoothing floor, no kink term: :math:`t` only decides how close the
+weights are to the optimal ones. **U** is the dual at any level: :math:`p(\theta)+\eta'+c\sum_is_t(z_i)`
+at its upper end plus :math:`c\sum_ia_i`, at the descent's model and at the weighted problem's
+minimizer. The descent (L-BFGS in :math:`\theta`, :math:`\eta'` solved inside each evaluation by
+:func:`_root_eta`) uses only the softplus, :math:`\sigma_i` and :math:`\sigma_i\nabla\tilde f_i`,
+which every client above :math:`\eta'-20t` holds.
+
 **χ²** (``dm.sets.ChiSquare(n, rho)``, :math:`\rho>0`): its exact dual
 :math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` (``ChiSquare.support_expr``) is
 the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoothing (:math:`h` is
@@ -421,7 +445,10 @@ SERVER_LEARNS = (
     "(f_i - eta)_+ and its square), the slope-weighted gradients, the gradient norms, and the clients' "
     "floating-point allowances rounded up to powers of 256; before each sum, per entry, how many clients send "
     "a nonzero term (the guard); where the guard withholds a sum, how many clients' losses lie above "
-    "eta -/+ a margin; the total number of rows N. No entry of a released sum is fewer than min_contributors "
+    "eta -/+ a margin; with the guard, CVaR's descent asks only the smoothed excess loss, sigma_i and the "
+    "sigma_i-weighted gradients, and its lower bound the sums of the clients' own weights "
+    "lambda_i = c sigma_i (each computed by its client) and of the lambda_i-weighted values, gradients and bound "
+    "terms at the certified model; the total number of rows N. No entry of a released sum is fewer than min_contributors "
     "clients' nonzero terms, each above the sum's resolution (a term far larger than the others still "
     "dominates its entry). Taken together, the sums at many levels eta reveal the unlabeled empirical "
     "distribution of the client losses f_i(theta) near the probed levels -- which loss values occur, not "
@@ -447,8 +474,10 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
     ``weights=dm.sets.CVaR(n, alpha)``, every coordinate penalized) from secure sums only (module
     docstring). ``reveal_loss_distribution=True`` is required: the server learns what
     :data:`SERVER_LEARNS` says. ``min_contributors`` :math:`k` (default 2; 1 turns the guard off):
-    no dual sum is released unless at least :math:`k` clients are on each side of :math:`\\eta`
-    (:class:`_DualServer`); CVaR needs :math:`k\\le\\alpha n\\le n-k`."""
+    no entry of a released sum holds fewer than :math:`k` clients' nonzero terms; CVaR needs
+    :math:`k\\le\\alpha n\\le n-k`. With the guard the route is :func:`_guarded_cvar_solve` (module
+    docstring: L from the clients' own weights), without it the joint descent in
+    :math:`(\\theta,\\eta')` and the strong-convexity bound."""
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
     _opt_in(reveal_loss_distribution, min_contributors, "CVaR")
@@ -685,7 +714,7 @@ def _dropping_sum(server, query, needed, **params):
 def _root_eta(server, theta, eta, t, tol):
     r"""The level :math:`\eta'` at ``theta`` where :math:`\psi(\eta')=1-c\sum_i\sigma_i` (increasing
     in :math:`\eta'`; a staircase where the clients are saturated) is within ``tol`` of 0 (or of its
-    error): first the secant step with the slope kept from the last call (the descent moves
+    error), from the 2-entry sums (softplus, :math:`\sigma`; the gradient is asked once, after): first the secant step with the slope kept from the last call (the descent moves
     :math:`\theta` a little; at most :math:`16t`), then steps growing fourfold until the root is
     bracketed, then secant steps of the last two probes while they stay inside the bracket, else
     regula falsi with the Illinois rule (the end kept twice has its value halved) or bisection; a withheld probe is above the root (:func:`_descent_probe`). Returns the released
@@ -695,7 +724,7 @@ def _root_eta(server, theta, eta, t, tol):
     step, best, prev, kept = None, None, None, 0
     slopes = server.__dict__.setdefault("psi_slope", {})
     for _ in range(100):
-        s, _ = _descent_probe(server, theta, eta, t)
+        s, _ = _descent_probe(server, theta, eta, t, gradient=False)     # 2 entries: softplus, sigma
         psi = None
         if s is not None:
             server.evaluations += 1
@@ -744,7 +773,10 @@ def _upper(server, theta, eta, t):
     :math:`p(\theta)+\eta'+c\sum_is_t(z_i)`, at its upper end, plus :math:`c\sum_ia_i` (:math:`s_t`
     is 1-Lipschitz), its floating point and the terms sent as zeros; withheld levels skipped."""
     c = server.c
-    value_allow, _ = server.allowances(theta)
+    try:
+        value_allow, _ = server.allowances(theta)
+    except SumWithheld:
+        return float("inf")
     p = 0.5 * float(server.D @ (theta * theta))
     best = float("inf")
     for tu in (t, t / 10, t / 100, t / 1000):
@@ -855,7 +887,10 @@ def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
         if vg.dropped.size:
             return float("-inf"), {"reason": f"the weighted gradient's entries {vg.dropped[:8].tolist()} are held by "
                                              f"fewer than min_contributors={server.k} clients: withheld"}
-        lower_w, upper_w, _, details = _penalized_bound(ws, th, vg)
+        try:
+            lower_w, upper_w, _, details = _penalized_bound(ws, th, vg)
+        except SumWithheld as err:              # the weighted bound terms
+            return float("-inf"), {"reason": str(err)}
         if upper_w - lower_w <= 0.25 * gap_tol * abs(upper_w):
             break
     lower = lower_w / float(s.upper[0]) if lower_w >= 0 else lower_w / float(s.lower[0])
@@ -900,7 +935,11 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
             if found is None:
                 raise Withheld(f"the dual's sums near its level eta at a model of the descent are withheld by the "
                                f"guard (an entry would hold fewer than min_contributors={server.k} clients' terms)")
-            state["eta"], s = found
+            state["eta"] = found[0]
+            s, _ = _descent_probe(server, theta, state["eta"], t)   # the gradient, once, at the level found
+            if s is None:
+                raise Withheld(f"the dual's gradient sum at its level eta is withheld by the guard (fewer than "
+                               f"min_contributors={server.k} clients' terms in its value or slope)")
             value = 0.5 * float(server.D @ (theta * theta)) + state["eta"] + c * s.value[0]
             state["value"] = value
             return value, server.D * theta + c * s.value[2:]     # dropped coordinates: 0 (ridge only)
