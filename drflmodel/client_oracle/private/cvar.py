@@ -64,7 +64,7 @@ duality at the clients' own weights: each client computes
     \sum_i\lambda_if_i(\theta)\ \ge\ \frac1s\min_\theta\sum_i\lambda_if_i(\theta),
 
 a fixed-weight problem certified from sums of :math:`\lambda_i(f_i,\nabla f_i)` and the weighted
-bound terms (:func:`~.fixed_weight._penalized_bound`, modulus :math:`s\min_jD_{jj}`), divided by
+bound terms (:func:`_weighted_bound`, modulus :math:`s\min_jD_{jj}`), divided by
 the upper end of :math:`s`. No smoothing floor, no kink term: :math:`t` only decides how close the
 weights are to the optimal ones. **U** is the dual at any level: :math:`p(\theta)+\eta'+c\sum_is_t(z_i)`
 at its upper end plus :math:`c\sum_ia_i`, at the descent's model and at the weighted problem's
@@ -840,17 +840,29 @@ def _weights_level(server, theta, eta, t, excess):
     return best
 
 
+def _weighted_bound(ws, theta, vg):
+    r"""The strong-convexity bound of the weighted problem :math:`F_\lambda=\sum_i\lambda_if_i` at
+    ``theta`` from its summed value and gradient ``vg``: :math:`F_\lambda(\theta)` lies within the
+    sum's error plus the clients' floating-point allowance (the weighted bound terms,
+    ``ws.allowances``), and :math:`\min F_\lambda\ge\underline F-(\|\hat g\|+\sqrt P\,e_g+a_g)^2/(2\mu)`
+    with :math:`\mu=s\min_jD_{jj}` at the lower end of :math:`s` (``ws.mu``). ``(lower, upper, details)``."""
+    value_allow, grad_allow, _ = ws.allowances(theta, None)
+    g, e = vg.value[1:], vg.error[1:]
+    gnorm = float(np.linalg.norm(g)) * (1 + 4 * _EPS) + np.sqrt(g.size) * float(e.max()) + grad_allow
+    lower = float(vg.value[0] - vg.error[0]) - value_allow - gnorm * gnorm / (2 * ws.mu) * (1 + 4 * _EPS)
+    upper = float(vg.value[0] + vg.error[0]) + value_allow
+    return lower, upper, {"gradient_bound": gnorm}
+
+
 def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
     r"""The lower bound from the clients' own weights (module docstring of the guarded route):
     :math:`\lambda_i=c\,\sigma((\tilde f_i(\hat\theta)-\eta_L)/t)` at a level :math:`\eta_L\le\eta'`
     where the secure sum :math:`s=\sum_i\lambda_i` is certified :math:`\ge1`, so
     :math:`\lambda/s\in\Lambda` and :math:`\min_\theta\sum_i\lambda_if_i(\theta)/s` is below the
     CVaR optimum (weak duality). The weighted problem is a fixed-weight one: L-BFGS and the
-    fixed-weight bound of :mod:`.fixed_weight` on sums of :math:`\lambda_i(f_i,\nabla f_i)` and
+    fixed-weight bound (:func:`_weighted_bound`) on sums of :math:`\lambda_i(f_i,\nabla f_i)` and
     the weighted bound terms. Returns ``(lower, details)``."""
     import copy
-
-    from .fixed_weight import _penalized_bound
 
     c, channel = server.c, server.channel
     found = _weights_level(server, theta, eta, t, 1e-3 * gap_tol)
@@ -888,7 +900,7 @@ def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
             return float("-inf"), {"reason": f"the weighted gradient's entries {vg.dropped[:8].tolist()} are held by "
                                              f"fewer than min_contributors={server.k} clients: withheld"}
         try:
-            lower_w, upper_w, _, details = _penalized_bound(ws, th, vg)
+            lower_w, upper_w, details = _weighted_bound(ws, th, vg)
         except SumWithheld as err:              # the weighted bound terms
             return float("-inf"), {"reason": str(err)}
         if upper_w - lower_w <= 0.25 * gap_tol * abs(upper_w):
