@@ -18,7 +18,8 @@ public vector, of which client *i* reads its own entry):
 * ``"cvar_eta"`` / ``"cvar_gradient"`` (``theta``, ``eta``, ``t``): the smoothed CVaR terms of
   :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted; ``"cvar_value"`` /
   ``"cvar_descent"``: the same without the terms only the clients at the kink hold
-  (:meth:`PrivateClient.cvar_descent`); ``"chi_square_eta"`` /
+  (:meth:`PrivateClient.cvar_descent`); ``"cvar_levels"`` (``eta`` an array): those at many levels
+  (:meth:`PrivateClient.cvar_levels`); ``"chi_square_eta"`` /
   ``"chi_square_gradient"`` (``theta``, ``eta``): the :math:`\chi^2` dual's
   (:meth:`PrivateClient.chi_square_contribution`).
 * ``"weight"`` (``weights``): :math:`\lambda_i` itself -- with ``("cvar_sigma", [c, t, eta, *theta_w])``
@@ -113,6 +114,8 @@ class PrivateClient:
             return self.dual_allowances(theta, float(weights))
         if query == "dual_count":
             return self.dual_count(theta, np.asarray(eta, float), None if t is None else float(t), str(kind))
+        if query == "cvar_levels":
+            return self.cvar_levels(theta, np.asarray(eta, float), float(t))
         if query in ("cvar_value", "cvar_descent"):
             return self.cvar_descent(theta, float(eta), float(t), query == "cvar_descent")
         if query in ("cvar_eta", "cvar_gradient"):
@@ -237,6 +240,18 @@ class PrivateClient:
             return np.array(head)
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
         return np.concatenate([head, sig * g])
+
+    def cvar_levels(self, theta, etas: np.ndarray, t: float) -> np.ndarray:
+        r""":meth:`cvar_descent`'s softplus and :math:`\sigma` terms at each level of ``etas``
+        (level by level): one secure sum gives the dual's slope on a grid of levels."""
+        from scipy.special import expit
+
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - np.atleast_1d(etas)
+        sig = expit(z / t)
+        soft = t * np.logaddexp(0.0, z / t)
+        keep = sig >= SIGMA_CUT
+        return np.stack([np.where(keep, soft, 0.0), np.where(keep, sig, 0.0)], axis=1).ravel()
 
     def value_allowance(self, point) -> float:
         """A bound :math:`a_i` on the floating-point error of this client's :math:`f_i` at ``point``

@@ -767,6 +767,60 @@ def _root_eta(server, theta, eta, t, tol):
     return None if best is None or best[2] > 1e-3 else best[:2]
 
 
+#: levels per secure sum of the grid search in eta (:func:`_grid_eta`)
+GRID_LEVELS = 16
+
+
+def _grid_eta(server, theta, eta, t, tol):
+    r"""The level :math:`\eta'` at ``theta`` with :math:`|\psi(\eta')|\le` ``tol``, :math:`\psi=1-c
+    \sum_i\sigma_i` (increasing), from secure sums of the softplus and :math:`\sigma` terms at
+    :data:`GRID_LEVELS` levels at once (``"cvar_levels"``): a grid centred on ``eta`` (its width
+    from the last call), shifted and widened fourfold while :math:`\psi` keeps one sign on it; once
+    a bracket is known, the next grid spans 4% of it around the secant root of its ends. A
+    level the guard drops (fewer than :math:`k` clients above it) has :math:`\psi>0`. Returns the
+    level or ``None``."""
+    c, m = server.c, GRID_LEVELS
+    widths = server.__dict__.setdefault("grid_width", {})
+    width = widths.get(t, 4 * t)
+    lo, hi = (-np.inf, None), (np.inf, None)          # (level, psi): psi(lo) < 0 < psi(hi)
+    grid = eta + width * np.linspace(-1, 1, m)
+    for _ in range(40):
+        scale = np.ones(2 * m)
+        scale[0::2] = max(t, server.__dict__.get("soft_sum", 0.0) / 4)
+        s = _dropping_sum(server, "cvar_levels", (), theta=theta, eta=grid, t=t, scale=scale)
+        if s is None:
+            return None
+        psi = 1.0 - c * s.value[1::2]
+        err = 2 * c * s.error[1::2]
+        dropped = np.zeros(m, bool)
+        dropped[np.asarray(s.dropped, int) // 2] = True
+        ok = (np.abs(psi) <= np.maximum(tol, err)) & ~dropped
+        if ok.any():
+            j = int(np.flatnonzero(ok)[np.argmin(np.abs(psi[ok]))])
+            widths[t] = min(max(4 * abs(grid[j] - eta), 1e-9 * t), 4 * t)
+            return float(grid[j])
+        for j in range(m):
+            if dropped[j] or psi[j] > 0:
+                if grid[j] < hi[0]:
+                    hi = (float(grid[j]), None if dropped[j] else float(psi[j]))
+            elif grid[j] > lo[0]:
+                lo = (float(grid[j]), float(psi[j]))
+        (a, fa), (b, fb) = lo, hi
+        if np.isfinite(a) and np.isfinite(b):
+            if b - a <= 4 * _EPS * max(abs(a), abs(b), 1.0):
+                return None
+            root = a - fa * (b - a) / (fb - fa) if fb is not None else 0.5 * (a + b)
+            half = 0.02 * (b - a)                         # the secant root is close: a narrow grid
+            centre = min(max(root, a + half), b - half)
+            grid = centre + half * np.linspace(-1, 1, m + 2)[1:-1] * (m + 1) / m
+            grid = np.clip(grid, a + 0.01 * (b - a) / m, b - 0.01 * (b - a) / m)
+        else:
+            width *= 4
+            centre = grid[-1] + width if not np.isfinite(b) else grid[0] - width
+            grid = centre + width * np.linspace(-1, 1, m)
+    return None
+
+
 def _upper(server, theta, eta, t):
     r"""The certified upper bound at ``theta`` (any :math:`\eta'` and :math:`t` give one): the
     smallest over :math:`t,t/10,t/100,t/1000` at ``eta`` of
@@ -943,11 +997,11 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
 
         # |psi| moves the gradient by at most |psi| max_i |grad f_i|: a tenth of gtol
         def fun(theta, t=t, tol=min(1e-6, 0.1 * gtol)):
-            found = _root_eta(server, theta, state["eta"], t, tol)
+            found = _grid_eta(server, theta, state["eta"], t, tol)
             if found is None:
                 raise Withheld(f"the dual's sums near its level eta at a model of the descent are withheld by the "
                                f"guard (an entry would hold fewer than min_contributors={server.k} clients' terms)")
-            state["eta"] = found[0]
+            state["eta"] = found
             s, _ = _descent_probe(server, theta, state["eta"], t)   # the gradient, once, at the level found
             if s is None:
                 raise Withheld(f"the dual's gradient sum at its level eta is withheld by the guard (fewer than "
