@@ -768,7 +768,7 @@ def _root_eta(server, theta, eta, t, tol):
 
 
 #: levels per secure sum of the grid search in eta (:func:`_grid_eta`)
-GRID_LEVELS = 16
+GRID_LEVELS = 8
 
 
 def _grid_eta(server, theta, eta, t, tol):

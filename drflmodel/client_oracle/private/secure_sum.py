@@ -184,12 +184,14 @@ class SumClient:
         transport's clients) the values round right after the count round of the same query and
         parameters reuses the vector the count round computed instead of asking the client again."""
         if stage == 0:
-            key = _params_key(query, params) if self.reuse else None
-            if key is not None and self._computed is not None and self._computed[0] == key:
-                v = self._computed[1]           # the guard's count round computed it (the simulation)
+            last = self._computed
+            if not holders and last is not None and last[0] == query and last[1] is params:
+                v = last[2]                     # the guard's count round of this very sum computed it
             else:
                 v = np.asarray(self.client.contribution(query, **params), float).ravel()
-            self._computed = (key, v) if holders and key is not None else None
+            # kept (with the parameters object itself, so its identity cannot be reused) for the
+            # values round of the same sum only
+            self._computed = (query, params, v) if holders and self.reuse else None
             z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
             if floor is not None:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
@@ -202,17 +204,6 @@ class SumClient:
         d = np.rint((np.clip(z, -self.c, self.c) + self.c) / self.delta) * self.delta - self.c
         self._residual = z - d
         return np.append(d, flag)
-
-
-def _params_key(query: str, params: dict) -> tuple:
-    """The exact identity of a query and its public parameters (arrays by their bytes)."""
-    def one(v):
-        if isinstance(v, (list, tuple)):
-            return tuple(one(x) for x in v)
-        if isinstance(v, np.ndarray):
-            return (v.dtype.str, v.shape, v.tobytes())
-        return v
-    return (query, tuple(sorted((k, one(v)) for k, v in params.items())))
 
 
 def stage_scale(clipping_range: float, quantization_range: int) -> float:
