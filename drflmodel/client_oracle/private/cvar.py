@@ -681,11 +681,19 @@ def _descent_probe(server, theta, eta, t, gradient=True):
     scale = np.ones(size)
     # every client's softplus term is below their sum S (all are >= 0): the last S, doubled, within
     # the clipping range; small enough that the terms of the clients near the level stay above the floor
-    scale[0] = max(t, server.__dict__.get("soft_sum", 0.0) / 4)
+    scale[0] = _soft_scale(server, eta, t)
     s = _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale)
     if s is not None:
-        server.soft_sum = float(s.value[0])
+        server.soft_sum = (float(eta), float(s.value[0]))
     return s, None
+
+
+def _soft_scale(server, eta, t):
+    """The public scale of the softplus entries at the levels ``eta``: every client's term is
+    below their sum, which at a lower level grows by at most :math:`n` times the step (each term
+    is 1-Lipschitz); the last sum so moved, doubled, within the clipping range (a quarter of it)."""
+    level, total = server.__dict__.get("soft_sum", (0.0, 0.0))
+    return np.maximum(t, (total + server.n * np.maximum(level - np.asarray(eta, float), 0.0)) / 4)
 
 
 def _dropping_sum(server, query, needed, **params):
@@ -693,22 +701,19 @@ def _dropping_sum(server, query, needed, **params):
     gradient coordinate that one client's features alone make nonzero), asked again with those
     entries sent as zeros by every client (``drop``): the sum's ``dropped`` lists them (the server
     learnt only their holders' counts). ``None`` when a needed entry is withheld."""
-    try:
-        s = server.channel.sum(query, **params)
-        s.dropped = np.zeros(0, int)
-        return s
-    except SumWithheld as err:
-        server.withheld += 1
-        few = np.flatnonzero((err.holders >= 1) & (err.holders < err.k))
-        if np.isin(few, needed).any():
-            return None
-    try:
-        s = server.channel.sum(query, drop=few.tolist(), **params)
-    except SumWithheld:
-        server.withheld += 1
-        return None
-    s.dropped = few
-    return s
+    drop = np.zeros(0, int)
+    for _ in range(4):              # a widened scale (clipping) can zero more entries under the floor
+        try:
+            s = server.channel.sum(query, **params, **({"drop": drop.tolist()} if drop.size else {}))
+            s.dropped = drop
+            return s
+        except SumWithheld as err:
+            server.withheld += 1
+            few = np.flatnonzero((err.holders >= 1) & (err.holders < err.k))
+            if np.isin(few, needed).any():
+                return None
+            drop = np.union1d(drop, few)
+    return None
 
 
 def _root_eta(server, theta, eta, t, tol):
@@ -786,10 +791,11 @@ def _grid_eta(server, theta, eta, t, tol):
     grid = eta + width * np.linspace(-1, 1, m)
     for _ in range(40):
         scale = np.ones(2 * m)
-        scale[0::2] = max(t, server.__dict__.get("soft_sum", 0.0) / 4)
+        scale[0::2] = _soft_scale(server, grid, t)
         s = _dropping_sum(server, "cvar_levels", (), theta=theta, eta=grid, t=t, scale=scale)
         if s is None:
             return None
+        server.soft_sum = (float(grid[0]), float(s.value[0]))
         psi = 1.0 - c * s.value[1::2]
         err = 2 * c * s.error[1::2]
         dropped = np.zeros(m, bool)
