@@ -1042,9 +1042,6 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
         if lower > best[0]:
             best = (lower, best[1], {"t": t, "eta_prime": state["eta"], **details}, best[3], nit)
         gaps.append(best[1] - best[0])
-        if __debug__ and server.__dict__.get("trace"):
-            print(f"t={t:.0e} U={upper:.12g} L={lower:.12g} rel={(best[1] - best[0]) / abs(best[1]):.2e} "
-                  f"sums={channel.secure_sums} evals={server.evaluations} {details.get('weights_sum')}")
         if best[1] - best[0] <= gap_tol * abs(best[1]):
             break
         if len(gaps) >= 3 and gaps[-1] >= gaps[-3]:
