@@ -996,7 +996,10 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
     state, gaps = {"eta": eta, "value": None}, []
     while t >= t_min:
         target = gap_tol * abs(state["value"]) if state["value"] is not None else gap_tol
-        final = float(np.sqrt(0.4 * server.mu * target / P))
+        # the descent's stopping rule (the bound holds at any model): |g|^2 P / (2 mu) at twice the target,
+        # the weighted problem's curvature being at least the ridge's (measured: digits 7,260 -> 5,805
+        # rounds against 0.4, gap 7.6e-7 -> 7.7e-7; 40: 5,193 rounds but 9.0e-7)
+        final = float(np.sqrt(4.0 * server.mu * target / P))
         # the smoother levels only warm-start the next: their descent stops at |g| <= t / 100, and
         # they are not certified
         gtol = max(final, COARSE_GTOL * t)
