@@ -24,10 +24,16 @@ it first for a smooth loss from :math:`P=5` (below, a Hessian triangle is at mos
 and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated_floats`), and asks
 it for a 1e-10 gap below 1,000 parameters (:meth:`BlockNewtonRoute.auto_options`).
 
+**Bound terms on the evaluations.** Where :math:`(q+1)P+1` plus the bound terms
+(:func:`bound_terms_floats`: :math:`6+K+K(K+1)/2` floats with an intercept) fit in :math:`4P`
+(:func:`bound_terms_fit`), every evaluation asks them too (checked against the same answer's value
+and gradient): the plan and the column statistics go with the first evaluation, a certificate attempt
+costs no exchange of its own, the intercepts' polish one instead of three, and the steps use the
+intercepts' exact Hessian (:mod:`.block_newton_steps`).
+
 Measured (``benchmarks/bench_federated_scale.py``, ``LocalChannel``, ``gap_tol = 1e-6``): digits
-(:math:`P=650`, 20 clients) 47 / 44 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (61-63 at auto's
-1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles;
-:math:`P=3{,}010`: 26-27 against 34-53.
+(:math:`P=650`, 20 clients) 38 / 36 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (53 / 51 at auto's
+1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles.
 """
 
 from __future__ import annotations
