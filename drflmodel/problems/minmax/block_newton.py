@@ -103,6 +103,18 @@ def bound_terms_fit(mf, directions: int) -> bool:
     return (int(directions) + 1) * P + 1 + extra <= 4 * P
 
 
+def _remote_matrix_free(problem):
+    """On a federated server, the matrix-free objectives the Hessian-free route's solve will read (its
+    cache entry: the same object, built now if needed), else ``None``."""
+    from ..engine.steps import cached
+
+    objectives = problem.objectives
+    remote = getattr(objectives, "matrix_free", None)
+    if remote is None:
+        return None
+    return cached(problem, "hessian_free", (objectives, objectives.loss), remote)
+
+
 def _dense_is_cheaper(structure) -> str | None:
     """On a federated server: why auto leaves the route to the dense ``sqp`` route -- when its answers
     (a Hessian triangle with the value and gradient) are at most 4P floats (P <= 4)
@@ -201,15 +213,13 @@ class BlockNewtonRoute(HessianFreeRoute):
         """With a ``tol`` far below ``gap_tol``, the stall rule (a gap within ``gap_tol`` that stops
         halving) is applied at ``100 tol`` (as the ranked Hessian-free route does); the status is
         the user's ``gap_tol``'s."""
-        from .hessian_free import _matrix_free
-
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:
             from ..engine.plan import left_on      # lowered to what this run left (a fallback's too)
 
             opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"]).within(
                 left_on(getattr(problem.objectives, "channel", None)))
-        mf = _matrix_free(problem) if hasattr(problem.objectives, "matrix_free") else None
+        mf = _remote_matrix_free(problem)
         riding = mf is not None and hasattr(mf, "ride") and bound_terms_fit(mf, opts["directions"])
         if riding:                          # the bound terms with every evaluation (room left in the 4P floats)
             mf.ride = True
