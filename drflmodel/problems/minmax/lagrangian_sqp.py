@@ -141,9 +141,9 @@ class FixedWeightStep:
 def weight_step_model(problem, solver: str | None = None):
     """The weight step problem of ``problem``'s weight set, built once per weight set (kept in the
     route's cache on the problem): for a fixed weight set the numpy :class:`FixedWeightStep`; for a
-    box-simplex set (simplex, CVaR, HCVaR) of at most
+    box-simplex set (simplex, CVaR, HCVaR) or the :math:`\\chi^2` set of at most
     :data:`~.box_simplex_step.NUMPY_STEP_MAX_CLIENTS` clients the numpy active-set
-    :class:`~.box_simplex_step.BoxSimplexStep` (CVXPY is not imported); else the CVXPY
+    step of :func:`~.box_simplex_step.numpy_weight_step` (CVXPY is not imported); else the CVXPY
     :class:`WeightStepModel` compiled for ``solver`` (``None``: the default solver)."""
     from . import box_simplex_step
 
@@ -151,9 +151,9 @@ def weight_step_model(problem, solver: str | None = None):
     point = W.single_point()
     if point is not None:
         return cached(problem, "sqp", (W, "fixed"), lambda: FixedWeightStep(W, point))
-    if W.box_bounds() is not None and W.n <= box_simplex_step.NUMPY_STEP_MAX_CLIENTS:
+    if box_simplex_step.has_numpy_step(W):
         conic = lambda: WeightStepModel(W, solver or default_solver())      # noqa: E731
-        return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.BoxSimplexStep(W, conic))
+        return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.numpy_weight_step(W, conic))
     solver = solver or default_solver()
     return cached(problem, "sqp", (W, solver), lambda: WeightStepModel(W, solver))
 
@@ -250,8 +250,8 @@ class LagrangianSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        # a fixed or box-simplex weight set steps in numpy (FixedWeightStep, BoxSimplexStep): no
-        # conic solver, CVXPY not imported
+        # a fixed, box-simplex or chi-square weight set steps in numpy (FixedWeightStep, BoxSimplexStep,
+        # ChiSquareStep): no conic solver, CVXPY not imported
         t0 = time.perf_counter()
         model = weight_step_model(problem)
         solver = model.solver
