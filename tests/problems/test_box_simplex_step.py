@@ -136,9 +136,10 @@ def _chi2_kkt_residual(lam, S, f, rho):
 
 
 def test_the_chi_square_step_matches_the_cvxpy_step_on_random_instances():
-    """The numpy chi-square weight step (box-simplex QP with S + rho n I) against the CVXPY step model
-    the route used before (Clarabel at 1e-13): 60 random PSD curvatures of every rank over 12
-    decades, rho over 6 decades. The problem is strongly concave (modulus rho n), so the weights are
+    """The numpy chi-square weight step (box-simplex QP with S + rho n I: one KKT solve when no weight
+    is zero, else the active-set method; both occur) against the CVXPY step model the route used
+    before (Clarabel at 1e-13): 60 random PSD curvatures of every rank over 12 decades, rho over 6
+    decades. The problem is strongly concave (modulus rho n), so the weights are
     unique: equal to CVXPY's to 1e-6 (the interior-point answer's own accuracy), model values to 1e-8
     relative, and the numpy answer satisfies the KKT conditions to 1e-11 (CVXPY's to looser)."""
     pytest.importorskip("cvxpy")
@@ -146,6 +147,7 @@ def test_the_chi_square_step_matches_the_cvxpy_step_on_random_instances():
     from drflmodel.problems.minmax.lagrangian_sqp import WeightStepModel
 
     rng = np.random.default_rng(3)
+    faces = {"interior": 0, "boundary": 0}        # the KKT solve answers / the active-set method runs
     for trial in range(60):
         n = int(rng.integers(2, 25))
         G = rng.standard_normal((n, int(rng.integers(1, n + 3)))) * 10 ** rng.uniform(-3, 3)
@@ -160,8 +162,10 @@ def test_the_chi_square_step_matches_the_cvxpy_step_on_random_instances():
         assert value == pytest.approx(ref_value, abs=1e-8 * scale), trial
         assert np.max(np.abs(lam - ref_lam)) <= 1e-6, trial
         assert _chi2_kkt_residual(lam, S, f, W.rho) <= 1e-11, trial
+        faces["boundary" if np.any(lam == 0.0) else "interior"] += 1
         ref_lam = W.project(ref_lam)                        # CVXPY's answer, made feasible: never better
         assert value >= float(ref_lam @ f - 0.5 * ref_lam @ S @ ref_lam - W.psi(ref_lam)) - 1e-13 * scale
+    assert min(faces.values()) >= 10, faces
 
 
 def test_a_chi_square_solve_by_the_sqp_route_imports_no_cvxpy_and_is_the_conic_optimum():

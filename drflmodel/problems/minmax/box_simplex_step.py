@@ -76,12 +76,12 @@ def box_simplex_qp(S, f, lower, upper, start) -> np.ndarray:
     for _ in range(50 + 10 * n):
         F = np.flatnonzero(state == 0)
         g = S @ lam - f
-        p, ray = (None, False) if at_face_minimum else _face_step(S[np.ix_(F, F)], g[F])
+        p, ray = (None, False) if at_face_minimum else _face_step(S if F.size == n else S[np.ix_(F, F)], g[F])
         at_face_minimum = False
         if p is not None and (ray or np.max(np.abs(p)) > tol_step):
             alpha, block, to = np.inf if ray else 1.0, -1, 0
-            with np.errstate(divide="ignore", invalid="ignore"):     # the first bound met along p
-                reach = np.where(p < 0, (lo[F] - lam[F]) / p, np.where(p > 0, (up[F] - lam[F]) / p, np.inf))
+            lam_F = lam[F]                                            # the first bound met along p
+            reach = np.divide(np.where(p < 0, lo[F], up[F]) - lam_F, p, out=np.full(F.size, np.inf), where=p != 0)
             k = int(np.argmin(reach))
             if reach[k] < alpha:
                 alpha, block, to = max(float(reach[k]), 0.0), int(F[k]), (-1 if p[k] < 0 else 1)
@@ -159,10 +159,12 @@ class BoxSimplexStep:
         W = self.weight_set
         f = np.asarray(f, float)
         S = 0.5 * (S + S.T)
-        start = self._previous if self._previous is not None else np.asarray(W.worst_case(f)[1], float)
+        # the previous answer is feasible (the method keeps its iterates in the set); a first call
+        # starts from the projected greedy worst case
+        start = self._previous if self._previous is not None else np.asarray(W.project(W.worst_case(f)[1]), float)
         curvature, lower, upper = self._program(S)
         try:
-            lam = box_simplex_qp(curvature, f, lower, upper, start=np.asarray(W.project(start), float))
+            lam = box_simplex_qp(curvature, f, lower, upper, start=start)
         except _NoConvergence:
             if self._fallback_model is None:
                 self._fallback_model = self._fallback()
@@ -182,6 +184,29 @@ class ChiSquareStep(BoxSimplexStep):
     def _program(self, S):
         W = self.weight_set
         return S + W.rho * W.n * np.eye(W.n), np.zeros(W.n), np.ones(W.n)
+
+    def solve(self, f: np.ndarray, S: np.ndarray):
+        """As :meth:`BoxSimplexStep.solve`; first the minimizer on the whole simplex's affine hull, from
+        the KKT system :math:`(S+\\rho nI)\\lambda+\\nu\\mathbf 1=f`, :math:`\\mathbf 1^\\top\\lambda=1`
+        (one solve): when it has no negative weight it is the step (no bound is active, so the KKT
+        conditions of the program hold), else the active-set method runs."""
+        W = self.weight_set
+        n, curvature = W.n, W.rho * W.n
+        S = 0.5 * (S + S.T)
+        f = np.asarray(f, float)
+        if curvature > 1e-8 * float(np.abs(S).max(initial=0.0)):      # well posed: S + rho n I is definite
+            K = np.ones((n + 1, n + 1))
+            K[:n, :n] = S
+            K[np.arange(n), np.arange(n)] += curvature
+            K[n, n] = 0.0
+            try:
+                lam = np.linalg.solve(K, np.append(f, 1.0))[:n]
+            except np.linalg.LinAlgError:
+                lam = None
+            if lam is not None and np.all(np.isfinite(lam)) and lam.min() >= 0.0:
+                self._previous = lam
+                return lam, float(lam @ f) - 0.5 * float(lam @ S @ lam) - float(W.psi(lam))
+        return super().solve(f, S)
 
 
 def numpy_weight_step(weight_set, fallback):

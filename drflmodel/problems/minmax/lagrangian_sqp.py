@@ -400,10 +400,10 @@ class _Point:
     """An SQP iterate with everything one fused pass gives at it: client values and gradients,
     :math:`\\Phi`, and the weighted Hessian at the iterate's weights (deflated, factorized)."""
 
-    def __init__(self, obj, W, theta, lam, evaluated=None):
+    def __init__(self, obj, W, theta, lam, evaluated=None, value=None):
         self.obj, self.W, self.theta, self.lam = obj, W, theta, lam
         self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
-        self.value = float(W.worst_case(self.values)[0])
+        self.value = float(W.worst_case(self.values)[0]) if value is None else value
         self.D = _Deflated(self.H, obj.layout.invariant_basis())
         self.scale = max(float(np.abs(self.H).max()), 1e-300)
 
@@ -434,4 +434,5 @@ class _Point:
             evaluated = None
         if value > self.value:                    # no decrease: keep the point, take the new weights
             theta_new, evaluated = self.theta, None
-        return _Point(self.obj, self.W, theta_new, lam_new, evaluated), step
+        # the full step's pass already gave Phi there (evaluated is None otherwise: recomputed)
+        return _Point(self.obj, self.W, theta_new, lam_new, evaluated, value if evaluated is not None else None), step
