@@ -262,10 +262,14 @@ class LagrangianSQPRoute(Route):
         best, history = None, []
         try:
             t0 = time.perf_counter()
-            theta, lam = self._start(problem, model, request)
+            theta, lam, sub_hessian = self._start(problem, model, request)
             timing["warm_start"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            point = _Point(obj, W, theta, lam)                            # the one data pass of the step
+            if sub_hessian is None:
+                point = _Point(obj, W, theta, lam)                        # the one data pass of the step
+            else:       # after a subsample warm start: exact values and gradients, the subsample's Hessian
+                values, grads, _ = obj.evaluate(theta, lam, hessian=False)
+                point = _Point(obj, W, theta, lam, (values, grads, sub_hessian), exact_hessian=False)
             timing["numpy"] += time.perf_counter() - t0
             predicted, step, ridge = np.inf, 1.0, 0.0
             for k in range(1, opts["max_steps"] + 1):
@@ -279,6 +283,8 @@ class LagrangianSQPRoute(Route):
                 if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
                         or stalled or k == opts["max_steps"]):
                     t0 = time.perf_counter()
+                    if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
+                        point = _Point(obj, W, point.theta, point.lam)
                     sol = self._certify(problem, point)
                     timing["certificate"] += time.perf_counter() - t0
                     record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
@@ -335,9 +341,12 @@ class LagrangianSQPRoute(Route):
         return sol
 
     def _start(self, problem, model, request):
-        """``(theta, lambda)`` to start from: a sweep's previous answer; else, for many rows, the SQP
+        """``(theta, lambda, H)`` to start from: a sweep's previous answer; else, for many rows, the SQP
         run on a seeded 5% subsample of every client's rows (a few cheap passes that leave the full
-        problem a step or two from its solution); else :math:`\\theta=0` with its worst-case weights."""
+        problem a step or two from its solution), with the subsample's weighted Hessian ``H`` at that
+        point (the first full step takes it with the exact values and gradients: a pass without the
+        Hessian; every certificate is computed with the exact Hessian); else :math:`\\theta=0` with
+        its worst-case weights (``H`` is ``None`` in those two cases)."""
         obj, W = problem.objectives, problem.weight_set
         previous = warm_start(problem)
         theta = previous if previous is not None else np.zeros(problem.dim)
@@ -356,8 +365,9 @@ class LagrangianSQPRoute(Route):
                 point, step = point.advance(delta, lam_new, predicted)
                 if predicted <= 1e-8 * max(1.0, abs(point.value)) or step < 1e-10:
                     break
-            return point.theta, point.lam
-        return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
+            # the subsample's Hessian at the point it ends at, for the weights the full problem starts with
+            return point.theta, point.lam, (point.H if point.D.chol is not None else None)
+        return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0], None
 
     @staticmethod
     def _certify(problem, point):
@@ -400,8 +410,9 @@ class _Point:
     """An SQP iterate with everything one fused pass gives at it: client values and gradients,
     :math:`\\Phi`, and the weighted Hessian at the iterate's weights (deflated, factorized)."""
 
-    def __init__(self, obj, W, theta, lam, evaluated=None, value=None):
+    def __init__(self, obj, W, theta, lam, evaluated=None, value=None, exact_hessian: bool = True):
         self.obj, self.W, self.theta, self.lam = obj, W, theta, lam
+        self.exact_hessian = exact_hessian          # False: H is the subsample's (steps only, no certificate)
         self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
         self.value = float(W.worst_case(self.values)[0]) if value is None else value
         self.D = _Deflated(self.H, obj.layout.invariant_basis())
