@@ -1,7 +1,9 @@
 """The numpy weight step of the SQP routes over box-simplex sets (problems/minmax/box_simplex_step.py,
 issue 41 wave 2): its answer against Clarabel's on the same quadratic program, the greedy closed form
 at S = 0, a CVaR solve by the sqp route that never imports CVXPY and ends at the conic route's
-certified optimum, and the CVXPY fallback when the active-set method is cut short."""
+certified optimum, and the CVXPY fallback when the active-set method is cut short; the chi-square
+step against the CVXPY step on random instances and by its KKT conditions; the CLI's solve of the
+small clinics table (CVaR, chi-square) imports no CVXPY."""
 
 from __future__ import annotations
 
@@ -72,10 +74,11 @@ def test_with_no_curvature_the_step_is_the_greedy_worst_case():
         assert f @ lam == pytest.approx(expected, abs=1e-14)
 
 
-def test_a_cvar_solve_by_the_sqp_route_imports_no_cvxpy_and_is_the_conic_optimum():
+@pytest.mark.parametrize("weights", ["CVaR(5, 0.4)", "ChiSquare(5, 0.2)"])
+def test_a_solve_by_the_sqp_route_imports_no_cvxpy_and_is_the_conic_optimum(weights):
     code = ("import sys, json, drflmodel as dm\n"
             "fed = dm.datasets.gaussian_mixture(600, 6, 2, n_clients=5, alpha=0.5, seed=1)\n"
-            "sol = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(5, 0.4), l2=1e-2).solve(method='sqp')\n"
+            f"sol = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.{weights}, l2=1e-2).solve(method='sqp')\n"
             "assert 'cvxpy' not in sys.modules\n"
             "print(json.dumps([sol.status, sol.lower_bound, sol.upper_bound, sol.info['step_solver']]))\n")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,7 +88,8 @@ def test_a_cvar_solve_by_the_sqp_route_imports_no_cvxpy_and_is_the_conic_optimum
     status, lower, upper, step_solver = json.loads(out.stdout.strip().splitlines()[-1])
     assert status == "optimal" and step_solver == "numpy-active-set"
     fed = dm.datasets.gaussian_mixture(600, 6, 2, n_clients=5, alpha=0.5, seed=1)
-    ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.CVaR(5, 0.4), l2=1e-2).solve(method="conic")
+    W = CVaR(5, 0.4) if weights.startswith("CVaR") else dm.sets.ChiSquare(5, 0.2)
+    ref = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=1e-2).solve(method="conic")
     assert ref.status == "optimal"
     assert lower <= ref.upper_bound + 1e-12 and ref.lower_bound <= upper + 1e-12   # the intervals meet
     assert upper == pytest.approx(ref.value, rel=1e-8)
@@ -166,25 +170,6 @@ def test_the_chi_square_step_matches_the_cvxpy_step_on_random_instances():
         ref_lam = W.project(ref_lam)                        # CVXPY's answer, made feasible: never better
         assert value >= float(ref_lam @ f - 0.5 * ref_lam @ S @ ref_lam - W.psi(ref_lam)) - 1e-13 * scale
     assert min(faces.values()) >= 10, faces
-
-
-def test_a_chi_square_solve_by_the_sqp_route_imports_no_cvxpy_and_is_the_conic_optimum():
-    code = ("import sys, json, drflmodel as dm\n"
-            "fed = dm.datasets.gaussian_mixture(600, 6, 2, n_clients=5, alpha=0.5, seed=1)\n"
-            "sol = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.ChiSquare(5, 0.2), l2=1e-2).solve(method='sqp')\n"
-            "assert 'cvxpy' not in sys.modules\n"
-            "print(json.dumps([sol.status, sol.lower_bound, sol.upper_bound, sol.info['step_solver']]))\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, cwd=root)
-    import json
-    status, lower, upper, step_solver = json.loads(out.stdout.strip().splitlines()[-1])
-    assert status == "optimal" and step_solver == "numpy-active-set"
-    fed = dm.datasets.gaussian_mixture(600, 6, 2, n_clients=5, alpha=0.5, seed=1)
-    ref = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.ChiSquare(5, 0.2), l2=1e-2).solve(method="conic")
-    assert ref.status == "optimal"
-    assert lower <= ref.upper_bound + 1e-12 and ref.lower_bound <= upper + 1e-12   # the intervals meet
-    assert upper == pytest.approx(ref.value, rel=1e-8)
 
 
 @pytest.mark.parametrize("weights", ['{ name = "cvar", alpha = 0.5 }', '{ name = "chi_square", rho = 0.1 }'])
