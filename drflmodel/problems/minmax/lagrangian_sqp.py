@@ -27,6 +27,14 @@ fused pass over the data (values, gradients and the weighted Hessian,
 Invariant directions of the layout (softmax with unpenalized features) are deflated as in
 :mod:`.fixed_weight_bound`.
 
+The weight step runs in numpy for a fixed set, a box-simplex set (simplex, CVaR, HCVaR) and the
+:math:`\chi^2` set (:mod:`.box_simplex_step`); the CVXPY model above serves the other sets.
+
+**Many rows.** From :data:`WARM_START_ROWS` rows the route first runs on a seeded 5% subsample of
+every client's rows, then takes its first full step with the exact values and gradients and the
+subsample's weighted Hessian (a pass without the Hessian); the later steps use the exact Hessian
+of each pass, and so does every certificate.
+
 **Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.minmax.dro.WeightedMinMax.certify_at`:
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
 weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`.fixed_weight_bound`.
