@@ -25,6 +25,7 @@ The sets (constructors are a public contract):
 ``HCVaR(p, alpha)``                    :math:`\\{\\lambda\\in\\Delta:\\lambda_i\\le p_i/\\alpha_i\\}` (FAFL's :math:`Q_\\alpha`)
 ``QFFL(n, q)``                         :math:`\\mathbb R^n_{\\ge0}` with :math:`\\psi_q=\\frac q{q+1}\\sum_i\\lambda_i^{1+1/q}`
 ``Integrated(A, B, phi)``              :math:`\\Lambda_\\varphi(A,B)=\\{(a-\\varphi b)/(1-\\varphi)\\}`
+``KLPenalty(n, tau)``                  :math:`\\Delta` with :math:`\\psi=\\tau\\sum_i\\lambda_i\\log(n\\lambda_i)` (tilted risk)
 =====================================  ==============================================================
 
 Parameters that users sweep (``alpha`` of CVaR/HCVaR, ``rho`` of ChiSquare, ``radius`` of
@@ -55,6 +56,7 @@ __all__ = [
     "HCVaR",
     "QFFL",
     "Integrated",
+    "KLPenalty",
     "WEIGHT_SET_NAMES",
     "canonical_name",
     "from_name",
@@ -1041,6 +1043,112 @@ class QFFL(WeightSet):
 
     def params(self):
         return {"n": self.n, "q": self.q}
+
+
+# ======================================================================================
+# KL penalty (tilted / entropic risk)
+# ======================================================================================
+class KLPenalty(WeightSet):
+    """Simplex with the Kullback-Leibler penalty :math:`\\psi(\\lambda)=\\tau\\sum_i\\lambda_i\\log(n\\lambda_i)`
+    (:math:`\\tau` times the divergence from the uniform weights), :math:`\\tau>0`. By the
+    Donsker-Varadhan (Gibbs) variational formula
+
+    .. math::
+
+        \\max_{\\lambda\\in\\Delta}\\ \\lambda^\\top f-\\psi(\\lambda)=\\tau\\log\\Big(\\frac1n\\sum_ie^{f_i/\\tau}\\Big),
+        \\qquad\\lambda^\\star_i=\\frac{e^{f_i/\\tau}}{\\sum_je^{f_j/\\tau}},
+
+    the tilted empirical risk with tilt :math:`t=1/\\tau` (T. Li, A. Beirami, M. Sanjabi and V. Smith
+    2021, "Tilted empirical risk minimization", ICLR, eq. (2)): between the mean of :math:`f` and its
+    maximum, within :math:`\\tau\\log n` of the maximum.
+
+    * ``worst_case``: the closed form above (shifted by :math:`\\max f`, no overflow).
+    * ``support_expr``: :math:`\\tau\\,\\mathrm{logsumexp}(f/\\tau)-\\tau\\log n` (exponential cone).
+    * ``prox(v, s)``: :math:`\\lambda_i=a\\,\\omega((v_i-s\\nu)/a-1-\\log n-\\log a)`, :math:`a=s\\tau`,
+      :math:`\\omega` the Wright omega function (:math:`\\omega+\\log\\omega=z`), :math:`\\nu` the
+      multiplier of :math:`\\sum\\lambda=1` (Brent's method; the sum falls as :math:`\\nu` grows).
+    * ``strong_concavity`` :math:`=\\tau` (:math:`\\nabla^2\\psi=\\tau\\,\\mathrm{diag}(1/\\lambda)\\succeq\\tau I`
+      on the simplex).
+
+    :math:`\\tau=0` would be the simplex (the largest loss): use :class:`Simplex`.
+    """
+
+    name = "kl_penalty"
+    polytope = False
+
+    def __init__(self, n: int, tau: float):
+        super().__init__(n)
+        self.tau = check_real(tau, "tau", low=0, low_open=True)
+
+    @property
+    def strong_concavity(self) -> float:
+        return self.tau
+
+    def support_is_smooth(self) -> bool:
+        return True
+
+    def psi(self, lam) -> float:
+        from scipy.special import xlogy
+
+        lam = np.asarray(lam, float)
+        return float(self.tau * np.sum(xlogy(lam, self.n * lam)))
+
+    def psi_expr(self, var):
+        return self.tau * (-cp.sum(cp.entr(var)) + math.log(self.n) * cp.sum(var))
+
+    def worst_case(self, f):
+        f = self._check_f(f)
+        z = (f - f.max()) / self.tau
+        e = np.exp(z)
+        lam = e / e.sum()
+        return float(f.max() + self.tau * (math.log(e.sum()) - math.log(self.n))), lam
+
+    def contains(self, lam, tol=1e-8):
+        return Simplex(self.n).contains(lam, tol)
+
+    def project(self, v):
+        return project_simplex(_check_vector(v, self.n, "v"))
+
+    def prox(self, v, step):
+        from scipy.optimize import brentq
+        from scipy.special import wrightomega
+
+        step = check_real(step, "step", low=0, low_open=True)
+        v = _check_vector(v, self.n, "v")
+        a = step * self.tau
+        base = -1.0 - math.log(self.n) - math.log(a)
+
+        def lam(nu):
+            return a * np.real(wrightomega((v - step * nu) / a + base))
+
+        # sum(lam) falls as nu grows: expand a bracket around the multiplier of the plain projection
+        lo = hi = float(np.max(v)) / step
+        width = 1.0 + abs(lo)
+        for _ in range(200):
+            if lam(hi).sum() <= 1.0:
+                break
+            hi, width = hi + width, 2.0 * width
+        width = 1.0 + abs(lo)
+        for _ in range(200):
+            if lam(lo).sum() >= 1.0:
+                break
+            lo, width = lo - width, 2.0 * width
+        nu = brentq(lambda x: lam(x).sum() - 1.0, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        out = lam(nu)
+        return out / out.sum()
+
+    def vertices(self):
+        raise NotImplementedError("KLPenalty has a strictly concave objective; use Simplex(n).vertices() for the feasible set")
+
+    def constraints(self, var):
+        return [var >= 0, cp.sum(var) == 1]
+
+    def support_expr(self, f):
+        f = self._check_expr(f)
+        return self.tau * cp.log_sum_exp(f / self.tau) - self.tau * math.log(self.n)
+
+    def params(self):
+        return {"n": self.n, "tau": self.tau}
 
 
 # ======================================================================================

@@ -171,11 +171,11 @@ def private_certified_solve(problem, num_shares: int | float = 1.0, reconstructi
     the problem has no private route. ``options`` go to the route."""
     from flwr.app import Context, RecordDict
 
-    from ..client_oracle.private import private_clients, private_route, private_solve
+    from ..client_oracle.private import private_solve, route_clients
     from .grid import LocalGrid
 
-    private_route(problem)                       # refusals before the grid starts
-    with LocalGrid(secure_sum_client_app(private_clients(problem)), problem.n_clients, verbose=verbose) as grid:
+    clients = route_clients(problem)             # refusals before the grid starts
+    with LocalGrid(secure_sum_client_app(clients), problem.n_clients, verbose=verbose) as grid:
         context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config={})
         channel = FlowerSecAggChannel(clients=sorted(grid.get_node_ids()), grid=grid, context=context,
                                       num_shares=num_shares, reconstruction_threshold=reconstruction_threshold,
