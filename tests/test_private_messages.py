@@ -115,7 +115,7 @@ def test_no_sum_the_server_receives_is_one_clients_answer(route):
     else:                       # the KL penalty's log-sum-exp terms (its clients also answer "kl_terms")
         prob = _bc(dm.sets.KLPenalty(4, 0.5))
         cert = private_kl_solve(prob, channel=_recorded_channel(prob, book, SumOnlyChannel(kl_clients(prob), seed=0)))
-        assert {query for _, query, _ in book.sums} == {"size", "kl_terms", "dual_allowances"}
+        assert {query for _, query, _ in book.sums} == {"size", "value_gradient", "kl_terms", "dual_allowances"}
     assert cert.status == "optimal"
     assert len(book.sums) > 20 and book.sums[-1][0] == book.call
     assert inspect(book) == []
