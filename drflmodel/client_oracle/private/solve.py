@@ -50,7 +50,7 @@ REFUSED = {
 def _as_dro(problem):
     """``problem`` as a :class:`~drflmodel.problems.minmax.dro.FederatedDRO`: FAFL's
     :class:`~drflmodel.problems.minmax.fafl.FairnessAwareFL` at its levels is the DRO problem over
-    its HCVaR set (the same :math:`\min_\theta\max_{\lambda\in Q_\alpha}\lambda^\top f(\theta)`);
+    its HCVaR set (the same :math:`\\min_\\theta\\max_{\\lambda\\in Q_\\alpha}\\lambda^\\top f(\\theta)`);
     other families are refused by name."""
     from ...problems.minmax.dro import FederatedDRO
     from ...problems.minmax.fafl import FairnessAwareFL
@@ -72,8 +72,8 @@ def private_route(problem) -> tuple[str, object]:
     :class:`~drflmodel.errors.InvalidParameterError` naming the family or weight set and the reason.
 
     FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)`` weights) at a fixed level: caps
-    :math:`c_i=p_i/\alpha_i`; every :math:`\alpha_i=1` is the :math:`p`-weighted average (the
-    fixed-weight route; ERM when :math:`p_i=N_i/N`); equal caps :math:`c_i=1/(\alpha n)` (equal
+    :math:`c_i=p_i/\\alpha_i`; every :math:`\\alpha_i=1` is the :math:`p`-weighted average (the
+    fixed-weight route; ERM when :math:`p_i=N_i/N`); equal caps :math:`c_i=1/(\\alpha n)` (equal
     client sizes and one level) are exactly ``CVaR(n, alpha)``, routed to the CVaR route with that
     problem as the argument; other caps are refused (:data:`REFUSED`)."""
     dro = _as_dro(problem)
