@@ -80,3 +80,16 @@ def test_what_private_grading_refuses(bc):
         dmf.graded(app, oracle=cvar, private=True)
     with pytest.raises(dm.InvalidParameterError, match="private must be True or False"):
         dmf.graded(app, oracle=erm, private="yes")
+
+
+@pytest.mark.slow
+def test_the_kl_certificate_through_flowers_secagg_equals_the_simulated_one(bc):
+    """The KL route's clients (KLClient, from route_clients) as supernodes under Flower's real SecAgg+:
+    the same certificate, bit for bit, as the simulated channel's (the grid values pass Flower's
+    quantization exactly)."""
+    prob = dm.FederatedDRO(bc, dm.losses.Logistic(), weights=dm.sets.KLPenalty(4, 0.5), l2=0.01)
+    simulated = private_solve(prob)
+    flower = dmf.certified_solve(prob, private=True)
+    assert flower.info["private"]["route"] == "kl" and flower.status == "optimal"
+    assert (flower.lower_bound, flower.upper_bound) == (simulated.lower_bound, simulated.upper_bound)
+    assert np.array_equal(flower.theta, simulated.theta)

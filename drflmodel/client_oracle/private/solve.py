@@ -14,6 +14,10 @@ Routes (the math is in the package docstring, :mod:`drflmodel.client_oracle.priv
 * ``ChiSquare(n, rho)``, :math:`\rho>0`: :func:`~.cvar.private_chi_square_solve` (its exact dual).
 * ``KLPenalty(n, tau)``: :func:`~.kl.private_kl_solve` (the tilted risk, a log-sum-exp of the
   clients' terms; no dual search, no opt-in).
+* FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)``) at a fixed level: at level 1 the
+  ``HCVaR(p, 1)`` route; with equal caps :math:`p_i/\alpha_i` (equal client sizes, one level) the
+  set *is* ``CVaR(n, alpha)`` and takes the CVaR route; unequal caps are refused (the CVaR route's
+  slope, counts and certificate take one common cap).
 
 Everything else is refused (:data:`REFUSED` gives the reason per weight set), as are other problem
 families and non-smooth losses. The returned solution carries **no** worst-case weights and **no**
