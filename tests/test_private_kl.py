@@ -3,6 +3,8 @@ certificate from secure sums against the in-process CVXPY certificate (an indepe
 exact robust objective, the quantization carried into the bound, the guard when one client's term
 dominates, and FAFL at a fixed level routed or refused by name."""
 
+import json
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -63,6 +65,7 @@ def test_private_kl_is_certified_from_sums_and_brackets_the_cvxpy_optimum(bc):
     assert {q.replace(" (holders)", "") for q in info["sums_by_query"]} == {"size", "value_gradient", "kl_terms",
                                                                               "dual_allowances"}
     assert all(isinstance(c, KLClient) for c in route_clients(prob))
+    json.dumps(sol.to_dict())
 
 
 def test_coarse_quantization_is_carried_into_the_bound(bc):
