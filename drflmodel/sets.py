@@ -1336,7 +1336,7 @@ def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> t
 #: the one name of each weight set -- its ``name`` attribute, the ``name`` of a TOML ``weights``
 #: table and the ``weights=`` of the scikit-learn estimators -- and its class here
 WEIGHT_SET_NAMES = {"simplex": "Simplex", "cvar": "CVaR", "chi_square": "ChiSquare", "qffl": "QFFL",
-                    "hcvar": "HCVaR", "lp_ball": "LpBall"}
+                    "hcvar": "HCVaR", "lp_ball": "LpBall", "kl_penalty": "KLPenalty"}
 #: names used before, accepted with a ``DeprecationWarning``: the name each one became
 _FORMER_NAMES = {"chi2": "chi_square"}
 
@@ -1362,6 +1362,7 @@ def from_name(name, n: int, proportions=None, what: str = "weights", **options) 
 
     * ``"simplex"``: :class:`Simplex` ``(n)``; ``"cvar"``: :class:`CVaR` ``(n, alpha)``;
       ``"chi_square"``: :class:`ChiSquare` ``(n, rho)``; ``"qffl"``: :class:`QFFL` ``(n, q)``;
+      ``"kl_penalty"``: :class:`KLPenalty` ``(n, tau)``;
     * ``"hcvar"``: :class:`HCVaR` ``(proportions, alpha)``;
     * ``"lp_ball"``: :class:`LpBall` ``(center, radius, p=2)`` with ``center`` a vector, or
       ``"proportions"`` (the default) or ``"uniform"`` (:math:`1/n` each).
