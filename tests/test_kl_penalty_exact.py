@@ -1,0 +1,141 @@
+"""The KL penalty (``dm.sets.KLPenalty(n, tau)``, name ``"kl_penalty"``) solved exactly: every route
+that takes it -- auto, conic, sqp, hessian_free, block_newton, and the federated solve over a
+LocalChannel -- certifies ``optimal``, the routes' upper bounds lie within their gaps of each other,
+and of an independent reference: the tilted objective of T. Li, A. Beirami, M. Sanjabi and V. Smith,
+"Tilted Empirical Risk Minimization" (ICLR 2021), eq. (2),
+
+    min_theta  tau log((1/n) sum_i exp(g_i(theta)/tau)) + (l2/2)|theta|^2,
+
+with g_i the client's mean loss written here in numpy (not drflmodel's losses) and minimized by
+scipy's L-BFGS-B. Small tau approaches AFL (the largest loss, within tau log n); large tau
+approaches the uniform mean (within range^2 / (8 tau), Hoeffding's lemma)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+import drflmodel as dm
+from drflmodel.client_oracle import LocalChannel, federated_solve
+
+N_CLIENTS = 4
+L2 = 0.02
+ROUTES = ("auto", "conic", "sqp", "hessian_free", "block_newton", "federated")
+
+
+def _problem(K, W_of_n, seed=0):
+    fed = dm.datasets.gaussian_mixture(160, 4, K, n_clients=N_CLIENTS, alpha=1.0, min_size=5, seed=seed)
+    loss = dm.losses.Multinomial() if K > 2 else dm.losses.Logistic()
+    return fed, dm.FederatedDRO(fed, loss, W_of_n(N_CLIENTS), l2=L2)
+
+
+def _client_losses(fed, K):
+    """g_i(W) (the clients' mean losses, no ridge) and their gradients, in numpy: logistic with
+    labels +-1 on the score x.w, softmax cross-entropy with class indices on the scores x.W."""
+    data = [(np.asarray(c.X, float), np.asarray(c.y)) for c in fed.clients]
+    d = data[0][0].shape[1]
+    k = 1 if K == 2 else K
+
+    def losses(w):
+        W = w.reshape(d, k)
+        vals, grads = [], []
+        for X, y in data:
+            S = X @ W
+            if K == 2:
+                z = y * S[:, 0]
+                vals.append(np.mean(np.logaddexp(0.0, -z)))
+                grads.append((X.T @ (-y * np.exp(-np.logaddexp(0.0, z))) / len(y))[:, None])
+            else:
+                lse = logsumexp(S, axis=1)
+                idx = y.astype(int)
+                vals.append(np.mean(lse - S[np.arange(len(y)), idx]))
+                P = np.exp(S - lse[:, None])
+                P[np.arange(len(y)), idx] -= 1.0
+                grads.append(X.T @ P / len(y))
+        return np.array(vals), np.array([g.ravel() for g in grads])
+
+    return losses, d * k
+
+
+def _tilted_reference(fed, K, tau):
+    """min over theta of the tilted objective by L-BFGS-B at tight tolerance: its value."""
+    losses, dim = _client_losses(fed, K)
+
+    def fun(w):
+        g, G = losses(w)
+        t = g / tau
+        weights = np.exp(t - logsumexp(t))
+        return tau * (logsumexp(t) - math.log(len(g))) + 0.5 * L2 * w @ w, weights @ G + L2 * w
+
+    res = minimize(fun, np.zeros(dim), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 20000, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-11})
+    assert np.linalg.norm(res.jac) <= 1e-8, res        # a stationary point of a strongly convex function
+    return float(res.fun)
+
+
+def _solve(prob, route):
+    if route == "federated":
+        return federated_solve(prob, LocalChannel.from_problem(prob))
+    return prob.solve(method=route)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+@pytest.mark.parametrize("tau", [0.01, 1.0, 10.0])
+def test_every_route_certifies_the_tilted_optimum(K, tau):
+    fed, prob = _problem(K, lambda n: dm.sets.KLPenalty(n, tau))
+    reference = _tilted_reference(fed, K, tau)
+    sols = {route: _solve(prob, route) for route in ROUTES}
+    scale = max(1.0, abs(reference))
+    for route, sol in sols.items():
+        assert sol.status == "optimal", (route, sol.status)
+        assert sol.upper_bound - sol.lower_bound <= 1e-6 * scale, route
+        # the reference is the objective at some theta, so it is >= the optimum >= L
+        assert sol.lower_bound <= reference + 1e-11 * scale, (route, sol.lower_bound - reference)
+        # and L-BFGS-B got within 1e-10 of the optimum, which is >= L
+        assert sol.upper_bound <= reference + max(sol.upper_bound - sol.lower_bound, 0) + 1e-10 * scale, route
+        assert abs(sol.upper_bound - reference) <= max(sol.upper_bound - sol.lower_bound, 0) + 1e-10 * scale, route
+    assert sols["federated"].info["federated"]["method"] == "block_newton"
+    for a in ROUTES:                                   # pairwise: each U within the other's gap
+        for b in ROUTES:
+            gap = max(sols[b].upper_bound - sols[b].lower_bound, 0.0)
+            assert sols[a].upper_bound >= sols[b].lower_bound - 1e-11 * scale, (a, b)
+            assert abs(sols[a].upper_bound - sols[b].upper_bound) <= gap + max(
+                sols[a].upper_bound - sols[a].lower_bound, 0.0) + 1e-11 * scale, (a, b)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_small_tau_tends_to_the_largest_loss_and_large_tau_to_the_mean(K):
+    """tau = 0.001: within tau log n below AFL's optimum (max - tau log n <= tilted <= max
+    pointwise); tau = 100: between the uniform mean's optimum and it plus range^2/(8 tau), the range
+    of the client losses at the mean's theta (Hoeffding's lemma)."""
+    n, small_tau, large_tau = N_CLIENTS, 0.001, 100.0
+    _, afl = _problem(K, dm.sets.Simplex)
+    _, mean = _problem(K, lambda n: dm.sets.CVaR(n, 1.0))          # lambda_i <= 1/n: the uniform mean
+    afl_sol, mean_sol = afl.solve(method="conic"), mean.solve(method="conic")
+    small = _problem(K, lambda n: dm.sets.KLPenalty(n, small_tau))[1].solve()
+    large = _problem(K, lambda n: dm.sets.KLPenalty(n, large_tau))[1].solve()
+    assert small.status == large.status == "optimal"
+    below_max = small_tau * math.log(n)
+    assert afl_sol.lower_bound - below_max - 1e-9 <= small.upper_bound
+    assert small.lower_bound <= afl_sol.upper_bound + 1e-9
+    spread = float(np.ptp(mean.objectives.values(np.asarray(mean_sol.theta, float))))   # at the mean's theta
+    above_mean = spread ** 2 / (8 * large_tau)
+    assert mean_sol.lower_bound - 1e-9 <= large.upper_bound
+    assert large.lower_bound <= mean_sol.upper_bound + above_mean + 1e-9
+    # the two limits are far apart here, so the windows above are narrow in comparison
+    assert afl_sol.lower_bound - mean_sol.upper_bound > 10 * max(below_max, above_mean)
+
+
+def test_psi_off_the_simplex_by_round_off_keeps_the_lower_bound_below_the_value():
+    """A certificate's weights sum to 1 - delta; lambda.f - psi(lambda) must not exceed the worst
+    case (the plain tau sum lambda log(n lambda) rose by ~tau delta = 7e-12 at tau = 100)."""
+    W = dm.sets.KLPenalty(4, 100.0)
+    f = np.array([0.46, 0.50, 0.47, 0.48])
+    value, lam = W.worst_case(f)
+    for delta in (7e-14, -7e-14, 1e-12):
+        off = lam * (1.0 - delta)
+        assert float(off @ f) - W.psi(off) <= value + 1e-15 + abs(delta) * float(np.max(f)), delta
+    exact = 100.0 * math.log1p(float(np.mean(np.expm1(f / 100.0))))       # tau log mean e^{f/tau}, no shift
+    assert abs(value - exact) <= 1e-15
