@@ -139,3 +139,44 @@ def test_psi_off_the_simplex_by_round_off_keeps_the_lower_bound_below_the_value(
         assert float(off @ f) - W.psi(off) <= value + 1e-15 + abs(delta) * float(np.max(f)), delta
     exact = 100.0 * math.log1p(float(np.mean(np.expm1(f / 100.0))))       # tau log mean e^{f/tau}, no shift
     assert abs(value - exact) <= 1e-15
+
+
+# ------------------------------------------------------------------------------ the name "kl_penalty"
+def test_the_name_builds_it_from_toml_and_refuses_a_bad_tau(tmp_path):
+    from drflmodel._config import ConfigError, build_problem, load_config
+
+    text = ('[data]\nsource = "synthetic_regression"\noptions = { n_clients = 3, dim = 2, samples = 10 }\n'
+            '[loss]\nname = "squared"\n[problem]\nfamily = "dro"\noptions = { l2 = 0.1 }\n'
+            'weights = { name = "kl_penalty", tau = TAU }\n')
+    config = tmp_path / "c.toml"
+    config.write_text(text.replace("TAU", "0.5"))
+    built = build_problem(load_config(config)).weights
+    assert isinstance(built, dm.sets.KLPenalty) and built.params() == {"n": 3, "tau": 0.5}
+    for bad in ("0.0", "-1.0", "inf", "nan"):
+        config.write_text(text.replace("TAU", bad))
+        with pytest.raises((ConfigError, dm.InvalidParameterError), match="tau"):
+            build_problem(load_config(config))
+    config.write_text(text.replace(", tau = TAU", ""))
+    with pytest.raises(ConfigError, match="missing key 'problem.weights.tau'"):
+        build_problem(load_config(config))
+
+
+def test_the_estimators_take_it_with_tau():
+    pytest.importorskip("sklearn")
+    from drflmodel.sklearn import FederatedDROClassifier
+
+    fed, _ = _problem(2, lambda n: dm.sets.KLPenalty(n, 1.0))
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.KLPenalty(N_CLIENTS, 1.0), l2=L2,
+                           penalize_intercept=False)                     # as fit_intercept=True does
+    X = np.vstack([c.X[:, 1:] for c in fed.clients])                      # column 0 is the intercept
+    y = np.concatenate([c.y for c in fed.clients])
+    site = np.concatenate([np.full(len(c.y), i) for i, c in enumerate(fed.clients)])
+    est = FederatedDROClassifier(weights="kl_penalty", tau=1.0, l2=L2, gap_tol=1e-9).fit(X, y, clients=site)
+    direct = prob.solve(method="sqp")
+    assert abs(est.upper_bound_ - direct.upper_bound) <= 1e-8
+    with pytest.raises(dm.InvalidParameterError, match="weights='kl_penalty' needs tau"):
+        FederatedDROClassifier(weights="kl_penalty").fit(X, y, clients=site)
+    with pytest.raises(dm.InvalidParameterError, match=r"tau must lie in \(0"):
+        FederatedDROClassifier(weights="kl_penalty", tau=0.0).fit(X, y, clients=site)
+    with pytest.raises(dm.InvalidParameterError, match="tau=1.0 has no effect"):
+        FederatedDROClassifier(weights="simplex", tau=1.0).fit(X, y, clients=site)
