@@ -1059,7 +1059,7 @@ class KLPenalty(WeightSet):
         \\qquad\\lambda^\\star_i=\\frac{e^{f_i/\\tau}}{\\sum_je^{f_j/\\tau}},
 
     the tilted empirical risk with tilt :math:`t=1/\\tau` (T. Li, A. Beirami, M. Sanjabi and V. Smith
-    2021, "Tilted empirical risk minimization", ICLR, eq. (2)): between the mean of :math:`f` and its
+    2021, "Tilted Empirical Risk Minimization", ICLR, eq. (2)): between the mean of :math:`f` and its
     maximum, within :math:`\\tau\\log n` of the maximum.
 
     * ``worst_case``: the closed form above (shifted by :math:`\\max f`, no overflow).
