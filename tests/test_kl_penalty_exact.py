@@ -59,10 +59,12 @@ def _client_losses(fed, K):
     return losses, d * k
 
 
-def _tilted_reference(fed, K, tau):
+def _tilted_reference(fed, K, tau, point=False):
     """min over theta of the tilted objective by L-BFGS-B at tight tolerance: ``(value, slack)``,
     the objective at its last point and ``|gradient|^2 / (2 l2)``, so that the optimum lies in
-    ``[value - slack, value]`` (the objective is l2-strongly convex)."""
+    ``[value - slack, value]`` (the objective is l2-strongly convex) up to the round-off of the
+    float evaluation (1.6e-15 at K = 2, tau = 10: :func:`_exact_tilted_optimum`). ``point=True``
+    also returns the last point."""
     losses, dim = _client_losses(fed, K)
 
     def fun(w):
@@ -75,7 +77,73 @@ def _tilted_reference(fed, K, tau):
                    options={"maxiter": 20000, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-11})
     slack = float(res.jac @ res.jac) / (2.0 * L2)
     assert slack <= 1e-12, res                         # near the minimizer of a strongly convex function
-    return float(res.fun), slack
+    return (float(res.fun), slack, res.x) if point else (float(res.fun), slack)
+
+
+def _exact_tilted_optimum(fed, K, tau, digits=50):
+    """The tilted optimum in decimal arithmetic (``digits`` significant digits): ``(low, high)``
+    Decimals with the optimum in ``[low, high]``. Newton's method from the L-BFGS-B point with
+    every objective and gradient evaluated in decimal (exp / ln of the decimal module; the data
+    and the start are floats, hence exact) and a float finite-difference Hessian, which only slows
+    the convergence to linear at rate ~1e-8; the interval is ``[F - |grad F|^2 / (2 l2), F]`` at
+    the last point, both ends evaluated in decimal (width below 1e-40, asserted)."""
+    from decimal import Decimal, localcontext
+
+    losses, dim = _client_losses(fed, K)
+    w0 = _tilted_reference(fed, K, tau, point=True)[2]
+    k = 1 if K == 2 else K
+    with localcontext() as ctx:
+        ctx.prec = digits
+        one, l2, t = Decimal(1), Decimal(L2), Decimal(tau)
+        data = [([[Decimal(float(v)) for v in row] for row in np.asarray(c.X, float)],
+                 [Decimal(float(v)) if K == 2 else int(v) for v in np.asarray(c.y)]) for c in fed.clients]
+
+        def objective(w):                           # (F, grad F) in decimal; theta as in _client_losses
+            vals, grads = [], []
+            for X, y in data:
+                total, G = Decimal(0), [Decimal(0)] * dim
+                for x, label in zip(X, y):
+                    S = [sum(x[a] * w[a * k + c] for a in range(len(x))) for c in range(k)]
+                    if K == 2:                      # log(1 + e^{-z}), z = y s; d/ds = -y / (1 + e^z)
+                        z = label * S[0]
+                        total += (one + (-z).exp()).ln() if z > 0 else -z + (one + z.exp()).ln()
+                        P = [-label / (one + z.exp())]
+                    else:                           # logsumexp(S) - S_y; d/dS = softmax(S) - e_y
+                        top = max(S)
+                        lse = top + sum((v - top).exp() for v in S).ln()
+                        total += lse - S[label]
+                        P = [(v - lse).exp() for v in S]
+                        P[label] -= one
+                    for a in range(len(x)):
+                        for c in range(k):
+                            G[a * k + c] += x[a] * P[c]
+                vals.append(total / len(y))
+                grads.append([v / len(y) for v in G])
+            top = max(vals)
+            e = [((v - top) / t).exp() for v in vals]
+            F = top + t * (sum(e) / len(vals)).ln() + l2 / 2 * sum(v * v for v in w)
+            grad = [sum(e[i] * grads[i][j] for i in range(len(vals))) / sum(e) + l2 * w[j] for j in range(dim)]
+            return F, grad
+
+        def float_gradient(w):
+            g, G = losses(w)
+            lam = np.exp(g / tau - logsumexp(g / tau))
+            return lam @ G + L2 * w
+
+        H = np.empty((dim, dim))
+        for j in range(dim):                        # central differences, h = 1e-5
+            e = np.zeros(dim)
+            e[j] = 1e-5
+            H[:, j] = (float_gradient(w0 + e) - float_gradient(w0 - e)) / 2e-5
+        H = 0.5 * (H + H.T)
+        w = [Decimal(float(v)) for v in w0]
+        for _ in range(5):
+            step = np.linalg.solve(H, np.array([float(v) for v in objective(w)[1]]))
+            w = [v - Decimal(float(s)) for v, s in zip(w, step)]
+        F, grad = objective(w)
+        slack = sum(v * v for v in grad) / (2 * l2)
+        assert slack < Decimal("1e-40"), slack
+        return F - slack, F
 
 
 def _solve(prob, route):
@@ -129,6 +197,55 @@ def test_small_tau_tends_to_the_largest_loss_and_large_tau_to_the_mean(K):
     assert large.lower_bound <= mean_sol.upper_bound + above_mean + 1e-9
     # the two limits are far apart here, so the windows above are narrow in comparison
     assert afl_sol.lower_bound - mean_sol.upper_bound > 10 * max(below_max, above_mean)
+
+
+@pytest.mark.parametrize("K, tau", [(2, 10.0), (3, 1.0)])
+def test_no_lower_bound_exceeds_the_exact_optimum(K, tau):
+    """Every route's certified lower bound lies at or below the tilted optimum computed in 50-digit
+    decimal arithmetic, with no tolerance. These instances exposed conic multipliers summing to
+    1 + 3e-13, kept as feasible weights: the dual value there exceeded the optimum by
+    1.2e-13 (sets.feasible_weights now scales such weights down)."""
+    from decimal import Decimal
+
+    fed, prob = _problem(K, lambda n: dm.sets.KLPenalty(n, tau))
+    low, high = _exact_tilted_optimum(fed, K, tau)
+    reference = _tilted_reference(fed, K, tau)[0]
+    assert abs(Decimal(reference) - high) <= Decimal("1e-14")     # the float reference, to its round-off
+    for route in ROUTES:
+        sol = _solve(prob, route)
+        assert sol.status == "optimal", route
+        assert Decimal(sol.lower_bound) <= low, (route, float(Decimal(sol.lower_bound) - low))
+
+
+def test_feasible_weights_of_a_simplex_set_never_sum_above_one():
+    lam = np.array([0.25, 0.25, 0.25, 0.25]) * (1.0 + 3e-13)
+    for W in (dm.sets.KLPenalty(4, 10.0), dm.sets.Simplex(4), dm.sets.CVaR(4, 0.5)):
+        kept, projected = dm.sets.feasible_weights(W, lam)
+        assert not projected and math.fsum(kept) <= 1.0 and np.all(kept >= 0), W
+        assert np.max(np.abs(kept - 0.25)) <= 1e-15                      # scaled down, not moved
+    kept, _ = dm.sets.feasible_weights(dm.sets.Simplex(4), lam * (1.0 - 6e-13))   # below one: kept
+    assert np.array_equal(kept, lam * (1.0 - 6e-13))
+
+
+def test_psi_is_rounded_up_past_its_exact_value():
+    """psi(lambda) >= the exact tau sum lambda_i log(n lambda_i / s) (50-digit decimal) for random
+    weights at tau = 100 (the plain float evaluation fell 1.4e-14 below it), and by at most
+    tau 1e-14."""
+    from decimal import Decimal, localcontext
+
+    rng = np.random.default_rng(0)
+    for n, tau in ((4, 100.0), (7, 1.0), (50, 1e4)):
+        W = dm.sets.KLPenalty(n, tau)
+        for _ in range(50):
+            lam = rng.dirichlet(np.full(n, 20.0))
+            lam[rng.integers(n)] = 0.0 if n > 4 else lam[0]
+            with localcontext() as ctx:
+                ctx.prec = 50
+                d = [Decimal(float(v)) for v in lam]
+                s = sum(d)
+                exact = Decimal(tau) * sum(v * (n * v / s).ln() for v in d if v > 0)
+            assert Decimal(W.psi(lam)) >= exact, (n, tau)
+            assert Decimal(W.psi(lam)) - exact <= Decimal(tau * 1e-14), (n, tau)
 
 
 def test_psi_off_the_simplex_by_round_off_keeps_the_lower_bound_below_the_value():
