@@ -20,11 +20,11 @@ from tests.test_kl_penalty_exact import (ROUTES, _exact_tilted_optimum, _problem
                                          _tilted_reference)
 
 
-def main(taus=(0.001, 0.01, 0.1, 1.0, 10.0, 100.0)):
+def main(taus=(0.001, 0.01, 0.1, 1.0, 10.0, 100.0), classes=(2, 3)):
     print("| K | tau | ref slack | ref - exact | max abs(U - ref) | max rel gap | max abs(U_a - U_b) "
           "| max (L - exact) | statuses | max s/route |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for K in (2, 3):
+    for K in classes:
         for tau in taus:
             fed, prob = _problem(K, lambda n: dm.sets.KLPenalty(n, tau))
             ref, slack = _tilted_reference(fed, K, tau)     # the optimum is in [ref - slack, ref] (float)
