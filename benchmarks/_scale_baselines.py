@@ -9,6 +9,8 @@
   tolerances as scikit-learn's lbfgs (``gtol=1e-8``, ``ftol=64 eps``).
 * CVaR DRO: the same L-BFGS-B on the softplus-smoothed Rockafellar-Uryasev form
   :math:`\\eta+\\frac1{\\alpha n}\\sum_i\\mu\\log(1+e^{(f_i-\\eta)/\\mu})`, :math:`\\mu=10^{-4}`.
+* FAFL (HCVaR): the same with the client caps :math:`c_i=p_i/\\alpha_i` in place of :math:`1/(\\alpha n)`
+  (the FAFL paper's smoothed problem (5), Tu et al., "Fairness-Aware Federated Learning").
 """
 
 from __future__ import annotations
@@ -93,17 +95,29 @@ def chi2_dual_lbfgs(fed, l2: float, rho: float):
 
 def cvar_smoothed_lbfgs(fed, l2: float, alpha: float, mu: float = 1e-4):
     """``(theta, eta, seconds, iterations)`` of L-BFGS-B on the softplus-smoothed CVaR dual."""
+    return capped_smoothed_lbfgs(fed, l2, np.full(fed.n_clients, 1.0 / (alpha * fed.n_clients)), mu)
+
+
+def fafl_smoothed_lbfgs(fed, l2: float, alpha: float, mu: float = 1e-4):
+    """``(theta, eta, seconds, iterations)`` of L-BFGS-B on the softplus-smoothed FAFL (HCVaR) dual,
+    caps :math:`p_i/\\max(\\alpha,p_i)` (levels below :math:`p_i` clipped, as ``alpha_below_p="clip"``)."""
+    p = np.asarray(fed.proportions, float)
+    return capped_smoothed_lbfgs(fed, l2, p / np.maximum(alpha, p), mu)
+
+
+def capped_smoothed_lbfgs(fed, l2: float, cap, mu: float = 1e-4):
+    """``(theta, eta, seconds, iterations)`` of L-BFGS-B on
+    :math:`\\eta+\\sum_ic_i\\mu\\log(1+e^{(f_i-\\eta)/\\mu})` (client caps :math:`c`)."""
     t0 = time.perf_counter()
     plain = PlainClientLosses(fed, l2)
-    n = fed.n_clients
     P = plain.K * plain.d
-    cap = 1.0 / (alpha * n)
+    cap = np.asarray(cap, float)
 
     def fun(z):
         theta, eta = z[:P], z[P]
         f, R = plain.values_and_rows(theta)
         u = (f - eta) / mu
-        value = eta + cap * mu * float(np.sum(np.logaddexp(0.0, u)))
+        value = eta + mu * float(cap @ np.logaddexp(0.0, u))
         v = cap * expit(u)
         grad = np.concatenate([plain.weighted_gradient(theta, R, v), [1.0 - v.sum()]])
         return value, grad

@@ -29,7 +29,11 @@ with ``l2 = 1e-3`` and the intercept unpenalized, at P = 51 (10k x 50 and 100k x
 * ``chi2``: ``FederatedDRO`` with ``ChiSquare(20, 0.1)`` against SciPy's L-BFGS-B on the smooth dual
   in (theta, eta) (``benchmarks/_scale_baselines.py``: plain numpy losses, the tolerances of
   scikit-learn's lbfgs);
-* ``cvar``: ``CVaR(20, 0.2)`` against L-BFGS-B on the softplus-smoothed dual (mu = 1e-4).
+* ``cvar``: ``CVaR(20, 0.2)`` against L-BFGS-B on the softplus-smoothed dual (mu = 1e-4);
+* ``fafl``: ``FairnessAwareFL(alpha=0.5)`` (levels below a client's share raised to it) against the
+  same L-BFGS-B with the caps p_i / alpha_i.
+
+``1Mx20`` (1,000,000 rows, 19 features and the intercept, 20 clients) is the large-N shape.
 
 The certified time includes building the problem (``FederatedDRO(...)``) and ``solve()``. Each row
 runs ``--repeats`` times, the certified solve and its baselines interleaved in this one process
@@ -71,7 +75,7 @@ import numpy as np
 
 import drflmodel as dm
 from _plain import solve_as_a_user
-from _scale_baselines import chi2_dual_lbfgs, cvar_smoothed_lbfgs, sklearn_erm
+from _scale_baselines import chi2_dual_lbfgs, cvar_smoothed_lbfgs, fafl_smoothed_lbfgs, sklearn_erm
 from drflmodel.objectives import ClientObjectives
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
@@ -346,8 +350,10 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 #: name -> (rows, features, classes); "digits" is scikit-learn's digits (1,797 x 64 pixels, 10 classes)
 SCALE_SHAPES = {"240x15": (240, 14, 2), "2kx20": (2_000, 19, 2), "10kx50": (10_000, 50, 2), "100kx50": (100_000, 50, 2), "digits": (1_797, 64, 10),
                 "20kx200x10": (20_000, 200, 10), "50kx512x10": (50_000, 512, 10),
-                "50kx512x100": (50_000, 512, 100)}
-SCALE_ROWS = ("erm", "chi2", "cvar")
+                "50kx512x100": (50_000, 512, 100), "1Mx20": (1_000_000, 19, 2)}
+SCALE_ROWS = ("erm", "chi2", "cvar", "fafl")
+#: the FAFL row's level (levels below a client's share p_i are raised to p_i: ``alpha_below_p="clip"``)
+FAFL_ALPHA = 0.5
 SKLEARN_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky")
 
 
@@ -380,6 +386,11 @@ def _certified_problem(fed, row: str, pooled=None):
     loss = dm.losses.Multinomial() if fed.task == "multiclass" else dm.losses.Logistic()
     if row == "erm":
         return dm.FederatedDRO(pooled, loss, dm.sets.Simplex(1), l2=L2, penalize_intercept=False)
+    if row == "fafl":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")            # the clip's note
+            return dm.FairnessAwareFL(fed, loss, alpha=FAFL_ALPHA, l2=L2, penalize_intercept=False,
+                                      alpha_below_p="clip")
     W = dm.sets.ChiSquare(fed.n_clients, RHO) if row == "chi2" else dm.sets.CVaR(fed.n_clients, cvar_alpha(fed))
     return dm.FederatedDRO(fed, loss, W, l2=L2, penalize_intercept=False)
 
@@ -415,6 +426,9 @@ def _baselines_once(fed, row: str, prob, skip_cholesky_above: int) -> dict:
     elif row == "chi2":
         theta, _, seconds, it = chi2_dual_lbfgs(fed, L2, RHO)
         out["L-BFGS-B chi2 dual"] = (seconds, it, prob.objective(theta))
+    elif row == "fafl":
+        theta, _, seconds, it = fafl_smoothed_lbfgs(fed, L2, FAFL_ALPHA)
+        out["L-BFGS-B smoothed FAFL"] = (seconds, it, prob.objective(theta))
     else:
         theta, _, seconds, it = cvar_smoothed_lbfgs(fed, L2, cvar_alpha(fed))
         out["L-BFGS-B smoothed CVaR"] = (seconds, it, prob.objective(theta))

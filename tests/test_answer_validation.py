@@ -63,8 +63,10 @@ _replace = edit
 
 
 LIES = {
-    "gradients x10": (_scale("gradient", 10.0), "first-order convexity"),
-    "gradients negated": (_scale("gradient", -1.0), "first-order convexity"),
+    # auto's block_newton asks the bound terms with each evaluation here (P = 31: room in 4P floats), so a scaled
+    # gradient contradicts its own answer's intercept gradient at the first point (the two-point check below)
+    "gradients x10": (_scale("gradient", 10.0), "bound gradient"),
+    "gradients negated": (_scale("gradient", -1.0), "bound gradient"),
     "values x0.1": (_scale("value", 0.1), "value at theta = 0"),
     "values - 1": (_shift("value", -1.0), "loss range"),
     "NaN values": (_replace("value", lambda v: np.full_like(v, np.nan)), "finite"),
@@ -73,6 +75,9 @@ LIES = {
     "huge values": (_replace("value", lambda v: np.full_like(v, 1e300)), "value at theta = 0"),
     "non-PSD Hessians": (_scale("hessian", -1.0), "Hessian PSD"),
     "non-PSD products": (_scale("hvp", -1.0), "Hessian-vector product PSD"),     # block_newton's evaluations
+    # the bound terms carried by block_newton's evaluations: checked as the bound_terms answer is
+    "non-PSD intercept curvature": (_scale("intercept_hessian", -1.0), "Hessian PSD"),
+    "intercept gradients x10": (_scale("intercept_gradient", 10.0), "bound gradient"),
 }
 
 
@@ -176,7 +181,8 @@ def test_federated_solve_validates_by_default_and_can_be_told_not_to():
     assert unchecked.status == "optimal" and unchecked.lower_bound > honest.upper_bound + 1e-2   # a false claim
     checked = federated_solve(problem, lying())
     assert checked.status == "failed" and checked.info["federated"]["checked"]
-    assert checked.info["fault"]["check"] == "first-order convexity" and checked.info["fault"]["partition"] == 0
+    # the scaled gradient contradicts the intercept gradient of the bound terms carried by the same answer
+    assert checked.info["fault"]["check"] == "bound gradient" and checked.info["fault"]["partition"] == 0
     with pytest.raises(dm.InvalidParameterError, match="check_answers must be True or False"):
         federated_solve(problem, LocalChannel.from_problem(problem), check_answers="yes")
 

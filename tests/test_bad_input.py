@@ -247,6 +247,8 @@ CONSTRUCTORS = {
               {"p": (vector(), ("p",)), "alpha": (JUNK, ("alpha",))}),
     "QFFL": (sets.QFFL, lambda: {"n": 3, "q": 1.0},
              {"n": (integer(1), ("n",)), "q": (real(0.0, low_open=True), ("q",))}),
+    "KLPenalty": (sets.KLPenalty, lambda: {"n": 3, "tau": 0.5},
+                  {"n": (integer(1), ("n",)), "tau": (real(0.0, low_open=True), ("tau",))}),
     "FederatedDRO": (dm.FederatedDRO,
                      lambda: {"federation": _fed(), "loss": losses.Squared(), "weights": sets.Simplex(3), "l2": 0.1},
                      {"federation": (st.one_of(JUNK, st.none()), ("federation",)),

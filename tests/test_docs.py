@@ -238,7 +238,7 @@ def test_weight_set_names_all_build():
 
     fed = dm.datasets.synthetic_regression(n_clients=3, dim=2, samples=10, seed=0)
     options = {"cvar": {"alpha": 0.5}, "chi_square": {"rho": 0.1}, "qffl": {"q": 1.0},
-               "hcvar": {"alpha": 1.0}, "lp_ball": {"radius": 0.1}}
+               "hcvar": {"alpha": 1.0}, "lp_ball": {"radius": 0.1}, "kl_penalty": {"tau": 0.5}}
     for name, cls in _config.WEIGHT_SETS.items():
         built = _config._weight_set({"name": name, **options.get(name, {})}, 3, fed, "problem.weights")
         assert type(built).__name__ == cls

@@ -748,3 +748,26 @@ def test_private_certificate_quick_run_brackets_the_cvxpy_optimum():
     assert rows[0]["withheld_sums"] == 0 and rows[0]["route"] == "fixed_weight"
     assert "the same optimum inside both): True" in out
     _figure("private_certificate")
+
+
+# =============================================================================== grading a Flower run privately
+def test_flower_private_grading_quick_run_measures_every_round_from_secure_sums():
+    """examples/flower_private_grading.py --quick: FedAvg graded privately. The oracle's interval
+    holds the in-process CVXPY optimum (an independent route); each round's objective, measured
+    from one secure sum over the clients, equals the exact objective recomputed from the rows within
+    the carried quantization error; the grading asked only size and value sums (no per-client
+    query); the figure is drawn."""
+    pytest.importorskip("flwr")
+    mod = _load("flower_private_grading")
+    rows, out = _run_quick(mod)
+    (row,) = rows
+    ref = row["problem"].solve()
+    assert row["status"] == "optimal"
+    assert row["lower"] <= ref.upper_bound + 1e-12 and ref.lower_bound <= row["upper"] + 1e-12
+    errs = np.abs(np.asarray(row["measured"]) - np.asarray(row["exact"]))
+    assert len(errs) == 6 and np.all(errs <= row["reveals"]["quantization_error_max"] + 1e-12)
+    assert set(row["reveals"]["grading_sums_by_query"]) <= {"size", "size (holders)", "value_gradient",
+                                                          "value_gradient (holders)"}
+    assert row["reveals"]["graded_models"] == 6 and "no client's value" in row["reveals"]["per_round"]
+    assert "<= carried quantization error" in out and out.count("True") >= 1
+    _figure("flower_private_grading")

@@ -213,6 +213,9 @@ def test_the_underscore_read_scan_finds_one(tmp_path):
 PRIVATE_NAME_IMPORTS_ALLOWED = {
     # the secure-sum CVaR route extends the fixed-weight route's server (private mode, one package)
     "client_oracle/private/cvar.py": {"fixed_weight:_Server"},
+    "client_oracle/private/kl.py": {"fixed_weight:_Server"},
+    # private grading reads one model's objective through the routes' own servers (one package)
+    "client_oracle/private/objective.py": {"fixed_weight:_Server", "kl:_KLServer"},
     # the min-max routes share their step state and deflated factor inside the family's folder
     "problems/minmax/active_set.py": {"lagrangian_sqp:_Point"},
     "problems/minmax/lagrangian_sqp.py": {"fixed_weight_bound:_Deflated"},

@@ -1,4 +1,4 @@
-"""What the server receives in private mode: every secure sum of the ERM, χ² and CVaR routes
+"""What the server receives in private mode: every secure sum of the ERM, χ², CVaR and KL routes
 (breast cancer, 4 sites), compared entry by entry with every client's own answer to the same
 query, recorded on the client side. No sum the server formed is one client's value, gradient or
 bound term: each entry is the sum of no client's nonzero term or of at least ``min_contributors``,
@@ -9,8 +9,8 @@ import pytest
 
 import drflmodel as dm
 from drflmodel.client_oracle.private.secure_sum import SumWithheld
-from drflmodel.client_oracle.private import (SumOnlyChannel, private_chi_square_solve, private_clients,
-                                             private_cvar_solve, private_fixed_weight_solve)
+from drflmodel.client_oracle.private import (SumOnlyChannel, kl_clients, private_chi_square_solve, private_clients,
+                                             private_cvar_solve, private_fixed_weight_solve, private_kl_solve)
 
 
 class _Book:
@@ -99,7 +99,7 @@ def test_the_inspector_catches_one_clients_term():
     assert [seen.query for seen in ch.seen] == ["x (holders)"] and book.sums == []
 
 
-@pytest.mark.parametrize("route", ["erm", "chi_square", "cvar"])
+@pytest.mark.parametrize("route", ["erm", "chi_square", "cvar", "kl"])
 def test_no_sum_the_server_receives_is_one_clients_answer(route):
     book = _Book()
     bc = dm.datasets.breast_cancer(n_clients=4, seed=0)
@@ -109,9 +109,13 @@ def test_no_sum_the_server_receives_is_one_clients_answer(route):
     elif route == "chi_square":
         prob = _bc(dm.sets.ChiSquare(4, 0.5))
         cert = private_chi_square_solve(prob, channel=_recorded_channel(prob, book), reveal_loss_distribution=True)
-    else:
+    elif route == "cvar":
         prob = _bc(dm.sets.CVaR(4, 0.5))
         cert = private_cvar_solve(prob, channel=_recorded_channel(prob, book), reveal_loss_distribution=True)
+    else:                       # the KL penalty's log-sum-exp terms (its clients also answer "kl_terms")
+        prob = _bc(dm.sets.KLPenalty(4, 0.5))
+        cert = private_kl_solve(prob, channel=_recorded_channel(prob, book, SumOnlyChannel(kl_clients(prob), seed=0)))
+        assert {query for _, query, _ in book.sums} == {"size", "value_gradient", "kl_terms", "dual_allowances"}
     assert cert.status == "optimal"
     assert len(book.sums) > 20 and book.sums[-1][0] == book.call
     assert inspect(book) == []

@@ -888,7 +888,7 @@ def test_one_name_per_weight_set_and_the_former_name_warns(tmp_path):
     assert dm.sets.WEIGHT_SET_NAMES == WEIGHT_SETS
     made = {"simplex": dm.sets.Simplex(3), "cvar": dm.sets.CVaR(3, 0.5), "chi_square": dm.sets.ChiSquare(3, 0.1),
             "qffl": dm.sets.QFFL(3, 1.0), "hcvar": dm.sets.HCVaR(np.full(3, 1 / 3), 0.5),
-            "lp_ball": dm.sets.LpBall(np.full(3, 1 / 3), 0.1)}
+            "lp_ball": dm.sets.LpBall(np.full(3, 1 / 3), 0.1), "kl_penalty": dm.sets.KLPenalty(3, 0.5)}
     assert {name: type(s).__name__ for name, s in made.items()} == WEIGHT_SETS
     assert all(s.name == name for name, s in made.items())
     with pytest.warns(DeprecationWarning, match="weights='chi2' is now weights='chi_square'"):
@@ -922,7 +922,8 @@ def test_from_name_builds_the_set_the_constructor_builds_and_names_a_wrong_optio
     direct = {"simplex": (dm.sets.Simplex(3), {}), "cvar": (dm.sets.CVaR(3, 0.5), {"alpha": 0.5}),
               "chi_square": (dm.sets.ChiSquare(3, 0.1), {"rho": 0.1}), "qffl": (dm.sets.QFFL(3, 2.0), {"q": 2.0}),
               "hcvar": (dm.sets.HCVaR(p, 0.6), {"alpha": 0.6}),
-              "lp_ball": (dm.sets.LpBall(p, 0.1, 1), {"radius": 0.1, "p": 1})}
+              "lp_ball": (dm.sets.LpBall(p, 0.1, 1), {"radius": 0.1, "p": 1}),
+              "kl_penalty": (dm.sets.KLPenalty(3, 0.5), {"tau": 0.5})}
     assert set(direct) == set(dm.sets.WEIGHT_SET_NAMES)
     losses = np.random.default_rng(0).uniform(0, 2, size=3)
     for name, (want, options) in direct.items():

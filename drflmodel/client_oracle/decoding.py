@@ -13,7 +13,9 @@ query          arrays and their exact number of floats
 describe       rows 1, features 1, outputs 1, ones_columns :math:`\le d`, classes_present :math:`K`
 row_norm       max_row_norm 1
 values         value: one per point of the request (:math:`|\theta|/P`)
-evaluate       value 1, gradient :math:`P`, hessian :math:`T(P)` (when asked)
+evaluate       value 1, gradient :math:`P`, hessian :math:`T(P)` (when asked), hvp :math:`qP` (with
+               :math:`q` ``directions``), the arrays of ``bound_terms`` (with the option
+               ``bound_terms``; ``column_squares`` with ``columns`` too)
 hvp            hvp :math:`P`
 statistics     gram :math:`T(d)`, moment :math:`d`, yy 1
 bound_terms    allowance 4, feature_norm 1, intercept_value 1, intercept_gradient :math:`K`,
@@ -104,8 +106,11 @@ def expected_sizes(query: str, request: dict | None, options: dict | None, decla
     if query == "evaluate":
         size = _size_of(request, "theta")
         hessian = bool(options.get("hessian"))
-        return {"value": (1, True), "gradient": (size, True), "hessian": (_triangle(size), hessian),
-                "hvp": (_size_of(request, "directions"), "directions" in request)}
+        out = {"value": (1, True), "gradient": (size, True), "hessian": (_triangle(size), hessian),
+               "hvp": (_size_of(request, "directions"), "directions" in request)}
+        if options.get("bound_terms"):   # the bound terms asked with the evaluation: their own sizes
+            out.update(expected_sizes("bound_terms", request, options, declared))
+        return out
     if query == "hvp":
         return {"hvp": (_size_of(request, "direction"), True)}
     if query == "statistics":        # without a declaration: d from the moment (checked below)

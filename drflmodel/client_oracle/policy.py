@@ -226,6 +226,15 @@ class QueryPolicy:
         counts[budget] = int(counts.get(budget, 0)) + 1
         if kind == "hessian":                              # a Hessian comes with its gradient
             counts["evaluations"] = int(counts.get("evaluations", 0)) + 1
+        if query == "evaluate" and (options or {}).get("bound_terms"):   # the bound terms asked with it
+            if "bound_terms" not in self.allow:
+                raise QueryRefused(f"{who} refuses bound terms with an evaluation: its policy allows only "
+                                   f"{', '.join(self.allow)}")
+            if int(counts.get("bound_terms", 0)) >= self.bound_terms:
+                raise QueryRefused(f"{who} refuses the 'bound_terms' query: its policy allows at most "
+                                   f"{self.bound_terms} {self._WORDS['bound_terms']} per run "
+                                   f"({int(counts.get('bound_terms', 0))} answered)")
+            counts["bound_terms"] = int(counts.get("bound_terms", 0)) + 1
         products = int(np.size((arrays or {}).get("directions", []))) // max(int(dim), 1)
         if query == "evaluate" and products:                  # Hessian-vector products asked with it
             if "hvp" not in self.allow:

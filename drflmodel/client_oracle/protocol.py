@@ -27,7 +27,9 @@ CORE_QUERIES = {
     "describe": ("rows", "features", "outputs", "ones_columns", "classes_present"),
     "row_norm": ("max_row_norm",),
     "values": ("value",),
-    "evaluate": ("value", "gradient", "hessian", "hvp"),     # "hvp": with "directions" (q x P, same exchange)
+    # "hvp": with "directions" (q x P, same exchange); the bound terms' arrays with the option "bound_terms"
+    "evaluate": ("value", "gradient", "hessian", "hvp", "allowance", "feature_norm", "intercept_value",
+                 "intercept_gradient", "intercept_hessian", "column_squares"),
     "hvp": ("hvp",),
     "statistics": ("gram", "moment", "yy"),
     # the per-client means the Hessian-free bound reads at a point (O(K^2) floats): answered by the

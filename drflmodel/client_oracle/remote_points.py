@@ -17,6 +17,14 @@ What the ``hessian_free`` route (:mod:`drflmodel.problems.minmax.hessian_free`) 
 * the mean loss with the intercepts moved (the intercepts' Newton polish of the bound): the
   ``values`` query at the moved point (one float).
 
+**Bound terms riding on evaluations** (:attr:`RemoteMatrixFree.ride`, set by a route whose answers
+have room for them: the ``block_newton`` route when :math:`(q+1)P+1+6+K+K(K+1)/2\le4P`): every
+``evaluate`` query asks the bound terms at its point too (the option ``bound_terms``: the same
+arrays, checked against that answer's value and gradient), so a certificate attempt costs no
+exchange of its own, and the polish's moved points are asked with ``evaluate`` (value, gradient
+and bound terms at once; kept, so the polish's value, point and bound terms there are one exchange
+instead of three).
+
 With these, the lower bound of :mod:`drflmodel.problems.minmax.hessian_free_bound` is computed on
 the server exactly as in process (the same formulas on the clients' means; each client sums its
 own rows, which the bound's :math:`\gamma_{N+d+16}` allowance covers).
@@ -46,6 +54,8 @@ class RemoteMatrixFree:
         self._mean_squared_norm = None
         self._column_moments = None
         self.plan = None                             # the route's QueryPlan, once announced
+        self.ride = False                            # bound terms asked with every evaluation (module docstring)
+        self._points: dict = {}                      # the latest points asked with their bound terms
 
     @property
     def n(self) -> int:
@@ -70,6 +80,9 @@ class RemoteMatrixFree:
         the route. Every later query is counted against the plan (:meth:`QueryPlan.spend`) before it is
         sent."""
         self.plan = plan
+        if self.ride:                                # with the first evaluation (value, gradient, bound terms)
+            self._riding(np.zeros(self.dim), None, {"columns": 1, "plan": plan.wire()})
+            return
         self.bound_terms(np.zeros(self.dim), columns=True, announce=True)
 
     def _spend(self, kind: str) -> None:
@@ -77,11 +90,51 @@ class RemoteMatrixFree:
             self.plan.spend(kind)
 
     def at(self, theta) -> "RemotePoint":
-        """The clients' values and gradients at ``theta`` (one exchange)."""
+        """The clients' values and gradients at ``theta`` (one exchange; with :attr:`ride`, the bound terms
+        too, and a point asked so before is not asked again)."""
         theta = np.array(theta, float)
+        if self.ride:
+            return self._riding(theta, None)[0]
         self._spend("evaluations")
         values, grads, _ = self.oracle.evaluate(theta, hessian=False)
         return RemotePoint(self, theta, values, grads)
+
+    def _bound_options(self) -> dict:
+        j0 = self.layout.intercept_column
+        return {"intercept_column": -1 if j0 is None else int(j0)}
+
+    def _riding(self, theta, V, extra: dict | None = None) -> tuple:
+        """``(point, products)`` at ``theta`` with the bound terms in the same exchange (kept with the
+        point: the bound terms and a later :meth:`at` there ask nothing more); ``extra``: more options
+        (the column statistics and the plan, with the route's first query)."""
+        key = theta.tobytes()
+        q = 0 if V is None else V.shape[0]
+        if q == 0 and key in self._points and not extra:
+            return self._points[key], np.zeros((self.n, 0, self.dim))
+        self._spend("evaluations")
+        for _ in range(q):
+            self._spend("hvps")
+        self._spend("bound_terms")
+        values, grads, products, terms = self.oracle.evaluate_with_terms(
+            theta, np.zeros((0, self.dim)) if V is None else V, {**self._bound_options(), **(extra or {})})
+        self._keep_terms(key, terms)
+        if (extra or {}).get("columns") and all("column_squares" in a for a in terms):
+            self._column_moments = np.stack([np.asarray(a["column_squares"], float).reshape(-1) for a in terms])
+        point = RemotePoint(self, theta, values, grads)
+        while len(self._points) >= 4:
+            self._points.pop(next(iter(self._points)))
+        self._points[key] = point
+        return point, products
+
+    def _keep_terms(self, key: bytes, answers: list) -> None:
+        while len(self._bound_terms) >= 4:           # a few recent points
+            self._bound_terms.pop(next(iter(self._bound_terms)))
+        self._bound_terms[key] = answers
+        if self._feature_norms is None and "feature_norm" in answers[0]:
+            self._feature_norms = np.array([float(a["feature_norm"][0]) for a in answers])
+        if self._mean_squared_norm is None:
+            x2 = np.array([float(a["allowance"][2]) for a in answers])
+            self._mean_squared_norm = float(self.sizes @ x2) / self.n_rows
 
     def at_with_products(self, theta, directions) -> tuple:
         """``(point, products)``: the clients' values and gradients at ``theta`` and their Hessian-vector
@@ -89,6 +142,8 @@ class RemoteMatrixFree:
         :math:`(q+1)P+1` floats per client (the ``evaluate`` query with ``directions``)."""
         theta = np.array(theta, float)
         V = np.zeros((0, self.dim)) if directions is None else np.asarray(directions, float).reshape(-1, self.dim)
+        if self.ride:
+            return self._riding(theta, V)
         self._spend("evaluations")
         for _ in range(V.shape[0]):
             self._spend("hvps")
@@ -119,14 +174,7 @@ class RemoteMatrixFree:
             self._spend("bound_terms")
             got = self.oracle.channel.ask("bound_terms", {"theta": theta}, options=options)
             answers = [got[i] for i in range(self.n)]
-            while len(self._bound_terms) >= 4:           # a few recent points
-                self._bound_terms.pop(next(iter(self._bound_terms)))
-            self._bound_terms[key] = answers
-            if self._feature_norms is None and "feature_norm" in answers[0]:
-                self._feature_norms = np.array([float(a["feature_norm"][0]) for a in answers])
-            if self._mean_squared_norm is None:
-                x2 = np.array([float(a["allowance"][2]) for a in answers])
-                self._mean_squared_norm = float(self.sizes @ x2) / self.n_rows
+            self._keep_terms(key, answers)
             if columns and all("column_squares" in a for a in answers):
                 self._column_moments = np.stack([np.asarray(a["column_squares"], float).reshape(-1)
                                                  for a in answers])
@@ -178,6 +226,8 @@ class RemotePoint:
         the intercepts carry no ridge, so the penalty is this point's)."""
         theta = self.theta.copy()
         theta[idx] = b
+        if self.remote.ride:                         # value, gradient and bound terms there at once (kept)
+            return self.remote.at(theta).values - self.penalty
         return self.remote.values(theta) - self.penalty
 
     def intercept_terms(self, idx: np.ndarray):

@@ -301,6 +301,28 @@ class FederatedObjectives(_ServerObjectives):
         H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
         return values, grads, H
 
+    def evaluate_with_terms(self, theta, V, bound_options: dict) -> tuple:
+        """``(values, gradients, products, terms)``: :meth:`evaluate_with_products` with every client's
+        ``bound_terms`` answer at the same point carried by the same exchange (``terms``, one dict per
+        client; ``bound_options`` the options of that query, e.g. ``{"intercept_column": j0}``), or without
+        products for an empty ``V``. :math:`(q+1)P+1` floats plus the bound terms' :math:`6+K+K(K+1)/2`
+        per answer."""
+        theta = self._shared(theta)
+        V = np.asarray(V, float).reshape(-1, self.dim)
+        self._declare_magnitudes()
+        arrays = {"theta": theta} if V.shape[0] == 0 else {"theta": theta, "directions": V.reshape(-1)}
+        got = self.channel.ask("evaluate", arrays, options={**bound_options, "bound_terms": 1})
+        e = self._entry(theta)
+        e["values"] = np.array([float(got[i]["value"][0]) for i in range(self.n)])
+        e["grads"] = np.stack([got[i]["gradient"] for i in range(self.n)])
+        products = (np.stack([np.asarray(got[i]["hvp"], float).reshape(V.shape) for i in range(self.n)])
+                    if V.shape[0] else np.zeros((self.n, 0, self.dim)))
+        keys = ("allowance", "feature_norm", "intercept_value", "intercept_gradient", "intercept_hessian",
+                "column_squares")
+        terms = [{k: got[i][k] for k in keys if k in got[i]} for i in range(self.n)]
+        return (e["values"] + self.penalty(theta), e["grads"] + self.penalty_diagonal * theta[None, :],
+                products + (self.penalty_diagonal * V)[None], terms)
+
     def evaluate_with_products(self, theta, V) -> tuple:
         """``(values, gradients, products)``: every client's value and gradient at ``theta`` and its
         Hessian-vector products along the rows of ``V`` (``(q, P)``, the same directions for every

@@ -167,6 +167,9 @@ class Site:
             out["hvp"] = np.concatenate([self._objective.hessian_vector_products(theta, v)[0] for v in V])
         if hessian:
             out["hessian"] = pack_symmetric(H)
+        if options.get("bound_terms"):    # the bound's per-client means at the same point, same exchange
+            self._require("bound_terms")
+            out.update(self.bound_terms(theta, options.get("intercept_column"), bool(options.get("columns", False))))
         return out
 
     def bound_terms(self, theta, intercept_column=None, columns: bool = False) -> dict:

@@ -292,6 +292,10 @@ class ClientBook:
                 bad = check.row_norm_covers_mean(self.row_norm, H, self.outputs)
             if bad:
                 return bad
+        if "allowance" in answer or options.get("bound_terms"):     # the bound terms asked with the evaluation
+            bad = self._riding_bound_terms(theta, options, answer, float(value[0]), grad)
+            if bad:
+                return bad
         M = getattr(loss, "self_concordance", None)
         mine = self.records.get(theta.tobytes())        # products already answered at this point
         products = list(mine.hvps) if mine is not None else []
@@ -341,6 +345,19 @@ class ClientBook:
                     bad = check.hvp_matches_gradients(rec.theta, v, hv, rec.gradient, other.theta, other.gradient, M, R,
                                                       mags, vals)
         return bad
+
+    def _riding_bound_terms(self, theta, options, answer, value, grad):
+        """:func:`.checks.bound_terms` of the bound terms carried by an ``evaluate`` answer, against that
+        answer's own value and gradient (the checks of a ``bound_terms`` answer at a point already
+        evaluated)."""
+        j0 = int(options.get("intercept_column", -1) if options.get("intercept_column") is not None else -1)
+        intercepts = None
+        if j0 >= 0 and self.features is not None:
+            intercepts = grad[j0 + self.features * np.arange(self.outputs)]
+        elif j0 >= 0:
+            return check.Violation("shape", "bound terms before the client's declaration")
+        smoothness = getattr(self.loss, "smoothness", float("inf"))
+        return check.bound_terms(answer, self.outputs, smoothness, value, intercepts, theta, self.rows, self.features)
 
     def _bound_terms(self, request, options, answer):
         """:func:`.checks.bound_terms`, against this client's ``evaluate`` answer at the same point."""

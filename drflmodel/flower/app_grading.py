@@ -19,6 +19,17 @@ r"""Grade any Flower app without editing it: :func:`graded` (its ``ServerApp``) 
    offline) and logs the verdict. ``app.report``, ``app.trace``, ``app.solution`` and
    ``app.recorder`` hold the last run's results.
 
+**Privately** (``private=True``): the oracle is the private certified solve (every answer the
+server uses a secure sum over all clients, each one round of Flower's ``SecAggPlusWorkflow`` on an
+in-process grid with one supernode per client of the problem, :func:`~drflmodel.flower.secure.private_certified_solve`),
+and each round's objective is **one** secure sum over the clients at that round's model (the
+fixed-weight route's weighted values, or the KL penalty's log-sum-exp terms;
+:class:`~drflmodel.client_oracle.private.objective.PrivateObjective`), never a client's value. The
+distance to the oracle's model needs nothing from the clients. What the grading reveals is
+``app.trace.info["private_grading"]``: the route's ``server_learns`` at the oracle's models and
+at each round's model, the secure sums it took, and that no client's value, loss or weight was
+asked. CVaR and χ² are refused (their objective at a model is a dual search of sums per round).
+
 When the oracle fails -- a client whose answers the server's checks reject, a refused query, a
 client that stops answering (``solution.info["fault"]`` names the partition, its supernode, the
 query, the check and its numbers) -- the run is still recorded and its trace saved, with the fault
@@ -169,10 +180,100 @@ def _recording(recorder: Recorder, robust_aggregators: str = "refuse"):
             Strategy.start = original
 
 
+class _SecAggPerSum:
+    """A sum-only channel for grading inside a running Flower app: each secure sum opens an
+    in-process SecAgg+ grid over the problem's clients (:func:`~drflmodel.flower.secure.secagg_channel`),
+    runs its rounds and closes it (the app's own grid is untouched between its rounds)."""
+
+    def __init__(self, problem, verbose=None):
+        from ..client_oracle.private.secure_sum import FLOWER_CLIPPING_RANGE
+
+        self.problem, self.verbose = problem, verbose
+        self.min_contributors, self.secure_sums, self.bytes_per_client = 0, 0, 0
+        self.clipping_range = FLOWER_CLIPPING_RANGE
+        self.sums_by_query: dict[str, int] = {}
+
+    def sum(self, query, scale=1.0, stages=None, min_contributors=None, **params):
+        from .secure import secagg_channel
+
+        with secagg_channel(self.problem, verbose=self.verbose) as channel:
+            channel.min_contributors = self.min_contributors
+            try:
+                return channel.sum(query, scale=scale, stages=stages, min_contributors=min_contributors, **params)
+            finally:
+                self.secure_sums += channel.secure_sums
+                self.bytes_per_client += channel.bytes_per_client
+                for seen in channel.seen:
+                    self.sums_by_query[seen.query] = self.sums_by_query.get(seen.query, 0) + 1
+
+
+class _NoRows:
+    """``problem.objectives`` as the grading sees it privately: the rows are not reachable."""
+
+    holds_rows = False
+
+
+class _PrivatelyGraded:
+    """The problem as private grading sees it: its public description (layout, dimension, family)
+    from ``problem``; its objective at a model only from one secure sum (``objective``, a
+    :class:`~drflmodel.client_oracle.private.objective.PrivateObjective`); no rows."""
+
+    objectives = _NoRows()
+
+    def __init__(self, problem, objective, channel):
+        self._problem, self._objective, self._channel = problem, objective, channel
+        self.family = getattr(problem, "family", "")
+
+    def __getattr__(self, name):            # the public description: dim, layout, n_clients, identifiable, ...
+        if name in ("solve", "objective_for_rows", "client_losses", "federation"):
+            raise AttributeError(f"private grading does not reach the rows ({name})")
+        return getattr(self._problem, name)
+
+    def objective_for(self, solution):
+        return self._objective
+
+    @property
+    def objective(self):
+        return self._objective
+
+    def reveals(self, sol) -> dict:
+        """What the server learnt while grading: the oracle's sums and one sum per graded round."""
+        private = (sol.info or {}).get("private", {})
+        return {"route": private.get("route"), "oracle_server_learns": private.get("server_learns"),
+                "oracle_secure_sums": private.get("secure_sums"),
+                "per_round": f"one secure sum over all clients at each graded model ({self._objective.route} route: "
+                             + ("the clients' weighted values and gradients" if self._objective.route == "fixed_weight"
+                                else "their exp((f_i - eta)/tau) terms, those times their gradients and gradient norms")
+                             + "), each an in-process SecAgg+ run; no client's value, loss or weight was asked",
+                "graded_models": self._objective.evaluations, "grading_secure_sums": self._channel.secure_sums,
+                "grading_sums_by_query": dict(self._channel.sums_by_query),
+                "grading_bytes_per_client": self._channel.bytes_per_client,
+                "min_contributors": private.get("min_contributors"),
+                "quantization_error_max": max(self._objective.errors.values(), default=0.0)}
+
+
+def _private_oracle(problem, solution, verbose, solve_options):
+    """``(graded problem, oracle)`` for ``graded(..., private=True)``: the private certified solve
+    over Flower's SecAgg+ (unless a private ``solution`` is given) and the per-round objective from
+    one secure sum each."""
+    from ..client_oracle.private.objective import PrivateObjective
+    from .secure import private_certified_solve
+
+    sol = solution if solution is not None else private_certified_solve(problem, verbose=verbose, **solve_options)
+    log(INFO, "[drflmodel] private oracle (secure sums only): %s (%s secure sums)", sol.summary(),
+        sol.info["private"]["secure_sums"])
+    channel = _SecAggPerSum(problem, verbose)
+    k = int(sol.info["private"].get("min_contributors", solve_options.get("min_contributors", 2)))
+    eta = (sol.info.get("private_certificate") or {}).get("eta")
+    objective = PrivateObjective(problem, channel, min_contributors=k, eta=eta)
+    return _PrivatelyGraded(problem, objective, channel), sol
+
+
 def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None, parameters=None,
            n_clients: int | None = None, trace_out=None, tol: float = 1e-6, progress: bool = True,
            live: bool = True, method: str = "auto", run: str = "drflmodel-oracle",
-           robust_aggregators: str = "refuse", verbose: bool | None = None, **solve_options) -> ServerApp:
+           robust_aggregators: str = "refuse", verbose: bool | None = None, private: bool = False,
+           **solve_options) -> ServerApp:
     """A ``ServerApp`` running ``server_app`` graded against a certified oracle (module docstring).
 
     Parameters
@@ -203,6 +304,11 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     verbose : Flower's per-round INFO log during the run: ``None`` (default) keeps it off unless you
         configured Flower's logger, ``True`` shows it (drflmodel's lines and Flower's warnings always
         show).
+    private : grade from secure sums only (module docstring): ``oracle`` must be a problem holding
+        the clients' rows (each becomes a supernode of an in-process SecAgg+ grid) whose private
+        route is ERM / fixed weights or the KL penalty; ``solution`` (optional) a private solution
+        (``private_solve`` or ``certified_solve(problem, private=True)``); ``solve_options`` go to
+        the private solve (e.g. ``min_contributors``).
     """
     if not isinstance(server_app, ServerApp):
         raise InvalidParameterError(f"server_app must be a Flower ServerApp; got {type(server_app).__name__}")
@@ -219,6 +325,26 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     holds_rows = isinstance(oracle, Problem)
     if solution is not None and not holds_rows:
         raise InvalidParameterError("solution= grades against a centralized oracle: pass the problem as oracle=")
+    if private is not False:
+        if private is not True:
+            raise InvalidParameterError(f"private must be True or False; got {private!r}")
+        if not holds_rows:
+            raise InvalidParameterError(
+                "private=True grades against a problem holding the clients' rows (each client a supernode of an "
+                "in-process SecAgg+ grid that answers secure sums only): pass the problem as oracle=")
+        if solution is not None and "private" not in (solution.info or {}):
+            raise InvalidParameterError("private=True: solution= must be a private solution (private_solve or "
+                                        "certified_solve(problem, private=True)); this one was certified from "
+                                        "per-client answers")
+        from ..client_oracle.private import private_route
+        from ..client_oracle.private.objective import GRADED_ROUTES
+
+        route = private_route(oracle)[0]         # refusals before the run
+        if route not in GRADED_ROUTES:
+            raise InvalidParameterError(
+                f"private=True grades ERM / fixed weights and KLPenalty (each round's objective one secure sum); "
+                f"the {route} route's objective at a model is a minimum over its dual's eta, a search of sums per "
+                f"round: not graded privately")
     app = ServerApp()
     app.report = app.trace = app.solution = app.recorder = None
 
@@ -230,7 +356,9 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     def _graded_main(grid, context) -> None:
         n = n_clients if n_clients is not None else len(list(grid.get_node_ids()))
         pmap = parameters
-        if holds_rows:
+        if private:
+            problem, sol = _private_oracle(oracle, solution, verbose, solve_options)
+        elif holds_rows:
             problem = oracle
             sol = solution if solution is not None else oracle.solve()
         else:
@@ -283,6 +411,8 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
         if len(used) > 1:                              # a robust aggregator recorded with robust_aggregators="warn"
             rec.caveats.append(used[1])
         app.recorder, app.solution, app.trace = rec, sol, rec.trace()
+        if private:
+            app.trace.info["private_grading"] = problem.reveals(sol)
         channel = getattr(getattr(problem, "objectives", None), "channel", None)
         if channel is not None:               # the oracle's queries and the per-round value queries
             app.trace.info["federated_ledger"] = channel.ledger.to_dict()

@@ -23,6 +23,7 @@ few clients), the channel raises naming the sum and the threshold.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +42,7 @@ from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECOR
 from ..client_oracle.private.secure_sum import SumClient, SumOnlyChannel
 from ..errors import InvalidParameterError
 
-__all__ = ["secure_sum_client_app", "FlowerSecAggChannel", "MAX_WEIGHT", "private_certified_solve"]
+__all__ = ["secure_sum_client_app", "FlowerSecAggChannel", "MAX_WEIGHT", "private_certified_solve", "secagg_channel"]
 
 #: every client's num_examples and the workflow's max_weight: the weight factor is exactly 1
 MAX_WEIGHT = 1000
@@ -159,25 +160,38 @@ class FlowerSecAggChannel(SumOnlyChannel):
         return np.asarray(mean, float) * len(active), len(active)
 
 
+@contextmanager
+def secagg_channel(problem, num_shares: int | float = 1.0, reconstruction_threshold: int | float = 1.0,
+                   timeout: float | None = None, verbose: bool | None = None, **channel_options):
+    """A :class:`FlowerSecAggChannel` over an in-process grid with one supernode per client of
+    ``problem``, each answering from its own rows as its private route's client
+    (:func:`~drflmodel.client_oracle.private.route_clients`) through ``secaggplus_mod``; the grid is
+    open inside the ``with`` block (it may be opened inside another Flower run: the grid restores
+    Flower's task identity when it closes). ``channel_options`` go to the channel (``stages``, ...)."""
+    from flwr.app import Context, RecordDict
+
+    from ..client_oracle.private import route_clients
+    from .grid import LocalGrid
+
+    clients = route_clients(problem)             # refusals before the grid starts
+    with LocalGrid(secure_sum_client_app(clients), problem.n_clients, verbose=verbose) as grid:
+        context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config={})
+        yield FlowerSecAggChannel(clients=sorted(grid.get_node_ids()), grid=grid, context=context,
+                                  num_shares=num_shares, reconstruction_threshold=reconstruction_threshold,
+                                  timeout=timeout, **channel_options)
+
+
 def private_certified_solve(problem, num_shares: int | float = 1.0, reconstruction_threshold: int | float = 1.0,
                             timeout: float | None = None, verbose: bool | None = None, gap_tol: float = 1e-6,
                             **options):
     """:func:`drflmodel.client_oracle.private.private_solve` with every secure sum a round of Flower's
     ``SecAggPlusWorkflow`` on the in-process grid (one supernode per client of ``problem``, each
-    answering from its own rows through ``secaggplus_mod``): the same certificate as the simulated
-    channel, bit for bit (the grid values pass Flower's quantization exactly). ``num_shares`` and
-    ``reconstruction_threshold`` are SecAgg+'s (a count, or a fraction of the clients); a client that
-    drops out fails the solve naming its node. The route is refused by name before any round when
-    the problem has no private route. ``options`` go to the route."""
-    from flwr.app import Context, RecordDict
+    answering from its own rows through ``secaggplus_mod``; :func:`secagg_channel`): the same
+    certificate as the simulated channel, bit for bit (the grid values pass Flower's quantization
+    exactly). ``num_shares`` and ``reconstruction_threshold`` are SecAgg+'s (a count, or a fraction of
+    the clients); a client that drops out fails the solve naming its node. The route is refused by
+    name before any round when the problem has no private route. ``options`` go to the route."""
+    from ..client_oracle.private import private_solve
 
-    from ..client_oracle.private import private_clients, private_route, private_solve
-    from .grid import LocalGrid
-
-    private_route(problem)                       # refusals before the grid starts
-    with LocalGrid(secure_sum_client_app(private_clients(problem)), problem.n_clients, verbose=verbose) as grid:
-        context = Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config={})
-        channel = FlowerSecAggChannel(clients=sorted(grid.get_node_ids()), grid=grid, context=context,
-                                      num_shares=num_shares, reconstruction_threshold=reconstruction_threshold,
-                                      timeout=timeout)
+    with secagg_channel(problem, num_shares, reconstruction_threshold, timeout, verbose) as channel:
         return private_solve(problem, channel=channel, gap_tol=gap_tol, **options)

@@ -190,7 +190,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            federated="every weight set; smooth losses by SQP, the squared loss from sufficient statistics, "
                      "non-smooth losses by a level bundle method",
            estimators=("FederatedDROClassifier", "FederatedDRORegressor"),
-           summary="federated DRO over client weights (Scaff-PD; AFL, CVaR, chi-square, q-FFL, ...)"),
+           summary="federated DRO over client weights (Scaff-PD; AFL, CVaR, chi-square, q-FFL, KL, ...)"),
     Family("fafl", "FairnessAwareFL", f"{_P}.minmax.fafl", light_client=True,
            federated="as FederatedDRO (its weight set is HCVaR)",
            estimators=("FairnessAwareClassifier",),

@@ -59,9 +59,9 @@ DRO_WEIGHTS = _dro_weights()
 #: domain of each weight-set parameter, checked even when it has no effect (one client)
 _DOMAINS = {"alpha": dict(low=0.0, high=1.0, low_open=True), "rho": dict(low=0.0),
             "radius": dict(low=0.0, low_open=True), "p": dict(low=1.0, allow_inf=True),
-            "q": dict(low=0.0, low_open=True)}
+            "q": dict(low=0.0, low_open=True), "tau": dict(low=0.0, low_open=True)}
 _DOMAINS["cvar_level"] = _DOMAINS["alpha"]
-_DRO_PARAMETERS = ("cvar_level", "rho", "radius", "p", "q")
+_DRO_PARAMETERS = ("cvar_level", "rho", "radius", "p", "q", "tau")
 
 
 def _check_unused(est, used: tuple, all_params: tuple, what: str) -> None:
@@ -180,12 +180,14 @@ _DRO_DOC = """Federated distributionally robust {kind} (Scaff-PD family, ``drflm
         ``"cvar"`` (needs ``cvar_level`` in [1/n, 1]), ``"chi_square"`` (:math:`\\chi^2` penalty, needs
         ``rho >= 0``), ``"lp_ball"`` (ball of ``radius`` > 0 in the ``p``-norm (default 2) around the
         sample proportions, within the simplex), ``"hcvar"`` (needs ``cvar_level``), ``"qffl"``
-        (needs ``q > 0``). A parameter the chosen set does not use must stay ``None``.
+        (needs ``q > 0``), ``"kl_penalty"`` (KL penalty, the tilted risk
+        :math:`\\tau\\log\\frac1n\\sum_ie^{{f_i/\\tau}}`, needs ``tau > 0``). A parameter the chosen set
+        does not use must stay ``None``.
     cvar_level : the CVaR level :math:`\\alpha\\in(0,1]` of ``"cvar"`` and ``"hcvar"``
         (``drflmodel.sets.CVaR(n, alpha)``: the worst :math:`\\alpha` fraction of the clients).
         Its old name ``alpha`` is refused with a pointer here: scikit-learn gives ``alpha`` to a
         regularization strength, and its common checks set it on every regressor that has one.
-    rho, radius, p, q : the other weight sets' parameters (see ``drflmodel.sets``).
+    rho, radius, p, q, tau : the other weight sets' parameters (see ``drflmodel.sets``).
     l2 : ridge weight :math:`\\ell_2\\ge0` (default 1e-3; see above; > 0 also makes the
         certificate's lower bound solver-independent).
     fit_intercept : fit an unpenalized intercept (default True): the constant column is prepended
@@ -230,7 +232,7 @@ class FederatedDROClassifier(OracleClassifierMixin, ClassifierMixin, _FederatedD
     _unsupported_checks = SAMPLE_WEIGHT_TOLERANCE
 
     def __init__(self, loss="logistic", weights="simplex", cvar_level=None, rho=None, radius=None, p=None,
-                 q=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
+                 q=None, tau=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
         self.loss = loss
         self.weights = weights
         self.cvar_level = cvar_level
@@ -238,6 +240,7 @@ class FederatedDROClassifier(OracleClassifierMixin, ClassifierMixin, _FederatedD
         self.radius = radius
         self.p = p
         self.q = q
+        self.tau = tau
         self.l2 = l2
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -255,7 +258,7 @@ class FederatedDRORegressor(RegressorPredictMixin, RegressorMixin, _FederatedDRO
     _losses = REGRESSION_LOSSES
 
     def __init__(self, loss="squared", weights="simplex", cvar_level=None, rho=None, radius=None, p=None,
-                 q=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
+                 q=None, tau=None, l2=1e-3, fit_intercept=True, solver=None, gap_tol=1e-6, solve_options=None):
         self.loss = loss
         self.weights = weights
         self.cvar_level = cvar_level
@@ -263,6 +266,7 @@ class FederatedDRORegressor(RegressorPredictMixin, RegressorMixin, _FederatedDRO
         self.radius = radius
         self.p = p
         self.q = q
+        self.tau = tau
         self.l2 = l2
         self.fit_intercept = fit_intercept
         self.solver = solver

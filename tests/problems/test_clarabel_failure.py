@@ -16,7 +16,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.losses import Hinge, Logistic, Squared
 from drflmodel._solver_sequence import installed_solvers
-from drflmodel.sets import CVaR, ChiSquare, Simplex
+from drflmodel.sets import CVaR, ChiSquare, LpBall, Simplex
 from tests.clarabel_faults import fail_clarabel
 
 pytestmark = pytest.mark.skipif(not {"CLARABEL", "ECOS", "SCS"} <= set(installed_solvers()),
@@ -44,8 +44,8 @@ def _vertical(seed=0, n=60):
 
 # (id, factory of a fresh problem, method, solve keywords); each route forced on an instance it applies to
 CASES = [
-    # chi-square: the weight step is a CVXPY model (a box-simplex set, CVaR, steps in numpy)
-    ("dro-sqp", lambda: dm.FederatedDRO(_cls(), Logistic(), ChiSquare(3, 0.3), l2=0.05), "sqp", {}),
+    # an l2 ball: the weight step is a CVXPY model (box-simplex sets and the chi-square ball step in numpy)
+    ("dro-sqp", lambda: dm.FederatedDRO(_cls(), Logistic(), LpBall(np.full(3, 1 / 3), 0.2), l2=0.05), "sqp", {}),
     ("dro-hessian_sqp", lambda: dm.FederatedDRO(_cls(), Logistic(), CVaR(3, 0.5), l2=0.05), "hessian_sqp", {}),
     ("dro-conic", lambda: dm.FederatedDRO(_cls(), Logistic(), ChiSquare(3, 0.3), l2=0.05), "conic", {}),
     ("dro-active_set", lambda: dm.FederatedDRO(_cls(), Hinge(), Simplex(3), l2=0.05), "active_set", {}),

@@ -171,6 +171,7 @@ def test_a_failing_step_falls_back_to_the_conic_route(monkeypatch):
         raise ArithmeticError("step problem: infeasible (injected)")
 
     monkeypatch.setattr(lagrangian_sqp.WeightStepModel, "solve", broken)
+    monkeypatch.setattr(box_simplex_step.ChiSquareStep, "solve", broken)       # the chi-square numpy step too
     sol = prob.solve()          # the fast route fails: the conic route ('hessian_sqp' is not in auto)
     assert sol.status == "optimal" and sol.info["method"] == "conic"
     assert [a["method"] for a in sol.info["route_attempts"]] == ["sqp"]

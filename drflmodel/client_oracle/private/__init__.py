@@ -25,11 +25,17 @@ D\theta` (the same ridge at every client):
 * *χ² penalty* (``dm.sets.ChiSquare``, :mod:`.cvar`): its exact dual
   :math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` is a sum once :math:`\eta` is
   public and :math:`C^1`: the CVaR construction without smoothing.
-* *φ-divergence balls* (KL, χ² ball): :math:`\sup_\lambda\sum_i\lambda_if_i=\min_{\eta,\tau\ge0}\eta+\tau\rho+
+* *KL penalty* (``dm.sets.KLPenalty``, :mod:`.kl`): :math:`\sup_{\lambda\in\Delta}\sum_i\lambda_if_i-
+  \tau\sum_i\lambda_i\log(n\lambda_i)=\tau\log\frac1n\sum_ie^{f_i/\tau}` (the tilted risk: T. Li, A.
+  Beirami, M. Sanjabi and V. Smith 2021, "Tilted empirical risk minimization", ICLR): its value and
+  gradient are one sum of each client's :math:`e^{(f_i-\eta)/\tau}(1,\nabla f_i)` with a public shift
+  :math:`\eta`, no dual search; the server learns one symmetric number about the losses per model.
+* *φ-divergence balls* (KL ball, χ² ball): :math:`\sup_\lambda\sum_i\lambda_if_i=\min_{\eta,\tau\ge0}\eta+\tau\rho+
   \frac\tau n\sum_i\varphi^*((f_i-\eta)/\tau)` (A. Ben-Tal, D. den Hertog, A. De Waegenaere, B.
   Melenberg and G. Rennen 2013, "Robust solutions of optimization problems affected by uncertain
-  probabilities", Management Science 59(2)): each client computes its :math:`\varphi^*` term, so
-  the same route carries over with a 2-D search in :math:`(\eta,\tau)`. **Not built in this cut.**
+  probabilities", Management Science 59(2)): each client computes its :math:`\varphi^*` term, but
+  the search in :math:`\tau` would release the sums at many :math:`\tau` -- for KL the empirical
+  moment generating function of the losses, which determines their distribution. **Not built.**
 
 **Quantization** (:mod:`.secure_sum`): Flower's SecAgg+ quantization (clip to :math:`[-c,c]`,
 stochastic rounding to :math:`T` levels) moves each client's entry by less than
@@ -54,7 +60,8 @@ sums; a lying client inside a sum shifts the sum by any amount its range allows 
 logistic loss, client-level :math:`(\varepsilon,\delta)` by zCDP accounting, the bound holding with
 probability :math:`\ge1-\beta`; on 4 clients no better than the public interval :math:`[0,\log2]`.
 
-**Refused by name (not in this cut)**: KL / φ-divergence balls and FAFL's HCVaR (the 2-D dual search above), the
+**Refused by name (not in this cut)**: φ-divergence balls (the 2-D dual search above) and FAFL's HCVaR
+below level 1 (:data:`~.solve.REFUSED`), the
 SQP and Newton routes (they need per-client values :math:`f_i` to update :math:`\lambda`), the
 Wasserstein, relative-fairness and DEO families (per-client or per-row quantities), non-smooth
 losses (no gradients). The simulated channel reproduces SecAgg+'s arithmetic;
@@ -67,7 +74,8 @@ from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
 from .secure_sum import SecureSum, SumOnlyChannel, SumWithheld, flower_dequantize_sum, flower_quantize
 from .dp import dp_fixed_weight_solve, zcdp_rho
-from .solve import REFUSED, private_route, private_solve
+from .kl import KLClient, kl_clients, private_kl_solve
+from .solve import REFUSED, private_route, private_solve, route_clients
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "REFUSED", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "route_clients", "REFUSED", "private_kl_solve", "KLClient", "kl_clients", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]

@@ -12,6 +12,12 @@ Routes (the math is in the package docstring, :mod:`drflmodel.client_oracle.priv
   Uryasev 2000, "Optimization of conditional value-at-risk", Journal of Risk 2(3), the dual in
   :math:`\eta`).
 * ``ChiSquare(n, rho)``, :math:`\rho>0`: :func:`~.cvar.private_chi_square_solve` (its exact dual).
+* ``KLPenalty(n, tau)``: :func:`~.kl.private_kl_solve` (the tilted risk, a log-sum-exp of the
+  clients' terms; no dual search, no opt-in).
+* FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)``) at a fixed level: at level 1 the
+  ``HCVaR(p, 1)`` route; with equal caps :math:`p_i/\alpha_i` (equal client sizes, one level) the
+  set *is* ``CVaR(n, alpha)`` and takes the CVaR route; unequal caps are refused (the CVaR route's
+  slope, counts and certificate take one common cap).
 
 Everything else is refused (:data:`REFUSED` gives the reason per weight set), as are other problem
 families and non-smooth losses. The returned solution carries **no** worst-case weights and **no**
@@ -23,53 +29,99 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InvalidParameterError
-from ...sets import CVaR, ChiSquare, HCVaR
+from ...problems.minmax.dro import FederatedDRO
+from ...sets import CVaR, ChiSquare, HCVaR, KLPenalty
+from .clients import private_clients
 from .cvar import private_chi_square_solve, private_cvar_solve
 from .fixed_weight import private_fixed_weight_solve
+from .kl import kl_clients, private_kl_solve
 
-__all__ = ["private_solve", "private_route", "REFUSED"]
+__all__ = ["private_solve", "private_route", "route_clients", "REFUSED"]
 
 #: weight sets without a private route in this version, and why
 REFUSED = {
     "Simplex": "its value is the largest client loss, one client's own value (AFL's max)",
-    "HCVaR": "FAFL's HCVaR below level 1 needs the capped dual's eta search with per-client caps "
-             "p_i/alpha_i (not built; only HCVaR(p, 1), the p-weighted average, runs privately)",
+    "HCVaR": "below level 1 its dual min_eta eta + sum_i c_i (f_i - eta)_+ has per-client caps c_i = p_i/alpha_i; "
+             "the private CVaR route takes one common cap 1/(alpha n) in its slope, its guard's counts and its "
+             "certificate, so only equal caps (equal client sizes at one level: CVaR(n, alpha)) and level 1 "
+             "(the p-weighted average) run privately",
     "LpBall": "its dual needs the norm of the centred loss vector; not built",
     "QFFL": "q-FFL's weights are powers of each client's loss, so the server would need per-client values",
     "Integrated": "the integrated set mixes two sets' duals; not built",
 }
 
 
-def private_route(problem) -> tuple[str, object]:
-    """``(name, argument)`` of the private route for ``problem``: ``("fixed_weight", "size" | p)``,
-    ``("cvar", None)`` or ``("chi_square", None)``; otherwise :class:`~drflmodel.errors.InvalidParameterError`
-    naming the family or weight set and the reason."""
+def _as_dro(problem):
+    """``problem`` as a :class:`~drflmodel.problems.minmax.dro.FederatedDRO`: FAFL's
+    :class:`~drflmodel.problems.minmax.fafl.FairnessAwareFL` at its levels is the DRO problem over
+    its HCVaR set (the same :math:`\\min_\\theta\\max_{\\lambda\\in Q_\\alpha}\\lambda^\\top f(\\theta)`);
+    other families are refused by name."""
     from ...problems.minmax.dro import FederatedDRO
+    from ...problems.minmax.fafl import FairnessAwareFL
 
+    if type(problem) is FairnessAwareFL:
+        return FederatedDRO(problem.federation, problem.loss, weights=problem.weights, l2=problem.l2,
+                            penalize_intercept=problem.penalize_intercept)
     if type(problem) is not FederatedDRO:
         raise InvalidParameterError(
-            f"private mode runs drflmodel.FederatedDRO problems only; got {type(problem).__name__} (the "
-            f"Wasserstein, relative-fairness, DEO and vertical families need per-client or per-row quantities "
-            f"the server would see alone)")
-    loss = problem.objectives.loss
+            f"private mode runs drflmodel.FederatedDRO (and FAFL's FairnessAwareFL) problems only; got "
+            f"{type(problem).__name__} (the Wasserstein, relative-fairness, DEO and vertical families need "
+            f"per-client or per-row quantities the server would see alone)")
+    return problem
+
+
+def private_route(problem) -> tuple[str, object]:
+    """``(name, argument)`` of the private route for ``problem``: ``("fixed_weight", "size" | p)``,
+    ``("cvar", None | equivalent problem)``, ``("chi_square", None)`` or ``("kl", None)``; otherwise
+    :class:`~drflmodel.errors.InvalidParameterError` naming the family or weight set and the reason.
+
+    FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)`` weights) at a fixed level: caps
+    :math:`c_i=p_i/\\alpha_i`; every :math:`\\alpha_i=1` is the :math:`p`-weighted average (the
+    fixed-weight route; ERM when :math:`p_i=N_i/N`); equal caps :math:`c_i=1/(\\alpha n)` (equal
+    client sizes and one level) are exactly ``CVaR(n, alpha)``, routed to the CVaR route with that
+    problem as the argument; other caps are refused (:data:`REFUSED`)."""
+    dro = _as_dro(problem)
+    loss = dro.objectives.loss
     if not np.isfinite(loss.smoothness):
         raise InvalidParameterError(f"private mode needs a smooth loss (gradients as sums); the loss "
                                     f"{loss.name!r} is not smooth")
-    w = problem.weights
+    w = dro.weights
     if isinstance(w, HCVaR):
-        if not np.all(np.asarray(w.alpha, float) == 1.0):
-            raise InvalidParameterError(f"weights HCVaR with alpha < 1: {REFUSED['HCVaR']}")
-        sizes = np.asarray(problem.federation.sizes, float)
-        erm = np.allclose(w.p, sizes / sizes.sum(), rtol=1e-12, atol=0.0)
-        return "fixed_weight", ("size" if erm else np.asarray(w.p, float))
+        alpha = np.broadcast_to(np.asarray(w.alpha, float), (w.n,))
+        if np.all(alpha == 1.0):
+            sizes = np.asarray(dro.federation.sizes, float)
+            erm = np.allclose(w.p, sizes / sizes.sum(), rtol=1e-12, atol=0.0)
+            return "fixed_weight", ("size" if erm else np.asarray(w.p, float))
+        caps = np.asarray(w.p, float) / alpha
+        if np.allclose(caps, caps[0], rtol=1e-12, atol=0.0) and caps[0] * w.n > 1.0:
+            level = 1.0 / (caps[0] * w.n)         # the same set as CVaR(n, level)
+            return "cvar", FederatedDRO(dro.federation, dro.loss, weights=CVaR(w.n, level), l2=dro.l2,
+                                        penalize_intercept=dro.penalize_intercept)
+        what = "FairnessAwareFL" if problem is not dro else "weights HCVaR"
+        raise InvalidParameterError(f"{what} with alpha < 1 (FAFL at a fixed level) and unequal caps p_i/alpha_i: "
+                                    f"{REFUSED['HCVaR']}")
+    if problem is not dro:                        # FAFL's weights are HCVaR
+        raise InvalidParameterError("private mode: FairnessAwareFL without HCVaR weights")
     if isinstance(w, CVaR):
         return "cvar", None
     if isinstance(w, ChiSquare):
         return "chi_square", None
+    if isinstance(w, KLPenalty):
+        return "kl", None
     name = type(w).__name__
     reason = REFUSED.get(name, "no private route is known for it")
     raise InvalidParameterError(f"weights {name}: private mode refuses it -- {reason}. Private routes: "
-                                f"HCVaR(p, 1) (ERM / fixed weights), CVaR(n, alpha < 1), ChiSquare(n, rho > 0)")
+                                f"HCVaR(p, 1) (ERM / fixed weights), CVaR(n, alpha < 1), ChiSquare(n, rho > 0), "
+                                f"KLPenalty(n, tau), and HCVaR / FAFL with equal caps p_i / alpha_i (= CVaR)")
+
+
+def route_clients(problem) -> list:
+    """The client side of ``problem``'s private route, one per client, each holding its own rows
+    only: :func:`~.kl.kl_clients` for the KL route (they also answer ``"kl_terms"``), else
+    :func:`~.clients.private_clients`. A transport that runs the clients elsewhere (Flower's
+    SecAgg+) builds them with this."""
+    route, _ = private_route(problem)
+    return kl_clients(problem) if route == "kl" else private_clients(problem)
 
 
 def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, **options):
@@ -104,15 +156,21 @@ def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, *
         options.pop("reveal_loss_distribution", None)       # ERM / fixed weights reveal no client's loss
         cert = private_fixed_weight_solve(problem, weights=arg, gap_tol=gap_tol, seed=seed, channel=channel,
                                           **options)
+    elif route == "kl":
+        options.pop("reveal_loss_distribution", None)       # one symmetric number about the losses per model
+        cert = private_kl_solve(problem, gap_tol=gap_tol, seed=seed, channel=channel, **options)
     elif route == "cvar":
-        cert = private_cvar_solve(problem, gap_tol=gap_tol, seed=seed, channel=channel, **options)
+        cert = private_cvar_solve(problem if arg is None else arg, gap_tol=gap_tol, seed=seed, channel=channel, **options)
     else:
         cert = private_chi_square_solve(problem, gap_tol=gap_tol, seed=seed, channel=channel, **options)
     status = status_from_gap(cert.lower_bound, cert.upper_bound, gap_tol)
     if status == "optimal" and cert.status != "optimal":     # the route's own (stricter) relative test
         status = "optimal_within_gap"
-    private = {"route": route, "weights": "size (N only)" if isinstance(arg, str) else
-               ("public" if arg is not None else type(problem.weights).__name__),
+    if route == "fixed_weight":
+        weights = "size (N only)" if isinstance(arg, str) else "public"
+    else:
+        weights = repr(arg.weights) if arg is not None else type(problem.weights).__name__
+    private = {"route": route, "weights": weights,
                "secure_sums": cert.secure_sums, "sums_by_query": dict(cert.server_saw["sums_by_query"]),
                "total_rows": cert.server_saw["total_rows"],
                "isolating_sums": int(cert.details.get("isolating_sums", 0)),

@@ -24,10 +24,16 @@ it first for a smooth loss from :math:`P=5` (below, a Hessian triangle is at mos
 and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated_floats`), and asks
 it for a 1e-10 gap below 1,000 parameters (:meth:`BlockNewtonRoute.auto_options`).
 
+**Bound terms on the evaluations.** Where :math:`(q+1)P+1` plus the bound terms
+(:func:`bound_terms_floats`: :math:`6+K+K(K+1)/2` floats with an intercept) fit in :math:`4P`
+(:func:`bound_terms_fit`), every evaluation asks them too (checked against the same answer's value
+and gradient): the plan and the column statistics go with the first evaluation, a certificate attempt
+costs no exchange of its own, the intercepts' polish one instead of three, and the steps use the
+intercepts' exact Hessian (:mod:`.block_newton_steps`).
+
 Measured (``benchmarks/bench_federated_scale.py``, ``LocalChannel``, ``gap_tol = 1e-6``): digits
-(:math:`P=650`, 20 clients) 47 / 44 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (61-63 at auto's
-1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles;
-:math:`P=3{,}010`: 26-27 against 34-53.
+(:math:`P=650`, 20 clients) 38 / 36 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (53 / 51 at auto's
+1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from ..engine.memory import format_bytes
 from .block_newton_steps import BlockNewtonRun
 from .hessian_free import HessianFreeRoute
 
-__all__ = ["BlockNewtonRoute", "block_newton_plan", "default_memory", "ATTEMPT_FRACTION"]
+__all__ = ["BlockNewtonRoute", "block_newton_plan", "default_memory", "ATTEMPT_FRACTION", "bound_terms_fit",
+           "bound_terms_floats"]
 
 #: a certificate is attempted once the optimistic gap from the whole gradient is this fraction of the
 #: gap asked (measured on digits: 0.5 and 0.25 both 52 exchanges, 1.0 54, the Hessian-free route's
@@ -76,6 +83,36 @@ def block_newton_plan(evaluations: int, directions: int, bound_terms: int = 1000
                                  f"products each: steps, line search and the intercepts' polish), {bound_terms} "
                                  f"bound-term answers, {values} one-point value queries; the route stops at the "
                                  f"first limit reached with its best certificate"))
+
+
+def bound_terms_floats(n_outputs: int, intercept: bool) -> int:
+    r"""Floats of a client's bound terms (:meth:`~drflmodel.client_oracle.site.Site.bound_terms` without the
+    column statistics): 4 magnitudes, and with an intercept column the mean :math:`\|\tilde x\|` and the
+    intercepts' value, gradient and Hessian triangle (:math:`2+K+K(K+1)/2`)."""
+    K = int(n_outputs)
+    return 4 + (2 + K + K * (K + 1) // 2 if intercept else 0)
+
+
+def bound_terms_fit(mf, directions: int) -> bool:
+    r"""Whether an evaluation with ``directions`` products and the bound terms stays within :math:`4P`
+    floats per answer: :math:`(q+1)P+1+` :func:`bound_terms_floats` :math:`\le4P`. Then the route asks
+    the bound terms with every evaluation (:class:`~drflmodel.client_oracle.remote_points.RemoteMatrixFree`'s
+    ``ride``): a certificate attempt costs no exchange of its own, the intercepts' polish one instead of three."""
+    P = int(mf.dim)
+    extra = bound_terms_floats(mf.n_outputs, mf.layout.intercept_column is not None)
+    return (int(directions) + 1) * P + 1 + extra <= 4 * P
+
+
+def _remote_matrix_free(problem):
+    """On a federated server, the matrix-free objectives the Hessian-free route's solve will read (its
+    cache entry: the same object, built now if needed), else ``None``."""
+    from ..engine.steps import cached
+
+    objectives = problem.objectives
+    remote = getattr(objectives, "matrix_free", None)
+    if remote is None:
+        return None
+    return cached(problem, "hessian_free", (objectives, objectives.loss), remote)
 
 
 def _dense_is_cheaper(structure) -> str | None:
@@ -176,15 +213,26 @@ class BlockNewtonRoute(HessianFreeRoute):
         """With a ``tol`` far below ``gap_tol``, the stall rule (a gap within ``gap_tol`` that stops
         halving) is applied at ``100 tol`` (as the ranked Hessian-free route does); the status is
         the user's ``gap_tol``'s."""
-        from ...solution import status_from_gap
-        from .route_costs import STALL_FACTOR
-
         opts = dict(request.options)
         if opts.get("plan") is None and getattr(problem.objectives, "matrix_free", None) is not None:
             from ..engine.plan import left_on      # lowered to what this run left (a fallback's too)
 
             opts["plan"] = block_newton_plan(opts["max_iterations"] + 31, opts["directions"]).within(
                 left_on(getattr(problem.objectives, "channel", None)))
+        mf = _remote_matrix_free(problem)
+        riding = mf is not None and hasattr(mf, "ride") and bound_terms_fit(mf, opts["directions"])
+        if riding:                          # the bound terms with every evaluation (room left in the 4P floats)
+            mf.ride = True
+        try:
+            return self._solve(problem, request, opts)
+        finally:
+            if riding:
+                mf.ride = False
+
+    def _solve(self, problem, request, opts):
+        from ...solution import status_from_gap
+        from .route_costs import STALL_FACTOR
+
         asked = opts.get("tol")
         if asked is None or request.gap_tol <= STALL_FACTOR * asked:
             return super().solve(problem, dataclasses.replace(request, options=opts))

@@ -15,6 +15,19 @@ at the point it was asked (:math:`w=Hv`, no secant approximation), and each eval
 :math:`q+1` pairs instead of L-BFGS's one; a pair without positive curvature is skipped, so the
 model stays positive definite.
 
+**The intercepts' block exactly.** Where the evaluations carry the bound terms (in process, and on a
+federated server whose answers have room for them, the ``ride`` of
+:class:`~drflmodel.client_oracle.remote_points.RemoteMatrixFree`), each brings the exact Hessian of :math:`\sum_i\lambda_if_i` in the :math:`K`
+intercepts (the clients' intercept Hessians combined; :func:`intercept_block`). The recursion's
+:math:`B_0` uses it on those coordinates (its exact inverse there, :math:`\gamma I` elsewhere: a
+two-loop recursion from any positive definite :math:`B_0` is still the limited-memory BFGS matrix of
+the pairs). The unpenalized intercepts are the model's worst-scaled coordinates (only the data term
+curves them, and little where the rows are well classified), and the certificate needs them near
+their partial minimum. Measured on digits (20 clients, :math:`\ell_2=10^{-3}`): 39 / 36 evaluations
+(ERM / :math:`\chi^2`) at ``gap_tol = 1e-6`` -> 34 / 32, and 55 / 53 -> 49 / 47 at 1e-10. (The exact
+diagonal of the Hessian as :math:`B_0`, or a block per feature column
+:math:`\sum_i\lambda_i\overline{x_{ik}^2}\,\nabla^2_{bb}f_i`, tried as prototypes, needed 4-8x more.)
+
 **Which directions.** The next evaluation's directions extend the kept ones the way a block Krylov
 method does: the latest weighted gradient and the latest products, each with its component in the
 span of the kept directions removed (Gram-Schmidt in :math:`z`), so each product brings curvature
@@ -37,7 +50,7 @@ import numpy as np
 
 from .hessian_free_steps import QuasiNewtonSQPRun
 
-__all__ = ["SubspaceModel", "BlockNewtonRun", "products_at"]
+__all__ = ["SubspaceModel", "BlockNewtonRun", "products_at", "intercept_block"]
 
 
 def products_at(mf, theta, directions):
@@ -67,6 +80,7 @@ class SubspaceModel:
         self.gamma0 = float(gamma0)
         self.pairs: list = []                   # (v_z, w_z)
         self._basis = self._inverse = None
+        self.block = None                       # (idx, H): exact curvature on a few coordinates
 
     def _to_z(self, v, w):
         if self.scaling is None:
@@ -94,18 +108,52 @@ class SubspaceModel:
             self._basis = V @ (U[:, keep] / np.sqrt(s[keep]))
         return self._basis
 
-    def apply_inverse(self, X) -> np.ndarray:
-        """:math:`B^{-1}X` for ``X`` of shape ``(P,)`` or ``(P, m)`` (``theta``-space)."""
-        from .hessian_free_steps import InverseLBFGS
+    def set_block(self, idx, H) -> None:
+        """The exact curvature of the coordinates ``idx`` (``theta``-space, ``(k, k)`` SPD: the intercepts'
+        Hessian at the latest point) for :math:`B_0` on them (module docstring); ``None`` drops it."""
+        self.block = None if idx is None else (np.asarray(idx), np.asarray(H, float))
+        self._inverse = None
 
-        if self._inverse is None:
-            self._inverse = InverseLBFGS(len(self.pairs) + 1, 1.0 / self.gamma0)
-            for vz, wz in self.pairs:
-                self._inverse.update(vz, wz)
-        D = None if self.scaling is None else (self.scaling if np.ndim(X) == 1 else self.scaling[:, None])
-        Xz = np.array(X, float) if D is None else D * np.asarray(X, float)
-        Yz = self._inverse.apply(Xz)
-        return Yz if D is None else D * Yz
+    def apply_inverse(self, X) -> np.ndarray:
+        r""":math:`B^{-1}X` for ``X`` of shape ``(P,)`` or ``(P, m)`` (``theta``-space): the two-loop recursion
+        (Nocedal and Wright, Algorithm 7.4) over the pairs in :math:`z`, from :math:`B_0^{-1}=\gamma I`
+        (:math:`\gamma=v^\top w/w^\top w` of the latest pair, :math:`1/\gamma_0` before any) with, when a
+        block is set (:meth:`set_block`), that block's exact inverse on its coordinates."""
+        from scipy.linalg import cho_solve
+
+        X = np.asarray(X, float)
+        D = np.ones(X.shape[0]) if self.scaling is None else self.scaling
+        Dm = D if X.ndim == 1 else D[:, None]
+        if self._inverse is None:                    # (rho, v, w) per pair, gamma, the block's factor
+            rhos = [(1.0 / float(vz @ wz), vz, wz) for vz, wz in self.pairs]
+            gamma = 1.0 / self.gamma0
+            if self.pairs:
+                vz, wz = self.pairs[-1]
+                gamma = float(vz @ wz) / float(wz @ wz)
+            factor = None
+            if self.block is not None:
+                idx, H = self.block
+                Hz = D[idx][:, None] * H * D[idx][None, :]
+                try:
+                    factor = (idx, np.linalg.cholesky(Hz))
+                except np.linalg.LinAlgError:
+                    factor = None
+            self._inverse = (rhos, gamma, factor)
+        rhos, gamma, factor = self._inverse
+        Q = Dm * X
+        alphas = []
+        for rho, vz, wz in reversed(rhos):
+            a = rho * (vz @ Q)
+            Q = Q - np.multiply.outer(wz, a)
+            alphas.append(a)
+        R = gamma * Q
+        if factor is not None:
+            idx, L = factor
+            R[idx] = cho_solve((L, True), Q[idx])
+        for (rho, vz, wz), a in zip(rhos, reversed(alphas)):
+            b = rho * (wz @ R)
+            R = R + np.multiply.outer(vz, a - b)
+        return Dm * R
 
     def apply(self, X) -> np.ndarray:
         """:meth:`apply_inverse` (the interface of :class:`~.hessian_free_steps.InverseLBFGS`)."""
@@ -143,6 +191,29 @@ class SubspaceModel:
         return out if self.scaling is None else out * self.scaling[None, :]
 
 
+def intercept_block(mf, point, lam) -> tuple:
+    r"""``(idx, H)``: the intercepts' coordinates and the exact Hessian of :math:`\sum_i\lambda_if_i` in
+    them at ``point`` (:math:`K\times K`: the clients' intercept Hessians of the bound terms, combined,
+    plus the ridge on them; for an unpenalized softmax intercept the invariant direction
+    :math:`\mathbf 1` is given the block's largest curvature, as the bound does), or ``(None, None)``
+    when the model has no intercept column or its Hessian would cost an exchange (on a federated
+    server whose evaluations do not carry the bound terms)."""
+    j0 = mf.layout.intercept_column
+    if j0 is None or not getattr(mf, "ride", True):
+        return None, None
+    from ...losses import Multinomial
+
+    K, d = int(mf.n_outputs), int(mf.n_features)
+    idx = j0 + d * np.arange(K)
+    hess = point.intercept_terms(idx)[2]
+    H = np.tensordot(lam, hess, axes=(0, 0)).reshape(K, K)
+    penalty = np.asarray(mf.penalty_diagonal, float)[idx] * float(np.sum(lam))
+    H = H + np.diag(penalty)
+    if isinstance(mf.loss, Multinomial) and not np.any(penalty > 0):
+        H = H + np.full((K, K), float(np.abs(H).max()) / K)
+    return idx, H
+
+
 class BlockNewtonRun(QuasiNewtonSQPRun):
     """The SQP of the module docstring for the weight set ``W`` with the compiled weight problem
     ``model``, ``q`` directions per evaluation and ``memory`` kept pairs: the loop of
@@ -167,6 +238,8 @@ class BlockNewtonRun(QuasiNewtonSQPRun):
         lam = np.asarray(lam, float)
         for j in range(products.shape[1]):
             self._model.add(directions[j], lam @ products[:, j, :])
+        if self._model is not None:
+            self._model.set_block(*intercept_block(self.mf, point, lam))
         self.products += products.shape[1]
         self._gradient = point.gradients().T @ lam
         return point, float(value)

@@ -27,6 +27,14 @@ fused pass over the data (values, gradients and the weighted Hessian,
 Invariant directions of the layout (softmax with unpenalized features) are deflated as in
 :mod:`.fixed_weight_bound`.
 
+The weight step runs in numpy for a fixed set, a box-simplex set (simplex, CVaR, HCVaR) and the
+:math:`\chi^2` set (:mod:`.box_simplex_step`); the CVXPY model above serves the other sets.
+
+**Many rows.** From :data:`WARM_START_ROWS` rows the route first runs on a seeded 5% subsample of
+every client's rows, then takes its first full step with the exact values and gradients and the
+subsample's weighted Hessian (a pass without the Hessian); the later steps use the exact Hessian
+of each pass, and so does every certificate.
+
 **Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.minmax.dro.WeightedMinMax.certify_at`:
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
 weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`.fixed_weight_bound`.
@@ -141,9 +149,9 @@ class FixedWeightStep:
 def weight_step_model(problem, solver: str | None = None):
     """The weight step problem of ``problem``'s weight set, built once per weight set (kept in the
     route's cache on the problem): for a fixed weight set the numpy :class:`FixedWeightStep`; for a
-    box-simplex set (simplex, CVaR, HCVaR) of at most
+    box-simplex set (simplex, CVaR, HCVaR) or the :math:`\\chi^2` set of at most
     :data:`~.box_simplex_step.NUMPY_STEP_MAX_CLIENTS` clients the numpy active-set
-    :class:`~.box_simplex_step.BoxSimplexStep` (CVXPY is not imported); else the CVXPY
+    step of :func:`~.box_simplex_step.numpy_weight_step` (CVXPY is not imported); else the CVXPY
     :class:`WeightStepModel` compiled for ``solver`` (``None``: the default solver)."""
     from . import box_simplex_step
 
@@ -151,9 +159,9 @@ def weight_step_model(problem, solver: str | None = None):
     point = W.single_point()
     if point is not None:
         return cached(problem, "sqp", (W, "fixed"), lambda: FixedWeightStep(W, point))
-    if W.box_bounds() is not None and W.n <= box_simplex_step.NUMPY_STEP_MAX_CLIENTS:
+    if box_simplex_step.has_numpy_step(W):
         conic = lambda: WeightStepModel(W, solver or default_solver())      # noqa: E731
-        return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.BoxSimplexStep(W, conic))
+        return cached(problem, "sqp", (W, "numpy"), lambda: box_simplex_step.numpy_weight_step(W, conic))
     solver = solver or default_solver()
     return cached(problem, "sqp", (W, solver), lambda: WeightStepModel(W, solver))
 
@@ -250,8 +258,8 @@ class LagrangianSQPRoute(Route):
         started = time.perf_counter()
         opts = request.options
         timing = {"model": 0.0, "warm_start": 0.0, "numpy": 0.0, "step_solve": 0.0, "certificate": 0.0}
-        # a fixed or box-simplex weight set steps in numpy (FixedWeightStep, BoxSimplexStep): no
-        # conic solver, CVXPY not imported
+        # a fixed, box-simplex or chi-square weight set steps in numpy (FixedWeightStep, BoxSimplexStep,
+        # ChiSquareStep): no conic solver, CVXPY not imported
         t0 = time.perf_counter()
         model = weight_step_model(problem)
         solver = model.solver
@@ -262,10 +270,14 @@ class LagrangianSQPRoute(Route):
         best, history = None, []
         try:
             t0 = time.perf_counter()
-            theta, lam = self._start(problem, model, request)
+            theta, lam, sub_hessian = self._start(problem, model, request)
             timing["warm_start"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            point = _Point(obj, W, theta, lam)                            # the one data pass of the step
+            if sub_hessian is None:
+                point = _Point(obj, W, theta, lam)                        # the one data pass of the step
+            else:       # after a subsample warm start: exact values and gradients, the subsample's Hessian
+                values, grads, _ = obj.evaluate(theta, lam, hessian=False)
+                point = _Point(obj, W, theta, lam, (values, grads, sub_hessian), exact_hessian=False)
             timing["numpy"] += time.perf_counter() - t0
             predicted, step, ridge = np.inf, 1.0, 0.0
             for k in range(1, opts["max_steps"] + 1):
@@ -279,6 +291,8 @@ class LagrangianSQPRoute(Route):
                 if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
                         or stalled or k == opts["max_steps"]):
                     t0 = time.perf_counter()
+                    if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
+                        point = _Point(obj, W, point.theta, point.lam)
                     sol = self._certify(problem, point)
                     timing["certificate"] += time.perf_counter() - t0
                     record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
@@ -335,9 +349,12 @@ class LagrangianSQPRoute(Route):
         return sol
 
     def _start(self, problem, model, request):
-        """``(theta, lambda)`` to start from: a sweep's previous answer; else, for many rows, the SQP
+        """``(theta, lambda, H)`` to start from: a sweep's previous answer; else, for many rows, the SQP
         run on a seeded 5% subsample of every client's rows (a few cheap passes that leave the full
-        problem a step or two from its solution); else :math:`\\theta=0` with its worst-case weights."""
+        problem a step or two from its solution), with the subsample's weighted Hessian ``H`` at that
+        point (the first full step takes it with the exact values and gradients: a pass without the
+        Hessian; every certificate is computed with the exact Hessian); else :math:`\\theta=0` with
+        its worst-case weights (``H`` is ``None`` in those two cases)."""
         obj, W = problem.objectives, problem.weight_set
         previous = warm_start(problem)
         theta = previous if previous is not None else np.zeros(problem.dim)
@@ -356,8 +373,9 @@ class LagrangianSQPRoute(Route):
                 point, step = point.advance(delta, lam_new, predicted)
                 if predicted <= 1e-8 * max(1.0, abs(point.value)) or step < 1e-10:
                     break
-            return point.theta, point.lam
-        return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0]
+            # the subsample's Hessian at the point it ends at, for the weights the full problem starts with
+            return point.theta, point.lam, (point.H if point.D.chol is not None else None)
+        return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0], None
 
     @staticmethod
     def _certify(problem, point):
@@ -400,10 +418,11 @@ class _Point:
     """An SQP iterate with everything one fused pass gives at it: client values and gradients,
     :math:`\\Phi`, and the weighted Hessian at the iterate's weights (deflated, factorized)."""
 
-    def __init__(self, obj, W, theta, lam, evaluated=None):
+    def __init__(self, obj, W, theta, lam, evaluated=None, value=None, exact_hessian: bool = True):
         self.obj, self.W, self.theta, self.lam = obj, W, theta, lam
+        self.exact_hessian = exact_hessian          # False: H is the subsample's (steps only, no certificate)
         self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
-        self.value = float(W.worst_case(self.values)[0])
+        self.value = float(W.worst_case(self.values)[0]) if value is None else value
         self.D = _Deflated(self.H, obj.layout.invariant_basis())
         self.scale = max(float(np.abs(self.H).max()), 1e-300)
 
@@ -434,4 +453,5 @@ class _Point:
             evaluated = None
         if value > self.value:                    # no decrease: keep the point, take the new weights
             theta_new, evaluated = self.theta, None
-        return _Point(self.obj, self.W, theta_new, lam_new, evaluated), step
+        # the full step's pass already gave Phi there (evaluated is None otherwise: recomputed)
+        return _Point(self.obj, self.W, theta_new, lam_new, evaluated, value if evaluated is not None else None), step

@@ -164,22 +164,27 @@ def hessian_free_memory(structure) -> int:
 #: exchanges to a certificate at ``gap_tol = 1e-6`` on a federated server (``LocalChannel``, 20
 #: clients, ``benchmarks/bench_federated_scale.py``): the dense ``sqp`` route 11-13 (digits, breast
 #: cancer); the ``hessian_free`` route 37-41 at P = 31, 83 on digits (P = 650), 34-53 at P = 3,010, 29 at
-#: P = 51,300; the ``block_newton`` route with two products per exchange 0.5-0.8x the Hessian-free
-#: count (28-30, 44-47, 26-27)
-FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.65}
+#: P = 51,300; the ``block_newton`` route with two products and the bound terms per exchange 0.4-0.7x the
+#: Hessian-free count (24-25, 36-38, 22-24)
+FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.55}
 
 
 def federated_floats(structure, directions: int = 2) -> dict:
     """What a federated solve of ``structure`` uploads per client, by route: ``{route: {"exchanges",
     "largest" (floats of the largest answer), "total" (exchanges x largest, an upper bound)}}`` for
-    ``block_newton`` (:math:`(q+1)P+1` floats per answer), ``hessian_free`` (:math:`P+1`) and the dense
+    ``block_newton`` (:math:`(q+1)P+1` floats per answer, plus the bound terms' :math:`6+K+K(K+1)/2` where
+    they fit in :math:`4P`), ``hessian_free`` (:math:`P+1`) and the dense
     ``sqp`` route (a Hessian triangle, :math:`P(P+1)/2`, with the value and gradient), from the measured
     exchange counts :data:`FEDERATED_EXCHANGES`. The communication cost ``method="auto"`` weighs on a
     federated server (bytes x exchanges): answers of at most :math:`4P` floats rule the dense route
     out from :math:`P=6`, and among the other two the block route needs fewer exchanges."""
     P = int(structure.dim)
     hf = FEDERATED_EXCHANGES["hessian_free_small" if P < 1000 else "hessian_free_large"]
-    rows = {"block_newton": (int(round(FEDERATED_EXCHANGES["block_newton_factor"] * hf)), (directions + 1) * P + 1),
+    block = (directions + 1) * P + 1
+    terms = 6 + int(structure.n_outputs) + int(structure.n_outputs) * (int(structure.n_outputs) + 1) // 2
+    if block + terms <= 4 * P:                       # the bound terms ride on the evaluations (with an intercept)
+        block += terms
+    rows = {"block_newton": (int(round(FEDERATED_EXCHANGES["block_newton_factor"] * hf)), block),
             "hessian_free": (hf, P + 1),
             "sqp": (FEDERATED_EXCHANGES["sqp"], P * (P + 1) // 2 + P + 1)}
     return {name: {"exchanges": e, "largest": f, "total": e * f} for name, (e, f) in rows.items()}
