@@ -224,3 +224,22 @@ def test_private_chi_square_certifies_the_in_process_optimum(rho):
     with pytest.raises(InvalidParameterError, match="rho = 0"):
         private_chi_square_solve(dm.FederatedDRO(dm.datasets.breast_cancer(n_clients=4, seed=0), dm.losses.Logistic(),
                                                  weights=dm.sets.ChiSquare(4, 0.0), l2=0.01), reveal_loss_distribution=True)
+
+
+def test_private_cvar_certifies_a_tie_at_the_level_under_the_guard():
+    """Breast cancer over 5 sites, CVaR(5, 0.4): at the optimum two clients' losses tie at the CVaR
+    level (the in-process solve's losses, equal to 1e-8, and its weights split between them).
+    Before the kink-free descent and the clients' own weights, the guarded solve withheld every
+    sum there (one client alone at the kink) and certified nothing; now it certifies to 1e-6 and
+    its interval meets the in-process one."""
+    from drflmodel.client_oracle.private import private_cvar_solve
+
+    prob = dm.FederatedDRO(dm.datasets.breast_cancer(n_clients=5, seed=0), dm.losses.Logistic(),
+                           weights=dm.sets.CVaR(5, 0.4), l2=0.01)
+    ref = prob.solve()
+    losses = np.sort(ref.client_losses)
+    assert losses[3] - losses[2] <= 1e-8 * losses[3] and min(losses[4] - losses[3], losses[2] - losses[1]) > 1e-3
+    cert = private_cvar_solve(prob, reveal_loss_distribution=True)
+    assert cert.details["min_contributors"] == 2 and cert.details["isolating_sums"] == 0
+    assert cert.status == "optimal" and cert.relative_gap <= 1e-6
+    assert cert.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= cert.upper_bound + 1e-12

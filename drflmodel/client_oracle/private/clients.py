@@ -16,9 +16,16 @@ public vector, of which client *i* reads its own entry):
 * ``"intercept_values"`` (``theta``, ``idx``, ``b``): :math:`\lambda_i` times the mean data loss with
   the intercepts set to ``b``.
 * ``"cvar_eta"`` / ``"cvar_gradient"`` (``theta``, ``eta``, ``t``): the smoothed CVaR terms of
-  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted; ``"chi_square_eta"`` /
+  :mod:`.cvar` (:meth:`PrivateClient.cvar_contribution`), unweighted; ``"cvar_value"`` /
+  ``"cvar_descent"``: the same without the terms only the clients at the kink hold
+  (:meth:`PrivateClient.cvar_descent`); ``"cvar_levels"`` (``eta`` an array): those at many levels
+  (:meth:`PrivateClient.cvar_levels`); ``"chi_square_eta"`` /
   ``"chi_square_gradient"`` (``theta``, ``eta``): the :math:`\chi^2` dual's
   (:meth:`PrivateClient.chi_square_contribution`).
+* ``"weight"`` (``weights``): :math:`\lambda_i` itself -- with ``("cvar_sigma", [c, t, eta, *theta_w])``
+  the client's own CVaR weight :math:`\lambda_i=c\,\sigma((\tilde f_i(\theta_w)-\eta')/t)`
+  (:meth:`PrivateClient.cvar_weight`), which no one else knows; the fixed-weight queries accept the
+  same ``weights``.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ import numpy as np
 from ...errors import InvalidParameterError
 from ...matrix_free import MatrixFreeObjectives
 
-__all__ = ["PrivateClient", "private_clients"]
+__all__ = ["PrivateClient", "private_clients", "SIGMA_CUT"]
+
+#: below this slope :math:`\sigma_i` a client sends its kink-free CVaR terms as exact zeros
+#: (:meth:`PrivateClient.cvar_descent`; far above the guard's floor, far below the descent's accuracy)
+SIGMA_CUT = 1e-9
+#: below this :math:`\sigma_i` a client's CVaR weight is 0 (:meth:`PrivateClient.cvar_weight`; any
+#: weights in the set give a lower bound)
+WEIGHT_CUT = 1e-6
 
 
 class PrivateClient:
@@ -39,6 +53,7 @@ class PrivateClient:
         self._mf = MatrixFreeObjectives(objectives.restricted(index))
         self.size = int(self._mf.sizes[0])
         self._point = None
+        self._weights = {}
 
     def max_row_norm(self) -> float:
         r""":math:`\max_j\|x_{ij}\|` over this client's rows (for the DP route's public bound check)."""
@@ -50,7 +65,30 @@ class PrivateClient:
             return self.size / float(arg)
         if kind == "public":
             return float(np.asarray(arg, float)[self.index])
-        raise InvalidParameterError(f"weights must be ('size', N) or ('public', lam); got {kind!r}")
+        if kind == "cvar_sigma":
+            return self.cvar_weight(np.asarray(arg, float))
+        raise InvalidParameterError(f"weights must be ('size', N), ('public', lam) or ('cvar_sigma', [c, t, eta, "
+                                    f"*theta]); got {kind!r}")
+
+    def cvar_weight(self, arg: np.ndarray) -> float:
+        r"""This client's own CVaR weight at the public ``arg`` :math:`=(c,t,\eta',\theta_w)`:
+        :math:`\lambda_i=c\,(\sigma(z_i/t)-\kappa)_+/(1-\kappa)`, :math:`z_i=\tilde f_i(\theta_w)-\eta'`,
+        :math:`\kappa=` :data:`WEIGHT_CUT`: exactly 0 for the clients far below the level (their
+        terms would be below the guard's floor in some entries and not in others), continuous and
+        falling in :math:`\eta'`, and :math:`0\le\lambda_i\le c`. The same float every time it
+        is asked (cached per ``arg``): the secure sum of the weights (query ``"weight"``) and the
+        weighted sums use the very same numbers."""
+        from scipy.special import expit
+
+        key = arg.tobytes()
+        if key not in self._weights:
+            c, t, eta, theta_w = float(arg[0]), float(arg[1]), float(arg[2]), arg[3:]
+            point = self._mf.at(theta_w)
+            z = float(point.values[0] - point.penalty) - eta
+            sig = float(expit(z / t)) if z > -self.margin(point, t) else 0.0
+            lam = c * max(sig - WEIGHT_CUT, 0.0) / (1.0 - WEIGHT_CUT)     # continuous, monotone in eta
+            self._weights = {key: min(max(lam, 0.0), c)}          # one weight vector at a time
+        return self._weights[key]
 
     def _at(self, theta):
         theta = np.asarray(theta, float)
@@ -59,18 +97,34 @@ class PrivateClient:
         return self._point
 
     def contribution(self, query: str, weights=None, theta=None, idx=None, b=None,
-                     intercept_column=None, eta=None, t=None, kind=None) -> np.ndarray:
+                     intercept_column=None, eta=None, t=None, kind=None, drop=None) -> np.ndarray:
+        """This client's vector for ``query`` (module docstring); ``drop``: entries it sends as 0
+        (public; the guard's retry of :mod:`.cvar` after a withheld sum: the entries a few clients
+        alone would hold)."""
+        v = self._contribution(query, weights, theta, idx, b, intercept_column, eta, t, kind)
+        if drop is not None and len(drop):
+            v = np.array(v, float)
+            v[np.asarray(drop, int)] = 0.0
+        return v
+
+    def _contribution(self, query, weights, theta, idx, b, intercept_column, eta, t, kind) -> np.ndarray:
         if query == "size":
             return np.array([float(self.size)])
         if query == "dual_allowances":
             return self.dual_allowances(theta, float(weights))
         if query == "dual_count":
             return self.dual_count(theta, np.asarray(eta, float), None if t is None else float(t), str(kind))
+        if query == "cvar_levels":
+            return self.cvar_levels(theta, np.asarray(eta, float), float(t))
+        if query in ("cvar_value", "cvar_descent"):
+            return self.cvar_descent(theta, float(eta), float(t), query == "cvar_descent")
         if query in ("cvar_eta", "cvar_gradient"):
             return self.cvar_contribution(theta, float(eta), float(t), query == "cvar_gradient")
         if query in ("chi_square_eta", "chi_square_gradient"):
             return self.chi_square_contribution(theta, float(eta), query == "chi_square_gradient")
         lam = self._weight(weights)
+        if query == "weight":
+            return np.array([lam])
         point = self._at(theta)
         if query == "value_gradient":
             return lam * np.concatenate([point.values, point.gradients()[0]])
@@ -167,6 +221,37 @@ class PrivateClient:
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
         gnorm = float(np.linalg.norm(g))
         return np.concatenate([head, [gnorm, moved, moved * gnorm], sig * g])
+
+    def cvar_descent(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
+        r"""The smoothed CVaR terms every client above :math:`\eta'-m_i` holds, none that only the
+        clients at the kink hold (:math:`\sigma'`, :math:`m_i`: with two clients tied at the level,
+        one alone would hold them): :math:`t\log(1+e^{z/t})`, :math:`\sigma(z/t)` and, with
+        ``gradient``, :math:`\sigma\nabla\tilde f_i`; all exact zeros where :math:`\sigma<`
+        :data:`SIGMA_CUT` (:math:`s_t(z)\le2t\,\sigma` there)."""
+        from scipy.special import expit
+
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - eta
+        sig = float(expit(z / t))          # below SIGMA_CUT: z < -20 t, inside the margin's -40 t
+        if not sig >= SIGMA_CUT:
+            return np.zeros(2 + (self._mf.penalty_diagonal.size if gradient else 0))
+        head = [t * float(np.logaddexp(0.0, z / t)), sig]
+        if not gradient:
+            return np.array(head)
+        g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
+        return np.concatenate([head, sig * g])
+
+    def cvar_levels(self, theta, etas: np.ndarray, t: float) -> np.ndarray:
+        r""":meth:`cvar_descent`'s softplus and :math:`\sigma` terms at each level of ``etas``
+        (level by level): one secure sum gives the dual's slope on a grid of levels."""
+        from scipy.special import expit
+
+        point = self._at(theta)
+        z = float(point.values[0] - point.penalty) - np.atleast_1d(etas)
+        sig = expit(z / t)
+        soft = t * np.logaddexp(0.0, z / t)
+        keep = sig >= SIGMA_CUT
+        return np.stack([np.where(keep, soft, 0.0), np.where(keep, sig, 0.0)], axis=1).ravel()
 
     def value_allowance(self, point) -> float:
         """A bound :math:`a_i` on the floating-point error of this client's :math:`f_i` at ``point``

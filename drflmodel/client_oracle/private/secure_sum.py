@@ -110,6 +110,7 @@ class SecureSum:
     secure_sums: int          # secure-aggregation rounds it took (stages x attempts)
     widenings: int
     floor_error: np.ndarray | None = None   # the part of ``error`` from the guard's floor (entries sent as 0)
+    dropped: np.ndarray | None = None       # entries every client sent as 0 on request (the guard's retry, module .cvar)
 
     @property
     def lower(self) -> np.ndarray:
@@ -171,15 +172,26 @@ class SumClient:
         self.delta = 2.0 * self.c / self.T
         self._residual = None
         self.sent = None
+        self._computed = None      # the vector of the guard's count round, for the values round after it
+        self.reuse = False
 
     def answer(self, query: str, stage: int, scale, params: dict, floor: float | None = None,
                holders: bool = False) -> np.ndarray:
         """This client's message for one round (class docstring). With ``floor`` (scaled units) it
         sends 0 for every entry below it in magnitude; with ``holders`` it sends, instead of its
         values, 1 for each entry it would send nonzero (the guard's round of
-        :meth:`SumOnlyChannel.sum`) and keeps no residual."""
+        :meth:`SumOnlyChannel.sum`) and keeps no residual. With ``reuse`` set (the simulated
+        transport's clients) the values round right after the count round of the same query and
+        parameters reuses the vector the count round computed instead of asking the client again."""
         if stage == 0:
-            v = np.asarray(self.client.contribution(query, **params), float).ravel()
+            last = self._computed
+            if not holders and last is not None and last[0] == query and last[1] is params:
+                v = last[2]                     # the guard's count round of this very sum computed it
+            else:
+                v = np.asarray(self.client.contribution(query, **params), float).ravel()
+            # kept (with the parameters object itself, so its identity cannot be reused) for the
+            # values round of the same sum only
+            self._computed = (query, params, v) if holders and self.reuse else None
             z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
             if floor is not None:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
@@ -251,6 +263,8 @@ class SumOnlyChannel:
         if not self.widen > 1:
             raise InvalidParameterError(f"widen must be > 1; got {self.widen}")
         self._sum_clients = [SumClient(c, self.clipping_range, self.quantization_range) for c in self.clients]
+        for sc in self._sum_clients:        # in-process: the values round reuses the count round's vector
+            sc.reuse = True
         self._rngs = [np.random.RandomState(np.random.SeedSequence([self.seed, i]).generate_state(1)[0])
                       for i in range(n)]
 
