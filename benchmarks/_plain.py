@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
+
+from drflmodel._lazy import LazyModule
+
+cp = LazyModule("cvxpy")     # imported at the first CVXPY model: the scale and grid rows run none
 
 
 def solve_as_a_user(prob: cp.Problem, solvers=("CLARABEL", "ECOS")) -> tuple[float, str]:

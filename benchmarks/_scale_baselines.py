@@ -138,3 +138,19 @@ def sklearn_erm(fed, l2: float, solver: str, tol: float = 1e-8):
     model = LogisticRegression(C=1.0 / (l2 * len(y)), solver=solver, tol=tol, max_iter=10_000)
     model.fit(X[:, keep], y.astype(int) if fed.task == "multiclass" else y)
     return model, time.perf_counter() - t0, int(np.max(model.n_iter_))
+
+
+def erm_lbfgs(fed, l2: float):
+    """``(theta, seconds, iterations)`` of L-BFGS-B on the ERM objective
+    :math:`\\frac1N\\sum_j\\ell_j+\\frac{l_2}2\\|W\\|^2` (client weights = row shares), with the plain
+    numpy losses above and scikit-learn's lbfgs tolerances."""
+    t0 = time.perf_counter()
+    plain = PlainClientLosses(fed, l2)
+    v = plain.sizes / plain.sizes.sum()
+
+    def fun(theta):
+        f, R = plain.values_and_rows(theta)
+        return float(v @ f), plain.weighted_gradient(theta, R, v)
+
+    res = minimize(fun, np.zeros(plain.K * plain.d), jac=True, method="L-BFGS-B", options=lbfgs_options())
+    return res.x, time.perf_counter() - t0, int(res.nit)

@@ -70,13 +70,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-import cvxpy as cp
 import numpy as np
 
 import drflmodel as dm
 from _plain import solve_as_a_user
 from _scale_baselines import chi2_dual_lbfgs, cvar_smoothed_lbfgs, fafl_smoothed_lbfgs, sklearn_erm
+from drflmodel._lazy import LazyModule
 from drflmodel.objectives import ClientObjectives
+
+cp = LazyModule("cvxpy")     # imported at the first CVXPY model: the scale and grid rows run none
 
 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
 L2, RHO, ALPHA, N_CLIENTS, DEO_EPS = 1e-3, 0.1, 0.2, 20, 0.02

@@ -421,7 +421,9 @@ class Multinomial(Loss):
 
     def block_value(self, S, y) -> np.ndarray:
         S = np.asarray(S, float)
-        return _special.logsumexp(S, axis=-1) - np.take_along_axis(S, self._index(y), axis=-1)[..., 0]
+        top = S.max(axis=-1, keepdims=True)          # log-sum-exp shifted by the maximum, as scipy's
+        lse = np.log(np.exp(S - top).sum(axis=-1)) + top[..., 0]     # (without its array-API overhead)
+        return lse - np.take_along_axis(S, self._index(y), axis=-1)[..., 0]
 
     def block_gradient(self, S, y) -> np.ndarray:
         G = self.probabilities(S)

@@ -311,14 +311,15 @@ class ClientObjectives:
         # piecewise-quadratic loss -- contribute nothing: skipped
         rows = np.flatnonzero(w if b is not None else w * (a[:, 0] != 0))
         X2 = self._X.reshape(n * m, d)
+        every = rows.size == n * m                            # no row skipped: chunks are slices (views), not copies
         H = np.zeros((self.dim, self.dim))
         for start in range(0, rows.size, chunk):
-            r = rows[start:start + chunk]
+            r = slice(start, start + chunk) if every else rows[start:start + chunk]
             Xr, wr = fp.as_float64(X2[r]), w[r]                # a float32 chunk cast: exact
             for k in range(K):
                 H[k * d:(k + 1) * d, k * d:(k + 1) * d] += Xr.T @ (Xr * (wr * a[r, k])[:, None])
             if b is not None:
-                Z = (Xr[:, None, :] * (b[r] * np.sqrt(wr)[:, None])[:, :, None]).reshape(r.size, K * d)
+                Z = (Xr[:, None, :] * (b[r] * np.sqrt(wr)[:, None])[:, :, None]).reshape(Xr.shape[0], K * d)
                 H -= Z.T @ Z
         H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
         return H

@@ -247,3 +247,48 @@ def test_routes_are_named_after_their_files_and_answer_to_their_old_names():
     assert sol.info["method"] == "hessian_sqp" and sol.status == "optimal"
     with pytest.raises(dm.InvalidParameterError, match="unknown method 'newtonn'.*'hessian_sqp'"):
         prob.solve(method="newtonn")
+
+
+#: auto's first route on shapes of ``benchmarks/bench_grid.py`` against what was measured there: the
+#: faster of the two routes (fastest of 3-7 runs each, interleaved, one BLAS thread, loaded machine:
+#: the ratios) -- ``(rows, features, weight set, the faster route, its ms, the other's ms)``
+GRID_MEASURED = [
+    (240, 14, "erm", "sqp", 1.66, 3.01),
+    (5_000, 30, "erm", "hessian_free", 3.60, 10.09),       # auto took sqp before the refit
+    (20_000, 20, "erm", "hessian_free", 10.55, 22.78),     # idem
+    (200_000, 20, "erm", "sqp", 285.1, 476.7),             # sqp's warm start on a 5% subsample: 4 full steps
+    (2_000, 20, "chi2", "hessian_free", 37.3, 143.0),
+    (2_000, 20, "cvar", "sqp", 31.8, 179.9),
+    (100_000, 20, "cvar", "sqp", 586.2, 937.7),
+    (20_000, 100, "cvar", "hessian_free", 204.3, 325.7),
+]
+
+
+@pytest.mark.parametrize("rows, features, kind, faster, ms, other_ms", GRID_MEASURED,
+                         ids=[f"{r}x{d}-{k}" for r, d, k, *_ in GRID_MEASURED])
+def test_auto_ranks_first_the_route_measured_faster_on_the_grid(rows, features, kind, faster, ms, other_ms):
+    from drflmodel.problems.engine.route import estimated_costs
+
+    fed = dm.datasets.gaussian_mixture(rows, features, 2, n_clients=4 if rows < 1_000 else 20, alpha=0.5, seed=0)
+    if kind == "erm":
+        fed, W = _pooled(fed), dm.sets.Simplex(1)
+    else:
+        W = dm.sets.ChiSquare(20, 0.1) if kind == "chi2" else dm.sets.CVaR(20, 0.2)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), W, l2=1e-3, penalize_intercept=False)
+    costs = estimated_costs(prob.routes(), prob.structure)
+    assert min(costs, key=costs.get) == faster, costs
+    other = "sqp" if faster == "hessian_free" else "hessian_free"
+    assert costs[faster] < costs[other] and ms < other_ms
+
+
+def test_the_sqp_estimate_counts_its_warm_start_from_the_rows_it_starts_there():
+    """From ``WARM_START_ROWS`` rows the ``sqp`` route warm-starts on a 5% subsample and takes fewer
+    full steps: its estimate per row drops there (4 steps for ERM instead of 8)."""
+    from drflmodel.problems.minmax.lagrangian_sqp import WARM_START_ROWS
+    from drflmodel.problems.minmax.route_costs import sqp_seconds
+
+    fed = dm.datasets.gaussian_mixture(2_000, 20, 2, n_clients=1, seed=0)
+    s = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3).structure
+    below = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS - 1))
+    above = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS))
+    assert 0.5 < above / below < 0.75         # (1/20 x 8 + 4 + 1) / (8 + 1) full passes, plus overheads

@@ -318,24 +318,25 @@ def estimated_costs(routes, structure, available=None) -> dict:
     return {r.name: r.cost(structure) for r in routes if _why_not(r, structure, available) is None}
 
 
-def by_cost(routes, structure, available) -> list:
+def by_cost(routes, structure, available, costs=None) -> list:
     """``routes`` ordered for ``method="auto"``: by :meth:`Route.cost` (cheapest first, ties in the
-    family's order) when every route auto could take declares one, else in the family's order."""
+    family's order) when every route auto could take declares one, else in the family's order
+    (``costs``: :func:`estimated_costs` of ``routes``, when the caller has them)."""
     routes = list(routes)
-    costs = estimated_costs(routes, structure, available)
+    costs = estimated_costs(routes, structure, available) if costs is None else costs
     if not costs or any(c is None for c in costs.values()):
         return routes
     rank = {name: k for k, name in enumerate(sorted(costs, key=lambda name: costs[name]))}
     return sorted(routes, key=lambda r: rank.get(r.name, len(rank)))
 
 
-def _route_choice(first, structure, available, routes) -> dict:
+def _route_choice(first, structure, available, routes, costs=None) -> dict:
     """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
     listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`), the
     estimated seconds of each route it could take (:meth:`Route.cost`) and why each route ranked
     before it was passed over."""
-    costs = estimated_costs(routes, structure, available)
-    ranked = by_cost(routes, structure, available)
+    costs = estimated_costs(routes, structure, available) if costs is None else costs
+    ranked = by_cost(routes, structure, available, costs)
     passed = {}
     for r in ranked:
         if r is first:
@@ -351,12 +352,12 @@ def _route_choice(first, structure, available, routes) -> dict:
     return out
 
 
-def _candidates(problem, structure, available, routes, solver, options) -> list:
+def _candidates(problem, structure, available, routes, solver, options, costs=None) -> list:
     """The routes ``method="auto"`` uses, in order: the first whose needs are available, that
     applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
     ``may_fall_back`` route, the next such route (see the module docstring)."""
     applicable, fitting = [], []
-    for r in by_cost(routes, structure, available):
+    for r in by_cost(routes, structure, available, costs):
         if _why_not(r, structure, available) is not None:
             continue
         applicable.append(r)
@@ -461,9 +462,10 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     structure = problem.structure
     available = structure.queries if available is None else available
-    skipped = None
+    skipped = costs = None
     if method == "auto":
-        chosen = _candidates(problem, structure, available, routes, solver, options)
+        costs = estimated_costs(routes, structure, available)     # once: the ranking and its record
+        chosen = _candidates(problem, structure, available, routes, solver, options, costs)
         stalled = problem.cache("auto").get("stalled", set())
         skipped = chosen[0].name if len(chosen) > 1 and chosen[0].name in stalled else None
         if skipped:
@@ -505,7 +507,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         route_attempts = [a for a in route_attempts if a["method"] != route.name]
     sol.info["method"] = route.name
     if method == "auto":
-        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes)
+        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs)
         if skipped:
             sol.info["route_choice"]["passed_over"][skipped] = (
                 "its certificate stalled short of the gap auto asks of it on an earlier solve of this problem")

@@ -25,6 +25,8 @@ preference stands (what a federated solve costs is exchanges and bytes, not seco
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..._memory import dense_hessian_bytes
 from ...sets import WeightSet
 from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
@@ -46,6 +48,18 @@ HESSIAN_CHUNK_ROWS = 8192
 
 #: L-BFGS evaluations per iteration (line search), measured 1.0-1.3
 EVALUATIONS_PER_ITERATION = 1.2
+
+#: the Hessian-free route's quasi-Newton SQP (a polyhedral set) solves a weight problem per iteration
+#: that costs this many times one weight solve of the ``sqp`` route: measured on the grid of shapes
+#: (``benchmarks/bench_grid.py``; CVaR and the simplex over 4-20 clients) the route took 3-5x the
+#: ``sqp`` route's time below 10,000 rows at the same weight sets, which one weight solve per
+#: iteration did not predict
+QN_WEIGHT_STEP_FACTOR = 2.0
+
+#: full steps of the ``sqp`` route after its warm start on a subsample (from
+#: ``lagrangian_sqp.WARM_START_ROWS`` rows): measured 4 for a fixed or smooth set, 5 for a polyhedral
+#: one at 100,000 and 200,000 x 21 (7-9 from zero below)
+SQP_WARM_STEPS = {"fixed": 4, "smooth": 4, "polyhedral": 5}
 
 
 def weights_kind(W: WeightSet) -> str:
@@ -129,19 +143,29 @@ def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
     qn_sqp = structure.weights == "polyhedral" or (structure.weights == "smooth" and structure.size >= sqp_min_size)
     per = EVALUATIONS_PER_ITERATION * pass_seconds(structure)
     if qn_sqp:
-        return iterations * (per + weight_step_seconds(structure)) + WEIGHT_MODEL_SECONDS
+        return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + WEIGHT_MODEL_SECONDS
     return iterations * per + 2 * pass_seconds(structure)
 
 
 def sqp_seconds(structure) -> float | None:
     """Seconds of the Lagrangian-Hessian SQP route (``None`` where the rows are not held): steps x
-    (a Hessian pass, plus a weight solve unless the set is fixed) plus its certificate."""
+    (a Hessian pass, plus a weight solve unless the set is fixed) plus its certificate; from
+    ``lagrangian_sqp.WARM_START_ROWS`` rows, the warm start on a 5% subsample (as many steps on
+    :math:`\\max(N/20, 4P)` rows) and then :data:`SQP_WARM_STEPS` full steps."""
     if not structure.rows_local:
         return None
+    from .lagrangian_sqp import WARM_START_ROWS
+
     fixed = structure.weights == "fixed"
     steps = 10 if structure.weights == "polyhedral" else 8
-    per = hessian_pass_seconds(structure) + (0.0 if fixed else weight_step_seconds(structure))
-    return steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else WEIGHT_MODEL_SECONDS)
+    weight = 0.0 if fixed else weight_step_seconds(structure)
+    warm = 0.0
+    if structure.rows >= WARM_START_ROWS:
+        sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)))
+        warm = steps * (hessian_pass_seconds(sub) + weight)
+        steps = SQP_WARM_STEPS[structure.weights]
+    per = hessian_pass_seconds(structure) + weight
+    return warm + steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else WEIGHT_MODEL_SECONDS)
 
 
 def hessian_free_memory(structure) -> int:

@@ -1,0 +1,92 @@
+"""benchmarks/bench_grid.py's harness on tiny shapes: the table has a row per shape x kind with both
+gaps certified, a baseline planted outside [L, U] is flagged, the federated answer size follows the
+route auto would take on a server, and ``--update-docs`` writes between its markers. No timing is
+asserted."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def grid():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_grid
+        yield bench_grid
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+class _Args:
+    smoothed_max = float("inf")
+    newton_cg_max = float("inf")
+
+
+def test_placement_names_the_side_of_the_interval(grid):
+    assert grid.placement(1.0, 0.9, 1.1) == "in"
+    assert grid.placement(0.9 - 1e-6, 0.9, 1.1) == "below L"
+    assert grid.placement(1.1 + 1e-6, 0.9, 1.1) == "above U"
+    assert grid.placement(0.9 - 1e-14, 0.9, 1.1) == "in"          # round-off of the evaluation
+
+
+def test_shapes_parse_and_the_default_grid_has_25(grid):
+    assert grid.parse_shape("20kx200x10") == (20_000, 200, 10)
+    assert grid.parse_shape("1Mx20") == (1_000_000, 20, 2)
+    with pytest.raises(ValueError, match="rows x features"):
+        grid.parse_shape("10k")
+    assert len(set(grid.GRID)) == 25 and len(set(grid.GRID) | set(grid.LARGE) | set(grid.HEADS)) == 28
+
+
+def test_a_table_of_two_tiny_shapes_certifies_both_gaps_and_flags_a_planted_baseline(grid):
+    rows = []
+    for shape in ("120x3", "200x4x3"):
+        fed = grid.grid_federation(shape)
+        pooled = grid._pooled(fed)
+        for kind in ("erm", "afl"):
+            row = grid.run_row(shape, kind, fed, pooled, 1, _Args())
+            for gap in grid.GAPS:
+                assert row["certified"][gap]["status"] == "optimal"
+                assert row["certified"][gap]["gap"] <= gap
+            assert row["baselines"] and all(b["place"][gap] != "below L" for b in row["baselines"].values()
+                                            for gap in grid.GAPS)
+            if kind == "erm":           # scikit-learn's three solvers and L-BFGS-B
+                assert {"sklearn lbfgs", "sklearn newton-cg", "sklearn newton-cholesky", "L-BFGS-B"} <= set(row["baselines"])
+            rows.append(row)
+    table = grid.grid_markdown(rows)
+    assert len(table.splitlines()) == 2 + 4 and "| 120x3 | 120 x 3 x 2 (4), 1 | erm |" in table
+
+    # a baseline whose objective is below the certified L: flagged by name (it would falsify the certificate)
+    fed = grid.grid_federation("120x3")
+    prob, sol, seconds = grid.certified_once(fed, "chi2", 1e-8)
+    runs = {gap: [(sol, seconds)] for gap in grid.GAPS}
+    row = grid.summarize("120x3", "chi2", prob, runs, {"planted": [(1.0, sol.lower_bound - 1e-3)]})
+    assert row["baselines"]["planted"]["place"] == {gap: "below L" for gap in grid.GAPS}
+    assert "planted below L (1e-8)" in grid.grid_markdown([row])
+
+
+def test_the_federated_answer_is_the_block_route_s_from_p_5(grid):
+    fed = grid.grid_federation("120x3")            # P = 4: the dense route's triangle is 4P floats
+    small = grid.federated_answer(grid.grid_problem(fed, "chi2").structure)
+    assert small["route"] == "sqp" and small["floats"] == 4 * 5 // 2 + 4 + 1
+    fed = grid.grid_federation("200x14")           # P = 15: (q + 1) P + 1 floats with q = 2 products
+    big = grid.federated_answer(grid.grid_problem(fed, "chi2").structure)
+    assert big == {"route": "block_newton", "floats": 46, "bytes": 368, "exchanges": big["exchanges"]}
+
+
+def test_update_docs_writes_between_the_grid_markers(grid, tmp_path, monkeypatch):
+    import bench_certified
+
+    page = pathlib.Path(bench_certified.PERFORMANCE_PAGE)
+    assert all(marker in page.read_text() for marker in grid.GRID_MARKERS)
+    fake = tmp_path / "performance.md"
+    fake.write_text(f"before\n{grid.GRID_MARKERS[0]}\nold\n{grid.GRID_MARKERS[1]}\nafter\n")
+    monkeypatch.setattr(bench_certified, "PERFORMANCE_PAGE", fake)
+    grid.update_docs("| a table |", "python benchmarks/bench_grid.py", grid.GRID_MARKERS)
+    text = fake.read_text()
+    assert "old" not in text and "| a table |" in text and text.startswith("before") and text.endswith("after\n")
