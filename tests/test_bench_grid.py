@@ -74,9 +74,10 @@ def test_the_federated_answer_is_the_block_route_s_from_p_5(grid):
     fed = grid.grid_federation("120x3")            # P = 4: the dense route's triangle is 4P floats
     small = grid.federated_answer(grid.grid_problem(fed, "chi2").structure)
     assert small["route"] == "sqp" and small["floats"] == 4 * 5 // 2 + 4 + 1
-    fed = grid.grid_federation("200x14")           # P = 15: (q + 1) P + 1 floats with q = 2 products
-    big = grid.federated_answer(grid.grid_problem(fed, "chi2").structure)
-    assert big == {"route": "block_newton", "floats": 46, "bytes": 368, "exchanges": big["exchanges"]}
+    fed = grid.grid_federation("200x14")           # P = 15: (q + 1) P + 1 floats with q = 2 products,
+    big = grid.federated_answer(grid.grid_problem(fed, "chi2").structure)   # + the bound terms riding on
+    floats = 3 * 15 + 1 + (6 + 1 + 1)              # them (6 + K + K(K + 1)/2, K = 1): 54 <= 4P = 60
+    assert big == {"route": "block_newton", "floats": floats, "bytes": 8 * floats, "exchanges": big["exchanges"]}
 
 
 def test_update_docs_writes_between_the_grid_markers(grid, tmp_path, monkeypatch):
