@@ -72,6 +72,17 @@ minimizer. The descent (L-BFGS in :math:`\theta`, :math:`\eta'` solved inside ea
 :func:`_root_eta`) uses only the softplus, :math:`\sigma_i` and :math:`\sigma_i\nabla\tilde f_i`,
 which every client above :math:`\eta'-20t` holds.
 
+**Per-client caps** (FAFL's ``HCVaR(p, alpha)``, :math:`\Lambda=\{\lambda\in\Delta:\lambda_i\le c_i\}`,
+:math:`c_i=p_i/\alpha_i` public): the dual is :math:`\min_\eta\eta+\sum_ic_i(f_i-\eta)_+`. With
+:math:`c=\bar c=\max_jc_j` above and each client multiplying its terms and its weight by its own
+:math:`r_i=c_i/\bar c\le1` (:attr:`~.clients.PrivateClient.cap_ratio`), every :math:`c\sum_i(\cdot)` of
+the server is :math:`\sum_ic_i(\cdot)`: slope :math:`1-\sum_ic_i\sigma_i`, weights
+:math:`\lambda_i\le c_i`, the same certificate. The error terms that count clients (:math:`cn\cdot`
+a per-client bound) stay upper bounds (:math:`\sum_ir_i\le n`); the allowances are summed at
+:math:`\bar c\ge c_i`; one more rounding per term (:math:`r_i\cdot`) is inside the factor 8 of the
+softplus bound; the guard's counts stay plain counts, and a withheld probe's sign is certified by
+the sums of the largest / smallest caps (:meth:`_DualServer._count_sign`). :func:`private_hcvar_solve`.
+
 **χ²** (``dm.sets.ChiSquare(n, rho)``, :math:`\rho>0`): its exact dual
 :math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` (``ChiSquare.support_expr``) is
 the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoothing (:math:`h` is
