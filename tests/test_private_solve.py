@@ -104,6 +104,11 @@ def test_fafl_with_unequal_caps_is_certified_privately_and_meets_the_cvxpy_optim
         assert "caps-weighted" in info["server_learns"]
         cvar = dm.FederatedDRO(fed, dm.losses.Logistic(), weights=dm.sets.CVaR(6, alpha), l2=0.01).solve()
         assert abs(cvar.upper_bound - ref.upper_bound) > 1e3 * (sol.gap + ref.gap)    # the caps matter
+    # with min_contributors=3 at alpha 0.3 the two largest caps (0.81 + 0.64) exceed 1: two clients alone
+    # above eta could carry the dual's slope, which the guard cannot release -- refused, naming both
+    with pytest.raises(InvalidParameterError, match=r"min_contributors=3 needs the 2 largest caps.*0\.814"):
+        private_solve(dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.3, l2=0.01),
+                      reveal_loss_distribution=True, min_contributors=3)
 
 
 def test_other_families_and_non_smooth_losses_are_refused_by_name(bc):
