@@ -115,3 +115,18 @@ def test_other_families_and_non_smooth_losses_are_refused_by_name(bc):
     hinge = dm.FederatedDRO(bc, dm.losses.Hinge(), weights=dm.sets.CVaR(4, 0.5), l2=0.01)
     with pytest.raises(InvalidParameterError, match="hinge.*not smooth"):
         private_solve(hinge)
+
+
+def test_a_hand_built_channel_without_the_caps_is_refused_for_fafl():
+    """Plain clients send their CVaR terms at the common cap: on that channel the server would certify
+    CVaR(n, max c) instead of FAFL's set, and no sum would show it. The route checks the clients' ratios."""
+    from drflmodel.client_oracle.private import SumOnlyChannel, private_clients, route_clients
+
+    fed = _unequal_sites()
+    fafl = dm.FairnessAwareFL(fed, dm.losses.Logistic(), alpha=0.6, l2=0.01)
+    plain = SumOnlyChannel(private_clients(fafl), seed=0)
+    with pytest.raises(InvalidParameterError, match=r"channel: its clients must scale their terms by their caps"):
+        private_solve(fafl, reveal_loss_distribution=True, channel=plain)
+    right = SumOnlyChannel(route_clients(fafl), seed=0)
+    sol = private_solve(fafl, reveal_loss_distribution=True, channel=right)
+    assert sol.status == "optimal"

@@ -114,7 +114,7 @@ from scipy.optimize import minimize
 
 from ...errors import InvalidParameterError
 from ...sets import CVaR, ChiSquare, HCVaR
-from .clients import SIGMA_CUT, WEIGHT_CUT, private_clients
+from .clients import SIGMA_CUT, WEIGHT_CUT, cap_ratios, private_clients
 from .fixed_weight import PrivateCertificate, _Server
 from .secure_sum import SumOnlyChannel, SumWithheld
 
@@ -574,6 +574,24 @@ def private_hcvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t
                        t_min, max_iter, seed, channel, channel_options, min_contributors, caps=caps)
 
 
+def _check_cap_ratios(channel, caps) -> None:
+    """A channel handed to the per-client-caps route must hold clients that scale their terms by their
+    own :math:`c_i/\bar c`: plain clients would make the server certify CVaR at the common cap, a
+    different set, with nothing in the sums to tell. Checked wherever the channel shows its clients
+    (a Flower channel's clients are built by :func:`~drflmodel.client_oracle.private.route_clients`)."""
+    clients = getattr(channel, "clients", None)
+    if clients is None:
+        return
+    expected = cap_ratios(caps)
+    held = [getattr(getattr(c, "client", c), "cap_ratio", None) for c in clients]
+    if len(held) != expected.size or any(r is None or not np.isclose(r, e, rtol=1e-15, atol=0.0)
+                                         for r, e in zip(held, expected)):
+        raise InvalidParameterError(
+            f"channel: its clients must scale their terms by their caps' ratios c_i / max c "
+            f"{np.round(expected, 6).tolist()} (build them with drflmodel.client_oracle.private.route_clients"
+            f"(problem)); got cap_ratio {held}")
+
+
 def hcvar_caps(weights) -> np.ndarray:
     r"""The caps :math:`c_i=p_i/\alpha_i` of ``HCVaR(p, alpha)``; every :math:`\alpha_i<1` and
     :math:`\sum_ic_i>1` (at level 1 the set is the point :math:`p`: the fixed-weight route)."""
@@ -616,6 +634,8 @@ def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, 
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem, caps), seed=seed, **channel_options)
+    elif caps is not None:
+        _check_cap_ratios(channel, caps)
     channel.min_contributors = min_contributors          # the guard of every sum of this solve
     server = _DualServer(problem, channel, kind, c, constant, min_contributors, caps=caps)
     server.alpha = alpha
