@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CHUNK_ROWS", "times", "t_times", "row_squared_norms", "gram", "as_float64"]
+__all__ = ["CHUNK_ROWS", "times", "t_times", "row_squared_norms", "gram", "weighted_gram", "as_float64"]
 
 #: rows cast to float64 at a time (16,384 rows x 512 features: 64 MiB)
 CHUNK_ROWS = 16_384
@@ -58,6 +58,17 @@ def gram(X: np.ndarray) -> np.ndarray:
     for r in _chunks(X.shape[0]):
         Xr = X[r].astype(np.float64)
         out += Xr.T @ Xr
+    return out
+
+
+def weighted_gram(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    r""":math:`X^\top\mathrm{diag}(w)X` in float64 for ``X`` ``(N, d)`` and ``w`` ``(N,)``."""
+    if X.dtype == np.float64:
+        return X.T @ (X * w[:, None])
+    out = np.zeros((X.shape[1], X.shape[1]))
+    for r in _chunks(X.shape[0]):
+        Xr = X[r].astype(np.float64)
+        out += Xr.T @ (Xr * w[r, None])
     return out
 
 
