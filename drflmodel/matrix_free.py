@@ -44,12 +44,18 @@ from .losses import Logistic, Multinomial
 __all__ = ["Float32Steps", "MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
 
 
-def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int) -> int:
-    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows and labels, five
-    :math:`N\\times K` blocks (scores, loss derivatives, curvature, a direction and its image)
-    and the :math:`n` client gradients (a few copies of :math:`P` floats each)."""
+def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int, feature_bytes: int = 8) -> int:
+    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows (``feature_bytes`` per
+    feature: 4 for float32 rows, which stay float32) and labels, five :math:`N\\times K` blocks
+    (scores, loss derivatives, curvature, a direction and its image) and the :math:`n` client
+    gradients (a few copies of :math:`P` floats each); for float32 rows also a chunk of rows cast to
+    float64 (:data:`drflmodel._float64_products.CHUNK_BYTES`) and the three :math:`N\\times K`
+    blocks of the float64 point a certificate is taken at (the float32 steps' points stay alive)."""
     P = n_features * n_outputs
-    return 8 * (n_rows * (n_features + 2) + 5 * n_rows * n_outputs + 4 * n_clients * P)
+    total = feature_bytes * n_rows * n_features + 8 * (2 * n_rows + 5 * n_rows * n_outputs + 4 * n_clients * P)
+    if feature_bytes < 8:      # float32 rows: a chunk cast to float64, the certified float64 point's 3 blocks
+        total += min(fp.CHUNK_BYTES, 8 * n_rows * n_features) + 24 * n_rows * n_outputs
+    return total
 
 
 class MatrixFreeObjectives:
@@ -81,7 +87,7 @@ class MatrixFreeObjectives:
         N = int(sizes.sum())
         from ._memory import check_memory
 
-        check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
+        check_memory(matrix_free_bytes(N, d, self.n_outputs, n, stacked_X.itemsize),
                      f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
                      instead="use fewer rows or features, or a machine with more memory")
         self.X, self.y = _compact_rows(stacked_X, stacked_y, sizes)
