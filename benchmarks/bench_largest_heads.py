@@ -15,7 +15,10 @@ output says). Each line is printed as it finishes (``nohup ... > log``).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_largest_heads.py --shapes tinyimagenet,fedpft
 
-``--n-rows`` takes fewer rows of the same shape (a quick run; the output says so).
+``--n-rows`` takes fewer rows of the same shape (a quick run; the output says so). ``--federated``
+solves each row on Flower's in-process grid instead (``drflmodel.flower.certified_solve(problem,
+engine="inprocess")``: one supernode per client, the clients answer from float32 rows in float64
+arithmetic) and prints the route, exchanges and the largest answer instead of the ratios.
 """
 
 from __future__ import annotations
@@ -83,13 +86,38 @@ def sklearn_lbfgs(fed, max_iter: int):
     return model, seconds, int(np.max(model.n_iter_)), peak
 
 
+def federated(prob, label: str, shape: str) -> None:
+    """One row on Flower's in-process grid: route, status, exchanges, largest answer (floats)."""
+    from drflmodel.flower.oracle import certified_solve
+
+    t0 = time.perf_counter()
+    sol = certified_solve(prob, engine="inprocess")
+    seconds = time.perf_counter() - t0
+    info = sol.info["federated"]
+    print(f"| {shape} | {label} | {info['method']} | {sol.status} | {sol.relative_gap:.1e} | {info['exchanges']} | "
+          f"{info['largest_answer_floats']:,} ({info['largest_answer_floats'] / prob.dim:.2f} P) | "
+          f"{len(info.get('rejections', []))} | {seconds:.0f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="tinyimagenet,fedpft")
     ap.add_argument("--rows", default=",".join(KINDS))
     ap.add_argument("--n-rows", type=int, default=None, help="fewer rows of the same shape (a quick run)")
     ap.add_argument("--sklearn-max-iter", type=int, default=300)
+    ap.add_argument("--federated", action="store_true", help="Flower's in-process grid (module docstring)")
     args = ap.parse_args()
+    if args.federated:
+        print("| shape | row | route | status | gap | exchanges | largest answer (floats) | rejected answers | seconds |")
+        print("|---|---|---|---|---|---|---|---|---|", flush=True)
+        for shape in args.shapes.split(","):
+            fed = federation(shape, args.n_rows)
+            print(f"<!-- {shape}: {int(fed.sizes.sum()):,} rows{' (--n-rows: reduced)' if args.n_rows else ''} -->",
+                  flush=True)
+            for row in args.rows.split(","):
+                federated(dm.FederatedDRO(fed, dm.losses.Multinomial(), weight_set(row, fed), l2=L2,
+                                          penalize_intercept=False), row, shape)
+        return
     print("| shape | row | route | status | gap | seconds | / sklearn lbfgs ERM | evaluations | step precision | "
           "peak beyond the data (MiB) | estimate (MiB) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
