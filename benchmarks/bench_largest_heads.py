@@ -86,12 +86,12 @@ def sklearn_lbfgs(fed, max_iter: int):
     return model, seconds, int(np.max(model.n_iter_)), peak
 
 
-def federated(prob, label: str, shape: str) -> None:
+def federated(prob, label: str, shape: str, method: str = "auto") -> None:
     """One row on Flower's in-process grid: route, status, exchanges, largest answer (floats)."""
     from drflmodel.flower.oracle import certified_solve
 
     t0 = time.perf_counter()
-    sol = certified_solve(prob, engine="inprocess")
+    sol = certified_solve(prob, engine="inprocess", method=method)
     seconds = time.perf_counter() - t0
     info = sol.info["federated"]
     print(f"| {shape} | {label} | {info['method']} | {sol.status} | {sol.relative_gap:.1e} | {info['exchanges']} | "
@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--n-rows", type=int, default=None, help="fewer rows of the same shape (a quick run)")
     ap.add_argument("--sklearn-max-iter", type=int, default=300)
     ap.add_argument("--federated", action="store_true", help="Flower's in-process grid (module docstring)")
+    ap.add_argument("--method", default="auto", help="--federated: the route (default auto)")
     args = ap.parse_args()
     if args.federated:
         print("| shape | row | route | status | gap | exchanges | largest answer (floats) | rejected answers | seconds |")
@@ -116,7 +117,7 @@ def main():
                   flush=True)
             for row in args.rows.split(","):
                 federated(dm.FederatedDRO(fed, dm.losses.Multinomial(), weight_set(row, fed), l2=L2,
-                                          penalize_intercept=False), row, shape)
+                                          penalize_intercept=False), row, shape, args.method)
         return
     print("| shape | row | route | status | gap | seconds | / sklearn lbfgs ERM | evaluations | step precision | "
           "peak beyond the data (MiB) | estimate (MiB) |")
