@@ -59,7 +59,23 @@ def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: i
     return total
 
 
-class MatrixFreeObjectives:
+class _PointQueries:
+    """Values, gradients and Hessian-vector products through ``self.at`` (one point each)."""
+
+    def values(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
+        return self.at(theta).values
+
+    def gradients(self, theta) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
+        return self.at(theta).gradients()
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
+        return self.at(theta).client_hvps(V)
+
+
+class MatrixFreeObjectives(_PointQueries):
     """The client objectives of a :class:`~drflmodel.objectives.ClientObjectives`, matrix-free
     (module docstring).
 
@@ -189,20 +205,9 @@ class MatrixFreeObjectives:
         x2 = self.row_norms() ** 2 - fp.as_float64(self.X[:, intercept_column]) ** 2
         return self.client_sums(np.sqrt(np.maximum(x2, 0.0))) / self.sizes
 
-    def values(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
-        return self.at(theta).values
-
-    def gradients(self, theta) -> np.ndarray:
-        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
-        return self.at(theta).gradients()
-
-    def hessian_vector_products(self, theta, V) -> np.ndarray:
-        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
-        return self.at(theta).client_hvps(V)
 
 
-class Float32Steps:
+class Float32Steps(_PointQueries):
     """:class:`MatrixFreeObjectives` over float32 rows whose points come from float32 products
     (:meth:`MatrixFreeObjectives.steps_view`); every other attribute is the objectives' own. A
     certificate must not be taken from its points: :attr:`RowPoint.exact` is ``False`` on them, and
@@ -217,15 +222,6 @@ class Float32Steps:
 
     def at(self, theta, scores=None) -> "RowPoint":
         return self.exact_objectives.at(theta, scores, exact=False)
-
-    def values(self, theta) -> np.ndarray:
-        return self.at(theta).values
-
-    def gradients(self, theta) -> np.ndarray:
-        return self.at(theta).gradients()
-
-    def hessian_vector_products(self, theta, V) -> np.ndarray:
-        return self.at(theta).client_hvps(V)
 
 
 #: id(stacked X) -> (weak reference to it, compact X, compact y): problems built on one federation
