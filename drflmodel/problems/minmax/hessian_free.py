@@ -52,6 +52,13 @@ exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`
 :math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
 (:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
 at the first iterate whose certificate closes within ``gap_tol``.
+
+**float32 rows** (held in process). The steps evaluate float32 products
+(:meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`, about twice as fast); their rounding
+error bound is far above the gap (:mod:`drflmodel._float32_products`), so no certificate is taken from
+them: each is predicted from the float32 point and, when the prediction closes, recomputed in
+float64 arithmetic at the same :math:`\theta` and :math:`\hat\lambda` (:func:`evaluation_certificate`).
+Steps whose float32 rounding stalls them hand over to float64 steps (``info["step_precision"]``).
 """
 
 from __future__ import annotations
