@@ -167,6 +167,7 @@ class InverseLBFGS:
             return                                   # no curvature information (round-off): skip
         self.pairs = (self.pairs + [(s, y, 1.0 / sy)])[-self.memory:]
         self.gamma = sy / float(y @ h0y)
+        self._stacks = None
 
     #: from this many columns :meth:`apply` uses the compact form (four matrix products) instead of
     #: the two-loop recursion (two rank-one updates of the whole block per pair)
@@ -193,8 +194,7 @@ class InverseLBFGS:
         two-loop recursion makes :math:`4m` passes over the :math:`P\times q` block."""
         from scipy.linalg import solve_triangular
 
-        S = np.stack([p[0] for p in self.pairs])
-        Y = np.stack([p[1] for p in self.pairs])
+        S, Y = self._stacked()
         h0 = self.gamma * (np.ones(S.shape[1]) if self.diagonal is None else self.diagonal)
         Yh = Y * h0
         SY = S @ Y.T
@@ -214,23 +214,32 @@ class InverseLBFGS:
         r""":math:`GB^{-1}G^\top` (``G`` of shape ``(n, P)``; the SQP's weight problem) from the compact
         form of :meth:`_apply_compact` without forming :math:`B^{-1}G^\top`:
         :math:`GH_0G^\top+A^\top T+B^\top E` with :math:`A=SG^\top`, :math:`B=YH_0G^\top` and
-        :math:`E,T` as there -- one :math:`n\times n\times P` product and two :math:`m\times n\times P`."""
+        :math:`E,T` as there -- one symmetric rank-:math:`P` product (BLAS ``syrk``) and one
+        :math:`2m\times n\times P` product."""
         from scipy.linalg import solve_triangular
+        from scipy.linalg.blas import dsyrk
 
         h0 = self.gamma * (np.ones(G.shape[1]) if self.diagonal is None else self.diagonal)
-        out = (G * h0) @ G.T
+        upper = dsyrk(1.0, (G * np.sqrt(h0)).T, trans=1)         # G H0 G^T, upper triangle
+        out = np.triu(upper) + np.triu(upper, 1).T
         if self.pairs:
-            S = np.stack([p[0] for p in self.pairs])
-            Y = np.stack([p[1] for p in self.pairs])
-            Yh = Y * h0
+            S, Y = self._stacked()
+            m = len(self.pairs)
+            SYh = np.concatenate([S, Y * h0])
+            AB = SYh @ G.T                                          # [S G^T; Y H0 G^T], one product
+            A, B = AB[:m], AB[m:]
             SY = S @ Y.T
             R = np.triu(SY)
-            A = S @ G.T
-            B = Yh @ G.T
             E = -solve_triangular(R, A)
-            T = solve_triangular(R, (np.diag(np.diag(SY)) + Yh @ Y.T) @ (-E) - B, trans="T")
+            T = solve_triangular(R, (np.diag(np.diag(SY)) + SYh[m:] @ Y.T) @ (-E) - B, trans="T")
             out += A.T @ T + B.T @ E
         return 0.5 * (out + out.T)
+
+    def _stacked(self):
+        """The pairs as two ``(m, P)`` blocks ``S``, ``Y`` (kept until the next :meth:`update`)."""
+        if getattr(self, "_stacks", None) is None:
+            self._stacks = (np.stack([p[0] for p in self.pairs]), np.stack([p[1] for p in self.pairs]))
+        return self._stacks
 
     def _two_loop(self, V: np.ndarray) -> np.ndarray:
         """:meth:`apply` by the two-loop recursion."""
