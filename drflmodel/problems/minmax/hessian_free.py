@@ -224,7 +224,6 @@ class HessianFreeRoute(Route):
         theta = _start(problem)
         certifier = Certifier(lambda ev, force: self.certificate(problem, mf, W, ev, request.gap_tol, force,
                                                                  opts["tol"]), request.gap_tol, opts["tol"])
-        certifier.screen = {}                 # float32 steps: the predicted gaps (evaluation_certificate)
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
