@@ -108,6 +108,7 @@ class _Deflated:
         self.basis = basis
         scale = max(float(np.abs(H).max()), 1e-300)
         self.H = H if basis.shape[1] == 0 else H + scale * (basis @ basis.T)
+        self._finite = None                 # the factor's finiteness, checked on the first solve
         try:
             self.chol = np.linalg.cholesky(self.H)
         except np.linalg.LinAlgError:
@@ -117,9 +118,20 @@ class _Deflated:
         return v if self.basis.shape[1] == 0 else v - self.basis @ (self.basis.T @ v)
 
     def solve(self, v: np.ndarray) -> np.ndarray:
-        from scipy.linalg import cho_solve
+        """:math:`\tilde H^{-1}v` from the Cholesky factor: LAPACK ``potrs``, as
+        ``scipy.linalg.cho_solve`` calls it, without that wrapper's per-call array checks (the
+        factor is checked finite once; a non-finite ``v`` raises the same ``ValueError``)."""
+        from scipy.linalg.lapack import dpotrs
 
-        return cho_solve((self.chol, True), v)
+        if self._finite is None:
+            self._finite = bool(np.isfinite(self.chol).all())
+        v = np.asarray(v, float)
+        if not (self._finite and np.isfinite(v).all()):
+            raise ValueError("array must not contain infs or NaNs")
+        x, info = dpotrs(self.chol, v, lower=1)
+        if info != 0:
+            raise ValueError(f"illegal value in {-info}th argument of internal potrs")
+        return x
 
     def min_eigenvalue(self) -> float:
         """A safe :math:`\\lambda_{\\min}` of :math:`\\tilde H` (shrunk by the eigen-solver's

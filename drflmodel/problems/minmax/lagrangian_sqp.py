@@ -140,6 +140,9 @@ class FixedWeightStep:
         self.weight_set = weight_set
         self.lam = np.asarray(point, float)
         self.psi = float(weight_set.psi(self.lam))
+        #: the step's weights as a point of the set (:func:`~drflmodel.sets.feasible_weights` of
+        #: ``lam``), computed once: every step answers the same point
+        self.feasible = feasible_weights(weight_set, self.lam)[0]
 
     def solve(self, f: np.ndarray, S: np.ndarray):
         lam = self.lam
@@ -433,10 +436,13 @@ class _Point:
                                                    self.obj.layout.invariant_basis())
         if D.chol is None:
             raise ArithmeticError("Hessian not positive definite")
-        G = np.array([D.project(g) for g in self.grads])                # (n, P)
+        basis = D.basis
+        G = self.grads if basis.shape[1] == 0 else self.grads - (self.grads @ basis) @ basis.T   # (n, P)
         M = D.solve(G.T)                                               # H^{-1} G^T, (P, n)
         lam_new, m_value = model.solve(self.values, G @ M)
-        return feasible_weights(self.W, lam_new)[0], -D.project(M @ lam_new), m_value
+        # a fixed set: its one point, made feasible once (FixedWeightStep.feasible)
+        lam_next = model.feasible.copy() if isinstance(model, FixedWeightStep) else feasible_weights(self.W, lam_new)[0]
+        return lam_next, -D.project(M @ lam_new), m_value
 
     def advance(self, delta, lam_new, predicted):
         """Armijo on the exact :math:`\\Phi` along ``delta``: the full step is evaluated in one fused
