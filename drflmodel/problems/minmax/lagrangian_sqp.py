@@ -39,6 +39,13 @@ of each pass, and so does every certificate.
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
 weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`.fixed_weight_bound`.
 
+For a fixed weight set the certificate is attempted only once the Newton decrement
+:math:`\tfrac12\nabla g^\top\tilde H^{-1}\nabla g` (the step model's predicted decrease at the
+point) is within four times the target gap: both bounds of :mod:`.fixed_weight_bound` leave a gap of
+at least that much (the strong-convexity one :math:`\|\nabla g\|^2/(2\mu)` with :math:`\mu\le\lambda_{\min}(\tilde H)`,
+the self-concordance one :math:`\nabla g^\top\tilde H^{-1}\nabla g/(4\psi)` with :math:`\psi\le\frac12`), so an
+earlier attempt cannot close and only costs a bound; the bound itself is unchanged.
+
 **What the method needs of the clients** (the client-oracle interface the federated solve uses):
 per step, each client's value :math:`f_i(\theta)`, gradient :math:`\nabla f_i(\theta)` and its share
 :math:`\lambda_i\nabla^2f_i(\theta)` of the weighted Hessian (or Hessian-vector products).
@@ -268,6 +275,7 @@ class LagrangianSQPRoute(Route):
         solver = model.solver
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem.weight_set
+        fixed = isinstance(model, FixedWeightStep)
 
         plan = _state_plan(obj, opts["max_steps"])          # a federated server: stated to the clients
         best, history = None, []
@@ -291,8 +299,15 @@ class LagrangianSQPRoute(Route):
                     ridge = max(10.0 * ridge, 1e-6 * point.scale)
                 # certificate at (theta, lam) from this same pass, once the steps are small
                 stalled = predicted <= 1e-12 * max(1.0, abs(point.value)) or step < 1e-10
-                if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
-                        or stalled or k == opts["max_steps"]):
+                closing = max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
+                attempt = point.D.chol is not None and (predicted <= 100 * closing or stalled or k == opts["max_steps"])
+                pending = None
+                if attempt and fixed and ridge == 0.0 and point.exact_hessian and not stalled and k < opts["max_steps"]:
+                    # a fixed set: the certificate's gap is at least this point's Newton decrement
+                    # (module docstring), so it cannot close while that exceeds the target: step on
+                    pending = point.step(model)
+                    attempt = point.value - pending[2] <= 4.0 * closing
+                if attempt:
                     t0 = time.perf_counter()
                     if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
                         point = _Point(obj, W, point.theta, point.lam)
@@ -307,7 +322,7 @@ class LagrangianSQPRoute(Route):
                         break             # closed, or certified and no longer improving
                 t0 = time.perf_counter()
                 try:
-                    lam_new, delta, m_value = point.step(model, ridge)
+                    lam_new, delta, m_value = pending if pending is not None else point.step(model, ridge)
                 except (ArithmeticError, *_cvxpy_errors()) as exc:
                     record["error"] = str(exc)[:200]
                     if ridge >= point.scale:
@@ -378,6 +393,8 @@ class LagrangianSQPRoute(Route):
                     break
             # the subsample's Hessian at the point it ends at, for the weights the full problem starts with
             return point.theta, point.lam, (point.H if point.D.chol is not None else None)
+        if isinstance(model, FixedWeightStep):          # the set's one point: no pass for its weights
+            return theta, model.feasible.copy(), None
         return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0], None
 
     @staticmethod
