@@ -41,7 +41,8 @@ weights, by Newton's method and the strong-convexity or self-concordance bound o
 
 For a fixed weight set the certificate is attempted only once the Newton decrement
 :math:`\tfrac12\nabla g^\top\tilde H^{-1}\nabla g` (the step model's predicted decrease at the
-point) is within four times the target gap: both bounds of :mod:`.fixed_weight_bound` leave a gap of
+point) is within four times the gap that would end the run (``tol``, or ``gap_tol`` once a certificate
+is held): both bounds of :mod:`.fixed_weight_bound` leave a gap of
 at least that much (the strong-convexity one :math:`\|\nabla g\|^2/(2\mu)` with :math:`\mu\le\lambda_{\min}(\tilde H)`,
 the self-concordance one :math:`\nabla g^\top\tilde H^{-1}\nabla g/(4\psi)` with :math:`\psi\le\frac12`), so an
 earlier attempt cannot close and only costs a bound; the bound itself is unchanged.
@@ -305,8 +306,10 @@ class LagrangianSQPRoute(Route):
                 if attempt and fixed and ridge == 0.0 and point.exact_hessian and not stalled and k < opts["max_steps"]:
                     # a fixed set: the certificate's gap is at least this point's Newton decrement
                     # (module docstring), so it cannot close while that exceeds the target: step on
+                    # before any certificate only one within tol ends the loop (a first one is an improvement)
+                    target = closing if best is not None else opts["tol"] * max(1.0, abs(point.value))
                     pending = point.step(model)
-                    attempt = point.value - pending[2] <= 4.0 * closing
+                    attempt = point.value - pending[2] <= 4.0 * target
                 if attempt:
                     t0 = time.perf_counter()
                     if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
