@@ -104,10 +104,14 @@ def concordance_radius(c: float, rho: float) -> tuple[float, float] | None:
 class _Deflated:
     """The weighted Hessian on :math:`\\mathcal N^\\perp`: :math:`\\tilde H=H+\\kappa P_{\\mathcal N}`."""
 
-    def __init__(self, H: np.ndarray, basis: np.ndarray):
+    def __init__(self, H: np.ndarray, basis: np.ndarray, scale: float | None = None):
+        """``scale``: :math:`\kappa=\max(\max_{jk}|H_{jk}|, 10^{-300})` when the caller holds it."""
         self.basis = basis
-        scale = max(float(np.abs(H).max()), 1e-300)
-        self.H = H if basis.shape[1] == 0 else H + scale * (basis @ basis.T)
+        if basis.shape[1] == 0:
+            self.H = H
+        else:
+            scale = max(float(np.abs(H).max()), 1e-300) if scale is None else scale
+            self.H = H + scale * (basis @ basis.T)
         self._finite = None                 # the factor's finiteness, checked on the first solve
         try:
             self.chol = np.linalg.cholesky(self.H)

@@ -446,8 +446,8 @@ class _Point:
         self.exact_hessian = exact_hessian          # False: H is the subsample's (steps only, no certificate)
         self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
         self.value = float(W.worst_case(self.values)[0]) if value is None else value
-        self.D = _Deflated(self.H, obj.layout.invariant_basis())
         self.scale = max(float(np.abs(self.H).max()), 1e-300)
+        self.D = _Deflated(self.H, obj.layout.invariant_basis(), self.scale)
 
     def step(self, model, ridge: float = 0.0):
         """The weight step ``(lambda_new, delta, model value)``, with the Hessian damped by
