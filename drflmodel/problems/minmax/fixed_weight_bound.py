@@ -105,7 +105,7 @@ class _Deflated:
     """The weighted Hessian on :math:`\\mathcal N^\\perp`: :math:`\\tilde H=H+\\kappa P_{\\mathcal N}`."""
 
     def __init__(self, H: np.ndarray, basis: np.ndarray, scale: float | None = None):
-        """``scale``: :math:`\kappa=\max(\max_{jk}|H_{jk}|, 10^{-300})` when the caller holds it."""
+        """``scale``: :math:`\\kappa=\\max(\\max_{jk}|H_{jk}|, 10^{-300})` when the caller holds it."""
         self.basis = basis
         if basis.shape[1] == 0:
             self.H = H
