@@ -670,7 +670,7 @@ def _joint_solve(problem, server, kind, c, constant, alpha, gap_tol, t, t_min, m
 
 # ---- CVaR under the guard: a descent on the kink-free sums, a certificate from the clients' own weights ----
 
-def _descent_probe(server, theta, eta, t, gradient=True):
+def _descent_probe(server, theta, eta, t, gradient=True, stages=None):
     """``(sum, None)``: the kink-free CVaR sums at :math:`(\\theta,\\eta')` (``"cvar_descent"`` /
     ``"cvar_value"``: softplus, :math:`\\sigma`, :math:`\\sigma\\nabla\\tilde f_i`), or ``(None,
     None)`` when the guard withheld their value or slope entry: then between 1 and :math:`k-1`
@@ -682,7 +682,7 @@ def _descent_probe(server, theta, eta, t, gradient=True):
     # every client's softplus term is below their sum S (all are >= 0): the last S, doubled, within
     # the clipping range; small enough that the terms of the clients near the level stay above the floor
     scale[0] = _soft_scale(server, eta, t)
-    s = _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale)
+    s = _dropping_sum(server, query, (0, 1), theta=theta, eta=eta, t=t, scale=scale, stages=stages)
     if s is not None:
         server.soft_sum = (float(eta), float(s.value[0]))
     return s, None
@@ -696,12 +696,12 @@ def _soft_scale(server, eta, t):
     return np.maximum(t, (total + server.n * np.maximum(level - np.asarray(eta, float), 0.0)) / 4)
 
 
-def _dropping_sum(server, query, needed, **params):
+def _dropping_sum(server, query, needed, drop=(), **params):
     """A guarded sum; when the guard withholds it only for entries outside ``needed`` (e.g. a
     gradient coordinate that one client's features alone make nonzero), asked again with those
     entries sent as zeros by every client (``drop``): the sum's ``dropped`` lists them (the server
     learnt only their holders' counts). ``None`` when a needed entry is withheld."""
-    drop = np.zeros(0, int)
+    drop = np.asarray(drop, int)
     for _ in range(4):              # a widened scale (clipping) can zero more entries under the floor
         try:
             s = server.channel.sum(query, **params, **({"drop": drop.tolist()} if drop.size else {}))
@@ -776,7 +776,7 @@ def _root_eta(server, theta, eta, t, tol):
 GRID_LEVELS = 8
 
 
-def _grid_eta(server, theta, eta, t, tol):
+def _grid_eta(server, theta, eta, t, tol, stages=None):
     r"""The level :math:`\eta'` at ``theta`` with :math:`|\psi(\eta')|\le` ``tol``, :math:`\psi=1-c
     \sum_i\sigma_i` (increasing), from secure sums of the softplus and :math:`\sigma` terms at
     :data:`GRID_LEVELS` levels at once (``"cvar_levels"``): a grid centred on ``eta`` (its width
@@ -792,7 +792,7 @@ def _grid_eta(server, theta, eta, t, tol):
     for _ in range(40):
         scale = np.ones(2 * m)
         scale[0::2] = _soft_scale(server, grid, t)
-        s = _dropping_sum(server, "cvar_levels", (), theta=theta, eta=grid, t=t, scale=scale)
+        s = _dropping_sum(server, "cvar_levels", (), theta=theta, eta=grid, t=t, scale=scale, stages=stages)
         if s is None:
             return None
         server.soft_sum = (float(grid[0]), float(s.value[0]))
@@ -804,6 +804,7 @@ def _grid_eta(server, theta, eta, t, tol):
         if ok.any():
             j = int(np.flatnonzero(ok)[np.argmin(np.abs(psi[ok]))])
             widths[t] = min(max(4 * abs(grid[j] - eta), 1e-9 * t), 4 * t)
+            server.level_softplus = float(s.value[2 * j])        # the dual's softplus sum there
             return float(grid[j])
         for j in range(m):
             if dropped[j] or psi[j] > 0:
@@ -974,7 +975,18 @@ def _weighted_certificate(server, theta, eta, t, gap_tol, max_iter, value):
 
 #: the guarded CVaR route's descent at a smoothing level :math:`t` stops at :math:`|g|\le` this
 #: times :math:`t` (or the final tolerance, if larger; only then is the level certified)
-COARSE_GTOL = 1e-2
+COARSE_GTOL = 1e-1
+
+#: the guarded CVaR route's continuation divides the smoothing level by this
+LEVEL_STEP = 10.0
+
+
+class _Converged(Exception):
+    """The guarded descent's stopping rule met at ``theta`` (ends the L-BFGS run there)."""
+
+    def __init__(self, theta):
+        super().__init__("converged")
+        self.theta = np.array(theta, float)
 
 
 def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, start):
@@ -1011,23 +1023,31 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
                 raise Withheld(f"the dual's sums near its level eta at a model of the descent are withheld by the "
                                f"guard (an entry would hold fewer than min_contributors={server.k} clients' terms)")
             state["eta"] = found
-            s, _ = _descent_probe(server, theta, state["eta"], t)   # the gradient, once, at the level found
+            # the value from the grid's sum at the level found (same terms); the gradient, once, at that
+            # level, without the value and slope entries (every client sends 0 there)
+            s = _dropping_sum(server, "cvar_descent", (), theta=theta, eta=found, t=t, scale=1.0,
+                              drop=(0, 1))
             if s is None:
                 raise Withheld(f"the dual's gradient sum at its level eta is withheld by the guard (fewer than "
                                f"min_contributors={server.k} clients' terms in its value or slope)")
-            value = 0.5 * float(server.D @ (theta * theta)) + state["eta"] + c * s.value[0]
+            value = 0.5 * float(server.D @ (theta * theta)) + found + c * server.level_softplus
             state["value"] = value
-            return value, server.D * theta + c * s.value[2:]     # dropped coordinates: 0 (ridge only)
+            grad = server.D * theta + c * s.value[2:]     # dropped coordinates: 0 (ridge only)
+            if gtol <= final and float(grad @ grad) <= 4.0 * server.mu * target:
+                raise _Converged(theta)   # the stopping rule in the 2-norm: |g|^2 / (2 mu) <= 2 target
+            return value, grad
 
         try:
             res = minimize(fun, theta, jac=True, method="L-BFGS-B",
                            options={"maxiter": int(max_iter), "gtol": gtol, "ftol": 0.0, "maxcor": 20})
             theta, nit = np.array(res.x), int(res.nit)
+        except _Converged as done:
+            theta = np.array(done.theta, float)
         except Withheld as err:
             withheld_at = str(err)
             break
         if gtol > final:
-            t = t / 10
+            t = t / LEVEL_STEP
             continue
         found = _root_eta(server, theta, state["eta"], t, 1e-9)
         if found is not None:
@@ -1049,7 +1069,7 @@ def _guarded_cvar_solve(server, alpha, gap_tol, t, t_min, max_iter, channel, sta
             break
         if len(gaps) >= 3 and gaps[-1] >= gaps[-3]:
             break                       # two smaller levels without progress: the descent's limit
-        t = t / 10
+        t = t / LEVEL_STEP
     if best is not None:
         best[2]["smoothing_floor"] = 0.0
     return _result(server, channel, "cvar", gap_tol, best, theta, nit, withheld_at, start)
