@@ -193,21 +193,22 @@ class SumClient:
             # kept (with the parameters object itself, so its identity cannot be reused) for the
             # values round of the same sum only
             self._computed = (query, params, v) if holders and self.reuse else None
-            z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
+            s = np.asarray(scale, float)
+            z = v / s
             if floor is not None:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
             if holders:
                 flags = (z != 0).astype(float)
                 if int(holders) >= 2:
-                    return np.append(pack_flags(flags, int(holders), self.c, self.T), 0.0)
-                return np.append(flags, 0.0)
-            self.sent = z * np.broadcast_to(np.asarray(scale, float), z.shape)   # its term, kept client-side
+                    return np.concatenate((pack_flags(flags, int(holders), self.c, self.T), [0.0]))
+                return np.concatenate((flags, [0.0]))
+            self.sent = z * s                   # its term, kept client-side
         else:
             z = self._residual / stage_scale(self.c, self.T)
         flag = float(np.any(np.abs(z) > self.c))
-        d = np.rint((np.clip(z, -self.c, self.c) + self.c) / self.delta) * self.delta - self.c
+        d = np.rint((np.minimum(np.maximum(z, -self.c), self.c) + self.c) / self.delta) * self.delta - self.c
         self._residual = z - d
-        return np.append(d, flag)
+        return np.concatenate((d, [flag]))
 
 
 def flags_per_entry(base: int, clipping_range: float, quantization_range: int) -> int:
