@@ -364,7 +364,8 @@ class SumOnlyChannel:
         ``min_contributors`` :math:`k` (**the guard**): every client sends 0 for an entry below the
         public floor :math:`\\phi` (4 times its share of the last stage's rounding, times the scale;
         the :math:`n\\phi` this moves the sum is in ``error``), and first, in a round of its own, a 1
-        for each entry it would send nonzero. When some entry would hold between 1 and :math:`k-1`
+        for each entry it would send nonzero (packed in base :math:`n+1`, :func:`pack_flags`: the
+        server reads back exactly the counts). When some entry would hold between 1 and :math:`k-1`
         clients' nonzero terms the values are never asked: :class:`SumWithheld` (with the counts).
         Otherwise no entry of the sum is fewer than :math:`k` clients' terms, each at least
         :math:`\\phi` -- above the sum's resolution, so no entry equals one client's own term within
