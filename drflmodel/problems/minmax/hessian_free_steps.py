@@ -73,15 +73,26 @@ class Certifier:
     The run is done (:attr:`closed`) once the best relative gap is at most ``tol`` (default
     ``gap_tol``: the first certified iterate), or at most ``gap_tol`` and not halved over the last
     :data:`STALL` certificates (a floor: the floating-point allowance of the bound grows with the
-    number of rows)."""
+    number of rows).
+
+    **When to attempt** (``optimistic``: a cheap estimate of an evaluation's relative gap, no pass
+    over the rows; ``None``: every iterate is offered to ``certify``). An attempt is made only where
+    the estimate leaves :data:`ATTEMPT_FRACTION` of the gap still to reach -- ``gap_tol`` until a
+    certificate within it is met, then the best gap (an attempt that cannot halve it counts as one
+    not halved, so the :data:`STALL` floor ends the run as before). ``attempts`` and ``skipped``
+    count both. Only when the bound is computed changes, never the bound."""
 
     STALL = 5
+    #: an attempt is made once the optimistic gap is this fraction of the gap it has to reach (as the
+    #: block route's :data:`~.block_newton.ATTEMPT_FRACTION`)
+    ATTEMPT_FRACTION = 0.5
 
-    def __init__(self, certify, gap_tol: float, tol: float | None = None):
+    def __init__(self, certify, gap_tol: float, tol: float | None = None, optimistic=None):
         self._certify, self.gap_tol = certify, gap_tol
         self.tol = gap_tol if tol is None else min(tol, gap_tol)
         self.best, self.seconds, self._since_halved = None, 0.0, 0
         self.last = None                     # the last evaluation offered (a plan's last certificate)
+        self._optimistic, self.attempts, self.skipped = optimistic, 0, 0
 
     @property
     def closed(self) -> bool:
@@ -89,10 +100,27 @@ class Certifier:
             return False
         return self.best[0] <= self.tol or (self.best[0] <= self.gap_tol and self._since_halved >= self.STALL)
 
+    def _skip(self, ev: Evaluation) -> bool:
+        """Whether the cheap estimate says an attempt at ``ev`` cannot reach its goal (class docstring)."""
+        if self._optimistic is None:
+            return False
+        met = self.best is not None and self.best[0] <= self.gap_tol
+        goal = self.best[0] if met else self.gap_tol
+        if self._optimistic(ev) <= self.ATTEMPT_FRACTION * goal:
+            return False
+        self.skipped += 1
+        if met:
+            self._since_halved += 1
+        return True
+
     def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
         """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
         self.last = ev
         t0 = time.perf_counter()
+        if not force and self._skip(ev):
+            self.seconds += time.perf_counter() - t0
+            return self.closed
+        self.attempts += 1
         cert = self._certify(ev, force)
         self.seconds += time.perf_counter() - t0
         if cert is not None:
