@@ -221,11 +221,12 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
     idx = j0 + d * np.arange(K)                      # the intercepts in the class-major layout
     problem = _InterceptProblem(ob, lam, idx)
     feature_norm = float(np.asarray(lam, float) @ ob.feature_norm_means(j0))
-    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, steps=0)
+    at_own = problem.derivatives(point)               # phi's derivatives, shared with the polish's start
+    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, 0, at_own)
     if target is not None and first.bound >= target:
         return first
     b, bpoint = point.theta[idx].copy(), point
-    value, grad, H = problem.derivatives(bpoint)
+    value, grad, H = at_own
     steps = 0
     for steps in range(1, INTERCEPT_NEWTON_STEPS + 1):  # damped Newton, K dimensions
         try:
@@ -247,16 +248,18 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
     if bpoint is point:
         return first
     polished = _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, bpoint.weighted_gradient(lam),
-                                    feature_norm, steps)
+                                    feature_norm, steps, (value, grad, H))
     return polished if polished.bound > first.bound else first
 
 
-def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, feature_norm, steps) -> FixedWeightBound:
+def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, feature_norm, steps,
+                         derivatives) -> FixedWeightBound:
     """The bound of the module docstring with :math:`\\bar b` the intercepts of ``bpoint``,
-    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)` and ``feature_norm``
-    :math:`=\\sum_jw_j\\|\\tilde x_j\\|`."""
+    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)`, ``feature_norm``
+    :math:`=\\sum_jw_j\\|\\tilde x_j\\|` and ``derivatives`` :math:`\\varphi`'s value, gradient and
+    Hessian at :math:`\\bar b` (:meth:`_InterceptProblem.derivatives` at ``bpoint``)."""
     K = ob.n_outputs
-    value, grad, H = problem.derivatives(bpoint)
+    value, grad, H = derivatives
     ridge = float(np.sum(lam)) * bpoint.penalty        # the penalty has omega = 0 on the intercept
     # the self-concordance bound on min phi and the radius around b_bar
     M = ob.loss.self_concordance
