@@ -145,7 +145,8 @@ def test_bound_is_valid_tight_and_falsifiable(K):
     """(1) At points around the optimum the Hessian-free bound stays below the true minimum; (2) at
     the optimum, raising it by 1e-9 of the scale exceeds the minimum (it is not vacuous); (3) two
     bounds that must fail do fail: the plain strong-convexity bound that forgets the intercept is
-    unpenalized (its curvature in b is below mu = l2 here), and one with a wrong modulus."""
+    unpenalized (its curvature in b is below mu = l2 here), and one with a wrong modulus. With a
+    target out of reach the same bound is returned."""
     fed = _fed(K, seed=5)
     l2 = 1.0                                   # mu above the data's curvature along the intercepts
     prob = dm.FederatedDRO(fed, _loss(K), dm.sets.Simplex(N_CLIENTS), l2=l2, penalize_intercept=False)
@@ -164,6 +165,8 @@ def test_bound_is_valid_tight_and_falsifiable(K):
             point = mf.at(theta)
             bound = hessian_free_bound(mf, lam, point)
             assert bound.bound <= opt + 1e-13, (scale, bound.bound - opt)
+            # a target out of reach: the own intercepts' bound is completed lazily, the answer is the same
+            assert hessian_free_bound(mf, lam, point, target=np.inf).bound == bound.bound
             g = point.weighted_gradient(lam)
             plain = float(lam @ point.values) - float(g @ g) / (2 * mu)          # forgets b is free
             wrong = float(lam @ point.values) - float(g @ g) / (2 * 100 * mu)    # a wrong modulus
