@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...losses import Multinomial
+from ...matrix_free import RowPoint
 from .fixed_weight_bound import concordance_radius
 
 __all__ = ["FixedWeightBound", "hessian_free_bound", "hessian_free_bound_applies", "hessian_free_structure_refusal"]
@@ -242,6 +243,7 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
                 return first
     b, bpoint = point.theta[idx].copy(), point
     value, grad, H = at_own
+    in_process = isinstance(point, RowPoint)
     steps = 0
     for steps in range(1, INTERCEPT_NEWTON_STEPS + 1):  # damped Newton, K dimensions
         try:
@@ -252,13 +254,20 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
         if not decrement > 1e-15 * max(1.0, abs(value)):  # at the round-off of the value: done
             break
         for _ in range(20):                           # Armijo backtracking on values alone
-            if problem.value(bpoint, b + step) <= value - 1e-4 * decrement:
+            candidate = None
+            if in_process:                            # the shifted row pass gives phi's value too (the
+                candidate = ob.shifted(bpoint, idx, b + step)   # penalty is the same: omega = 0 on b)
+                accepted = float(problem.lam @ candidate.values) <= (float(problem.lam @ bpoint.values)
+                                                                     - 1e-4 * decrement)
+            else:                                     # a federated server: the values query alone
+                accepted = problem.value(bpoint, b + step) <= value - 1e-4 * decrement
+            if accepted:
                 break
             step, decrement = 0.5 * step, 0.5 * decrement
         else:
             break
         b = b + step
-        bpoint = ob.shifted(bpoint, idx, b)
+        bpoint = candidate if candidate is not None else ob.shifted(bpoint, idx, b)
         value, grad, H = problem.derivatives(bpoint)
     if bpoint is point:
         return first if first is not None else at_own_intercepts()
