@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CHUNK_ROWS", "times", "t_times", "row_squared_norms", "gram", "as_float64"]
+__all__ = ["CHUNK_ROWS", "CHUNK_BYTES", "times", "t_times", "row_squared_norms", "gram", "weighted_gram", "as_float64"]
 
-#: rows cast to float64 at a time (16,384 rows x 512 features: 64 MiB)
+#: rows cast to float64 at a time, at most (16,384 rows x 256 features: 32 MiB) ...
 CHUNK_ROWS = 16_384
+#: ... and at most this many bytes of float64 rows (2,048 rows of 2,048 features)
+CHUNK_BYTES = 32 * 2 ** 20
 
 
-def _chunks(n: int):
-    for a in range(0, n, CHUNK_ROWS):
-        yield slice(a, min(a + CHUNK_ROWS, n))
+def _chunks(n: int, d: int = 1):
+    step = max(1, min(CHUNK_ROWS, CHUNK_BYTES // (8 * max(d, 1))))
+    for a in range(0, n, step):
+        yield slice(a, min(a + step, n))
 
 
 def times(X: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -30,7 +33,7 @@ def times(X: np.ndarray, W: np.ndarray) -> np.ndarray:
     if X.dtype == np.float64:
         return X @ W
     out = np.empty((X.shape[0],) + np.shape(W)[1:])
-    for r in _chunks(X.shape[0]):
+    for r in _chunks(X.shape[0], X.shape[1]):
         out[r] = X[r].astype(np.float64) @ W
     return out
 
@@ -40,7 +43,7 @@ def t_times(X: np.ndarray, D: np.ndarray) -> np.ndarray:
     if X.dtype == np.float64:
         return X.T @ D
     out = np.zeros((X.shape[1],) + np.shape(D)[1:])
-    for r in _chunks(X.shape[0]):
+    for r in _chunks(X.shape[0], X.shape[1]):
         out += X[r].astype(np.float64).T @ D[r]
     return out
 
@@ -55,9 +58,20 @@ def gram(X: np.ndarray) -> np.ndarray:
     if X.dtype == np.float64:
         return X.T @ X
     out = np.zeros((X.shape[1], X.shape[1]))
-    for r in _chunks(X.shape[0]):
+    for r in _chunks(X.shape[0], X.shape[1]):
         Xr = X[r].astype(np.float64)
         out += Xr.T @ Xr
+    return out
+
+
+def weighted_gram(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    r""":math:`X^\top\mathrm{diag}(w)X` in float64 for ``X`` ``(N, d)`` and ``w`` ``(N,)``."""
+    if X.dtype == np.float64:
+        return X.T @ (X * w[:, None])
+    out = np.zeros((X.shape[1], X.shape[1]))
+    for r in _chunks(X.shape[0], X.shape[1]):
+        Xr = X[r].astype(np.float64)
+        out += Xr.T @ (Xr * w[r, None])
     return out
 
 

@@ -35,23 +35,47 @@ import weakref
 
 import numpy as np
 
+from . import _float32_products as fp32
 from . import _float64_products as fp
 
 from .errors import InvalidDataError, InvalidParameterError
 from .losses import Logistic, Multinomial
 
-__all__ = ["MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
+__all__ = ["Float32Steps", "MatrixFreeObjectives", "RowPoint", "matrix_free_bytes"]
 
 
-def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int) -> int:
-    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows and labels, five
-    :math:`N\\times K` blocks (scores, loss derivatives, curvature, a direction and its image)
-    and the :math:`n` client gradients (a few copies of :math:`P` floats each)."""
+def matrix_free_bytes(n_rows: int, n_features: int, n_outputs: int, n_clients: int, feature_bytes: int = 8) -> int:
+    """Bytes :class:`MatrixFreeObjectives` allocates: the compact rows (``feature_bytes`` per
+    feature: 4 for float32 rows, which stay float32) and labels, five :math:`N\\times K` blocks
+    (scores, loss derivatives, curvature, a direction and its image) and the :math:`n` client
+    gradients (a few copies of :math:`P` floats each); for float32 rows also a chunk of rows cast to
+    float64 (:data:`drflmodel._float64_products.CHUNK_BYTES`) and 4.5 :math:`N\\times K` blocks of
+    the float64 points a certificate is taken at (the float32 steps' points stay alive; measured with
+    tracemalloc: peak / estimate 0.80-1.11 from 20k x 256 x 50 to 100k x 512 x 200)."""
     P = n_features * n_outputs
-    return 8 * (n_rows * (n_features + 2) + 5 * n_rows * n_outputs + 4 * n_clients * P)
+    total = feature_bytes * n_rows * n_features + 8 * (2 * n_rows + 5 * n_rows * n_outputs + 4 * n_clients * P)
+    if feature_bytes < 8:      # float32 rows: a chunk cast to float64, the float64 points certified (4.5 blocks)
+        total += min(fp.CHUNK_BYTES, 8 * n_rows * n_features) + 36 * n_rows * n_outputs
+    return total
 
 
-class MatrixFreeObjectives:
+class _PointQueries:
+    """Values, gradients and Hessian-vector products through ``self.at`` (one point each)."""
+
+    def values(self, theta) -> np.ndarray:
+        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
+        return self.at(theta).values
+
+    def gradients(self, theta) -> np.ndarray:
+        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
+        return self.at(theta).gradients()
+
+    def hessian_vector_products(self, theta, V) -> np.ndarray:
+        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
+        return self.at(theta).client_hvps(V)
+
+
+class MatrixFreeObjectives(_PointQueries):
     """The client objectives of a :class:`~drflmodel.objectives.ClientObjectives`, matrix-free
     (module docstring).
 
@@ -80,7 +104,7 @@ class MatrixFreeObjectives:
         N = int(sizes.sum())
         from ._memory import check_memory
 
-        check_memory(matrix_free_bytes(N, d, self.n_outputs, n),
+        check_memory(matrix_free_bytes(N, d, self.n_outputs, n, stacked_X.itemsize),
                      f"the matrix-free objectives ({N} rows x {d} features, {self.n_outputs} outputs)",
                      instead="use fewer rows or features, or a machine with more memory")
         self.X, self.y = _compact_rows(stacked_X, stacked_y, sizes)
@@ -143,22 +167,38 @@ class MatrixFreeObjectives:
         return theta
 
     # ------------------------------------------------------------------ evaluation
-    def scores(self, theta) -> np.ndarray:
-        """:math:`S=XW`, shape ``(N, K)`` (one pass)."""
-        return fp.times(self.X, self.layout.matrix(self._theta(theta)))
+    @property
+    def float32(self) -> bool:
+        """Whether the rows are float32 (then :meth:`steps_view` runs float32 products)."""
+        return self.X.dtype == np.float32
 
-    def at(self, theta, scores=None) -> "RowPoint":
+    def scores(self, theta, exact: bool = True) -> np.ndarray:
+        """:math:`S=XW`, shape ``(N, K)`` (one pass): in float64 arithmetic (``exact``), else, for
+        float32 rows, from a float32 product (:mod:`drflmodel._float32_products`: steps only)."""
+        W = self.layout.matrix(self._theta(theta))
+        return fp.times(self.X, W) if exact or not self.float32 else fp32.times(self.X, W)
+
+    def at(self, theta, scores=None, exact: bool = True) -> "RowPoint":
         """Everything one forward pass gives at ``theta`` (a :class:`RowPoint`); ``scores`` may be
-        passed when already known (e.g. after a shift of the intercepts)."""
+        passed when already known (e.g. after a shift of the intercepts). ``exact=False`` (float32
+        rows only) makes every product of the point a float32 one: for steps, never a certificate
+        (:attr:`RowPoint.exact`)."""
         theta = self._theta(theta)
-        return RowPoint(self, theta, self.scores(theta) if scores is None else scores)
+        exact = exact or not self.float32
+        return RowPoint(self, theta, self.scores(theta, exact) if scores is None else scores, exact)
 
     def shifted(self, point: "RowPoint", idx: np.ndarray, b: np.ndarray) -> "RowPoint":
         """The row pass at ``point.theta`` with the intercepts (coordinates ``idx``) set to ``b``:
-        every score shifts by ``b`` (no product with :math:`X`)."""
+        every score shifts by ``b`` (no product with :math:`X`; as exact as ``point``)."""
         theta = point.theta.copy()
         theta[idx] = b
-        return self.at(theta, scores=point.scores - point.theta[idx] + b)
+        return self.at(theta, scores=point.scores - point.theta[idx] + b, exact=point.exact)
+
+    def steps_view(self):
+        """What the steps of the Hessian-free route evaluate: for float32 rows a
+        :class:`Float32Steps` view (every product in float32, about twice as fast; the points it
+        gives are not ``exact``), else these objectives themselves."""
+        return Float32Steps(self) if self.float32 else self
 
     def feature_norm_means(self, intercept_column: int) -> np.ndarray:
         """Per client, the mean of :math:`\\|\\tilde x_j\\|_2` (the rows without the constant
@@ -168,17 +208,23 @@ class MatrixFreeObjectives:
             self._feature_norm_means[intercept_column] = self.client_sums(np.sqrt(np.maximum(x2, 0.0))) / self.sizes
         return self._feature_norm_means[intercept_column].copy()
 
-    def values(self, theta) -> np.ndarray:
-        """:math:`(f_1(\\theta),\\dots,f_n(\\theta))` (one pass)."""
-        return self.at(theta).values
 
-    def gradients(self, theta) -> np.ndarray:
-        """Row *i*: :math:`\\nabla f_i(\\theta)`, shape ``(n, P)`` (two passes)."""
-        return self.at(theta).gradients()
 
-    def hessian_vector_products(self, theta, V) -> np.ndarray:
-        """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for ``V`` of shape ``(n, P)`` or ``(P,)``."""
-        return self.at(theta).client_hvps(V)
+class Float32Steps(_PointQueries):
+    """:class:`MatrixFreeObjectives` over float32 rows whose points come from float32 products
+    (:meth:`MatrixFreeObjectives.steps_view`); every other attribute is the objectives' own. A
+    certificate must not be taken from its points: :attr:`RowPoint.exact` is ``False`` on them, and
+    the Hessian-free route recomputes the point it certifies in float64
+    (:func:`~drflmodel.problems.minmax.hessian_free.evaluation_certificate`)."""
+
+    def __init__(self, objectives: MatrixFreeObjectives):
+        self.exact_objectives = objectives
+
+    def __getattr__(self, name):
+        return getattr(self.exact_objectives, name)
+
+    def at(self, theta, scores=None) -> "RowPoint":
+        return self.exact_objectives.at(theta, scores, exact=False)
 
 
 #: id(stacked X) -> (weak reference to it, compact X, compact y): problems built on one federation
@@ -210,13 +256,19 @@ class RowPoint:
     ``row_gradients`` (:math:`\\nabla_s\\ell`, ``(N, K)``), ``values`` (:math:`f_i(\\theta)`,
     ``(n,)``) and ``probabilities`` (the softmax's :math:`p_j`, ``(N, K)``; ``None`` for scalar-score
     losses, whose curvature is :meth:`second_derivatives`). The curvature of the loss in the scores
-    is kept in this factored form for :meth:`hvp`.
+    is kept in this factored form for :meth:`hvp`. ``exact``: every product with the rows (the
+    scores' and the later ones) in float64 arithmetic (:mod:`drflmodel._float64_products`), the
+    only points a certificate is taken from; ``False``: float32 products (float32 rows, for steps).
     """
 
-    def __init__(self, objectives: MatrixFreeObjectives, theta: np.ndarray, scores: np.ndarray):
+    def __init__(self, objectives: MatrixFreeObjectives, theta: np.ndarray, scores: np.ndarray,
+                 exact: bool = True):
         self.objectives = ob = objectives
         self.theta = theta
         self.scores = scores
+        self.exact = exact
+        self._t_times = fp.t_times if exact else fp32.t_times
+        self._times = fp.times if exact else fp32.times
         loss = ob.loss
         self._curvature = None              # l''(s) (scalar losses), computed at the first use
         if isinstance(loss, Multinomial):
@@ -242,7 +294,7 @@ class RowPoint:
             G = np.empty((ob.n, ob.dim))
             for i in range(ob.n):
                 a, b = ob.offsets[i], ob.offsets[i + 1]
-                G[i] = fp.t_times(ob.X[a:b], self.row_gradients[a:b]).T.reshape(-1) / ob.sizes[i]
+                G[i] = self._t_times(ob.X[a:b], self.row_gradients[a:b]).T.reshape(-1) / ob.sizes[i]
             G += ob.penalty_diagonal * self.theta
             self._gradients = G
         return self._gradients
@@ -254,7 +306,7 @@ class RowPoint:
             return lam @ self._gradients
         ob = self.objectives
         Gw = self.row_gradients * ob.row_weights(lam)[:, None]
-        return fp.t_times(ob.X, Gw).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
+        return self._t_times(ob.X, Gw).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
 
     # ------------------------------------------------------------------ per-client sums for bounds
     def allowance_terms(self) -> np.ndarray:
@@ -319,9 +371,9 @@ class RowPoint:
         ob = self.objectives
         v = np.asarray(v, float)
         lam = np.asarray(lam, float)
-        C = self._apply_curvature(fp.times(ob.X, ob.layout.matrix(v)))
+        C = self._apply_curvature(self._times(ob.X, ob.layout.matrix(v)))
         C *= ob.row_weights(lam)[:, None]
-        return fp.t_times(ob.X, C).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
+        return self._t_times(ob.X, C).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * v
 
     def client_hvps(self, V) -> np.ndarray:
         """Row *i*: :math:`\\nabla^2f_i(\\theta)\\,v_i` for directions ``V`` (``(n, P)`` or one
@@ -331,8 +383,8 @@ class RowPoint:
         out = np.empty((ob.n, ob.dim))
         for i in range(ob.n):
             rows = slice(ob.offsets[i], ob.offsets[i + 1])
-            C = self._apply_curvature(fp.times(ob.X[rows], ob.layout.matrix(V[i])), rows)
-            out[i] = fp.t_times(ob.X[rows], C).T.reshape(-1) / ob.sizes[i]
+            C = self._apply_curvature(self._times(ob.X[rows], ob.layout.matrix(V[i])), rows)
+            out[i] = self._t_times(ob.X[rows], C).T.reshape(-1) / ob.sizes[i]
         return out + ob.penalty_diagonal * V
 
 

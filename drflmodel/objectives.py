@@ -171,6 +171,18 @@ class ClientObjectives:
         return StackedData(*views)
 
     @property
+    def stacked_as_stored(self) -> StackedData:
+        """:attr:`stacked` with the features as stored: float32 features stay float32 (no float64
+        copy); the routes reading them compute their products in float64
+        (:mod:`drflmodel._float64_products`)."""
+        views = []
+        for a in (self._X, self._y, self._mask, self._sizes):
+            v = a.view()
+            v.setflags(write=False)
+            views.append(v)
+        return StackedData(*views)
+
+    @property
     def padded_rows(self) -> int:
         """Rows of the stacked, zero-padded arrays: :math:`n\\,m_{\\max}` (padding included)."""
         return int(self._X.shape[0] * self._X.shape[1])
@@ -260,11 +272,13 @@ class ClientObjectives:
         w = self._mask / self._sizes[:, None]
         d, K = self.n_features, self.n_outputs
         H = np.zeros((self.n, self.dim, self.dim))
-        X = fp.as_float64(self._X)          # dense per-client Hessians (small problems): float64 rows
-        Xt = np.swapaxes(X, 1, 2)
         for k in range(K):
             for l in range(k, K):
-                block = np.matmul(Xt, X * (w * _pair_weights(a, b, k, l))[:, :, None])
+                pair = w * _pair_weights(a, b, k, l)
+                if self._X.dtype == np.float64:
+                    block = np.matmul(np.swapaxes(self._X, 1, 2), self._X * pair[:, :, None])
+                else:                       # float32 rows: client by client, chunks cast to float64
+                    block = np.stack([fp.weighted_gram(Xi, pi) for Xi, pi in zip(self._X, pair)])
                 H[:, k * d:(k + 1) * d, l * d:(l + 1) * d] = block
                 if l != k:
                     H[:, l * d:(l + 1) * d, k * d:(k + 1) * d] = np.swapaxes(block, 1, 2)

@@ -771,3 +771,24 @@ def test_flower_private_grading_quick_run_measures_every_round_from_secure_sums(
     assert row["reveals"]["graded_models"] == 6 and "no client's value" in row["reveals"]["per_round"]
     assert "<= carried quantization error" in out and out.count("True") >= 1
     _figure("flower_private_grading")
+
+
+def test_table1_tinyimagenet_mode_on_a_small_shape(monkeypatch):
+    """``--scale tinyimagenet`` (synthetic float32 features at TinyImageNet's shape) on a small shape:
+    the training features stay float32, every optimum is certified, the paper's TinyImageNet column
+    is the one printed."""
+    mod = _load("scaffpd_table1")
+    monkeypatch.setattr(mod, "TINYIMAGENET_SHAPE", (4_000, 16, 8))
+    buf = io.StringIO()
+    with warnings.catch_warnings(), redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        res = mod.main_paper_scale(progress=False, scale="tinyimagenet")
+    out = buf.getvalue()
+    assert res["config"]["float32"] and "TinyImageNet" in out and "in float32" in out and "P = 136" in out
+    fed, _ = mod.paper_federation(mod.PAPER_ALPHA, 0, "tinyimagenet")
+    assert all(c.features.dtype == np.float32 for c in fed.clients)
+    for k, o in res["run"]["oracles"].items():
+        assert o["status"] == "optimal", (k, o)
+        assert o["lower_bound"] <= o["value"] + _tol(o["value"], 1e-9)
+    for m in mod.METHODS:
+        assert f"{mod.PAPER['TinyImageNet'][m][0.1][0]:6.2f}" in out

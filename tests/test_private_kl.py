@@ -113,5 +113,6 @@ def test_fafl_at_a_fixed_level_is_routed_or_refused_by_name(bc):
     assert sol.status == "optimal" and sol.info["private"]["weights"].startswith("CVaR")
     assert sol.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= sol.upper_bound + 1e-12
     unequal = dm.FairnessAwareFL(bc, dm.losses.Logistic(), alpha=0.5, l2=0.01)
-    with pytest.raises(InvalidParameterError, match="FairnessAwareFL.*per-client caps"):
-        private_solve(unequal)
+    route, caps = private_route(unequal)         # unequal sizes: per-client caps p_i/alpha
+    assert route == "hcvar" and caps == pytest.approx(bc.sizes / bc.sizes.sum() / 0.5, rel=1e-15)
+    assert [c.cap_ratio for c in route_clients(unequal)] == pytest.approx(caps / caps.max(), rel=1e-15)

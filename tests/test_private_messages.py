@@ -1,5 +1,5 @@
-"""What the server receives in private mode: every secure sum of the ERM, χ², CVaR and KL routes
-(breast cancer, 4 sites), compared entry by entry with every client's own answer to the same
+"""What the server receives in private mode: every secure sum of the ERM, χ², CVaR, KL and FAFL
+(per-client caps) routes (breast cancer, 4 sites), compared entry by entry with every client's own answer to the same
 query, recorded on the client side. No sum the server formed is one client's value, gradient or
 bound term: each entry is the sum of no client's nonzero term or of at least ``min_contributors``,
 and no entry equals one client's own nonzero entry within the sum's error bound."""
@@ -10,7 +10,9 @@ import pytest
 import drflmodel as dm
 from drflmodel.client_oracle.private.secure_sum import SumWithheld
 from drflmodel.client_oracle.private import (SumOnlyChannel, kl_clients, private_chi_square_solve, private_clients,
-                                             private_cvar_solve, private_fixed_weight_solve, private_kl_solve)
+                                             private_cvar_solve, private_fixed_weight_solve, private_kl_solve,
+                                             route_clients)
+from drflmodel.client_oracle.private.cvar import private_hcvar_solve
 
 
 class _Book:
@@ -99,7 +101,7 @@ def test_the_inspector_catches_one_clients_term():
     assert [seen.query for seen in ch.seen] == ["x (holders)"] and book.sums == []
 
 
-@pytest.mark.parametrize("route", ["erm", "chi_square", "cvar", "kl"])
+@pytest.mark.parametrize("route", ["erm", "chi_square", "cvar", "kl", "fafl"])
 def test_no_sum_the_server_receives_is_one_clients_answer(route):
     book = _Book()
     bc = dm.datasets.breast_cancer(n_clients=4, seed=0)
@@ -112,6 +114,13 @@ def test_no_sum_the_server_receives_is_one_clients_answer(route):
     elif route == "cvar":
         prob = _bc(dm.sets.CVaR(4, 0.5))
         cert = private_cvar_solve(prob, channel=_recorded_channel(prob, book), reveal_loss_distribution=True)
+    elif route == "fafl":       # FAFL's HCVaR caps p_i/alpha (unequal sizes 166, 210, 29, 164): per-client caps
+        caps = bc.sizes / bc.sizes.sum() / 0.6
+        prob = _bc(dm.sets.HCVaR(bc.sizes / bc.sizes.sum(), 0.6))
+        ch = _recorded_channel(prob, book, SumOnlyChannel(route_clients(prob), seed=0))
+        cert = private_hcvar_solve(prob, channel=ch, reveal_loss_distribution=True)
+        weights = [call for call, query, _ in book.sums if query == "weight"]
+        assert weights and all(book.sent[call][i][0] <= caps[i] for call in weights for i in book.sent[call])
     else:                       # the KL penalty's log-sum-exp terms (its clients also answer "kl_terms")
         prob = _bc(dm.sets.KLPenalty(4, 0.5))
         cert = private_kl_solve(prob, channel=_recorded_channel(prob, book, SumOnlyChannel(kl_clients(prob), seed=0)))

@@ -157,3 +157,18 @@ def test_a_dropout_between_the_guards_count_and_the_values_fails_by_name():
         ch = _channel(grid, require_all=False, stages=1, min_contributors=2)
         with pytest.raises(InvalidParameterError, match=r"4 clients answered the guard's count and 3 the values"):
             ch.sum("x")
+
+
+@pytest.mark.slow
+def test_fafl_with_unequal_caps_through_flowers_secagg_equals_the_simulated_one():
+    """FAFL at alpha 0.6 on breast cancer's 4 sites of unequal sizes (per-client caps p_i/alpha): the
+    clients built by route_clients carry their cap ratios onto the grid (~1,200 SecAgg+ rounds, ~1 min)."""
+    from drflmodel.client_oracle.private import private_solve
+
+    prob = dm.FairnessAwareFL(dm.datasets.breast_cancer(n_clients=4, seed=0), dm.losses.Logistic(), alpha=0.6, l2=0.01)
+    cert = certified_solve(prob, private=True, num_shares=3, reconstruction_threshold=2, reveal_loss_distribution=True)
+    simulated = private_solve(prob, reveal_loss_distribution=True)
+    assert cert.status == "optimal" and cert.info["private"]["route"] == "hcvar"
+    assert cert.info["private"]["transport"] == "FlowerSecAggChannel"
+    assert cert.info["private"]["secure_sums"] == simulated.info["private"]["secure_sums"]
+    assert cert.upper_bound == simulated.upper_bound and cert.lower_bound == simulated.lower_bound

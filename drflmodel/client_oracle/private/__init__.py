@@ -60,8 +60,11 @@ sums; a lying client inside a sum shifts the sum by any amount its range allows 
 logistic loss, client-level :math:`(\varepsilon,\delta)` by zCDP accounting, the bound holding with
 probability :math:`\ge1-\beta`; on 4 clients no better than the public interval :math:`[0,\log2]`.
 
-**Refused by name (not in this cut)**: φ-divergence balls (the 2-D dual search above) and FAFL's HCVaR
-below level 1 (:data:`~.solve.REFUSED`), the
+FAFL's HCVaR below level 1 with unequal caps :math:`c_i=p_i/\alpha_i` runs the guarded CVaR route
+with per-client caps (:func:`~.cvar.private_hcvar_solve`: each client multiplies its own dual terms
+and weight by its public :math:`c_i/\max_jc_j`).
+
+**Refused by name (not in this cut)**: φ-divergence balls (the 2-D dual search above; :data:`~.solve.REFUSED`), the
 SQP and Newton routes (they need per-client values :math:`f_i` to update :math:`\lambda`), the
 Wasserstein, relative-fairness and DEO families (per-client or per-row quantities), non-smooth
 losses (no gradients). The simulated channel reproduces SecAgg+'s arithmetic;
@@ -70,7 +73,7 @@ SecAgg+ (same certificate, bit for bit).
 """
 
 from .clients import PrivateClient, private_clients
-from .cvar import private_chi_square_solve, private_cvar_solve
+from .cvar import private_chi_square_solve, private_cvar_solve, private_hcvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
 from .secure_sum import SecureSum, SumOnlyChannel, SumWithheld, flower_dequantize_sum, flower_quantize
 from .dp import dp_fixed_weight_solve, zcdp_rho
@@ -78,4 +81,4 @@ from .kl import KLClient, kl_clients, private_kl_solve
 from .solve import REFUSED, private_route, private_solve, route_clients
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_chi_square_solve", "private_solve", "private_route", "route_clients", "REFUSED", "private_kl_solve", "KLClient", "kl_clients", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_hcvar_solve", "private_chi_square_solve", "private_solve", "private_route", "route_clients", "REFUSED", "private_kl_solve", "KLClient", "kl_clients", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]

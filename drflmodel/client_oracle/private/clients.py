@@ -48,8 +48,15 @@ WEIGHT_CUT = 1e-6
 class PrivateClient:
     """Client ``index`` of a federation, holding only its own objective (module docstring)."""
 
-    def __init__(self, index: int, objectives):
+    def __init__(self, index: int, objectives, cap_ratio: float = 1.0):
         self.index = int(index)
+        #: :math:`r_i=c_i/\bar c\in(0,1]`: this client's own cap :math:`c_i` over the largest
+        #: :math:`\bar c=\max_jc_j` (FAFL's per-client caps :math:`p_i/\alpha_i`, public); the CVaR
+        #: terms and weights are multiplied by it, so the server's :math:`\bar c\sum_i(\cdot)` is
+        #: :math:`\sum_ic_i(\cdot)`. 1 for ``CVaR(n, alpha)`` (one common cap; multiplying by 1 is exact).
+        self.cap_ratio = float(cap_ratio)
+        if not 0.0 < self.cap_ratio <= 1.0:
+            raise InvalidParameterError(f"cap_ratio must be in (0, 1]; got {cap_ratio!r}")
         self._mf = MatrixFreeObjectives(objectives.restricted(index))
         self.size = int(self._mf.sizes[0])
         self._point = None
@@ -73,7 +80,8 @@ class PrivateClient:
     def cvar_weight(self, arg: np.ndarray) -> float:
         r"""This client's own CVaR weight at the public ``arg`` :math:`=(c,t,\eta',\theta_w)`:
         :math:`\lambda_i=c\,(\sigma(z_i/t)-\kappa)_+/(1-\kappa)`, :math:`z_i=\tilde f_i(\theta_w)-\eta'`,
-        :math:`\kappa=` :data:`WEIGHT_CUT`: exactly 0 for the clients far below the level (their
+        :math:`\kappa=` :data:`WEIGHT_CUT` (with per-client caps :math:`c` is :math:`\bar c` and the
+        weight :math:`c\,r_i(\cdots)\le c_i`, :attr:`cap_ratio`): exactly 0 for the clients far below the level (their
         terms would be below the guard's floor in some entries and not in others), continuous and
         falling in :math:`\eta'`, and :math:`0\le\lambda_i\le c`. The same float every time it
         is asked (cached per ``arg``): the secure sum of the weights (query ``"weight"``) and the
@@ -86,8 +94,9 @@ class PrivateClient:
             point = self._mf.at(theta_w)
             z = float(point.values[0] - point.penalty) - eta
             sig = float(expit(z / t)) if z > -self.margin(point, t) else 0.0
-            lam = c * max(sig - WEIGHT_CUT, 0.0) / (1.0 - WEIGHT_CUT)     # continuous, monotone in eta
-            self._weights = {key: min(max(lam, 0.0), c)}          # one weight vector at a time
+            top = c * self.cap_ratio                              # c_i (<= it: cap_ratios in private_clients)
+            lam = top * max(sig - WEIGHT_CUT, 0.0) / (1.0 - WEIGHT_CUT)   # continuous, monotone in eta
+            self._weights = {key: min(max(lam, 0.0), top)}        # one weight vector at a time
         return self._weights[key]
 
     def _at(self, theta):
@@ -215,12 +224,13 @@ class PrivateClient:
         slope = sig * (1.0 - sig) / t if band else 0.0
         moved = a * slope * float(np.exp(min(a / t, 700.0))) * (1 + 1e-6)   # bounds |d sigma| (module .cvar)
         soft = t * float(np.logaddexp(0.0, z / t)) if up else 0.0
-        head = [soft, 0.0, 0.0, sig, slope]                                  # z_+, |z| not sent
+        r = self.cap_ratio                   # c_i / c-bar: every term the server multiplies by c-bar
+        head = [r * soft, 0.0, 0.0, r * sig, r * slope]                      # z_+, |z| not sent
         if not gradient:
-            return np.array(head + [moved])
+            return np.array(head + [r * moved])
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
         gnorm = float(np.linalg.norm(g))
-        return np.concatenate([head, [gnorm, moved, moved * gnorm], sig * g])
+        return np.concatenate([head, [gnorm, r * moved, r * moved * gnorm], (r * sig) * g])
 
     def cvar_descent(self, theta, eta: float, t: float, gradient: bool) -> np.ndarray:
         r"""The smoothed CVaR terms every client above :math:`\eta'-m_i` holds, none that only the
@@ -235,11 +245,12 @@ class PrivateClient:
         sig = float(expit(z / t))          # below SIGMA_CUT: z < -20 t, inside the margin's -40 t
         if not sig >= SIGMA_CUT:
             return np.zeros(2 + (self._mf.penalty_diagonal.size if gradient else 0))
-        head = [t * float(np.logaddexp(0.0, z / t)), sig]
+        r = self.cap_ratio                   # c_i / c-bar (1 for CVaR: exact)
+        head = [r * (t * float(np.logaddexp(0.0, z / t))), r * sig]
         if not gradient:
             return np.array(head)
         g = point.gradients()[0] - self._mf.penalty_diagonal * point.theta
-        return np.concatenate([head, sig * g])
+        return np.concatenate([head, (r * sig) * g])
 
     def cvar_levels(self, theta, etas: np.ndarray, t: float) -> np.ndarray:
         r""":meth:`cvar_descent`'s softplus and :math:`\sigma` terms at each level of ``etas``
@@ -251,7 +262,8 @@ class PrivateClient:
         sig = expit(z / t)
         soft = t * np.logaddexp(0.0, z / t)
         keep = sig >= SIGMA_CUT
-        return np.stack([np.where(keep, soft, 0.0), np.where(keep, sig, 0.0)], axis=1).ravel()
+        r = self.cap_ratio
+        return np.stack([np.where(keep, r * soft, 0.0), np.where(keep, r * sig, 0.0)], axis=1).ravel()
 
     def value_allowance(self, point) -> float:
         """A bound :math:`a_i` on the floating-point error of this client's :math:`f_i` at ``point``
@@ -264,7 +276,22 @@ class PrivateClient:
         return float(gamma * (loss_size + xr * np.linalg.norm(point.theta) + score_size + point.penalty) * (1 + 1e-6))
 
 
-def private_clients(problem) -> list:
-    """One :class:`PrivateClient` per client of ``problem`` (a horizontal problem: its
-    ``objectives``), each holding its own rows only."""
-    return [PrivateClient(i, problem.objectives) for i in range(problem.n_clients)]
+def cap_ratios(caps) -> np.ndarray:
+    r"""The clients' :attr:`PrivateClient.cap_ratio` for per-client caps :math:`c_i` (FAFL's
+    :math:`p_i/\alpha_i`): :math:`r_i=c_i/\bar c`, :math:`\bar c=\max_jc_j`, each rounded down (by one
+    ulp where needed) so that the computed :math:`\bar c\,r_i\le c_i`: the clients' weights stay
+    inside the set."""
+    caps = np.asarray(caps, float)
+    top = float(caps.max())
+    r = caps / top
+    over = top * r > caps
+    r[over] = np.nextafter(r[over], 0.0)
+    return r
+
+
+def private_clients(problem, caps=None) -> list:
+    r"""One :class:`PrivateClient` per client of ``problem`` (a horizontal problem: its
+    ``objectives``), each holding its own rows only; with ``caps`` (per-client caps :math:`c_i`,
+    public), client *i* holds its own ratio :math:`c_i/\max_jc_j` (:func:`cap_ratios`)."""
+    ratios = np.ones(problem.n_clients) if caps is None else cap_ratios(caps)
+    return [PrivateClient(i, problem.objectives, cap_ratio=ratios[i]) for i in range(problem.n_clients)]

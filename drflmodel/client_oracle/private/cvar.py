@@ -72,6 +72,17 @@ minimizer. The descent (L-BFGS in :math:`\theta`, :math:`\eta'` solved inside ea
 :func:`_root_eta`) uses only the softplus, :math:`\sigma_i` and :math:`\sigma_i\nabla\tilde f_i`,
 which every client above :math:`\eta'-20t` holds.
 
+**Per-client caps** (FAFL's ``HCVaR(p, alpha)``, :math:`\Lambda=\{\lambda\in\Delta:\lambda_i\le c_i\}`,
+:math:`c_i=p_i/\alpha_i` public): the dual is :math:`\min_\eta\eta+\sum_ic_i(f_i-\eta)_+`. With
+:math:`c=\bar c=\max_jc_j` above and each client multiplying its terms and its weight by its own
+:math:`r_i=c_i/\bar c\le1` (:attr:`~.clients.PrivateClient.cap_ratio`), every :math:`c\sum_i(\cdot)` of
+the server is :math:`\sum_ic_i(\cdot)`: slope :math:`1-\sum_ic_i\sigma_i`, weights
+:math:`\lambda_i\le c_i`, the same certificate. The error terms that count clients (:math:`cn\cdot`
+a per-client bound) stay upper bounds (:math:`\sum_ir_i\le n`); the allowances are summed at
+:math:`\bar c\ge c_i`; one more rounding per term (:math:`r_i\cdot`) is inside the factor 8 of the
+softplus bound; the guard's counts stay plain counts, and a withheld probe's sign is certified by
+the sums of the largest / smallest caps (:meth:`_DualServer._count_sign`). :func:`private_hcvar_solve`.
+
 **χ²** (``dm.sets.ChiSquare(n, rho)``, :math:`\rho>0`): its exact dual
 :math:`\min_\eta\eta+\frac\rho2+\frac1{2n\rho}\sum_i(f_i-\eta)_+^2` (``ChiSquare.support_expr``) is
 the same construction with :math:`h(z)=z_+^2/2`, :math:`c=1/(n\rho)` and no smoothing (:math:`h` is
@@ -102,12 +113,12 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ...errors import InvalidParameterError
-from ...sets import CVaR, ChiSquare
-from .clients import SIGMA_CUT, WEIGHT_CUT, private_clients
+from ...sets import CVaR, ChiSquare, HCVaR
+from .clients import SIGMA_CUT, WEIGHT_CUT, cap_ratios, private_clients
 from .fixed_weight import PrivateCertificate, _Server
 from .secure_sum import SumOnlyChannel, SumWithheld
 
-__all__ = ["private_cvar_solve", "private_chi_square_solve"]
+__all__ = ["private_cvar_solve", "private_hcvar_solve", "private_chi_square_solve"]
 
 _EPS = np.finfo(float).eps
 
@@ -150,9 +161,13 @@ class _DualServer:
     search; a withheld :math:`\\chi^2` probe is certified only when no client is above
     :math:`\\eta` (:math:`\\varphi'=1`)"""
 
-    def __init__(self, problem, channel, kind: str, c: float, constant: float, min_contributors: int = 2):
+    def __init__(self, problem, channel, kind: str, c: float, constant: float, min_contributors: int = 2,
+                 caps=None):
         n = problem.n_clients
         self.kind, self.c, self.constant, self.n = kind, c, constant, n
+        # per-client caps c_i (FAFL, public; c = max c_i and the clients weight their terms by c_i / c):
+        # the counts' bounds take the sums of the largest / smallest caps (_count_sign)
+        self.caps = None if caps is None else np.sort(np.asarray(caps, float))
         self.k = int(min_contributors)
         self.base = _Server(problem, channel, np.full(n, c))          # public weights c: the allowances
         self.D, self.dim, self.channel = self.base.D, self.base.dim, channel
@@ -197,9 +212,14 @@ class _DualServer:
         touch, above = counts
         n, k = self.n, self.k
         if self.kind == "cvar":          # sum_i sigma_i (exact) in [above (1 - e^-40), touch + n e^-40]
-            if self.c * (touch + n * 1e-17) < 1.0 - 1e-12:
+            if self.caps is None:
+                most, least = self.c * (touch + n * 1e-17), self.c * above
+            else:                        # sum_i c_i sigma_i: at most the `touch` largest caps, at least the
+                top = float(self.caps[n - touch:].sum()) if touch else 0.0      # `above` smallest
+                most, least = top + self.c * n * 1e-17, float(self.caps[:above].sum())
+            if most < 1.0 - 1e-12:
                 return 1, 1
-            if self.c * above * (1 - 1e-17) > 1.0 + 1e-12:
+            if least * (1 - 1e-17) > 1.0 + 1e-12:
                 return -1, -1
         elif touch == 0:                 # chi2: every z_i <= 0 (as computed; a_i in the certificate)
             return 1, 1
@@ -208,7 +228,8 @@ class _DualServer:
         if 0 < n - touch < k:            # few below: too low
             return 0, -1
         if self.kind == "cvar":          # steer by the estimate sigma_i = 1/2 at the kink
-            guess = 1.0 - self.c * (above + 0.5 * (touch - above))
+            c = self.c if self.caps is None else float(self.caps.mean())
+            guess = 1.0 - c * (above + 0.5 * (touch - above))
             return 0, int(np.sign(guess))
         return 0, 0
 
@@ -448,7 +469,9 @@ SERVER_LEARNS = (
     "eta -/+ a margin; with the guard, CVaR's descent asks only the smoothed excess loss, sigma_i and the "
     "sigma_i-weighted gradients, and its lower bound the sums of the clients' own weights "
     "lambda_i = c sigma_i (each computed by its client) and of the lambda_i-weighted values, gradients and bound "
-    "terms at the certified model; the total number of rows N. No entry of a released sum is fewer than min_contributors "
+    "terms at the certified model; the total number of rows N. FAFL (HCVaR with per-client caps c_i = p_i/alpha_i, "
+    "public): the same sums with each client's terms and weight multiplied by its own c_i / max_j c_j, so the "
+    "released sums are caps-weighted (sum_i c_i sigma_i, ...) and the counts stay plain counts. No entry of a released sum is fewer than min_contributors "
     "clients' nonzero terms, each above the sum's resolution (a term far larger than the others still "
     "dominates its entry). Taken together, the sums at many levels eta reveal the unlabeled empirical "
     "distribution of the client losses f_i(theta) near the probed levels -- which loss values occur, not "
@@ -477,7 +500,15 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
     no entry of a released sum holds fewer than :math:`k` clients' nonzero terms; CVaR needs
     :math:`k\\le\\alpha n\\le n-k`. With the guard the route is :func:`_guarded_cvar_solve` (module
     docstring: L from the clients' own weights), without it the joint descent in
-    :math:`(\\theta,\\eta')` and the strong-convexity bound."""
+    :math:`(\\theta,\\eta')` and the strong-convexity bound.
+
+    ``weights=dm.sets.HCVaR(p, alpha)`` with every :math:`\\alpha_i<1` (FAFL at a fixed level, per-client
+    caps :math:`c_i=p_i/\\alpha_i`, public) runs the same guarded route with
+    :func:`private_hcvar_solve`'s caps."""
+    if isinstance(getattr(problem, "weights", None), HCVaR):
+        return private_hcvar_solve(problem, gap_tol=gap_tol, t_start=t_start, t_min=t_min, max_iter=max_iter,
+                                   seed=seed, channel=channel, reveal_loss_distribution=reveal_loss_distribution,
+                                   min_contributors=min_contributors, **channel_options)
     if not isinstance(getattr(problem, "weights", None), CVaR):
         raise InvalidParameterError("private_cvar_solve needs problem.weights = drflmodel.sets.CVaR(n, alpha)")
     _opt_in(reveal_loss_distribution, min_contributors, "CVaR")
@@ -495,6 +526,83 @@ def private_cvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_
             f"(alpha * n = {alpha * n:g} clients lie above CVaR's optimal eta); got n = {n}")
     return _dual_solve(problem, "cvar", 1.0 / (alpha * n), 0.0, alpha, gap_tol, float(t_start),
                        t_min, max_iter, seed, channel, channel_options, int(min_contributors))
+
+
+def private_hcvar_solve(problem, gap_tol: float = 1e-6, t_start: float = 1e-2, t_min: float = 1e-10,
+                        max_iter: int = 3000, seed: int = 0, channel: SumOnlyChannel | None = None,
+                        reveal_loss_distribution: bool = False, min_contributors: int = 2,
+                        **channel_options) -> PrivateCertificate:
+    r"""Certify ``problem`` with ``weights=dm.sets.HCVaR(p, alpha)``, every :math:`\alpha_i<1` (FAFL's
+    :class:`~drflmodel.problems.minmax.fafl.FairnessAwareFL` at a fixed level; Y. Wang et al.'s
+    HCVaR set :math:`\{\lambda\in\Delta:\lambda_i\le c_i\}`, :math:`c_i=p_i/\alpha_i`) on the guarded
+    CVaR route with **per-client caps**: its dual (Rockafellar and Uryasev's, with the caps)
+
+    .. math:: \max_{\lambda}\sum_i\lambda_if_i=\min_\eta\ \eta+\sum_ic_i(f_i-\eta)_+ ,
+
+    slope :math:`1-\sum_ic_i\mathbf 1[f_i>\eta]`. The caps are public (the problem's :math:`p` and
+    :math:`\alpha`); client *i* multiplies its dual terms and its own weight by :math:`r_i=c_i/\bar c`,
+    :math:`\bar c=\max_jc_j` (:func:`~.clients.cap_ratios`), so every sum the server scales by
+    :math:`\bar c` is the caps-weighted sum, and the lower bound's weights
+    :math:`\lambda_i=c_i\sigma(\cdots)\le c_i` with :math:`\sum_i\lambda_i\ge1` certified are in the set.
+    The smoothing floor is :math:`t\log2\sum_ic_i`. The guard (:math:`k` = ``min_contributors`` :math:`\ge2`)
+    needs the :math:`k-1` largest caps to sum below 1 (a sum withheld because fewer than :math:`k`
+    clients are above :math:`\eta` then certifies the slope positive); whether the optimal
+    :math:`\eta` has :math:`k` clients above it depends on the losses (else the solve ends "withheld",
+    not certified). Options as in :func:`private_cvar_solve`; a
+    ``channel`` must hold the clients of :func:`~drflmodel.client_oracle.private.route_clients`
+    (their cap ratios)."""
+    w = getattr(problem, "weights", None)
+    if not isinstance(w, HCVaR):
+        raise InvalidParameterError("private_hcvar_solve needs problem.weights = drflmodel.sets.HCVaR(p, alpha)")
+    _opt_in(reveal_loss_distribution, min_contributors, "FAFL (HCVaR with per-client caps)")
+    min_contributors = int(min_contributors)
+    if min_contributors < 2:
+        raise InvalidParameterError(f"min_contributors={min_contributors}: per-client caps run on the guarded "
+                                    f"route only (min_contributors >= 2)")
+    if not 0 < t_min <= t_start:
+        raise InvalidParameterError(f"need 0 < t_min <= t_start; got t_min={t_min}, t_start={t_start}")
+    caps = hcvar_caps(w)
+    n, k = caps.size, min_contributors
+    ordered = np.sort(caps)
+    # a withheld descent sum (1..k-1 clients with sigma_i >= SIGMA_CUT) certifies psi > 0: the k - 1 largest
+    # caps sum below 1. Whether k clients lie above the optimal eta depends on the losses: else "withheld".
+    if not ordered[n - k + 1:].sum() + ordered[-1] * n * SIGMA_CUT < 1.0:
+        raise InvalidParameterError(
+            f"min_contributors={k} needs the {k - 1} largest caps p_i/alpha_i to sum to less than 1 (fewer than "
+            f"{k} clients above eta then certify the dual's slope positive); got caps {np.round(caps, 6).tolist()}")
+    return _dual_solve(problem, "cvar", float(caps.max()), 0.0, 1.0 / float(caps.sum()), gap_tol, float(t_start),
+                       t_min, max_iter, seed, channel, channel_options, min_contributors, caps=caps)
+
+
+def _check_cap_ratios(channel, caps) -> None:
+    """A channel handed to the per-client-caps route must hold clients that scale their terms by their
+    own :math:`c_i/\bar c`: plain clients would make the server certify CVaR at the common cap, a
+    different set, with nothing in the sums to tell. Checked wherever the channel shows its clients
+    (a Flower channel's clients are built by :func:`~drflmodel.client_oracle.private.route_clients`)."""
+    clients = getattr(channel, "clients", None)
+    if clients is None:
+        return
+    expected = cap_ratios(caps)
+    held = [getattr(getattr(c, "client", c), "cap_ratio", None) for c in clients]
+    if len(held) != expected.size or any(r is None or not np.isclose(r, e, rtol=1e-15, atol=0.0)
+                                         for r, e in zip(held, expected)):
+        raise InvalidParameterError(
+            f"channel: its clients must scale their terms by their caps' ratios c_i / max c "
+            f"{np.round(expected, 6).tolist()} (build them with drflmodel.client_oracle.private.route_clients"
+            f"(problem)); got cap_ratio {held}")
+
+
+def hcvar_caps(weights) -> np.ndarray:
+    r"""The caps :math:`c_i=p_i/\alpha_i` of ``HCVaR(p, alpha)``; every :math:`\alpha_i<1` and
+    :math:`\sum_ic_i>1` (at level 1 the set is the point :math:`p`: the fixed-weight route)."""
+    alpha = np.broadcast_to(np.asarray(weights.alpha, float), (weights.n,))
+    if not np.all(alpha < 1.0):
+        raise InvalidParameterError(f"HCVaR with per-client caps needs every alpha_i < 1; got alpha = "
+                                    f"{np.asarray(weights.alpha).tolist()} (level 1: the fixed-weight route)")
+    caps = np.asarray(weights.p, float) / alpha
+    if not caps.sum() > 1.0:
+        raise InvalidParameterError(f"HCVaR caps p_i/alpha_i must sum to more than 1; got {caps.sum():g}")
+    return caps
 
 
 def private_chi_square_solve(problem, gap_tol: float = 1e-6, max_iter: int = 3000, seed: int = 0,
@@ -520,14 +628,16 @@ def private_chi_square_solve(problem, gap_tol: float = 1e-6, max_iter: int = 300
 
 
 def _dual_solve(problem, kind, c, constant, alpha, gap_tol, t, t_min, max_iter, seed, channel, channel_options,
-                min_contributors):
+                min_contributors, caps=None):
     if not 0 < gap_tol < 1:
         raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
     start = time.perf_counter()
     if channel is None:
-        channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)
+        channel = SumOnlyChannel(private_clients(problem, caps), seed=seed, **channel_options)
+    elif caps is not None:
+        _check_cap_ratios(channel, caps)
     channel.min_contributors = min_contributors          # the guard of every sum of this solve
-    server = _DualServer(problem, channel, kind, c, constant, min_contributors)
+    server = _DualServer(problem, channel, kind, c, constant, min_contributors, caps=caps)
     server.alpha = alpha
     if server.mu <= 0:
         raise InvalidParameterError(f"the private {kind} solve needs every coordinate penalized (l2 > 0 and "

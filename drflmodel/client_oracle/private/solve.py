@@ -16,8 +16,9 @@ Routes (the math is in the package docstring, :mod:`drflmodel.client_oracle.priv
   clients' terms; no dual search, no opt-in).
 * FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)``) at a fixed level: at level 1 the
   ``HCVaR(p, 1)`` route; with equal caps :math:`p_i/\alpha_i` (equal client sizes, one level) the
-  set *is* ``CVaR(n, alpha)`` and takes the CVaR route; unequal caps are refused (the CVaR route's
-  slope, counts and certificate take one common cap).
+  set *is* ``CVaR(n, alpha)`` and takes the CVaR route; unequal caps :math:`c_i` take the guarded
+  CVaR route with per-client caps (:func:`~.cvar.private_hcvar_solve`: dual
+  :math:`\min_\eta\eta+\sum_ic_i(f_i-\eta)_+`, each client weighting its own terms by its public cap).
 
 Everything else is refused (:data:`REFUSED` gives the reason per weight set), as are other problem
 families and non-smooth losses. The returned solution carries **no** worst-case weights and **no**
@@ -32,7 +33,7 @@ from ...errors import InvalidParameterError
 from ...problems.minmax.dro import FederatedDRO
 from ...sets import CVaR, ChiSquare, HCVaR, KLPenalty
 from .clients import private_clients
-from .cvar import private_chi_square_solve, private_cvar_solve
+from .cvar import private_chi_square_solve, private_cvar_solve, private_hcvar_solve
 from .fixed_weight import private_fixed_weight_solve
 from .kl import kl_clients, private_kl_solve
 
@@ -41,10 +42,6 @@ __all__ = ["private_solve", "private_route", "route_clients", "REFUSED"]
 #: weight sets without a private route in this version, and why
 REFUSED = {
     "Simplex": "its value is the largest client loss, one client's own value (AFL's max)",
-    "HCVaR": "below level 1 its dual min_eta eta + sum_i c_i (f_i - eta)_+ has per-client caps c_i = p_i/alpha_i; "
-             "the private CVaR route takes one common cap 1/(alpha n) in its slope, its guard's counts and its "
-             "certificate, so only equal caps (equal client sizes at one level: CVaR(n, alpha)) and level 1 "
-             "(the p-weighted average) run privately",
     "LpBall": "its dual needs the norm of the centred loss vector; not built",
     "QFFL": "q-FFL's weights are powers of each client's loss, so the server would need per-client values",
     "Integrated": "the integrated set mixes two sets' duals; not built",
@@ -72,14 +69,16 @@ def _as_dro(problem):
 
 def private_route(problem) -> tuple[str, object]:
     """``(name, argument)`` of the private route for ``problem``: ``("fixed_weight", "size" | p)``,
-    ``("cvar", None | equivalent problem)``, ``("chi_square", None)`` or ``("kl", None)``; otherwise
+    ``("cvar", None | equivalent problem)``, ``("hcvar", caps)``, ``("chi_square", None)`` or
+    ``("kl", None)``; otherwise
     :class:`~drflmodel.errors.InvalidParameterError` naming the family or weight set and the reason.
 
     FAFL (``FairnessAwareFL``, or ``HCVaR(p, alpha)`` weights) at a fixed level: caps
     :math:`c_i=p_i/\\alpha_i`; every :math:`\\alpha_i=1` is the :math:`p`-weighted average (the
     fixed-weight route; ERM when :math:`p_i=N_i/N`); equal caps :math:`c_i=1/(\\alpha n)` (equal
     client sizes and one level) are exactly ``CVaR(n, alpha)``, routed to the CVaR route with that
-    problem as the argument; other caps are refused (:data:`REFUSED`)."""
+    problem as the argument; other caps (every :math:`\alpha_i<1`) go to the guarded CVaR route with
+    per-client caps, ``("hcvar", caps)``; levels mixing 1 and :math:`<1` are refused."""
     dro = _as_dro(problem)
     loss = dro.objectives.loss
     if not np.isfinite(loss.smoothness):
@@ -97,9 +96,11 @@ def private_route(problem) -> tuple[str, object]:
             level = 1.0 / (caps[0] * w.n)         # the same set as CVaR(n, level)
             return "cvar", FederatedDRO(dro.federation, dro.loss, weights=CVaR(w.n, level), l2=dro.l2,
                                         penalize_intercept=dro.penalize_intercept)
-        what = "FairnessAwareFL" if problem is not dro else "weights HCVaR"
-        raise InvalidParameterError(f"{what} with alpha < 1 (FAFL at a fixed level) and unequal caps p_i/alpha_i: "
-                                    f"{REFUSED['HCVaR']}")
+        if not np.all(alpha < 1.0):
+            what = "FairnessAwareFL" if problem is not dro else "weights HCVaR"
+            raise InvalidParameterError(f"{what} with levels mixing alpha_i = 1 and alpha_i < 1: private mode runs "
+                                        f"every alpha_i = 1 (fixed weights) or every alpha_i < 1 (per-client caps)")
+        return "hcvar", caps
     if problem is not dro:                        # FAFL's weights are HCVaR
         raise InvalidParameterError("private mode: FairnessAwareFL without HCVaR weights")
     if isinstance(w, CVaR):
@@ -112,7 +113,7 @@ def private_route(problem) -> tuple[str, object]:
     reason = REFUSED.get(name, "no private route is known for it")
     raise InvalidParameterError(f"weights {name}: private mode refuses it -- {reason}. Private routes: "
                                 f"HCVaR(p, 1) (ERM / fixed weights), CVaR(n, alpha < 1), ChiSquare(n, rho > 0), "
-                                f"KLPenalty(n, tau), and HCVaR / FAFL with equal caps p_i / alpha_i (= CVaR)")
+                                f"KLPenalty(n, tau), and HCVaR / FAFL (caps p_i / alpha_i)")
 
 
 def route_clients(problem) -> list:
@@ -120,8 +121,10 @@ def route_clients(problem) -> list:
     only: :func:`~.kl.kl_clients` for the KL route (they also answer ``"kl_terms"``), else
     :func:`~.clients.private_clients`. A transport that runs the clients elsewhere (Flower's
     SecAgg+) builds them with this."""
-    route, _ = private_route(problem)
-    return kl_clients(problem) if route == "kl" else private_clients(problem)
+    route, arg = private_route(problem)
+    if route == "kl":
+        return kl_clients(problem)
+    return private_clients(problem, caps=arg if route == "hcvar" else None)
 
 
 def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, **options):
@@ -161,6 +164,8 @@ def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, *
         cert = private_kl_solve(problem, gap_tol=gap_tol, seed=seed, channel=channel, **options)
     elif route == "cvar":
         cert = private_cvar_solve(problem if arg is None else arg, gap_tol=gap_tol, seed=seed, channel=channel, **options)
+    elif route == "hcvar":
+        cert = private_hcvar_solve(_as_dro(problem), gap_tol=gap_tol, seed=seed, channel=channel, **options)
     else:
         cert = private_chi_square_solve(problem, gap_tol=gap_tol, seed=seed, channel=channel, **options)
     status = status_from_gap(cert.lower_bound, cert.upper_bound, gap_tol)
@@ -168,6 +173,8 @@ def private_solve(problem, channel=None, gap_tol: float = 1e-6, seed: int = 0, *
         status = "optimal_within_gap"
     if route == "fixed_weight":
         weights = "size (N only)" if isinstance(arg, str) else "public"
+    elif route == "hcvar":
+        weights = f"HCVaR caps p_i/alpha_i (public): {np.asarray(arg).tolist()}"
     else:
         weights = repr(arg.weights) if arg is not None else type(problem.weights).__name__
     private = {"route": route, "weights": weights,

@@ -26,7 +26,18 @@ def matrix_free_route_bytes(structure) -> int:
     from ...matrix_free import matrix_free_bytes
 
     K = max(int(structure.n_outputs), 1)
-    return matrix_free_bytes(int(structure.rows), int(structure.dim) // K, K, int(structure.n_clients))
+    d = int(structure.dim) // K
+    return matrix_free_bytes(int(structure.rows), d, K, int(structure.n_clients), feature_bytes(structure, d))
+
+
+def feature_bytes(structure, n_features: int) -> int:
+    """Bytes per stored feature (8, or 4 for float32 features) from the structure's data bytes over
+    its padded rows (:math:`d` features, a label and a mask entry of 8 bytes each per row); 8 when
+    they are not known."""
+    padded, data = int(getattr(structure, "padded_rows", 0)), int(getattr(structure, "data_bytes", 0))
+    if padded <= 0 or data <= 0 or n_features <= 0:
+        return 8
+    return 4 if (data / padded - 16) / n_features < 6 else 8
 
 
 def route_bytes(route, structure) -> int | None:

@@ -47,6 +47,8 @@ cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY
 import numpy as np
 import scipy.sparse as sp
 
+from ... import _float64_products as fp
+
 from ..._validation import check_int, check_real
 from ...objectives import ClientObjectives
 from ...sets import feasible_weights
@@ -100,7 +102,7 @@ class ReducedProblem:
             u = cp.Variable(kink_rows.size, name="kink_scores")
             e = cp.Variable(kink_rows.size, name="kink_losses")
             wK, sK, rK = table.weight[kink_rows], table.sign[kink_rows], table.offset[kink_rows]
-            cons.append(u == table.X[kink_rows] @ self.theta)
+            cons.append(u == fp.as_float64(table.X[kink_rows]) @ self.theta)
             for ak, bk in zip(pieces.slopes, pieces.intercepts):
                 piece = wK * (ak * rK + bk) + (cp.multiply(wK * ak * sK, u) if ak != 0 else 0.0)
                 self.piece_constraints.append(e >= piece)

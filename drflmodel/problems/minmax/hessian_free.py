@@ -52,6 +52,13 @@ exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`
 :math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
 (:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
 at the first iterate whose certificate closes within ``gap_tol``.
+
+**float32 rows** (held in process). The steps evaluate float32 products
+(:meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`, about twice as fast); their rounding
+error bound is far above the gap (:mod:`drflmodel._float32_products`), so no certificate is taken from
+them: each is predicted from the float32 point and, when the prediction closes, recomputed in
+float64 arithmetic at the same :math:`\theta` and :math:`\hat\lambda` (:func:`evaluation_certificate`).
+Steps whose float32 rounding stalls them hand over to float64 steps (``info["step_precision"]``).
 """
 
 from __future__ import annotations
@@ -246,30 +253,46 @@ class HessianFreeRoute(Route):
         opts = request.options
         scaling = diagonal_scaling(mf) if opts["precondition"] else None
         setup = time.perf_counter() - started
-        if algorithm == "sqp":
-            run = QuasiNewtonSQPRun(mf, W, certifier, opts["memory"], weight_model(problem), scaling=scaling)
-            theta = run.minimize(theta, opts["max_iterations"])
-            history, evaluations, stages = run.history, run.evaluations, []
-            if certifier.best is None:                  # no step certified: the worst-case weights at the end
-                certifier.check(Evaluation.of_support(mf, SmoothedSupport(W), theta), {}, force=True)
-        else:
-            history, evaluations, stages = [], 0, _tau_schedule(W, mf, theta) if not smooth else [0.0]
-            for tau in stages:
-                support = SmoothedSupport(W, tau)
-                run = LBFGSRun(mf, support, certifier, opts["memory"],
-                               stage_done=None if support.tau == 0 else _stage_done(problem, W), scaling=scaling)
-                theta = run.minimize(theta, opts["max_iterations"] - len(history))
-                history += run.history
-                evaluations += run.evaluations
-                if certifier.closed or len(history) >= opts["max_iterations"]:
-                    break
+        history, evaluations, stages, precisions = [], 0, [], []
+        for steps in _step_objectives(mf):            # float32 steps first for float32 rows, then float64
+            precisions.append("float64" if steps is mf else "float32")
+            left = opts["max_iterations"] - len(history)
+            theta, run_history, run_evaluations, stages = self._steps(problem, steps, W, theta, certifier, algorithm,
+                                                                      smooth, scaling, opts["memory"], left)
+            history += run_history
+            evaluations += run_evaluations
+            if certifier.closed or len(history) >= opts["max_iterations"]:
+                break
         if certifier.best is None:
             return problem.failed_solution([{"method": self.name, "history": history[-20:]}])
         sol = self._finish(problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
                            started, started + setup)
+        sol.info["step_precision"] = precisions
         if plan is not None:
             sol.info["plan"] = plan.to_dict()
         return sol
+
+    def _steps(self, problem, mf, W, theta, certifier, algorithm, smooth, scaling, memory, max_iterations):
+        """One run of the step algorithm on ``mf`` (the objectives or their float32
+        :meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`) from ``theta``: ``(theta,
+        history, evaluations, smoothing stages)``."""
+        if algorithm == "sqp":
+            run = QuasiNewtonSQPRun(mf, W, certifier, memory, weight_model(problem), scaling=scaling)
+            theta = run.minimize(theta, max_iterations)
+            if certifier.best is None:                  # no step certified: the worst-case weights at the end
+                certifier.check(Evaluation.of_support(mf, SmoothedSupport(W), theta), {}, force=True)
+            return theta, run.history, run.evaluations, []
+        history, evaluations, stages = [], 0, _tau_schedule(W, mf, theta) if not smooth else [0.0]
+        for tau in stages:
+            support = SmoothedSupport(W, tau)
+            run = LBFGSRun(mf, support, certifier, memory,
+                           stage_done=None if support.tau == 0 else _stage_done(problem, W), scaling=scaling)
+            theta = run.minimize(theta, max_iterations - len(history))
+            history += run.history
+            evaluations += run.evaluations
+            if certifier.closed or len(history) >= max_iterations:
+                break
+        return theta, history, evaluations, stages
 
     def _finish(self, problem, request, mf, certifier, history, evaluations, algorithm, stages, scaling,
                 started, setup_done):
@@ -425,7 +448,36 @@ def evaluation_certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force
     :math:`\psi(\hat\lambda)`. Unless ``force``, a cheap necessary test runs first (the
     strong-convexity term of the penalized coordinates alone must leave room for the gap; ``None``
     when it does not), so the bound's extra work (the intercepts' partial minimum) is done only
-    near the end."""
+    near the end.
+
+    **float32 steps.** An evaluation from float32 products (``ev.point.exact`` false:
+    :meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`) is never certified itself: its
+    rounding error is not bounded tightly enough (:mod:`drflmodel._float32_products`). The whole
+    certificate is first predicted from it (no float64 pass); only when the prediction closes
+    within ``tol`` (or ``force``) are the values, the weighted gradient and the bound recomputed
+    at the same :math:`\theta` and weights in float64 arithmetic (one pass forward, one back, one
+    more for the intercepts' polish), and that certificate is returned -- rigorous as for float64
+    rows (a float32 feature is a float64 number)."""
+    if not getattr(ev.point, "exact", True):
+        return _float32_screened_certificate(problem, mf, W, ev, gap_tol, force, tol)
+    return _certificate_at(problem, mf, W, ev, gap_tol, force, tol)
+
+
+def _float32_screened_certificate(problem, mf, W, ev, gap_tol, force, tol):
+    """The float64 certificate at a float32 evaluation's point, when its float32 prediction closes
+    (:func:`evaluation_certificate`)."""
+    if not force:
+        predicted = _certificate_at(problem, mf, W, ev, gap_tol, False, tol)
+        if predicted is None or relative_gap(predicted["lower"], predicted["upper"]) > min(gap_tol, tol or gap_tol):
+            return None
+    lam = feasible_weights(W, ev.lam)[0]
+    point = mf.at(ev.theta)                             # float64 arithmetic: the certified pass
+    exact = Evaluation(ev.theta, point, lam, point.weighted_gradient(lam), ev.smoothed)
+    return _certificate_at(problem, mf, W, exact, gap_tol, True, tol)
+
+
+def _certificate_at(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool, tol: float | None) -> dict | None:
+    """The certificate of :func:`evaluation_certificate` at ``ev`` as it is (exact or not)."""
     U = float(W.worst_case(ev.values)[0])
     lam, projected = feasible_weights(W, ev.lam)
     psi = float(W.psi(lam))
@@ -441,6 +493,16 @@ def evaluation_certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force
     target = U - min(gap_tol, tol or gap_tol) * max(1.0, abs(U)) + psi
     bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
     return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
+
+
+def _step_objectives(mf) -> list:
+    """The objectives the steps evaluate, in turn: for float32 rows held here, first their float32
+    view (:meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`), then -- only if those
+    steps end without a closed certificate (their rounding stalls them) -- the float64 objectives
+    from where they stopped; otherwise the objectives alone."""
+    view = getattr(mf, "steps_view", None)
+    fast = view() if view is not None else mf
+    return [mf] if fast is mf else [fast, mf]
 
 
 def _solution(problem, mf, cert):

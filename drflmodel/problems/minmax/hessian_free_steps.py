@@ -195,9 +195,82 @@ class InverseLBFGS:
             return                                   # no curvature information (round-off): skip
         self.pairs = (self.pairs + [(s, y, 1.0 / sy)])[-self.memory:]
         self.gamma = sy / float(y @ h0y)
+        self._stacks = None
+
+    #: from this many columns :meth:`apply` uses the compact form (four matrix products) instead of
+    #: the two-loop recursion (two rank-one updates of the whole block per pair)
+    COMPACT_COLUMNS = 4
 
     def apply(self, V: np.ndarray) -> np.ndarray:
         """:math:`B^{-1}V` for ``V`` of shape ``(P,)`` or ``(P, q)``."""
+        if np.ndim(V) == 2 and np.shape(V)[1] >= self.COMPACT_COLUMNS and self.pairs:
+            return self._apply_compact(np.asarray(V, float))
+        return self._two_loop(V)
+
+    def _apply_compact(self, V: np.ndarray) -> np.ndarray:
+        r"""The same :math:`B^{-1}V` in the compact form of R. H. Byrd, J. Nocedal and R. B. Schnabel
+        (1994), "Representations of quasi-Newton matrices and their use in limited memory methods",
+        Mathematical Programming 63, eq. (3.1)--(3.2), with :math:`H_0=\gamma\,\mathrm{diag}(h_0)`:
+
+        .. math::
+
+            B^{-1}V=H_0V+S^\top T+H_0Y^\top E,\quad E=-R^{-1}SV,\quad
+            T=R^{-\top}\big((D+YH_0Y^\top)R^{-1}SV-YH_0V\big),
+
+        :math:`S,Y` the pairs as rows (oldest first), :math:`R` the upper triangle of :math:`SY^\top`,
+        :math:`D` its diagonal: four products with the :math:`m\times P` blocks (BLAS-3) where the
+        two-loop recursion makes :math:`4m` passes over the :math:`P\times q` block."""
+        from scipy.linalg import solve_triangular
+
+        S, Y = self._stacked()
+        h0 = self.gamma * (np.ones(S.shape[1]) if self.diagonal is None else self.diagonal)
+        Yh = Y * h0
+        SY = S @ Y.T
+        R = np.triu(SY)
+        Vt = V.T                                                    # (q, P): the callers' G, row-major
+        A = (Vt @ S.T).T                                            # S V, (m, q)
+        E = -solve_triangular(R, A)                                 # -R^{-1} S V
+        middle = (np.diag(np.diag(SY)) + Yh @ Y.T) @ (-E) - (Vt @ Yh.T).T
+        T = solve_triangular(R, middle, trans="T")
+        out = E.T @ Y                                               # (H0 (V + Y^T E) + S^T T)^T, in place
+        out += Vt
+        out *= h0
+        out += T.T @ S
+        return out.T
+
+    def gram(self, G: np.ndarray) -> np.ndarray:
+        r""":math:`GB^{-1}G^\top` (``G`` of shape ``(n, P)``; the SQP's weight problem) from the compact
+        form of :meth:`_apply_compact` without forming :math:`B^{-1}G^\top`:
+        :math:`GH_0G^\top+A^\top T+B^\top E` with :math:`A=SG^\top`, :math:`B=YH_0G^\top` and
+        :math:`E,T` as there -- one symmetric rank-:math:`P` product (BLAS ``syrk``) and one
+        :math:`2m\times n\times P` product."""
+        from scipy.linalg import solve_triangular
+        from scipy.linalg.blas import dsyrk
+
+        h0 = self.gamma * (np.ones(G.shape[1]) if self.diagonal is None else self.diagonal)
+        upper = dsyrk(1.0, (G * np.sqrt(h0)).T, trans=1)         # G H0 G^T, upper triangle
+        out = np.triu(upper) + np.triu(upper, 1).T
+        if self.pairs:
+            S, Y = self._stacked()
+            m = len(self.pairs)
+            SYh = np.concatenate([S, Y * h0])
+            AB = SYh @ G.T                                          # [S G^T; Y H0 G^T], one product
+            A, B = AB[:m], AB[m:]
+            SY = S @ Y.T
+            R = np.triu(SY)
+            E = -solve_triangular(R, A)
+            T = solve_triangular(R, (np.diag(np.diag(SY)) + SYh[m:] @ Y.T) @ (-E) - B, trans="T")
+            out += A.T @ T + B.T @ E
+        return 0.5 * (out + out.T)
+
+    def _stacked(self):
+        """The pairs as two ``(m, P)`` blocks ``S``, ``Y`` (kept until the next :meth:`update`)."""
+        if getattr(self, "_stacks", None) is None:
+            self._stacks = (np.stack([p[0] for p in self.pairs]), np.stack([p[1] for p in self.pairs]))
+        return self._stacks
+
+    def _two_loop(self, V: np.ndarray) -> np.ndarray:
+        """:meth:`apply` by the two-loop recursion."""
         Q = np.array(V, float)
         alphas = []
         for s, y, rho in reversed(self.pairs):
@@ -245,19 +318,21 @@ class QuasiNewtonSQPRun:
         inverse = self._initial_inverse(point)
         for k in range(1, max_iterations + 1):
             G = point.gradients()
-            M = inverse.apply(G.T)                                    # B^{-1} G^T, (P, n)
+            gram = getattr(inverse, "gram", None)
+            M = inverse.apply(G.T) if gram is None else None          # B^{-1} G^T, (P, n)
             record = {"iteration": k, "value": value}
             self.history.append(record)
             try:
-                lam_raw, m_value = self.model.solve(point.values, G @ M)
+                lam_raw, m_value = self.model.solve(point.values, G @ M if M is not None else gram(G))
             except ArithmeticError as exc:
                 record["error"] = str(exc)[:200]
                 break
             lam = feasible_weights(W, lam_raw)[0]
             record["model_value"] = m_value
-            if self.certifier.check(Evaluation(theta, point, lam, G.T @ lam, m_value), record):
+            weighted = G.T @ lam
+            if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value), record):
                 break
-            delta = -(M @ lam)
+            delta = -(M @ lam) if M is not None else -inverse.apply(weighted)
             predicted = value - m_value
             if not predicted > 1e-15 * max(1.0, abs(value)):
                 break                                  # the model sees no decrease left
@@ -272,6 +347,6 @@ class QuasiNewtonSQPRun:
             if new is None:
                 break
             theta_new = theta + step * delta
-            inverse.update(theta_new - theta, (new[0].gradients() - G).T @ lam)
+            inverse.update(theta_new - theta, new[0].gradients().T @ lam - weighted)
             theta, (point, value) = theta_new, new
         return theta

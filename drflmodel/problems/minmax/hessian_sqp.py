@@ -52,6 +52,8 @@ from ..._lazy import LazyModule
 cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY model never loads it
 import numpy as np
 
+from ... import _float64_products as fp
+
 from ...solution import relative_gap
 from ..._solver_sequence import default_solver, solve_or_raise
 from ..engine.queries import ROWS
@@ -117,10 +119,16 @@ def start_point(problem) -> np.ndarray:
 def client_hessian_factors(objectives, theta) -> np.ndarray:
     r"""Upper Cholesky factors :math:`R_i` (:math:`H_i=R_i^\top R_i`) of every client's Hessian,
     ``(n, d, d)``, from one batched BLAS product :math:`X_i^\top\mathrm{diag}(w_i)X_i`."""
-    rows = objectives.stacked                      # the rows: this route needs ROWS
+    rows = objectives.stacked_as_stored            # the rows: this route needs ROWS (float32 kept)
     X, y, mask, sizes = rows.X, rows.y, rows.mask, rows.sizes
-    w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
-    H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None]) + objectives.l2 * np.eye(X.shape[-1])
+    if X.dtype == np.float64:
+        w = mask * objectives.loss.second_derivative(X @ theta, y) / sizes[:, None]
+        H = np.matmul(np.swapaxes(X, 1, 2), X * w[:, :, None])
+    else:                                          # float32 rows: products in float64, client by client
+        scores = np.stack([fp.times(Xi, theta) for Xi in X])
+        w = mask * objectives.loss.second_derivative(scores, y) / sizes[:, None]
+        H = np.stack([fp.weighted_gram(Xi, wi) for Xi, wi in zip(X, w)])
+    H = H + objectives.l2 * np.eye(X.shape[-1])
     return np.swapaxes(np.linalg.cholesky(H), 1, 2)
 
 

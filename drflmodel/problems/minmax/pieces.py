@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import _float64_products as fp
+
 from ...errors import InvalidParameterError
 from ...losses import Loss
 
@@ -155,7 +157,7 @@ class SampleTable:
     weight :math:`1/N_i` (0 on padding), and the affine map :math:`z=s\\,u+r` from score to argument."""
 
     def __init__(self, objectives):
-        rows = objectives.stacked
+        rows = objectives.stacked_as_stored        # float32 features stay float32 (products in float64)
         n, m, d = rows.X.shape
         self.objectives = objectives
         self._stacked_X = rows.X
@@ -173,7 +175,7 @@ class SampleTable:
 
     def arguments(self, theta) -> np.ndarray:
         """:math:`z_j=s_j\\,x_j^\\top\\theta+r_j` for every row (padding included)."""
-        return self.sign * (self.X @ theta) + self.offset
+        return self.sign * fp.times(self.X, np.asarray(theta, float)) + self.offset
 
     def client_sums(self, per_row: np.ndarray) -> np.ndarray:
         """:math:`\\sum_{j\\in i}v_j` per client (``per_row`` zero on padding), shape ``(n,)``."""
@@ -184,6 +186,8 @@ class SampleTable:
         ``absolute``: :math:`\\sum_{j\\in i}v_j|x_j|` instead (for error bounds)."""
         n, m = self.shape
         Xs = np.abs(self._stacked_X) if absolute else self._stacked_X
+        if Xs.dtype != np.float64:                 # float32 rows: client by client, in float64
+            return np.stack([fp.t_times(Xi, vi) for Xi, vi in zip(Xs, per_row.reshape(n, m))])
         return np.matmul(per_row.reshape(n, 1, m), Xs).reshape(n, Xs.shape[2])
 
 
