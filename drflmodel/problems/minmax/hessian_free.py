@@ -51,7 +51,9 @@ the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
 exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`. Weak duality:
 :math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
 (:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
-at the first iterate whose certificate closes within ``gap_tol``.
+at the first iterate whose certificate closes within ``gap_tol``. The bound's own work (the
+intercepts' polish, one more backward pass) is attempted only where :func:`optimistic_gap` leaves half
+the gap still to reach (:class:`~.hessian_free_steps.Certifier`); when, never how, it is computed.
 
 **float32 rows** (held in process). The steps evaluate float32 products
 (:meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`, about twice as fast); their rounding
