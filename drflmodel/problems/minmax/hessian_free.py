@@ -438,7 +438,7 @@ def optimistic_gap(problem, W, ev: Evaluation) -> float:
     mu = problem.objectives.l2 * float(np.sum(lam))
     if mu <= 0:
         return float("inf")
-    U = float(W.worst_case(ev.values)[0])
+    U = float(W.worst_case(ev.values)[0]) if ev.upper is None else float(ev.upper)
     gradient = ev.gradient
     return relative_gap(float(lam @ ev.values) - float(W.psi(lam)) - float(gradient @ gradient) / (2.0 * mu), U)
 

@@ -49,21 +49,23 @@ __all__ = ["Evaluation", "Certifier", "LBFGSRun", "QuasiNewtonSQPRun", "InverseL
 class Evaluation:
     """One evaluation at :math:`\\theta`: the row pass (a :class:`~drflmodel.matrix_free.RowPoint`),
     the client values, the weights :math:`\\lambda` whose weighted gradient was taken, that gradient
-    :math:`\\sum_i\\lambda_i\\nabla f_i` and the value the steps minimize (:math:`\\Phi_\\tau`, or the
-    step model's)."""
+    :math:`\\sum_i\\lambda_i\\nabla f_i`, the value the steps minimize (:math:`\\Phi_\\tau`, or the
+    step model's) and ``upper``, :math:`\\Phi(\\theta)` when the steps computed it (``None``
+    otherwise; read by the cheap estimate of when to attempt a certificate, never by the certificate)."""
 
-    __slots__ = ("theta", "point", "values", "lam", "gradient", "smoothed")
+    __slots__ = ("theta", "point", "values", "lam", "gradient", "smoothed", "upper")
 
-    def __init__(self, theta, point, lam, gradient, smoothed):
+    def __init__(self, theta, point, lam, gradient, smoothed, upper=None):
         self.theta, self.point, self.values = theta, point, point.values
-        self.lam, self.gradient, self.smoothed = lam, gradient, smoothed
+        self.lam, self.gradient, self.smoothed, self.upper = lam, gradient, smoothed, upper
 
     @classmethod
     def of_support(cls, mf, support, theta) -> "Evaluation":
         """:math:`\\Phi_\\tau` at ``theta`` (one forward, one backward pass)."""
         point = mf.at(theta)
         smoothed, lam = support(point.values)
-        return cls(theta, point, lam, point.weighted_gradient(lam), smoothed)
+        return cls(theta, point, lam, point.weighted_gradient(lam), smoothed,
+                   upper=smoothed if support.tau == 0 else None)          # sigma_0 = sigma: Phi itself
 
 
 class Certifier:
@@ -330,7 +332,7 @@ class QuasiNewtonSQPRun:
             lam = feasible_weights(W, lam_raw)[0]
             record["model_value"] = m_value
             weighted = G.T @ lam
-            if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value), record):
+            if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value, upper=value), record):
                 break
             delta = -(M @ lam) if M is not None else -inverse.apply(weighted)
             predicted = value - m_value
