@@ -383,3 +383,30 @@ def test_certificate_attempted_only_where_it_can_close(monkeypatch):
     dense = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3,
                             penalize_intercept=False).solve(method="sqp", gap_tol=1e-12)
     assert sol.lower_bound <= dense.upper_bound and dense.lower_bound <= sol.upper_bound
+
+
+def test_stops_at_the_allowance_floor_when_tol_is_below_it(monkeypatch):
+    """On 100,000 rows the bound's floating-point allowances alone leave about 1.5e-10, above
+    tol = 1e-10 (auto's): the route ends once its best gap is within 1.25x that floor, in fewer
+    iterations and certificate attempts than the stall rule alone (measured: 11 and 1 against 15
+    and 5), certified and around the dense route's optimum."""
+    from drflmodel.problems.minmax.hessian_free_steps import Certifier
+
+    fed = dm.datasets.gaussian_mixture(100_000, 50, 2, n_clients=1, alpha=0.5, seed=0)
+
+    def solve():
+        prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3, penalize_intercept=False)
+        return prob.solve(method="hessian_free", gap_tol=1e-8, tol=1e-10)
+
+    at_floor = solve()
+    b = at_floor.info["hessian_free_bound"]
+    floor = (b["value_allowance"] + b["gradient_allowance"] ** 2 / (2 * b["modulus"])) / max(1.0, abs(at_floor.upper_bound))
+    assert 1e-10 < floor <= at_floor.relative_gap <= floor / Certifier.FLOOR_FRACTION
+    monkeypatch.setattr(Certifier, "FLOOR_FRACTION", float("inf"))     # the stall rule alone
+    stalled = solve()
+    assert at_floor.status == stalled.status == "optimal"
+    assert at_floor.info["iterations"] < stalled.info["iterations"]
+    assert at_floor.info["certificate_attempts"] < stalled.info["certificate_attempts"]
+    dense = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3,
+                            penalize_intercept=False).solve(method="sqp", gap_tol=1e-9)
+    assert at_floor.lower_bound <= dense.upper_bound and dense.lower_bound <= at_floor.upper_bound

@@ -494,7 +494,20 @@ def _certificate_at(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool,
             return None
     target = U - min(gap_tol, tol or gap_tol) * max(1.0, abs(U)) + psi
     bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
-    return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
+    return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev,
+            "floor": _allowance_floor(bound, U)}
+
+
+def _allowance_floor(bound, U: float) -> float | None:
+    r"""The relative gap the bound's floating-point allowances alone leave (``None`` without them):
+    :math:`(a_v+a_g^2/(2\mu))/\max(1,|U|)` with :math:`a_v`, :math:`a_g` the value and gradient-norm
+    allowances (:mod:`.hessian_free_bound`; they lower :math:`L` by at least this much). Nearby
+    iterates have about the same allowances, so no later certificate goes much below it: the
+    :class:`~.hessian_free_steps.Certifier` stops there when ``tol`` lies below it."""
+    d = bound.details
+    if "value_allowance" not in d or "gradient_allowance" not in d or not d.get("modulus"):
+        return None
+    return (d["value_allowance"] + d["gradient_allowance"] ** 2 / (2.0 * d["modulus"])) / max(1.0, abs(U))
 
 
 def _step_objectives(mf) -> list:

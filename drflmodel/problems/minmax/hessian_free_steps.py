@@ -82,12 +82,18 @@ class Certifier:
     the estimate leaves :data:`ATTEMPT_FRACTION` of the gap still to reach -- ``gap_tol`` until a
     certificate within it is met, then the best gap (an attempt that cannot halve it counts as one
     not halved, so the :data:`STALL` floor ends the run as before). ``attempts`` and ``skipped``
-    count both. Only when the bound is computed changes, never the bound."""
+    count both. With the estimate, the run also ends once the best gap is within ``gap_tol`` and
+    within ``1/FLOOR_FRACTION`` of its certificate's ``floor`` (the relative gap its floating-point
+    allowances alone leave, when it reports one) while ``tol`` lies below that floor: ``tol`` is out
+    of reach and no later certificate improves much. Only when the bound is computed changes, never
+    the bound."""
 
     STALL = 5
     #: an attempt is made once the optimistic gap is this fraction of the gap it has to reach (as the
     #: block route's :data:`~.block_newton.ATTEMPT_FRACTION`)
     ATTEMPT_FRACTION = 0.5
+    #: the run ends at the allowances' floor once the best gap is within 1/FLOOR_FRACTION of it
+    FLOOR_FRACTION = 0.8
 
     def __init__(self, certify, gap_tol: float, tol: float | None = None, optimistic=None):
         self._certify, self.gap_tol = certify, gap_tol
@@ -100,7 +106,10 @@ class Certifier:
     def closed(self) -> bool:
         if self.best is None:
             return False
-        return self.best[0] <= self.tol or (self.best[0] <= self.gap_tol and self._since_halved >= self.STALL)
+        gap, floor = self.best[0], self.best[1].get("floor")
+        at_floor = (self._optimistic is not None and floor is not None and floor > self.tol
+                    and floor >= self.FLOOR_FRACTION * gap)
+        return gap <= self.tol or (gap <= self.gap_tol and (self._since_halved >= self.STALL or at_floor))
 
     def _skip(self, ev: Evaluation) -> bool:
         """Whether the cheap estimate says an attempt at ``ev`` cannot reach its goal (class docstring)."""
