@@ -6,6 +6,9 @@ bytes a client uploads and the time ratio.
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_private_sums.py --dp
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_private_sums.py --kl
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_private_sums.py --fafl
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_private_sums.py --cvar
+
+``--cvar``: the CVaR rows only (no Flower row).
 
 Bytes: private = the masked vectors a client uploads (4 bytes an entry; SecAgg+'s key and share
 exchange not counted); non-private = 8 bytes per float a client sent (the reveal ledger's
@@ -46,10 +49,12 @@ def _cases(quick: bool):
                                                          weights=dm.sets.ChiSquare(30, 0.5), l2=syn.l2), "chi"
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, kinds: tuple = ("erm", "cvar", "chi")) -> None:
     print(f"{'case':24s} {'rel gap':>9s} {'U - U_np':>10s} {'np gap':>9s} {'sums':>5s} {'kB/client':>9s} "
           f"{'np kB':>8s} {'t/t_np':>7s} {'withheld':>8s} {'np checked':>10s}")
     for name, prob, kind in _cases(quick):
+        if kind not in kinds:
+            continue
         t0 = time.perf_counter()
         channel = LocalChannel.from_problem(prob)
         ref = federated_solve(prob, channel)
@@ -199,6 +204,8 @@ if __name__ == "__main__":
         kl()
     elif "--fafl" in sys.argv:
         fafl()
+    elif "--cvar" in sys.argv:
+        main(kinds=("cvar",))
     else:
         main(quick="--quick" in sys.argv)
         flower_secagg()

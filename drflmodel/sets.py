@@ -427,6 +427,9 @@ class _BoxSimplexSet(WeightSet):
         lam = np.asarray(lam, float)
         if lam.shape != (self.n,):
             return False
+        lo, up = self._lower, self._upper
+        if np.ndim(lo) == 0 and np.ndim(up) == 0:        # scalar caps (the simplex): no broadcast arrays
+            return bool(lam.min() >= lo - tol and lam.max() <= up + tol and abs(lam.sum() - 1) <= tol)
         lo, up = self._bounds()
         return bool(np.all(lam >= lo - tol) and np.all(lam <= up + tol) and abs(lam.sum() - 1) <= tol)
 

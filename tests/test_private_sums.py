@@ -10,6 +10,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.client_oracle.private import (SumOnlyChannel, flower_dequantize_sum, flower_quantize,
                                              private_clients, private_fixed_weight_solve)
+from drflmodel.client_oracle.private.secure_sum import SumWithheld, flags_per_entry
 from drflmodel.errors import InvalidParameterError
 
 
@@ -66,6 +67,22 @@ def test_clipping_is_counted_widened_or_refused_by_name():
     assert np.all(np.abs(s.value - np.array([3.5, 5e4 - 2.75])) <= s.error)
     with pytest.raises(InvalidParameterError, match=r"still clips at 1 client\(s\) after 1 widenings"):
         SumOnlyChannel([_Fixed(v) for v in vectors], max_widenings=1, widen=2.0).sum("x")
+
+
+@pytest.mark.parametrize("n", [2, 4, 20, 30])
+def test_packed_holder_counts_are_the_plain_counts(n):
+    """The guard's count round packs the flags (base n + 1): the channel reads back exactly the
+    counts of nonzero terms (counted here from the vectors themselves), from fewer entries."""
+    rng = np.random.default_rng(n)
+    vectors = [np.where(rng.random(57) < 0.3, rng.normal(size=57), 0.0) for _ in range(n)]
+    vectors[0][:3], vectors[1][:3] = 1.0, 1.0          # entries 0-2: exactly 2 holders
+    counts = (np.array(vectors) != 0).sum(axis=0)
+    channel = SumOnlyChannel([_Fixed(v) for v in vectors], min_contributors=n)
+    with pytest.raises(SumWithheld) as err:
+        channel.sum("x")
+    assert err.value.holders.tolist() == counts.tolist()
+    sent = channel.seen[0].total.size - 1              # the count round, without the clip flag
+    assert sent < 57 and sent == math.ceil(58 / flags_per_entry(n + 1, 8.0, 2 ** 22))
 
 
 def test_bad_channel_parameters_are_refused_by_name():

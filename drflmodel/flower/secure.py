@@ -67,7 +67,7 @@ class _SumNumPyClient(NumPyClient):
         params = json.loads(str(config["params"]))
         scale = parameters[0] if stage == 0 else None
         floor = float(config["floor"]) if float(config["floor"]) > 0 else None
-        answer = self.sum_client.answer(str(config["query"]), stage, scale, params, floor, bool(config["holders"]))
+        answer = self.sum_client.answer(str(config["query"]), stage, scale, params, floor, int(config["holders"]))
         return [answer], MAX_WEIGHT, {}
 
 
@@ -137,7 +137,7 @@ class FlowerSecAggChannel(SumOnlyChannel):
     def _transport(self, query, stage, scale, params, floor=None, holders=False):
         self._rounds += 1
         arrays = [np.atleast_1d(np.asarray(scale, float))] if stage == 0 else [np.zeros(1)]
-        self._strategy.pending = {"query": query, "stage": int(stage), "holders": int(bool(holders)),
+        self._strategy.pending = {"query": query, "stage": int(stage), "holders": int(holders),
                                   "floor": float(floor) if floor is not None else 0.0,
                                   "params": json.dumps({k: _jsonable(v) for k, v in params.items()})}
         self._strategy.result = None

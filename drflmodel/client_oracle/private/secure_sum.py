@@ -180,7 +180,8 @@ class SumClient:
         """This client's message for one round (class docstring). With ``floor`` (scaled units) it
         sends 0 for every entry below it in magnitude; with ``holders`` it sends, instead of its
         values, 1 for each entry it would send nonzero (the guard's round of
-        :meth:`SumOnlyChannel.sum`) and keeps no residual. With ``reuse`` set (the simulated
+        :meth:`SumOnlyChannel.sum`) and keeps no residual; ``holders`` :math:`B\\ge2` (an integer)
+        packs these flags in base :math:`B` (:func:`pack_flags`). With ``reuse`` set (the simulated
         transport's clients) the values round right after the count round of the same query and
         parameters reuses the vector the count round computed instead of asking the client again."""
         if stage == 0:
@@ -192,18 +193,59 @@ class SumClient:
             # kept (with the parameters object itself, so its identity cannot be reused) for the
             # values round of the same sum only
             self._computed = (query, params, v) if holders and self.reuse else None
-            z = v / np.broadcast_to(np.asarray(scale, float), v.shape)
+            s = np.asarray(scale, float)
+            z = v / s
             if floor is not None:
                 z = np.where(np.abs(z) >= floor, z, 0.0)
             if holders:
-                return np.append((z != 0).astype(float), 0.0)
-            self.sent = z * np.broadcast_to(np.asarray(scale, float), z.shape)   # its term, kept client-side
+                flags = (z != 0).astype(float)
+                if int(holders) >= 2:
+                    return np.concatenate((pack_flags(flags, int(holders), self.c, self.T), [0.0]))
+                return np.concatenate((flags, [0.0]))
+            self.sent = z * s                   # its term, kept client-side
         else:
             z = self._residual / stage_scale(self.c, self.T)
         flag = float(np.any(np.abs(z) > self.c))
-        d = np.rint((np.clip(z, -self.c, self.c) + self.c) / self.delta) * self.delta - self.c
+        d = np.rint((np.minimum(np.maximum(z, -self.c), self.c) + self.c) / self.delta) * self.delta - self.c
         self._residual = z - d
-        return np.append(d, flag)
+        return np.concatenate((d, [flag]))
+
+
+def flags_per_entry(base: int, clipping_range: float, quantization_range: int) -> int:
+    r"""How many holder flags :func:`pack_flags` puts in one entry: the largest :math:`b` with
+    :math:`\sum_{j<b}B^j\le T/2`, so one client's packed entry :math:`\Delta\sum_jf_jB^j` stays
+    within :math:`[0,c]` (:math:`\Delta=2c/T`)."""
+    b, total = 0, 0
+    while total + base ** b <= quantization_range // 2:
+        total += base ** b
+        b += 1
+    if b < 1:
+        raise InvalidParameterError(f"the holders' base {base} exceeds quantization_range / 2")
+    return b
+
+
+def pack_flags(flags: np.ndarray, base: int, clipping_range: float, quantization_range: int) -> np.ndarray:
+    r"""One client's holder flags :math:`f\in\{0,1\}^m` packed :math:`b` (:func:`flags_per_entry`)
+    an entry, in base :math:`B` (more than the clients in the sum): entry :math:`e` is
+    :math:`\Delta\sum_{j<b}f_{eb+j}B^j`, a grid value, after the flags one more 1 (every client
+    sends it: its count is the number of clients in the sum, public) marking where they end. The
+    secure sum of the packed entries is :math:`\Delta\sum_jh_jB^j` with :math:`h_j\le n<B` the
+    counts -- exact (integers on Flower's grid), no carry between digits: :func:`unpack_counts`
+    reads back exactly the counts the unpacked round would give, nothing else."""
+    b = flags_per_entry(base, clipping_range, quantization_range)
+    f = np.append(np.asarray(flags, float), 1.0)
+    f = np.append(f, np.zeros(-f.size % b)).reshape(-1, b)
+    return (f @ (float(base) ** np.arange(b))) * (2.0 * clipping_range / quantization_range)
+
+
+def unpack_counts(total: np.ndarray, base: int, clipping_range: float, quantization_range: int) -> np.ndarray:
+    """The per-entry counts from the secure sum of :func:`pack_flags` vectors (the digits of
+    each entry in base ``base``, up to the end mark)."""
+    b = flags_per_entry(base, clipping_range, quantization_range)
+    m = np.rint(np.asarray(total, float) / (2.0 * clipping_range / quantization_range)).astype(np.int64)
+    digits = ((m[:, None] // (np.int64(base) ** np.arange(b))) % base).ravel()
+    last = np.flatnonzero(digits)
+    return digits[:last[-1]] if last.size else digits[:0]
 
 
 def stage_scale(clipping_range: float, quantization_range: int) -> float:
@@ -278,7 +320,7 @@ class SumOnlyChannel:
         return 2.0 * self.clipping_range / self.quantization_range
 
     def _transport(self, query: str, stage: int, scale, params: dict, floor=None,
-                   holders: bool = False) -> tuple[np.ndarray, int]:
+                   holders: int = 0) -> tuple[np.ndarray, int]:
         """One secure-aggregation round: every client's :meth:`SumClient.answer`, quantized by
         Flower's ``quantize`` (a no-op on grid values), summed modulo :math:`M` (the masks cancel
         there) and dequantized as SecAgg+ does. Returns the sum with its last entry (the clip count)
@@ -292,7 +334,7 @@ class SumOnlyChannel:
         return flower_dequantize_sum(total, self.n, c, T), self.n
 
     def _aggregate(self, query: str, stage: int, scale, params: dict, floor=None,
-                   holders: bool = False) -> tuple[np.ndarray, int, int]:
+                   holders: int = 0) -> tuple[np.ndarray, int, int]:
         out, n = self._transport(query, stage, scale, params, floor, holders)
         self.bytes_per_client += 4 * out.size
         self.secure_sums += 1
@@ -322,7 +364,8 @@ class SumOnlyChannel:
         ``min_contributors`` :math:`k` (**the guard**): every client sends 0 for an entry below the
         public floor :math:`\\phi` (4 times its share of the last stage's rounding, times the scale;
         the :math:`n\\phi` this moves the sum is in ``error``), and first, in a round of its own, a 1
-        for each entry it would send nonzero. When some entry would hold between 1 and :math:`k-1`
+        for each entry it would send nonzero (packed in base :math:`n+1`, :func:`pack_flags`: the
+        server reads back exactly the counts). When some entry would hold between 1 and :math:`k-1`
         clients' nonzero terms the values are never asked: :class:`SumWithheld` (with the counts).
         Otherwise no entry of the sum is fewer than :math:`k` clients' terms, each at least
         :math:`\\phi` -- above the sum's resolution, so no entry equals one client's own term within
@@ -345,9 +388,10 @@ class SumOnlyChannel:
         rounds = 0
         for widening in range(self.max_widenings + 1):
             if k is not None:
-                held, _, n_held = self._aggregate(query, 0, s, params, floor, holders=True)
+                # the counts packed n + 1 to a base, several an entry (pack_flags): the same counts, fewer bytes
+                held, _, n_held = self._aggregate(query, 0, s, params, floor, holders=self.n + 1)
                 rounds += 1
-                held = np.rint(held).astype(int)
+                held = unpack_counts(held, self.n + 1, self.clipping_range, self.quantization_range)
                 if np.any((held >= 1) & (held < k)):
                     raise SumWithheld(query, held, k)
             first, clipped, n = self._aggregate(query, 0, s, params, floor)

@@ -51,8 +51,11 @@ def check_step_options(opts: dict) -> dict:
     options every step-based route shares); raises :class:`~drflmodel.errors.InvalidParameterError`."""
     from ..._validation import check_int, check_real
 
-    opts["max_steps"] = check_int(opts["max_steps"], "max_steps", low=1)
-    opts["tol"] = check_real(opts["tol"], "tol", low=0.0, low_open=True)
+    steps, tol = opts["max_steps"], opts["tol"]
+    if not (type(steps) is int and steps >= 1):          # a plain valid int (the default) is kept as is
+        opts["max_steps"] = check_int(steps, "max_steps", low=1)
+    if not (type(tol) is float and 0.0 < tol < float("inf")):
+        opts["tol"] = check_real(tol, "tol", low=0.0, low_open=True)
     return opts
 
 

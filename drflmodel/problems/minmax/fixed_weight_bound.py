@@ -104,10 +104,15 @@ def concordance_radius(c: float, rho: float) -> tuple[float, float] | None:
 class _Deflated:
     """The weighted Hessian on :math:`\\mathcal N^\\perp`: :math:`\\tilde H=H+\\kappa P_{\\mathcal N}`."""
 
-    def __init__(self, H: np.ndarray, basis: np.ndarray):
+    def __init__(self, H: np.ndarray, basis: np.ndarray, scale: float | None = None):
+        """``scale``: :math:`\\kappa=\\max(\\max_{jk}|H_{jk}|, 10^{-300})` when the caller holds it."""
         self.basis = basis
-        scale = max(float(np.abs(H).max()), 1e-300)
-        self.H = H if basis.shape[1] == 0 else H + scale * (basis @ basis.T)
+        if basis.shape[1] == 0:
+            self.H = H
+        else:
+            scale = max(float(np.abs(H).max()), 1e-300) if scale is None else scale
+            self.H = H + scale * (basis @ basis.T)
+        self._finite = None                 # the factor's finiteness, checked on the first solve
         try:
             self.chol = np.linalg.cholesky(self.H)
         except np.linalg.LinAlgError:
@@ -117,9 +122,20 @@ class _Deflated:
         return v if self.basis.shape[1] == 0 else v - self.basis @ (self.basis.T @ v)
 
     def solve(self, v: np.ndarray) -> np.ndarray:
-        from scipy.linalg import cho_solve
+        """:math:`\tilde H^{-1}v` from the Cholesky factor: LAPACK ``potrs``, as
+        ``scipy.linalg.cho_solve`` calls it, without that wrapper's per-call array checks (the
+        factor is checked finite once; a non-finite ``v`` raises the same ``ValueError``)."""
+        from scipy.linalg.lapack import dpotrs
 
-        return cho_solve((self.chol, True), v)
+        if self._finite is None:
+            self._finite = bool(np.isfinite(self.chol).all())
+        v = np.asarray(v, float)
+        if not (self._finite and np.isfinite(v).all()):
+            raise ValueError("array must not contain infs or NaNs")
+        x, info = dpotrs(self.chol, v, lower=1)
+        if info != 0:
+            raise ValueError(f"illegal value in {-info}th argument of internal potrs")
+        return x
 
     def min_eigenvalue(self) -> float:
         """A safe :math:`\\lambda_{\\min}` of :math:`\\tilde H` (shrunk by the eigen-solver's

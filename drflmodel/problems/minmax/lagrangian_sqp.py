@@ -39,6 +39,14 @@ of each pass, and so does every certificate.
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
 weights, by Newton's method and the strong-convexity or self-concordance bound of :mod:`.fixed_weight_bound`.
 
+For a fixed weight set the certificate is attempted only once the Newton decrement
+:math:`\tfrac12\nabla g^\top\tilde H^{-1}\nabla g` (the step model's predicted decrease at the
+point) is within four times the gap that would end the run (``tol``, or ``gap_tol`` once a certificate
+is held): both bounds of :mod:`.fixed_weight_bound` leave a gap of
+at least that much (the strong-convexity one :math:`\|\nabla g\|^2/(2\mu)` with :math:`\mu\le\lambda_{\min}(\tilde H)`,
+the self-concordance one :math:`\nabla g^\top\tilde H^{-1}\nabla g/(4\psi)` with :math:`\psi\le\frac12`), so an
+earlier attempt cannot close and only costs a bound; the bound itself is unchanged.
+
 **What the method needs of the clients** (the client-oracle interface the federated solve uses):
 per step, each client's value :math:`f_i(\theta)`, gradient :math:`\nabla f_i(\theta)` and its share
 :math:`\lambda_i\nabla^2f_i(\theta)` of the weighted Hessian (or Hessian-vector products).
@@ -140,6 +148,9 @@ class FixedWeightStep:
         self.weight_set = weight_set
         self.lam = np.asarray(point, float)
         self.psi = float(weight_set.psi(self.lam))
+        #: the step's weights as a point of the set (:func:`~drflmodel.sets.feasible_weights` of
+        #: ``lam``), computed once: every step answers the same point
+        self.feasible = feasible_weights(weight_set, self.lam)[0]
 
     def solve(self, f: np.ndarray, S: np.ndarray):
         lam = self.lam
@@ -265,6 +276,7 @@ class LagrangianSQPRoute(Route):
         solver = model.solver
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem.weight_set
+        fixed = isinstance(model, FixedWeightStep)
 
         plan = _state_plan(obj, opts["max_steps"])          # a federated server: stated to the clients
         best, history = None, []
@@ -288,8 +300,17 @@ class LagrangianSQPRoute(Route):
                     ridge = max(10.0 * ridge, 1e-6 * point.scale)
                 # certificate at (theta, lam) from this same pass, once the steps are small
                 stalled = predicted <= 1e-12 * max(1.0, abs(point.value)) or step < 1e-10
-                if point.D.chol is not None and (predicted <= 100 * max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
-                        or stalled or k == opts["max_steps"]):
+                closing = max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
+                attempt = point.D.chol is not None and (predicted <= 100 * closing or stalled or k == opts["max_steps"])
+                pending = None
+                if attempt and fixed and ridge == 0.0 and point.exact_hessian and not stalled and k < opts["max_steps"]:
+                    # a fixed set: the certificate's gap is at least this point's Newton decrement
+                    # (module docstring), so it cannot close while that exceeds the target: step on
+                    # before any certificate only one within tol ends the loop (a first one is an improvement)
+                    target = closing if best is not None else opts["tol"] * max(1.0, abs(point.value))
+                    pending = point.step(model)
+                    attempt = point.value - pending[2] <= 4.0 * target
+                if attempt:
                     t0 = time.perf_counter()
                     if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
                         point = _Point(obj, W, point.theta, point.lam)
@@ -304,7 +325,7 @@ class LagrangianSQPRoute(Route):
                         break             # closed, or certified and no longer improving
                 t0 = time.perf_counter()
                 try:
-                    lam_new, delta, m_value = point.step(model, ridge)
+                    lam_new, delta, m_value = pending if pending is not None else point.step(model, ridge)
                 except (ArithmeticError, *_cvxpy_errors()) as exc:
                     record["error"] = str(exc)[:200]
                     if ridge >= point.scale:
@@ -375,6 +396,8 @@ class LagrangianSQPRoute(Route):
                     break
             # the subsample's Hessian at the point it ends at, for the weights the full problem starts with
             return point.theta, point.lam, (point.H if point.D.chol is not None else None)
+        if isinstance(model, FixedWeightStep):          # the set's one point: no pass for its weights
+            return theta, model.feasible.copy(), None
         return theta, feasible_weights(W, np.asarray(W.worst_case(obj.values(theta))[1], float))[0], None
 
     @staticmethod
@@ -423,8 +446,8 @@ class _Point:
         self.exact_hessian = exact_hessian          # False: H is the subsample's (steps only, no certificate)
         self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
         self.value = float(W.worst_case(self.values)[0]) if value is None else value
-        self.D = _Deflated(self.H, obj.layout.invariant_basis())
         self.scale = max(float(np.abs(self.H).max()), 1e-300)
+        self.D = _Deflated(self.H, obj.layout.invariant_basis(), self.scale)
 
     def step(self, model, ridge: float = 0.0):
         """The weight step ``(lambda_new, delta, model value)``, with the Hessian damped by
@@ -433,10 +456,13 @@ class _Point:
                                                    self.obj.layout.invariant_basis())
         if D.chol is None:
             raise ArithmeticError("Hessian not positive definite")
-        G = np.array([D.project(g) for g in self.grads])                # (n, P)
+        basis = D.basis
+        G = self.grads if basis.shape[1] == 0 else self.grads - (self.grads @ basis) @ basis.T   # (n, P)
         M = D.solve(G.T)                                               # H^{-1} G^T, (P, n)
         lam_new, m_value = model.solve(self.values, G @ M)
-        return feasible_weights(self.W, lam_new)[0], -D.project(M @ lam_new), m_value
+        # a fixed set: its one point, made feasible once (FixedWeightStep.feasible)
+        lam_next = model.feasible.copy() if isinstance(model, FixedWeightStep) else feasible_weights(self.W, lam_new)[0]
+        return lam_next, -D.project(M @ lam_new), m_value
 
     def advance(self, delta, lam_new, predicted):
         """Armijo on the exact :math:`\\Phi` along ``delta``: the full step is evaluated in one fused
