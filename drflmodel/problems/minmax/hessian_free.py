@@ -51,7 +51,9 @@ the Hessian-free lower bound on :math:`\min_\theta\sum_i\hat\lambda_if_i` of
 exact partial minimum when they are unpenalized) minus :math:`\psi(\hat\lambda)`. Weak duality:
 :math:`L\le\min\Phi\le U`. Its gradient is the one L-BFGS already holds
 (:math:`\nabla\Phi_\tau=\sum_i\hat\lambda_i\nabla f_i`), so checking it costs no pass; the route stops
-at the first iterate whose certificate closes within ``gap_tol``.
+at the first iterate whose certificate closes within ``gap_tol``. The bound's own work (the
+intercepts' polish, one more backward pass) is attempted only where :func:`optimistic_gap` leaves half
+the gap still to reach (:class:`~.hessian_free_steps.Certifier`); when, never how, it is computed.
 
 **float32 rows** (held in process). The steps evaluate float32 products
 (:meth:`~drflmodel.matrix_free.MatrixFreeObjectives.steps_view`, about twice as fast); their rounding
@@ -79,7 +81,8 @@ from ..engine.queries import GRADIENTS, HESSIAN_VECTOR_PRODUCTS, VALUES
 from ..engine.route import Route
 from ..engine.steps import cached, keep_warm_start, warm_start
 
-__all__ = ["HessianFreeRoute", "SmoothedSupport", "diagonal_scaling", "fixed_weights_of", "smooth_support"]
+__all__ = ["HessianFreeRoute", "SmoothedSupport", "diagonal_scaling", "fixed_weights_of", "optimistic_gap",
+           "smooth_support"]
 
 
 def fixed_weights_of(W: WeightSet) -> np.ndarray | None:
@@ -222,8 +225,11 @@ class HessianFreeRoute(Route):
         mf = _matrix_free(problem)
         W = problem.weight_set
         theta = _start(problem)
+        # a subclass that schedules its own attempts (the block route) keeps them
+        own = type(self).certificate is HessianFreeRoute.certificate
         certifier = Certifier(lambda ev, force: self.certificate(problem, mf, W, ev, request.gap_tol, force,
-                                                                 opts["tol"]), request.gap_tol, opts["tol"])
+                                                                 opts["tol"]), request.gap_tol, opts["tol"],
+                              optimistic=(lambda ev: optimistic_gap(problem, W, ev)) if own else None)
         support = SmoothedSupport(W)
         smooth = not support.needs_smoothing
         algorithm = opts["algorithm"] if opts["algorithm"] != "auto" else _algorithm(support, mf)
@@ -302,6 +308,7 @@ class HessianFreeRoute(Route):
         sol.info.update({"iterations": len(history), "evaluations": evaluations, "history": history,
                          "gap_tol": request.gap_tol, "algorithm": algorithm, "smoothing": stages,
                          "preconditioned": scaling is not None,
+                         "certificate_attempts": certifier.attempts, "certificate_skipped": certifier.skipped,
                          "time_split": {"setup": setup, "certificate": certificate,
                                         "iterations": total - setup - certificate, "total": total}})
         return sol
@@ -421,6 +428,21 @@ def _stage_done(problem, W):
     return done
 
 
+def optimistic_gap(problem, W, ev: Evaluation) -> float:
+    r"""The cheap estimate of the relative gap a certificate at ``ev`` can reach, with no pass over the
+    rows: :math:`U=\Phi(\theta)` against :math:`\lambda^\top f-\psi(\lambda)-\|\nabla g\|^2/(2\mu)`
+    for the evaluation's weights and its whole gradient (the intercepts' entries too; the
+    strong-convexity bound if every coordinate had the modulus :math:`\mu`). It decides only when the
+    certificate is attempted (:class:`~.hessian_free_steps.Certifier`), never the bound."""
+    lam = ev.lam
+    mu = problem.objectives.l2 * float(np.sum(lam))
+    if mu <= 0:
+        return float("inf")
+    U = float(W.worst_case(ev.values)[0]) if ev.upper is None else float(ev.upper)
+    gradient = ev.gradient
+    return relative_gap(float(lam @ ev.values) - float(W.psi(lam)) - float(gradient @ gradient) / (2.0 * mu), U)
+
+
 def evaluation_certificate(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool = False,
                  tol: float | None = None) -> dict | None:
     r"""The certificate at an evaluation: :math:`U=\Phi(\theta)`, :math:`\hat\lambda` = the
@@ -472,7 +494,20 @@ def _certificate_at(problem, mf, W, ev: Evaluation, gap_tol: float, force: bool,
             return None
     target = U - min(gap_tol, tol or gap_tol) * max(1.0, abs(U)) + psi
     bound = hessian_free_bound(mf, lam, ev.point, weighted_gradient=gradient, target=target)
-    return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev}
+    return {"lower": bound.bound - psi, "upper": U, "bound": bound, "lam": lam, "evaluation": ev,
+            "floor": _allowance_floor(bound, U)}
+
+
+def _allowance_floor(bound, U: float) -> float | None:
+    r"""The relative gap the bound's floating-point allowances alone leave (``None`` without them):
+    :math:`(a_v+a_g^2/(2\mu))/\max(1,|U|)` with :math:`a_v`, :math:`a_g` the value and gradient-norm
+    allowances (:mod:`.hessian_free_bound`; they lower :math:`L` by at least this much). Nearby
+    iterates have about the same allowances, so no later certificate goes much below it: the
+    :class:`~.hessian_free_steps.Certifier` stops there when ``tol`` lies below it."""
+    d = bound.details
+    if "value_allowance" not in d or "gradient_allowance" not in d or not d.get("modulus"):
+        return None
+    return (d["value_allowance"] + d["gradient_allowance"] ** 2 / (2.0 * d["modulus"])) / max(1.0, abs(U))
 
 
 def _step_objectives(mf) -> list:

@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...losses import Multinomial
+from ...matrix_free import RowPoint
 from .fixed_weight_bound import concordance_radius
 
 __all__ = ["FixedWeightBound", "hessian_free_bound", "hessian_free_bound_applies", "hessian_free_structure_refusal"]
@@ -216,16 +217,33 @@ class _InterceptProblem:
 
 def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> FixedWeightBound:
     """The unpenalized-intercept case of the module docstring: at the point's intercepts, then, if
-    that is not enough for ``target``, at Newton-polished ones."""
+    that is not enough for ``target``, at Newton-polished ones; the larger is returned. The bound at
+    the point's own intercepts is first taken without the floating-point allowances (an upper
+    estimate of it: they only lower it), and completed only where it can matter -- when it reaches
+    ``target`` or when the polished bound does not exceed it -- so the answer is the one the
+    complete bounds give."""
     K, d = ob.n_outputs, ob.n_features
     idx = j0 + d * np.arange(K)                      # the intercepts in the class-major layout
     problem = _InterceptProblem(ob, lam, idx)
     feature_norm = float(np.asarray(lam, float) @ ob.feature_norm_means(j0))
-    first = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, steps=0)
-    if target is not None and first.bound >= target:
-        return first
+    at_own = problem.derivatives(point)               # phi's derivatives, shared with the polish's start
+
+    def at_own_intercepts():
+        return _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, 0, at_own)
+
+    first = estimate = None
+    if target is None:
+        first = at_own_intercepts()
+    else:
+        estimate = _bound_at_intercepts(ob, lam, mu, g_value, problem, point, gradient, feature_norm, 0, at_own,
+                                        allowances=False)
+        if estimate.bound >= target:                  # else below target even without the allowances
+            first = at_own_intercepts()
+            if first.bound >= target:
+                return first
     b, bpoint = point.theta[idx].copy(), point
-    value, grad, H = problem.derivatives(bpoint)
+    value, grad, H = at_own
+    in_process = isinstance(point, RowPoint)
     steps = 0
     for steps in range(1, INTERCEPT_NEWTON_STEPS + 1):  # damped Newton, K dimensions
         try:
@@ -236,27 +254,40 @@ def _intercept_bound(ob, lam, point, j0, mu, g_value, gradient, target) -> Fixed
         if not decrement > 1e-15 * max(1.0, abs(value)):  # at the round-off of the value: done
             break
         for _ in range(20):                           # Armijo backtracking on values alone
-            if problem.value(bpoint, b + step) <= value - 1e-4 * decrement:
+            candidate = None
+            if in_process:                            # the shifted row pass gives phi's value too (the
+                candidate = ob.shifted(bpoint, idx, b + step)   # penalty is the same: omega = 0 on b)
+                accepted = float(problem.lam @ candidate.values) <= (float(problem.lam @ bpoint.values)
+                                                                     - 1e-4 * decrement)
+            else:                                     # a federated server: the values query alone
+                accepted = problem.value(bpoint, b + step) <= value - 1e-4 * decrement
+            if accepted:
                 break
             step, decrement = 0.5 * step, 0.5 * decrement
         else:
             break
         b = b + step
-        bpoint = ob.shifted(bpoint, idx, b)
+        bpoint = candidate if candidate is not None else ob.shifted(bpoint, idx, b)
         value, grad, H = problem.derivatives(bpoint)
     if bpoint is point:
-        return first
+        return first if first is not None else at_own_intercepts()
     polished = _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, bpoint.weighted_gradient(lam),
-                                    feature_norm, steps)
+                                    feature_norm, steps, (value, grad, H))
+    if polished.bound > (first if first is not None else estimate).bound:
+        return polished
+    first = first if first is not None else at_own_intercepts()
     return polished if polished.bound > first.bound else first
 
 
-def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, feature_norm, steps) -> FixedWeightBound:
+def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, feature_norm, steps,
+                         derivatives, allowances: bool = True) -> FixedWeightBound:
     """The bound of the module docstring with :math:`\\bar b` the intercepts of ``bpoint``,
-    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)` and ``feature_norm``
-    :math:`=\\sum_jw_j\\|\\tilde x_j\\|`."""
+    ``gradient`` :math:`=\\nabla g(\\hat W,\\bar b)`, ``feature_norm``
+    :math:`=\\sum_jw_j\\|\\tilde x_j\\|` and ``derivatives`` :math:`\\varphi`'s value, gradient and
+    Hessian at :math:`\\bar b` (:meth:`_InterceptProblem.derivatives` at ``bpoint``). ``allowances=False``
+    leaves the floating-point allowances out: not a bound, an upper estimate of it (they only lower it)."""
     K = ob.n_outputs
-    value, grad, H = problem.derivatives(bpoint)
+    value, grad, H = derivatives
     ridge = float(np.sum(lam)) * bpoint.penalty        # the penalty has omega = 0 on the intercept
     # the self-concordance bound on min phi and the radius around b_bar
     M = ob.loss.self_concordance
@@ -278,7 +309,7 @@ def _bound_at_intercepts(ob, lam, mu, g_value, problem, bpoint, gradient, featur
     grad_w = np.array(gradient, float)
     grad_w[problem.idx] = 0.0                          # the intercept entries are phi's gradient
     shift_error = ob.loss.smoothness * radius * feature_norm
-    val_err, grad_err = _allowances(ob, lam, bpoint)
+    val_err, grad_err = _allowances(ob, lam, bpoint) if allowances else (0.0, 0.0)
     gnorm = float(np.linalg.norm(grad_w)) + shift_error + grad_err
     bound = phi_lower + ridge - val_err - gnorm * gnorm / (2.0 * mu)
     return FixedWeightBound(bound, g_value, gnorm,

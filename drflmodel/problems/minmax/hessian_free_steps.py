@@ -49,21 +49,23 @@ __all__ = ["Evaluation", "Certifier", "LBFGSRun", "QuasiNewtonSQPRun", "InverseL
 class Evaluation:
     """One evaluation at :math:`\\theta`: the row pass (a :class:`~drflmodel.matrix_free.RowPoint`),
     the client values, the weights :math:`\\lambda` whose weighted gradient was taken, that gradient
-    :math:`\\sum_i\\lambda_i\\nabla f_i` and the value the steps minimize (:math:`\\Phi_\\tau`, or the
-    step model's)."""
+    :math:`\\sum_i\\lambda_i\\nabla f_i`, the value the steps minimize (:math:`\\Phi_\\tau`, or the
+    step model's) and ``upper``, :math:`\\Phi(\\theta)` when the steps computed it (``None``
+    otherwise; read by the cheap estimate of when to attempt a certificate, never by the certificate)."""
 
-    __slots__ = ("theta", "point", "values", "lam", "gradient", "smoothed")
+    __slots__ = ("theta", "point", "values", "lam", "gradient", "smoothed", "upper")
 
-    def __init__(self, theta, point, lam, gradient, smoothed):
+    def __init__(self, theta, point, lam, gradient, smoothed, upper=None):
         self.theta, self.point, self.values = theta, point, point.values
-        self.lam, self.gradient, self.smoothed = lam, gradient, smoothed
+        self.lam, self.gradient, self.smoothed, self.upper = lam, gradient, smoothed, upper
 
     @classmethod
     def of_support(cls, mf, support, theta) -> "Evaluation":
         """:math:`\\Phi_\\tau` at ``theta`` (one forward, one backward pass)."""
         point = mf.at(theta)
         smoothed, lam = support(point.values)
-        return cls(theta, point, lam, point.weighted_gradient(lam), smoothed)
+        return cls(theta, point, lam, point.weighted_gradient(lam), smoothed,
+                   upper=smoothed if support.tau == 0 else None)          # sigma_0 = sigma: Phi itself
 
 
 class Certifier:
@@ -73,26 +75,63 @@ class Certifier:
     The run is done (:attr:`closed`) once the best relative gap is at most ``tol`` (default
     ``gap_tol``: the first certified iterate), or at most ``gap_tol`` and not halved over the last
     :data:`STALL` certificates (a floor: the floating-point allowance of the bound grows with the
-    number of rows)."""
+    number of rows).
+
+    **When to attempt** (``optimistic``: a cheap estimate of an evaluation's relative gap, no pass
+    over the rows; ``None``: every iterate is offered to ``certify``). An attempt is made only where
+    the estimate leaves :data:`ATTEMPT_FRACTION` of the gap still to reach -- ``gap_tol`` until a
+    certificate within it is met, then the best gap (an attempt that cannot halve it counts as one
+    not halved, so the :data:`STALL` floor ends the run as before). ``attempts`` and ``skipped``
+    count both. With the estimate, the run also ends once the best gap is within ``gap_tol`` and
+    within ``1/FLOOR_FRACTION`` of its certificate's ``floor`` (the relative gap its floating-point
+    allowances alone leave, when it reports one) while ``tol`` lies below that floor: ``tol`` is out
+    of reach and no later certificate improves much. Only when the bound is computed changes, never
+    the bound."""
 
     STALL = 5
+    #: an attempt is made once the optimistic gap is this fraction of the gap it has to reach (as the
+    #: block route's :data:`~.block_newton.ATTEMPT_FRACTION`)
+    ATTEMPT_FRACTION = 0.5
+    #: the run ends at the allowances' floor once the best gap is within 1/FLOOR_FRACTION of it
+    FLOOR_FRACTION = 0.8
 
-    def __init__(self, certify, gap_tol: float, tol: float | None = None):
+    def __init__(self, certify, gap_tol: float, tol: float | None = None, optimistic=None):
         self._certify, self.gap_tol = certify, gap_tol
         self.tol = gap_tol if tol is None else min(tol, gap_tol)
         self.best, self.seconds, self._since_halved = None, 0.0, 0
         self.last = None                     # the last evaluation offered (a plan's last certificate)
+        self._optimistic, self.attempts, self.skipped = optimistic, 0, 0
 
     @property
     def closed(self) -> bool:
         if self.best is None:
             return False
-        return self.best[0] <= self.tol or (self.best[0] <= self.gap_tol and self._since_halved >= self.STALL)
+        gap, floor = self.best[0], self.best[1].get("floor")
+        at_floor = (self._optimistic is not None and floor is not None and floor > self.tol
+                    and floor >= self.FLOOR_FRACTION * gap)
+        return gap <= self.tol or (gap <= self.gap_tol and (self._since_halved >= self.STALL or at_floor))
+
+    def _skip(self, ev: Evaluation) -> bool:
+        """Whether the cheap estimate says an attempt at ``ev`` cannot reach its goal (class docstring)."""
+        if self._optimistic is None:
+            return False
+        met = self.best is not None and self.best[0] <= self.gap_tol
+        goal = self.best[0] if met else self.gap_tol
+        if self._optimistic(ev) <= self.ATTEMPT_FRACTION * goal:
+            return False
+        self.skipped += 1
+        if met:
+            self._since_halved += 1
+        return True
 
     def check(self, ev: Evaluation, record: dict, force: bool = False) -> bool:
         """Certify at ``ev``; record the gap in ``record``; ``True`` once the run is done."""
         self.last = ev
         t0 = time.perf_counter()
+        if not force and self._skip(ev):
+            self.seconds += time.perf_counter() - t0
+            return self.closed
+        self.attempts += 1
         cert = self._certify(ev, force)
         self.seconds += time.perf_counter() - t0
         if cert is not None:
@@ -302,7 +341,7 @@ class QuasiNewtonSQPRun:
             lam = feasible_weights(W, lam_raw)[0]
             record["model_value"] = m_value
             weighted = G.T @ lam
-            if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value), record):
+            if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value, upper=value), record):
                 break
             delta = -(M @ lam) if M is not None else -inverse.apply(weighted)
             predicted = value - m_value
