@@ -176,6 +176,11 @@ class _DualServer:
         self.isolating = 0
         self.count_sums = 0
         self.withheld = 0
+        # the guarded descent's memory across evaluations: the last released softplus sum (level, value),
+        # the secant slope of the dual in eta and the eta grid's width, per smoothing level t
+        self.soft_sum = (0.0, 0.0)
+        self.psi_slope: dict = {}
+        self.grid_width: dict = {}
 
     def _watch(self, s):
         r"""Count the released sums in which one client stands alone above (or below) :math:`\\eta`
@@ -802,7 +807,7 @@ def _soft_scale(server, eta, t):
     """The public scale of the softplus entries at the levels ``eta``: every client's term is
     below their sum, which at a lower level grows by at most :math:`n` times the step (each term
     is 1-Lipschitz); the last sum so moved, doubled, within the clipping range (a quarter of it)."""
-    level, total = server.__dict__.get("soft_sum", (0.0, 0.0))
+    level, total = server.soft_sum
     return np.maximum(t, (total + server.n * np.maximum(level - np.asarray(eta, float), 0.0)) / 4)
 
 
@@ -837,7 +842,7 @@ def _root_eta(server, theta, eta, t, tol):
     c = server.c
     lo = hi = None                     # [eta, psi or None]: psi(lo) < 0 < psi(hi)
     step, best, prev, kept = None, None, None, 0
-    slopes = server.__dict__.setdefault("psi_slope", {})
+    slopes = server.psi_slope
     for _ in range(100):
         s, _ = _descent_probe(server, theta, eta, t, gradient=False)     # 2 entries: softplus, sigma
         psi = None
@@ -895,7 +900,7 @@ def _grid_eta(server, theta, eta, t, tol):
     level the guard drops (fewer than :math:`k` clients above it) has :math:`\psi>0`. Returns the
     level or ``None``."""
     c, m = server.c, GRID_LEVELS
-    widths = server.__dict__.setdefault("grid_width", {})
+    widths = server.grid_width
     width = widths.get(t, 4 * t)
     lo, hi = (-np.inf, None), (np.inf, None)          # (level, psi): psi(lo) < 0 < psi(hi)
     grid = eta + width * np.linspace(-1, 1, m)
@@ -969,7 +974,7 @@ def _weights_level(server, theta, eta, t, excess):
     from ``eta``, steps growing while one side is missing. ``(eta_L, sum, weights)`` with the
     smallest certified :math:`s`, or ``None``."""
     c, channel = server.c, server.channel
-    slope = server.__dict__.get("psi_slope", {}).get(t, 1.0 / t)     # -d s / d eta, the descent's secant
+    slope = server.psi_slope.get(t, 1.0 / t)     # -d s / d eta, the descent's secant
     lo = hi = None                  # (eta, r): r(lo) > 0 > r(hi), r = s - 1 - e
     best, step, same, same_side = None, None, 0, 0
     for _ in range(80):
