@@ -29,7 +29,7 @@ import dataclasses
 
 from ..._memory import dense_hessian_bytes
 from ...sets import WeightSet
-from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
+from ..engine.cost import hessian_pass_seconds, pass_seconds, weight_model_seconds, weight_step_seconds
 from ..engine.memory import matrix_free_route_bytes
 
 #: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
@@ -143,7 +143,7 @@ def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
     qn_sqp = structure.weights == "polyhedral" or (structure.weights == "smooth" and structure.size >= sqp_min_size)
     per = EVALUATIONS_PER_ITERATION * pass_seconds(structure)
     if qn_sqp:
-        return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + WEIGHT_MODEL_SECONDS
+        return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + weight_model_seconds(structure)
     return iterations * per + 2 * pass_seconds(structure)
 
 
@@ -165,7 +165,7 @@ def sqp_seconds(structure) -> float | None:
         warm = steps * (hessian_pass_seconds(sub) + weight)
         steps = SQP_WARM_STEPS[structure.weights]
     per = hessian_pass_seconds(structure) + weight
-    return warm + steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else WEIGHT_MODEL_SECONDS)
+    return warm + steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else weight_model_seconds(structure))
 
 
 def hessian_free_memory(structure) -> int:
