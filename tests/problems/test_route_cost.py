@@ -219,6 +219,9 @@ def test_auto_tries_the_next_route_when_the_first_certifies_far_short_of_what_it
 
     monkeypatch.setattr(hessian_free.HessianFreeRoute, "solve", stops_at_gap_tol)
     prob = dm.FederatedDRO(_fed(), dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.5), l2=1e-2)
+    # ranked first (at 800 x 6 over 4 clients the numpy weight step makes sqp the cheaper estimate)
+    ranked = type(next(r for r in prob.routes() if r.name == "hessian_free"))
+    monkeypatch.setattr(ranked, "cost", lambda self, structure: 1e-3)
     sol = prob.solve(gap_tol=1e-4)
     attempt, = sol.info["route_attempts"]
     assert attempt["method"] == "hessian_free" and attempt["short_of"] == 1e-10 and attempt["relative_gap"] > 1e-8

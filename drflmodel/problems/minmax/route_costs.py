@@ -29,7 +29,8 @@ import dataclasses
 
 from ..._memory import dense_hessian_bytes
 from ...sets import WeightSet
-from ..engine.cost import hessian_pass_seconds, pass_seconds, weight_model_seconds, weight_step_seconds
+from ..engine.cost import (hessian_pass_seconds, pass_seconds, weight_model_seconds,
+                           weight_step_seconds)
 from ..engine.memory import matrix_free_route_bytes
 
 #: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
@@ -60,6 +61,21 @@ QN_WEIGHT_STEP_FACTOR = 2.0
 #: ``lagrangian_sqp.WARM_START_ROWS`` rows): measured 4 for a fixed or smooth set, 5 for a polyhedral
 #: one at 100,000 and 200,000 x 21 (7-9 from zero below)
 SQP_WARM_STEPS = {"fixed": 4, "smooth": 4, "polyhedral": 5}
+
+#: seconds per entry of the padding of the ``sqp`` route's client rows (:func:`padded_rows` beyond
+#: :math:`N`, times :math:`P`) per Hessian pass: the fused pass computes scores, loss derivatives and
+#: curvature factors there too (fitted; below the 2.7e-9 of a row that is not padding)
+PADDED_PER_ENTRY = 8e-10
+
+#: steps of the ``sqp`` route from zero: 7-8 measured for every kind of set on the grid of shapes
+#: (240 x 15 to 20,000 x 100; ERM, chi-square, CVaR, the simplex)
+SQP_STEPS = 8
+
+#: passes per iteration of the Hessian-free route's quasi-Newton SQP (a polyhedral set): it makes
+#: 1.0-1.1 evaluations per iteration, but its iteration costs about 0.2 ms + 1.6 passes measured
+#: (CPU time, CVaR and the simplex over 4-20 clients, 240 x 15 to 100,000 x 20: 0.5 ms an iteration
+#: at 240 x 15, 4.5 ms at 100,000 x 20), the numpy weight steps included
+QN_PASSES_PER_ITERATION = 1.65
 
 
 def weights_kind(W: WeightSet) -> str:
@@ -141,10 +157,10 @@ def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
         return None
     iterations = hessian_free_iterations(structure)
     qn_sqp = structure.weights == "polyhedral" or (structure.weights == "smooth" and structure.size >= sqp_min_size)
-    per = EVALUATIONS_PER_ITERATION * pass_seconds(structure)
     if qn_sqp:
+        per = QN_PASSES_PER_ITERATION * pass_seconds(structure)
         return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + weight_model_seconds(structure)
-    return iterations * per + 2 * pass_seconds(structure)
+    return iterations * EVALUATIONS_PER_ITERATION * pass_seconds(structure) + 2 * pass_seconds(structure)
 
 
 def sqp_seconds(structure) -> float | None:
@@ -157,15 +173,24 @@ def sqp_seconds(structure) -> float | None:
     from .lagrangian_sqp import WARM_START_ROWS
 
     fixed = structure.weights == "fixed"
-    steps = 10 if structure.weights == "polyhedral" else 8
+    steps = SQP_STEPS
     weight = 0.0 if fixed else weight_step_seconds(structure)
     warm = 0.0
     if structure.rows >= WARM_START_ROWS:
-        sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)))
-        warm = steps * (hessian_pass_seconds(sub) + weight)
+        sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)), padded_rows=0)
+        warm = steps * (sqp_pass_seconds(sub) + weight)
         steps = SQP_WARM_STEPS[structure.weights]
-    per = hessian_pass_seconds(structure) + weight
-    return warm + steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else weight_model_seconds(structure))
+    per = sqp_pass_seconds(structure) + weight
+    return warm + steps * per + sqp_pass_seconds(structure) + (0.0 if fixed else weight_model_seconds(structure))
+
+
+def sqp_pass_seconds(structure) -> float:
+    """Seconds of one Hessian pass of the ``sqp`` route: :func:`~..engine.cost.hessian_pass_seconds`
+    with the value, gradient and per-row blocks computed on the padded client rows
+    (:func:`padded_rows`, :math:`n\\,m_{\\max}\\ge N`: the route's objectives hold one block of
+    :math:`m_{\\max}` rows per client; the Hessian product skips the padding)."""
+    extra = max(int(getattr(structure, "padded_rows", 0) or 0) - int(structure.rows), 0)
+    return hessian_pass_seconds(structure) + PADDED_PER_ENTRY * extra * int(structure.dim)
 
 
 def hessian_free_memory(structure) -> int:
