@@ -13,11 +13,21 @@ Counts (measured on the calibration shapes of :mod:`~drflmodel.problems.engine.c
   L-BFGS for a fixed or smooth set, about :math:`15+P/11` iterations (14-19 at :math:`P\le50`,
   64-71 on digits, :math:`P=650`) of 1.2 passes, about 40 from 1,000 parameters (15-39 measured at
   P = 2,010-51,300, stopping at ``gap_tol``); the quasi-Newton SQP for a polyhedral set, as many iterations
-  (15-18 and 59), each with one weight solve;
-* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-9 steps (10 for a polyhedral set), each a pass
-  with the weighted Hessian and its factor and, unless the set is fixed, one weight solve; its
-  certificate one more Hessian pass;
+  (15-18 and 59), each about :data:`QN_PASSES_PER_ITERATION` passes and a weight solve;
+* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-8 steps (:data:`SQP_STEPS`) for every kind of
+  set, each a pass with the weighted Hessian and its factor (:func:`sqp_pass_seconds`: its per-row
+  work also runs on the padding of the clients' rows) and, unless the set is fixed, one weight
+  solve; its certificate one more Hessian pass;
 * conic (:class:`~drflmodel.problems.engine.conic.ConicRoute`): the model of every row.
+
+The weight solve is priced by :func:`~drflmodel.problems.engine.cost.weight_step_seconds`: in numpy
+(a fraction of a millisecond, nothing to compile) where the family says so
+(``structure.numpy_weight_step``: box-simplex sets and the :math:`\chi^2` set up to
+``box_simplex_step.NUMPY_STEP_MAX_CLIENTS`` clients), else a compiled conic model. With it the
+constants above were refit (CPU-time medians of 51 calls, 240 x 15 to 100,000 x 20; the table in
+``tests/problems/test_route_cost.py``): ``auto`` now takes ``sqp`` for the :math:`\chi^2` set up to
+about 1,000 x 15 and the Hessian-free route for CVaR and the simplex at 10,000 x 50, as measured
+faster.
 
 Where the rows are not held (a federated server) the costs are ``None``: the family's order of
 preference stands (what a federated solve costs is exchanges and bytes, not seconds).
@@ -42,7 +52,8 @@ STALL_FACTOR = 100.0
 AUTO_TOL = 1e-10
 
 __all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
-           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows"]
+           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows",
+           "sqp_pass_seconds"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
 HESSIAN_CHUNK_ROWS = 8192
@@ -151,8 +162,10 @@ def hessian_free_iterations(structure) -> float:
 
 def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
     """Seconds of the Hessian-free route (``None`` where the rows are not held): iterations x
-    (1.2 passes, plus a weight solve when its quasi-Newton SQP runs: a polyhedral set, or a smooth
-    one from ``sqp_min_size`` rows x parameters) plus the compile of that weight problem."""
+    1.2 passes; when its quasi-Newton SQP runs (a polyhedral set, or a smooth one from
+    ``sqp_min_size`` rows x parameters), iterations x (:data:`QN_PASSES_PER_ITERATION` passes and
+    :data:`QN_WEIGHT_STEP_FACTOR` weight solves) plus the compile of that weight problem (none in
+    numpy)."""
     if not structure.rows_local:
         return None
     iterations = hessian_free_iterations(structure)
