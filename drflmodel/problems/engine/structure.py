@@ -15,7 +15,8 @@ A route's :meth:`~drflmodel.problems.engine.route.Route.applies` and ``auto_skip
 * what the family says of its own conic model (``conic_bytes``: its estimated size, ``None`` when
   the family gives none -- the conic route reads it, never the family's name) and of its weights
   (``weights``: ``"fixed"``, ``"smooth"``, ``"polyhedral"`` or ``""``: what the routes' cost models
-  read, :mod:`.cost`);
+  read, :mod:`.cost`; ``numpy_weight_step``: whether its weight step runs in numpy rather than as a
+  compiled conic model);
 * the family's routes (``routes``, not part of ``to_dict``), so a route can be asked for its
   estimates by name (:mod:`.memory`);
 * ``facts``: what only one family's routes read (e.g. a box, a support set, a problem class:
@@ -66,6 +67,8 @@ class Structure:
     facts: Mapping[str, Any] = field(default_factory=dict)
     conic_bytes: int | None = None
     weights: str = ""
+    #: the family's weight step runs in numpy (no conic model to compile): :func:`.cost.weight_step_seconds`
+    numpy_weight_step: bool = False
     routes: tuple = field(default=(), compare=False, repr=False)
 
     @property

@@ -211,12 +211,13 @@ class WeightedMinMax(Problem):
                 LevelBundleRoute()]
 
     def structure_fields(self) -> dict:
-        """The kind of the weight set (:func:`~.route_costs.weights_kind`) and the size of the
-        conic model (:func:`~.route_costs.conic_model_bytes`), which the routes' cost and memory
-        estimates read."""
+        """The kind of the weight set (:func:`~.route_costs.weights_kind`), whether its weight step
+        runs in numpy (:func:`~.box_simplex_step.has_numpy_step`) and the size of the conic model
+        (:func:`~.route_costs.conic_model_bytes`), which the routes' cost and memory estimates read."""
+        from .box_simplex_step import has_numpy_step
         from .route_costs import conic_model_bytes, weights_kind
 
-        return {"weights": weights_kind(self.weight_set),
+        return {"weights": weights_kind(self.weight_set), "numpy_weight_step": has_numpy_step(self.weight_set),
                 "conic_bytes": conic_model_bytes(int(np.asarray(self.federation.sizes).sum()), self.dim)}
 
     # ------------------------------------------------------------------ CVXPY

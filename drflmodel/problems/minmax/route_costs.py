@@ -13,11 +13,21 @@ Counts (measured on the calibration shapes of :mod:`~drflmodel.problems.engine.c
   L-BFGS for a fixed or smooth set, about :math:`15+P/11` iterations (14-19 at :math:`P\le50`,
   64-71 on digits, :math:`P=650`) of 1.2 passes, about 40 from 1,000 parameters (15-39 measured at
   P = 2,010-51,300, stopping at ``gap_tol``); the quasi-Newton SQP for a polyhedral set, as many iterations
-  (15-18 and 59), each with one weight solve;
-* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-9 steps (10 for a polyhedral set), each a pass
-  with the weighted Hessian and its factor and, unless the set is fixed, one weight solve; its
-  certificate one more Hessian pass;
+  (15-18 and 59), each about :data:`QN_PASSES_PER_ITERATION` passes and a weight solve;
+* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-8 steps (:data:`SQP_STEPS`) for every kind of
+  set, each a pass with the weighted Hessian and its factor (:func:`sqp_pass_seconds`: its per-row
+  work also runs on the padding of the clients' rows) and, unless the set is fixed, one weight
+  solve; its certificate one more Hessian pass;
 * conic (:class:`~drflmodel.problems.engine.conic.ConicRoute`): the model of every row.
+
+The weight solve is priced by :func:`~drflmodel.problems.engine.cost.weight_step_seconds`: in numpy
+(a fraction of a millisecond, nothing to compile) where the family says so
+(``structure.numpy_weight_step``: box-simplex sets and the :math:`\chi^2` set up to
+``box_simplex_step.NUMPY_STEP_MAX_CLIENTS`` clients), else a compiled conic model. With it the
+constants above were refit (CPU-time medians of 51 calls, 240 x 15 to 100,000 x 20; the table in
+``tests/problems/test_route_cost.py``): ``auto`` now takes ``sqp`` for the :math:`\chi^2` set up to
+about 1,000 x 15 and the Hessian-free route for CVaR and the simplex at 10,000 x 50, as measured
+faster.
 
 Where the rows are not held (a federated server) the costs are ``None``: the family's order of
 preference stands (what a federated solve costs is exchanges and bytes, not seconds).
@@ -29,7 +39,8 @@ import dataclasses
 
 from ..._memory import dense_hessian_bytes
 from ...sets import WeightSet
-from ..engine.cost import (WEIGHT_MODEL_SECONDS, hessian_pass_seconds, pass_seconds, weight_step_seconds)
+from ..engine.cost import (hessian_pass_seconds, pass_seconds, weight_model_seconds,
+                           weight_step_seconds)
 from ..engine.memory import matrix_free_route_bytes
 
 #: the Hessian-free route asked for a ``tol`` far below ``gap_tol`` applies its stall rule at this many
@@ -41,7 +52,8 @@ STALL_FACTOR = 100.0
 AUTO_TOL = 1e-10
 
 __all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
-           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows"]
+           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows",
+           "sqp_pass_seconds"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
 HESSIAN_CHUNK_ROWS = 8192
@@ -60,6 +72,21 @@ QN_WEIGHT_STEP_FACTOR = 2.0
 #: ``lagrangian_sqp.WARM_START_ROWS`` rows): measured 4 for a fixed or smooth set, 5 for a polyhedral
 #: one at 100,000 and 200,000 x 21 (7-9 from zero below)
 SQP_WARM_STEPS = {"fixed": 4, "smooth": 4, "polyhedral": 5}
+
+#: seconds per entry of the padding of the ``sqp`` route's client rows (:func:`padded_rows` beyond
+#: :math:`N`, times :math:`P`) per Hessian pass: the fused pass computes scores, loss derivatives and
+#: curvature factors there too (fitted; below the 2.7e-9 of a row that is not padding)
+PADDED_PER_ENTRY = 8e-10
+
+#: steps of the ``sqp`` route from zero: 7-8 measured for every kind of set on the grid of shapes
+#: (240 x 15 to 20,000 x 100; ERM, chi-square, CVaR, the simplex)
+SQP_STEPS = 8
+
+#: passes per iteration of the Hessian-free route's quasi-Newton SQP (a polyhedral set): it makes
+#: 1.0-1.1 evaluations per iteration, but its iteration costs about 0.2 ms + 1.6 passes measured
+#: (CPU time, CVaR and the simplex over 4-20 clients, 240 x 15 to 100,000 x 20: 0.5 ms an iteration
+#: at 240 x 15, 4.5 ms at 100,000 x 20), the numpy weight steps included
+QN_PASSES_PER_ITERATION = 1.65
 
 
 def weights_kind(W: WeightSet) -> str:
@@ -135,16 +162,18 @@ def hessian_free_iterations(structure) -> float:
 
 def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
     """Seconds of the Hessian-free route (``None`` where the rows are not held): iterations x
-    (1.2 passes, plus a weight solve when its quasi-Newton SQP runs: a polyhedral set, or a smooth
-    one from ``sqp_min_size`` rows x parameters) plus the compile of that weight problem."""
+    1.2 passes; when its quasi-Newton SQP runs (a polyhedral set, or a smooth one from
+    ``sqp_min_size`` rows x parameters), iterations x (:data:`QN_PASSES_PER_ITERATION` passes and
+    :data:`QN_WEIGHT_STEP_FACTOR` weight solves) plus the compile of that weight problem (none in
+    numpy)."""
     if not structure.rows_local:
         return None
     iterations = hessian_free_iterations(structure)
     qn_sqp = structure.weights == "polyhedral" or (structure.weights == "smooth" and structure.size >= sqp_min_size)
-    per = EVALUATIONS_PER_ITERATION * pass_seconds(structure)
     if qn_sqp:
-        return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + WEIGHT_MODEL_SECONDS
-    return iterations * per + 2 * pass_seconds(structure)
+        per = QN_PASSES_PER_ITERATION * pass_seconds(structure)
+        return iterations * (per + QN_WEIGHT_STEP_FACTOR * weight_step_seconds(structure)) + weight_model_seconds(structure)
+    return iterations * EVALUATIONS_PER_ITERATION * pass_seconds(structure) + 2 * pass_seconds(structure)
 
 
 def sqp_seconds(structure) -> float | None:
@@ -157,15 +186,24 @@ def sqp_seconds(structure) -> float | None:
     from .lagrangian_sqp import WARM_START_ROWS
 
     fixed = structure.weights == "fixed"
-    steps = 10 if structure.weights == "polyhedral" else 8
+    steps = SQP_STEPS
     weight = 0.0 if fixed else weight_step_seconds(structure)
     warm = 0.0
     if structure.rows >= WARM_START_ROWS:
-        sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)))
-        warm = steps * (hessian_pass_seconds(sub) + weight)
+        sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)), padded_rows=0)
+        warm = steps * (sqp_pass_seconds(sub) + weight)
         steps = SQP_WARM_STEPS[structure.weights]
-    per = hessian_pass_seconds(structure) + weight
-    return warm + steps * per + hessian_pass_seconds(structure) + (0.0 if fixed else WEIGHT_MODEL_SECONDS)
+    per = sqp_pass_seconds(structure) + weight
+    return warm + steps * per + sqp_pass_seconds(structure) + (0.0 if fixed else weight_model_seconds(structure))
+
+
+def sqp_pass_seconds(structure) -> float:
+    """Seconds of one Hessian pass of the ``sqp`` route: :func:`~..engine.cost.hessian_pass_seconds`
+    with the value, gradient and per-row blocks computed on the padded client rows
+    (:func:`padded_rows`, :math:`n\\,m_{\\max}\\ge N`: the route's objectives hold one block of
+    :math:`m_{\\max}` rows per client; the Hessian product skips the padding)."""
+    extra = max(int(getattr(structure, "padded_rows", 0) or 0) - int(structure.rows), 0)
+    return hessian_pass_seconds(structure) + PADDED_PER_ENTRY * extra * int(structure.dim)
 
 
 def hessian_free_memory(structure) -> int:
