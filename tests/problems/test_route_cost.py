@@ -326,6 +326,6 @@ def test_the_sqp_estimate_counts_its_warm_start_from_the_rows_it_starts_there():
 
     fed = dm.datasets.gaussian_mixture(2_000, 20, 2, n_clients=1, seed=0)
     s = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.Simplex(1), l2=1e-3).structure
-    below = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS - 1))
-    above = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS))
+    below = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS - 1), WARM_START_ROWS)
+    above = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS), WARM_START_ROWS)
     assert 0.5 < above / below < 0.75         # (1/20 x 8 + 4 + 1) / (8 + 1) full passes, plus overheads

@@ -257,7 +257,7 @@ class LagrangianSQPRoute(Route):
         """:func:`~.route_costs.sqp_seconds` (``None`` on a federated server)."""
         from .route_costs import sqp_seconds
 
-        return sqp_seconds(structure)
+        return sqp_seconds(structure, WARM_START_ROWS)
 
     def auto_skip(self, structure) -> str | None:
         return conic_is_compressed(structure, self.name)

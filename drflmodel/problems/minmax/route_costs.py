@@ -176,20 +176,18 @@ def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
     return iterations * EVALUATIONS_PER_ITERATION * pass_seconds(structure) + 2 * pass_seconds(structure)
 
 
-def sqp_seconds(structure) -> float | None:
+def sqp_seconds(structure, warm_start_rows: int) -> float | None:
     """Seconds of the Lagrangian-Hessian SQP route (``None`` where the rows are not held): steps x
     (a Hessian pass, plus a weight solve unless the set is fixed) plus its certificate; from
-    ``lagrangian_sqp.WARM_START_ROWS`` rows, the warm start on a 5% subsample (as many steps on
-    :math:`\\max(N/20, 4P)` rows) and then :data:`SQP_WARM_STEPS` full steps."""
+    ``warm_start_rows`` rows (the route's ``lagrangian_sqp.WARM_START_ROWS``), the warm start on a 5%
+    subsample (as many steps on :math:`\\max(N/20, 4P)` rows) and then :data:`SQP_WARM_STEPS` full steps."""
     if not structure.rows_local:
         return None
-    from .lagrangian_sqp import WARM_START_ROWS
-
     fixed = structure.weights == "fixed"
     steps = SQP_STEPS
     weight = 0.0 if fixed else weight_step_seconds(structure)
     warm = 0.0
-    if structure.rows >= WARM_START_ROWS:
+    if structure.rows >= warm_start_rows:
         sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)), padded_rows=0)
         warm = steps * (sqp_pass_seconds(sub) + weight)
         steps = SQP_WARM_STEPS[structure.weights]
