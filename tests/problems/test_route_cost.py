@@ -302,6 +302,7 @@ FEDERATED_MEASURED = [
     (10_000, 512, 200, 29, 37),                # 10k rows of the 100k x 512 x 200 head, P = 102,600
     (100_000, 512, 200, 17, 27),               # the whole head (hessian_free: Flower's grid, the same counts)
     (2_000, 512, 200, 333, 111),              # 2k rows of that head: block_newton stopped uncertified at 333
+    (5_000, 512, 200, 89, 42),                 # 5k rows (0.049 per parameter)
 ]
 
 
