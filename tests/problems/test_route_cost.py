@@ -329,3 +329,41 @@ def test_the_sqp_estimate_counts_its_warm_start_from_the_rows_it_starts_there():
     below = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS - 1), WARM_START_ROWS)
     above = sqp_seconds(dataclasses.replace(s, rows=WARM_START_ROWS), WARM_START_ROWS)
     assert 0.5 < above / below < 0.75         # (1/20 x 8 + 4 + 1) / (8 + 1) full passes, plus overheads
+
+
+#: federated exchanges measured at ``gap_tol = 1e-6`` (``benchmarks/bench_federated_scale.py``, LocalChannel, 20
+#: clients, ERM): (rows, features, classes, block_newton's exchanges, hessian_free's)
+FEDERATED_MEASURED = [
+    (1_797, 64, 10, 38, 83),                   # digits, P = 650
+    (10_000, 300, 10, 24, 34),                 # P = 3,010
+    (10_000, 512, 200, 29, 37),                # 10k rows of the 100k x 512 x 200 head, P = 102,600
+    (100_000, 512, 200, 17, 27),               # the whole head (hessian_free: Flower's grid, the same counts)
+    (2_000, 512, 200, 333, 111),              # 2k rows of that head: block_newton stopped uncertified at 333
+    (5_000, 512, 200, 89, 42),                 # 5k rows (0.049 per parameter)
+    (6_000, 512, 200, 32, 47),                 # 6k rows (0.058)
+    (7_500, 512, 200, 29, 41),                 # 7.5k rows (0.073)
+]
+
+
+@pytest.mark.parametrize("rows, features, classes, block, free", FEDERATED_MEASURED,
+                         ids=[f"{r}x{d}x{k}" for r, d, k, *_ in FEDERATED_MEASURED])
+def test_federated_auto_takes_the_route_measured_with_fewer_exchanges(rows, features, classes, block, free):
+    """On a federated server (the structure only: no rows held, nothing solved) ``auto`` takes
+    ``block_newton`` where it was measured to certify in fewer exchanges than ``hessian_free``, and the
+    ``hessian_free`` route where that needs no more (it then also uploads a third of the floats); the
+    reason is recorded."""
+    from drflmodel.problems.engine.route import _candidates
+    from drflmodel.problems.engine.structure import ROWS
+
+    fed = dm.datasets.synthetic_classification(n_clients=4, dim=5, samples=200, seed=3)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.1), l2=1e-3)
+    s = prob.structure
+    P = (features + 1) * classes
+    remote = dataclasses.replace(s, rows_local=False, queries=s.queries - {ROWS}, dim=P, n_outputs=classes,
+                                 rows=rows, n_clients=20)
+    first = _candidates(prob, remote, remote.queries, prob.routes(), None, {})[0]
+    assert first.name == ("block_newton" if block < free else "hessian_free")
+    skip = next(r for r in prob.routes() if r.name == "block_newton").auto_skip(remote)
+    assert (skip is None) == (block < free)
+    if skip is not None:
+        assert "fewer exchanges" in skip and "method='block_newton'" in skip

@@ -21,8 +21,10 @@ the clients before the first query (:func:`block_newton_plan`).
 Where the rows are held, ``method="auto"`` leaves this route aside (in process each product costs
 two passes over the rows, so the ``hessian_free`` route is faster). On a federated server auto takes
 it first for a smooth loss from :math:`P=5` (below, a Hessian triangle is at most :math:`4P` floats
-and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated_floats`), and asks
-it for a 1e-10 gap below 1,000 parameters (:meth:`BlockNewtonRoute.auto_options`).
+and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated_floats`) -- except with
+fewer than 0.05 rows per parameter, where the ``hessian_free`` route certified in fewer exchanges
+(:func:`~.route_costs.federated_fewer_exchanges`) --, and asks it for a 1e-10 gap below 1,000
+parameters (:meth:`BlockNewtonRoute.auto_options`).
 
 **Bound terms on the evaluations.** Where :math:`(q+1)P+1` plus the bound terms
 (:func:`bound_terms_floats`: :math:`6+K+K(K+1)/2` floats with an intercept) fit in :math:`4P`
@@ -143,7 +145,9 @@ class BlockNewtonRoute(HessianFreeRoute):
         if structure.rows_local:
             return ("the rows are held here: each Hessian-vector product costs two passes over them, so the "
                     "hessian_free route is faster; force with method='block_newton'")
-        return _dense_is_cheaper(structure)
+        from .route_costs import federated_fewer_exchanges
+
+        return _dense_is_cheaper(structure) or federated_fewer_exchanges(structure)
 
     def choice(self, structure) -> str | None:
         from .route_costs import federated_floats

@@ -52,8 +52,8 @@ STALL_FACTOR = 100.0
 AUTO_TOL = 1e-10
 
 __all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
-           "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "padded_rows",
-           "sqp_pass_seconds"]
+           "federated_fewer_exchanges", "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory",
+           "padded_rows", "sqp_pass_seconds"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
 HESSIAN_CHUNK_ROWS = 8192
@@ -224,9 +224,19 @@ def hessian_free_memory(structure) -> int:
 #: exchanges to a certificate at ``gap_tol = 1e-6`` on a federated server (``LocalChannel``, 20
 #: clients, ``benchmarks/bench_federated_scale.py``): the dense ``sqp`` route 11-13 (digits, breast
 #: cancer); the ``hessian_free`` route 37-41 at P = 31, 83 on digits (P = 650), 34-53 at P = 3,010, 29 at
-#: P = 51,300; the ``block_newton`` route with two products and the bound terms per exchange 0.4-0.7x the
-#: Hessian-free count (24-25, 36-38, 22-24)
+#: P = 51,300; the ``block_newton`` route with two products and the bound terms per exchange 0.4-0.8x the
+#: Hessian-free count: 24-25, 36-38, 22-24; on the float32 heads (ERM / chi^2) 21 / 23 against 36 / 37 at
+#: P = 5,140 (20k rows), 28 / 28 against 43 / 55 at P = 25,650 (20k rows), 29 / 29 against 37 / 40 at
+#: P = 102,600 on 10k rows, and on all 100k rows of that head 17 / 19 against 27 / 28
 FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.55}
+
+#: below this many rows per parameter the ``block_newton`` route is estimated to need more exchanges than the
+#: ``hessian_free`` route (which then also uploads a third of the floats per answer): measured on the
+#: 100k x 512 x 200 head (P = 102,600) at ``gap_tol = 1e-6``, ERM, on 2,000 of its rows (0.019 rows per
+#: parameter) block_newton stopped uncertified (gap inf) after 333 exchanges, hessian_free certified in 111; on
+#: 5,000 rows (0.049) 89 against 42; on 6,000 (0.058) 32 against 47, 7,500 (0.073) 29 against 41, 10,000 (0.097)
+#: 29 against 37
+FEDERATED_FEW_ROWS_PER_PARAMETER = 0.05
 
 
 def federated_floats(structure, directions: int = 2) -> dict:
@@ -237,14 +247,40 @@ def federated_floats(structure, directions: int = 2) -> dict:
     ``sqp`` route (a Hessian triangle, :math:`P(P+1)/2`, with the value and gradient), from the measured
     exchange counts :data:`FEDERATED_EXCHANGES`. The communication cost ``method="auto"`` weighs on a
     federated server (bytes x exchanges): answers of at most :math:`4P` floats rule the dense route
-    out from :math:`P=6`, and among the other two the block route needs fewer exchanges."""
+    out from :math:`P=6`; among the other two the block route needs fewer exchanges (measured
+    0.4-0.8x; it uploads 1.4-2.6x the floats in all) except with fewer than
+    :data:`FEDERATED_FEW_ROWS_PER_PARAMETER` rows per parameter, where it is estimated to need more
+    (then ``auto`` leaves it to the ``hessian_free`` route: :func:`federated_fewer_exchanges`)."""
     P = int(structure.dim)
     hf = FEDERATED_EXCHANGES["hessian_free_small" if P < 1000 else "hessian_free_large"]
+    factor = FEDERATED_EXCHANGES["block_newton_factor"]
+    if int(structure.rows) < FEDERATED_FEW_ROWS_PER_PARAMETER * P:
+        factor = 1.0 / factor                           # measured: far fewer rows than parameters
     block = (directions + 1) * P + 1
     terms = 6 + int(structure.n_outputs) + int(structure.n_outputs) * (int(structure.n_outputs) + 1) // 2
     if block + terms <= 4 * P:                       # the bound terms ride on the evaluations (with an intercept)
         block += terms
-    rows = {"block_newton": (int(round(FEDERATED_EXCHANGES["block_newton_factor"] * hf)), block),
+    rows = {"block_newton": (int(round(factor * hf)), block),
             "hessian_free": (hf, P + 1),
             "sqp": (FEDERATED_EXCHANGES["sqp"], P * (P + 1) // 2 + P + 1)}
     return {name: {"exchanges": e, "largest": f, "total": e * f} for name, (e, f) in rows.items()}
+
+
+def federated_fewer_exchanges(structure) -> str | None:
+    """On a federated server: why ``method="auto"`` leaves the ``block_newton`` route to the
+    ``hessian_free`` route -- where that route is estimated to need at most as many exchanges
+    (:func:`federated_floats`; with answers of :math:`P+1` floats instead of :math:`(q+1)P+1` it then
+    uploads fewer floats too) -- else ``None``. Below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
+    parameters auto does not take the ``hessian_free`` route, so ``None`` there."""
+    from .hessian_free import HESSIAN_FREE_MIN_DIM
+
+    if int(structure.dim) < HESSIAN_FREE_MIN_DIM:
+        return None
+    est = federated_floats(structure)
+    free, block = est["hessian_free"], est["block_newton"]
+    if free["exchanges"] <= block["exchanges"]:
+        return (f"{structure.rows:,} rows for P = {structure.dim:,} parameters (fewer than "
+                f"{FEDERATED_FEW_ROWS_PER_PARAMETER} per parameter): the hessian_free route is estimated to need "
+                f"fewer exchanges (about {free['exchanges']} against {block['exchanges']}) with answers of P + 1 floats; "
+                f"force with method='block_newton'")
+    return None
