@@ -145,9 +145,10 @@ class BlockNewtonRoute(HessianFreeRoute):
         if structure.rows_local:
             return ("the rows are held here: each Hessian-vector product costs two passes over them, so the "
                     "hessian_free route is faster; force with method='block_newton'")
+        from .hessian_free import HESSIAN_FREE_MIN_DIM
         from .route_costs import federated_fewer_exchanges
 
-        return _dense_is_cheaper(structure) or federated_fewer_exchanges(structure)
+        return _dense_is_cheaper(structure) or federated_fewer_exchanges(structure, HESSIAN_FREE_MIN_DIM)
 
     def choice(self, structure) -> str | None:
         from .route_costs import federated_floats

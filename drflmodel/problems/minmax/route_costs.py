@@ -266,15 +266,13 @@ def federated_floats(structure, directions: int = 2) -> dict:
     return {name: {"exchanges": e, "largest": f, "total": e * f} for name, (e, f) in rows.items()}
 
 
-def federated_fewer_exchanges(structure) -> str | None:
+def federated_fewer_exchanges(structure, hessian_free_min_dim: int) -> str | None:
     """On a federated server: why ``method="auto"`` leaves the ``block_newton`` route to the
     ``hessian_free`` route -- where that route is estimated to need at most as many exchanges
     (:func:`federated_floats`; with answers of :math:`P+1` floats instead of :math:`(q+1)P+1` it then
-    uploads fewer floats too) -- else ``None``. Below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`
-    parameters auto does not take the ``hessian_free`` route, so ``None`` there."""
-    from .hessian_free import HESSIAN_FREE_MIN_DIM
-
-    if int(structure.dim) < HESSIAN_FREE_MIN_DIM:
+    uploads fewer floats too) -- else ``None``. Below ``hessian_free_min_dim`` parameters (the route's
+    :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM`) auto does not take the ``hessian_free`` route, so ``None`` there."""
+    if int(structure.dim) < hessian_free_min_dim:
         return None
     est = federated_floats(structure)
     free, block = est["hessian_free"], est["block_newton"]
