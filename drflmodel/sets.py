@@ -664,7 +664,19 @@ class HCVaR(_BoxSimplexSet):
 # ======================================================================================
 # chi-square penalty
 # ======================================================================================
-class ChiSquare(WeightSet):
+class _PenalizedSimplexSet(WeightSet):
+    r"""A weight set whose feasible points are the whole simplex :math:`\Delta_n` and whose shape is in
+    its penalty :math:`\psi` (:class:`ChiSquare`, :class:`KLPenalty`): membership and projection are
+    the simplex's."""
+
+    def contains(self, lam, tol=1e-8):
+        return Simplex(self.n).contains(lam, tol)
+
+    def project(self, v):
+        return project_simplex(_check_vector(v, self.n, "v"))
+
+
+class ChiSquare(_PenalizedSimplexSet):
     """Simplex with the :math:`\\chi^2` penalty :math:`\\psi(\\lambda)=\\frac{\\rho}{2n}\\sum_i(n\\lambda_i-1)^2
     =\\frac{\\rho n}2\\|\\lambda-\\mathbf 1/n\\|^2` (Scaff-PD paper, (B.2)), :math:`\\rho\\ge0`.
 
@@ -726,12 +738,6 @@ class ChiSquare(WeightSet):
                 z = np.maximum((f - f.max()) / (self.rho * self.n), -2.0)
             lam = project_simplex(1.0 / self.n + z)
         return float(lam @ f - self.psi(lam)), lam
-
-    def contains(self, lam, tol=1e-8):
-        return Simplex(self.n).contains(lam, tol)
-
-    def project(self, v):
-        return project_simplex(_check_vector(v, self.n, "v"))
 
     def prox(self, v, step):
         step = check_real(step, "step", low=0, low_open=True)
@@ -1051,7 +1057,7 @@ class QFFL(WeightSet):
 # ======================================================================================
 # KL penalty (tilted / entropic risk)
 # ======================================================================================
-class KLPenalty(WeightSet):
+class KLPenalty(_PenalizedSimplexSet):
     """Simplex with the Kullback-Leibler penalty :math:`\\psi(\\lambda)=\\tau\\sum_i\\lambda_i\\log(n\\lambda_i)`
     (:math:`\\tau` times the divergence from the uniform weights), :math:`\\tau>0`. By the
     Donsker-Varadhan (Gibbs) variational formula
@@ -1133,12 +1139,6 @@ class KLPenalty(WeightSet):
         m1 = float(np.mean(np.expm1(z)))
         tilt = math.log1p(m1) if m1 > -0.5 else math.log(e.sum()) - math.log(self.n)
         return float(f.max() + self.tau * tilt), lam
-
-    def contains(self, lam, tol=1e-8):
-        return Simplex(self.n).contains(lam, tol)
-
-    def project(self, v):
-        return project_simplex(_check_vector(v, self.n, "v"))
 
     def prox(self, v, step):
         from scipy.optimize import brentq

@@ -235,6 +235,16 @@ def _intercept_bound(server, theta, vg, j0):
          "value_allowance": value_allow}, theta
 
 
+def check_solve_options(min_contributors, gap_tol, max_iter) -> None:
+    """The options every private route shares, each named with its allowed range on bad input."""
+    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 0:
+        raise InvalidParameterError(f"min_contributors must be an integer >= 0; got {min_contributors!r}")
+    if not 0 < gap_tol < 1:
+        raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
+    if int(max_iter) < 1:
+        raise InvalidParameterError(f"max_iter must be >= 1; got {max_iter}")
+
+
 def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, max_iter: int = 2000,
                                seed: int = 0, channel: SumOnlyChannel | None = None, min_contributors: int = 2,
                                **channel_options) -> PrivateCertificate:
@@ -249,12 +259,7 @@ def private_fixed_weight_solve(problem, weights="size", gap_tol: float = 1e-6, m
     :math:`k` clients' nonzero terms -- e.g. a feature nonzero at one client only would make that
     gradient coordinate its own, and the solve stops with
     :class:`~.secure_sum.SumWithheld` naming the entries."""
-    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 0:
-        raise InvalidParameterError(f"min_contributors must be an integer >= 0; got {min_contributors!r}")
-    if not 0 < gap_tol < 1:
-        raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
-    if int(max_iter) < 1:
-        raise InvalidParameterError(f"max_iter must be >= 1; got {max_iter}")
+    check_solve_options(min_contributors, gap_tol, max_iter)
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(private_clients(problem), seed=seed, **channel_options)

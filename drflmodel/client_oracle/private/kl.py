@@ -75,7 +75,7 @@ from scipy.optimize import minimize
 from ...errors import InvalidParameterError
 from ...sets import KLPenalty
 from .clients import PrivateClient
-from .fixed_weight import MAX_RESTARTS, PrivateCertificate, _Server
+from .fixed_weight import MAX_RESTARTS, PrivateCertificate, _Server, check_solve_options
 from .secure_sum import SumOnlyChannel, SumWithheld
 
 __all__ = ["KLClient", "kl_clients", "private_kl_solve", "SERVER_LEARNS"]
@@ -217,12 +217,7 @@ def private_kl_solve(problem, gap_tol: float = 1e-6, max_iter: int = 2000, seed:
     about the losses per model (:data:`SERVER_LEARNS`)."""
     if not isinstance(getattr(problem, "weights", None), KLPenalty):
         raise InvalidParameterError("private_kl_solve needs problem.weights = drflmodel.sets.KLPenalty(n, tau)")
-    if isinstance(min_contributors, bool) or int(min_contributors) != min_contributors or min_contributors < 0:
-        raise InvalidParameterError(f"min_contributors must be an integer >= 0; got {min_contributors!r}")
-    if not 0 < gap_tol < 1:
-        raise InvalidParameterError(f"gap_tol must be in (0, 1); got {gap_tol}")
-    if int(max_iter) < 1:
-        raise InvalidParameterError(f"max_iter must be >= 1; got {max_iter}")
+    check_solve_options(min_contributors, gap_tol, max_iter)
     start = time.perf_counter()
     if channel is None:
         channel = SumOnlyChannel(kl_clients(problem), seed=seed, **channel_options)
