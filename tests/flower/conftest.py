@@ -1,6 +1,7 @@
 """Shared fixtures of the Flower tests: small problems of every ported family, and the check that
 no Flower or Ray process outlives a test."""
 
+import logging
 import os
 import time
 
@@ -144,3 +145,13 @@ def offline_iris(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     datasets.disable_progress_bars()
     return tmp_path
+
+
+@pytest.fixture
+def flower_logs_at_warning():
+    """Flower's logger at WARNING for one test, its level restored after."""
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    yield
+    logger.setLevel(level)

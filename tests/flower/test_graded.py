@@ -6,7 +6,6 @@ training rows the app's own load_data returns, and FedAvg's first round recomput
 directly."""
 
 import importlib
-import logging
 import sys
 from pathlib import Path
 
@@ -27,12 +26,8 @@ CONFIG = {"num-server-rounds": 6, "penalty": "l2", "min-nodes": 3, "trace-out": 
 
 
 @pytest.fixture(autouse=True)
-def _quiet():
-    logger = logging.getLogger("flwr")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    yield
-    logger.setLevel(level)
+def _quiet(flower_logs_at_warning):
+    """Flower's logs at WARNING in every test of this file (the conftest's fixture)."""
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@ from one secure sum over the clients through Flower's SecAgg+ (an in-process gri
 measured objectives are checked against the exact objective recomputed from the rows (an
 independent computation the grader never does), and the refusals are named."""
 
-import logging
 
 import numpy as np
 import pytest
@@ -19,12 +18,8 @@ from drflmodel.flower.grid import LocalGrid
 
 
 @pytest.fixture(autouse=True)
-def _quiet():
-    logger = logging.getLogger("flwr")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    yield
-    logger.setLevel(level)
+def _quiet(flower_logs_at_warning):
+    """Flower's logs at WARNING in every test of this file (the conftest's fixture)."""
 
 
 @pytest.fixture(scope="module")
