@@ -97,7 +97,8 @@ def measure(prob, central_lower: float, central_upper: float, shape: str = "") -
     seconds = time.perf_counter() - t0
     info = sol.info["federated"]
     tried = [a["method"] for a in sol.info.get("route_attempts", [])]
-    out = {"run": True, "route": info["method"], "routes": tried + [info["method"]], "status": sol.status,
+    out = {"run": True, "clients": int(prob.n_clients), "route": info["method"], "routes": tried + [info["method"]],
+           "status": sol.status,
            "gap": float(sol.relative_gap),
            "L": float(sol.lower_bound), "U": float(sol.upper_bound), "exchanges": channel.sends,
            "ledger_exchanges": int(info["exchanges"]), "largest_floats": channel.largest["floats"],
@@ -141,14 +142,14 @@ def flags(row: dict, P: int, shape: str) -> list[str]:
 
 
 def cell(fed: dict) -> str:
-    """The table cell: ``route, exchanges, largest answer floats (bytes), bytes per client``, the
+    """The table cell: ``route (clients), exchanges, largest answer floats (bytes), bytes per client``, the
     status and gap, whether [L, U] meets the centralized interval, flags in bold; a row not run says
     so and shows the estimate, labelled."""
     if not fed["run"]:
         return (f"not run ({fed['reason']}); estimate: {fed['route']}, {fed['exchanges']} exch., "
                 f"{fed['floats']:,} ({_bytes(fed['bytes'])})")
     interval = {True: "meets central", False: "misses central", None: "no interval"}[fed["meets_central"]]
-    text = (f"{' then '.join(fed['routes'])}, {fed['exchanges']} exch., "
+    text = (f"{' then '.join(fed['routes'])} ({fed['clients']} clients), {fed['exchanges']} exch., "
             f"{fed['largest_floats']:,} ({_bytes(fed['largest_bytes'])}), "
             f"{_bytes(fed['bytes_per_client'])}/client, {fed['status']} {max(fed['gap'], 0.0):.0e}, "
             f"{interval}")

@@ -270,8 +270,8 @@ def federated_row(shape: str, kind: str, fed, pooled, args) -> dict:
 
 def federated_markdown(rows) -> str:
     """``--federated-only``'s table: the centralized interval and the federated column."""
-    out = ["| shape | N (P), clients | kind | centralized route, status | federated auto (LocalChannel): route, "
-           "exchanges, largest answer floats (bytes), bytes per client, status gap, [L, U] vs centralized | "
+    out = ["| shape | N (P), clients | kind | centralized route, status | federated auto, measured (LocalChannel): "
+           "route (clients), exchanges, largest answer floats (bytes), bytes per client, status gap, [L, U] vs centralized | "
            "federated s |", "|---|---|---|---|---|---|"]
     for r in rows:
         c, f = r["central"], r["federated"]
@@ -291,7 +291,8 @@ def grid_markdown(rows) -> str:
     """The table: one line per shape x kind."""
     out = ["| shape | N x d x K (P), n | kind | route (default; 1e-8) | status | certified s (default; 1e-8) | "
            "fastest baseline s | ratio default | ratio 1e-8 | target | baselines outside [L, U] | "
-           "federated auto (measured): route, exchanges, largest answer floats (bytes), bytes per client |",
+           "federated auto, measured (LocalChannel): route (clients), exchanges, largest answer floats (bytes), "
+           "bytes per client, status gap, [L, U] vs centralized |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = [r["certified"][g] for g in GAPS]

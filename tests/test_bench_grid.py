@@ -59,7 +59,7 @@ def test_a_table_of_two_tiny_shapes_certifies_both_gaps_and_flags_a_planted_base
                                             for gap in grid.GAPS)
             fed_col = row["federated"]           # measured: a federated auto solve over LocalChannel
             assert fed_col["run"] and fed_col["status"] == "optimal" and fed_col["meets_central"] is True
-            assert fed_col["exchanges"] == fed_col["ledger_exchanges"] > 0
+            assert fed_col["exchanges"] == fed_col["ledger_exchanges"] > 0 and fed_col["clients"] == fed.n_clients
             if kind == "erm":           # scikit-learn's three solvers and L-BFGS-B
                 assert {"sklearn lbfgs", "sklearn newton-cg", "sklearn newton-cholesky", "L-BFGS-B"} <= set(row["baselines"])
             rows.append(row)
@@ -107,7 +107,7 @@ def test_the_measured_federated_column_counts_the_block_route_s_answer(grid):
     # every exchange carries at least one answer from the busiest client, none larger than the largest
     assert col["exchanges"] * 8 <= col["bytes_per_client"] <= col["exchanges"] * col["largest_bytes"]
     cell = gf.cell(col)
-    assert cell.startswith(f"block_newton, {col['exchanges']} exch., 54 (432 B), ") and "meets central" in cell
+    assert cell.startswith(f"block_newton (4 clients), {col['exchanges']} exch., 54 (432 B), ") and "meets central" in cell
 
     # a centralized interval planted beside the federated one is flagged; so are the round's targets on digits
     far = gf.measure(grid.grid_problem(fed, "chi2"), central.upper_bound + 1.0, central.upper_bound + 2.0, "digits")
