@@ -54,13 +54,14 @@ def payload(arrays: dict) -> tuple[int, int]:
 
 class CountingChannel(LocalChannel):
     """A :class:`LocalChannel` that counts what it carries (module docstring): ``sends`` (rounds of
-    messages), ``largest`` (``floats``, ``bytes`` and ``query`` of the largest single answer of one
-    client), ``sent[i]`` / ``received[i]`` (bytes client ``i`` answered / was sent over the solve)."""
+    messages), ``largest`` (``floats``, ``bytes`` and ``query`` of the single answer of one client with
+    the most floats), ``largest_bytes`` (the most bytes of any one answer, text included), ``sent[i]`` / ``received[i]`` (bytes client ``i`` answered / was sent over the solve)."""
 
     def __init__(self, sites, retries: int = 2):
         super().__init__(sites, retries)
         self.sends = 0
         self.largest = {"floats": 0, "bytes": 0, "query": None}
+        self.largest_bytes = 0
         self.sent = [0] * self.n_clients
         self.received = [0] * self.n_clients
 
@@ -76,8 +77,9 @@ class CountingChannel(LocalChannel):
         for i, arrays in replies.items():
             floats, nbytes = payload(arrays)
             self.sent[i] += nbytes
-            if nbytes > self.largest["bytes"]:
+            if (floats, nbytes) > (self.largest["floats"], self.largest["bytes"]):
                 self.largest = {"floats": floats, "bytes": nbytes, "query": query}
+            self.largest_bytes = max(self.largest_bytes, nbytes)
         return replies, errors
 
 
@@ -103,6 +105,7 @@ def measure(prob, central_lower: float, central_upper: float, shape: str = "") -
            "L": float(sol.lower_bound), "U": float(sol.upper_bound), "exchanges": channel.sends,
            "ledger_exchanges": int(info["exchanges"]), "largest_floats": channel.largest["floats"],
            "largest_bytes": channel.largest["bytes"], "largest_query": channel.largest["query"],
+           "largest_answer_bytes": channel.largest_bytes,
            "ledger_largest_floats": int(info["largest_answer_floats"]), "bytes_per_client": max(channel.sent),
            "bytes_to_client": max(channel.received), "seconds": seconds,
            "meets_central": (meets(sol.lower_bound, sol.upper_bound, central_lower, central_upper)

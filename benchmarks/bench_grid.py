@@ -362,17 +362,13 @@ def main():
     if args.federated_only:
         return federated_main(shapes, kinds, args)
     _warm_up()
-    rows = []
-    print(grid_markdown([]), flush=True)
-    for shape in shapes:
-        fed = grid_federation(shape)
-        pooled = _pooled(fed) if "erm" in kinds else None
-        for kind in kinds:
-            size = int(sum(fed.sizes)) * grid_problem(fed, kind, pooled).dim
-            repeats = args.small_repeats if size < args.small_below else args.repeats if size < args.once_above else 1
-            row = run_row(shape, kind, fed, pooled, repeats, args)
-            rows.append(row)
-            print(grid_markdown([row]).splitlines()[-1], flush=True)
+
+    def timed(shape, kind, fed, pooled):
+        size = int(sum(fed.sizes)) * grid_problem(fed, kind, pooled).dim
+        repeats = args.small_repeats if size < args.small_below else args.repeats if size < args.once_above else 1
+        return run_row(shape, kind, fed, pooled, repeats, args)
+
+    rows = sweep(shapes, kinds, timed, grid_markdown)
     table = grid_markdown(rows)
     if args.cold_start:
         table += "\n\nCold start (`python benchmarks/bench_import.py --repeats %d`):\n\n%s" % (args.cold_start,
@@ -386,16 +382,23 @@ def main():
     print(table)
 
 
-def federated_main(shapes, kinds, args) -> None:
-    """``--federated-only`` (module docstring): prints (and with ``--markdown`` writes) the federated table."""
+def sweep(shapes, kinds, make_row, markdown) -> list:
+    """``make_row(shape, kind, fed, pooled)`` for every shape x kind, each line printed as it is done."""
     rows = []
-    print(federated_markdown([]), flush=True)
+    print(markdown([]), flush=True)
     for shape in shapes:
         fed = grid_federation(shape)
         pooled = _pooled(fed) if "erm" in kinds else None
         for kind in kinds:
-            rows.append(federated_row(shape, kind, fed, pooled, args))
-            print(federated_markdown(rows[-1:]).splitlines()[-1], flush=True)
+            rows.append(make_row(shape, kind, fed, pooled))
+            print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+    return rows
+
+
+def federated_main(shapes, kinds, args) -> None:
+    """``--federated-only`` (module docstring): prints (and with ``--markdown`` writes) the federated table."""
+    rows = sweep(shapes, kinds, lambda shape, kind, fed, pooled: federated_row(shape, kind, fed, pooled, args),
+                 federated_markdown)
     table = federated_markdown(rows)
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table + "\n")

@@ -109,6 +109,12 @@ def test_the_measured_federated_column_counts_the_block_route_s_answer(grid):
     cell = gf.cell(col)
     assert cell.startswith(f"block_newton (4 clients), {col['exchanges']} exch., 54 (432 B), ") and "meets central" in cell
 
+    # P = 4: auto takes the dense route, whose largest answer is the Hessian triangle + gradient + value
+    small_fed = grid.grid_federation("120x3")
+    small = grid.federated_column("120x3", "chi2", small_fed, None, {"L": -np.inf, "U": np.inf}, float("inf"))
+    assert small["route"] == "sqp" and small["largest_floats"] == 4 * 5 // 2 + 4 + 1 and small["largest_bytes"] == 120
+    assert small["largest_answer_bytes"] >= small["largest_bytes"]
+
     # a centralized interval planted beside the federated one is flagged; so are the round's targets on digits
     far = gf.measure(grid.grid_problem(fed, "chi2"), central.upper_bound + 1.0, central.upper_bound + 2.0, "digits")
     assert far["meets_central"] is False and "misses the centralized [L, U]" in far["flags"]
