@@ -11,6 +11,10 @@ busiest client sent over the solve, the status, the gap, and whether the federat
 [L, U] meets the centralized one (both bound the same optimum, so they must meet; ``None`` when the
 federated solve has no finite interval). A fallback is shown as ``block_newton then sqp``.
 
+A run can be bounded in time (``max_seconds``): the channel stops it at the first round of messages
+after the budget (:class:`Stopped`, a ``BaseException`` so no route's error handling takes it for a
+client's failure); the row then says ``stopped`` with what was carried until then, and no interval.
+
 Flags (the targets of the round): an answer above :data:`FLOATS_PER_P` x P floats, and more exchanges
 than :data:`EXCHANGE_TARGETS` allows for the shape (digits: 40; the largest published heads: 100).
 """
@@ -38,6 +42,10 @@ MEET_SLACK = 1e-12
 WHY_CHARS = 100
 
 
+class Stopped(BaseException):
+    """The time budget of a measured run is spent (module docstring)."""
+
+
 def payload(arrays: dict) -> tuple[int, int]:
     """``(floats, bytes)`` of one message's arrays: numbers counted by ``np.size``, bytes by
     ``nbytes`` (a string: its UTF-8 length, no floats)."""
@@ -57,8 +65,9 @@ class CountingChannel(LocalChannel):
     messages), ``largest`` (``floats``, ``bytes`` and ``query`` of the single answer of one client with
     the most floats), ``largest_bytes`` (the most bytes of any one answer, text included), ``sent[i]`` / ``received[i]`` (bytes client ``i`` answered / was sent over the solve)."""
 
-    def __init__(self, sites, retries: int = 2):
+    def __init__(self, sites, retries: int = 2, max_seconds: float | None = None):
         super().__init__(sites, retries)
+        self.deadline = None if max_seconds is None else time.perf_counter() + max_seconds
         self.sends = 0
         self.largest = {"floats": 0, "bytes": 0, "query": None}
         self.largest_bytes = 0
@@ -66,10 +75,12 @@ class CountingChannel(LocalChannel):
         self.received = [0] * self.n_clients
 
     @classmethod
-    def from_problem(cls, problem, retries: int = 2) -> "CountingChannel":
-        return cls([Site.from_problem(problem, i) for i in range(problem.n_clients)], retries)
+    def from_problem(cls, problem, retries: int = 2, max_seconds: float | None = None) -> "CountingChannel":
+        return cls([Site.from_problem(problem, i) for i in range(problem.n_clients)], retries, max_seconds)
 
     def _send(self, query: str, contents: dict):
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise Stopped(query)
         self.sends += 1
         for i, (arrays, _) in contents.items():
             self.received[i] += payload(arrays)[1]
@@ -90,27 +101,37 @@ def meets(lower: float, upper: float, central_lower: float, central_upper: float
     return bool(max(lower, central_lower) <= min(upper, central_upper) + slack * scale)
 
 
-def measure(prob, central_lower: float, central_upper: float, shape: str = "") -> dict:
+def measure(prob, central_lower: float, central_upper: float, shape: str = "",
+            max_seconds: float | None = None) -> dict:
     """One federated ``auto`` solve of ``prob`` over a :class:`CountingChannel` (module docstring),
-    against the centralized certified interval ``[central_lower, central_upper]``."""
-    channel = CountingChannel.from_problem(prob)
+    against the centralized certified interval ``[central_lower, central_upper]``; stopped after
+    ``max_seconds`` (``None``: no bound)."""
+    channel = CountingChannel.from_problem(prob, max_seconds=max_seconds)
     t0 = time.perf_counter()
-    sol = federated_solve(prob, channel, method="auto")
+    try:
+        sol = federated_solve(prob, channel, method="auto")
+    except Stopped:
+        sol = None
     seconds = time.perf_counter() - t0
-    info = sol.info["federated"]
-    tried = [a["method"] for a in sol.info.get("route_attempts", [])]
-    out = {"run": True, "clients": int(prob.n_clients), "route": info["method"], "routes": tried + [info["method"]],
-           "status": sol.status,
-           "gap": float(sol.relative_gap),
-           "L": float(sol.lower_bound), "U": float(sol.upper_bound), "exchanges": channel.sends,
-           "ledger_exchanges": int(info["exchanges"]), "largest_floats": channel.largest["floats"],
-           "largest_bytes": channel.largest["bytes"], "largest_query": channel.largest["query"],
-           "largest_answer_bytes": channel.largest_bytes,
-           "ledger_largest_floats": int(info["largest_answer_floats"]), "bytes_per_client": max(channel.sent),
-           "bytes_to_client": max(channel.received), "seconds": seconds,
-           "meets_central": (meets(sol.lower_bound, sol.upper_bound, central_lower, central_upper)
-                             if np.isfinite(sol.lower_bound) and np.isfinite(sol.upper_bound) else None),
-           "why": _why(sol)}
+    out = {"run": True, "clients": int(prob.n_clients), "exchanges": channel.sends,
+           "largest_floats": channel.largest["floats"], "largest_bytes": channel.largest["bytes"],
+           "largest_query": channel.largest["query"], "largest_answer_bytes": channel.largest_bytes,
+           "bytes_per_client": max(channel.sent), "bytes_to_client": max(channel.received), "seconds": seconds}
+    if sol is None:
+        out.update({"route": None, "routes": ["-"], "status": "stopped", "gap": float("inf"), "L": -np.inf,
+                    "U": np.inf, "ledger_exchanges": int(channel.ledger.exchanges),
+                    "ledger_largest_floats": int(channel.ledger.largest_answer), "meets_central": None,
+                    "why": f"time budget of {max_seconds:g} s spent (--federated-max-seconds)"})
+    else:
+        info = sol.info["federated"]
+        tried = [a["method"] for a in sol.info.get("route_attempts", [])]
+        finite = np.isfinite(sol.lower_bound) and np.isfinite(sol.upper_bound)
+        out.update({"route": info["method"], "routes": tried + [info["method"]], "status": sol.status,
+                    "gap": float(sol.relative_gap), "L": float(sol.lower_bound), "U": float(sol.upper_bound),
+                    "ledger_exchanges": int(info["exchanges"]),
+                    "ledger_largest_floats": int(info["largest_answer_floats"]),
+                    "meets_central": meets(sol.lower_bound, sol.upper_bound, central_lower, central_upper)
+                    if finite else None, "why": _why(sol)})
     out["flags"] = flags(out, int(prob.dim), shape)
     return out
 

@@ -48,9 +48,11 @@ on the shape's clients with the sample shares as fixed weights (``HCVaR(p, 1)``:
 so the same optimum); the others on the grid's federation. Flagged in bold: an answer above 4P floats,
 more than 40 exchanges on digits (100 on the heads), a status other than ``optimal``, intervals that
 do not meet. Above ``--federated-max-entries`` N x P (default 3e8: the whole default grid; not the
-heads) the cell says "not run" and shows the estimate from P instead, labelled
+heads; ``--federated-only`` on the default grid took 9.6 min here for the four kinds, 1.9 min for
+``erm,chi2``) the cell says "not run" and shows the estimate from P instead, labelled
 (``route_costs.federated_floats``: the block route unless its ``auto_skip`` leaves the shape to the
-dense ``sqp`` route, 8 bytes a float, the exchanges of its measured table). ``--federated-only`` skips
+dense ``sqp`` route, 8 bytes a float, the exchanges of its measured table); ``--federated-max-seconds``
+also stops a run after that many seconds ("stopped", with what was carried). ``--federated-only`` skips
 the timings and the baselines: one centralized solve (for the interval) and the federated run per row.
 
 **Cold start and CLI.** ``--cold-start N`` also runs ``benchmarks/bench_import.py --repeats N`` (fresh
@@ -59,7 +61,7 @@ table.
 
 Run: ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_grid.py [--shapes 240x15,digits]
 [--kinds erm,chi2] [--large] [--heads] [--repeats 5] [--cold-start 3] [--federated-max-entries 3e8]
-[--federated-only] [--update-docs]``;
+[--federated-max-seconds 120] [--federated-only] [--update-docs]``;
 ``--update-docs`` writes the table between ``<!-- bench_grid:start -->`` and
 ``<!-- bench_grid:end -->`` of ``docs/performance.md``. Not collected by pytest.
 """
@@ -207,15 +209,17 @@ def federated_problem(fed, kind: str, pooled=None):
     return dm.FederatedDRO(fed, loss, dm.sets.HCVaR(fed.proportions, 1.0), l2=L2, penalize_intercept=False)
 
 
-def federated_column(shape: str, kind: str, fed, pooled, central: dict, max_entries: float) -> dict:
-    """The measured federated run of the row (``_grid_federated.measure``) against the centralized
-    interval ``central`` (``{"L", "U"}``), or, above ``max_entries`` N x P, the estimate marked not run."""
+def federated_column(shape: str, kind: str, fed, pooled, central: dict, max_entries: float,
+                     max_seconds: float | None = None) -> dict:
+    """The measured federated run of the row (``_grid_federated.measure``, stopped after ``max_seconds``)
+    against the centralized interval ``central`` (``{"L", "U"}``), or, above ``max_entries`` N x P, the
+    estimate marked not run."""
     prob = federated_problem(fed, kind, pooled)
     entries = int(sum(fed.sizes)) * int(prob.dim)
     if entries > max_entries:
         return {"run": False, "reason": f"N x P = {entries:.2g} > --federated-max-entries {max_entries:.2g}",
                 **federated_answer(prob.structure)}
-    return _grid_federated.measure(prob, central["L"], central["U"], shape)
+    return _grid_federated.measure(prob, central["L"], central["U"], shape, max_seconds)
 
 
 def summarize(shape: str, kind: str, prob, runs: dict, base: dict) -> dict:
@@ -252,7 +256,7 @@ def run_row(shape: str, kind: str, fed, pooled, repeats: int, args) -> dict:
             base.setdefault(name, []).append((seconds, value))
     row = summarize(shape, kind, prob, runs, base)
     row["federated"] = federated_column(shape, kind, fed, pooled, row["certified"][GAPS[0]],
-                                        args.federated_max_entries)
+                                        args.federated_max_entries, args.federated_max_seconds)
     return row
 
 
@@ -265,7 +269,8 @@ def federated_row(shape: str, kind: str, fed, pooled, args) -> dict:
     s = prob.structure
     return {"shape": shape, "kind": kind, "N": int(s.rows), "P": int(s.dim), "n": int(fed.n_clients),
             "central": central,
-            "federated": federated_column(shape, kind, fed, pooled, central, args.federated_max_entries)}
+            "federated": federated_column(shape, kind, fed, pooled, central, args.federated_max_entries,
+                                          args.federated_max_seconds)}
 
 
 def federated_markdown(rows) -> str:
@@ -344,6 +349,8 @@ def main():
     ap.add_argument("--newton-cg-max", type=float, default=1e8, help="largest N x P at which newton-cg runs")
     ap.add_argument("--federated-max-entries", type=float, default=_grid_federated.FEDERATED_MAX_ENTRIES,
                     help="largest N x P at which the federated auto solve runs (above: 'not run' and the estimate)")
+    ap.add_argument("--federated-max-seconds", type=float, default=None,
+                    help="stop a federated run after this many seconds (the cell says 'stopped'; default: no bound)")
     ap.add_argument("--federated-only", action="store_true",
                     help="skip the timings and baselines: one centralized solve and the federated run per row")
     ap.add_argument("--cold-start", type=int, default=0, help="also run bench_import.py with this many repeats")
@@ -357,6 +364,8 @@ def main():
             raise SystemExit(f"unknown --kinds entry {kind!r}; valid: {', '.join(KINDS)}")
     if args.federated_max_entries < 0:
         raise SystemExit(f"--federated-max-entries must be >= 0; got {args.federated_max_entries}")
+    if args.federated_max_seconds is not None and not args.federated_max_seconds > 0:
+        raise SystemExit(f"--federated-max-seconds must be > 0; got {args.federated_max_seconds}")
     if args.federated_only and args.update_docs:
         raise SystemExit("--update-docs writes the whole grid: run without --federated-only")
     if args.federated_only:

@@ -28,6 +28,7 @@ class _Args:
     smoothed_max = float("inf")
     newton_cg_max = float("inf")
     federated_max_entries = float("inf")
+    federated_max_seconds = None
 
 
 def test_placement_names_the_side_of_the_interval(grid):
@@ -129,6 +130,16 @@ def test_above_the_entry_limit_the_column_keeps_the_estimate_labelled_not_run(gr
     estimate = grid.federated_answer(grid.federated_problem(fed, "erm").structure)
     assert col == {"run": False, "reason": "N x P = 4.8e+02 > --federated-max-entries 1e+02", **estimate}
     assert grid._grid_federated.cell(col).startswith("not run (N x P = 4.8e+02 > --federated-max-entries 1e+02); estimate: ")
+
+
+def test_a_run_past_its_time_budget_says_stopped_with_what_was_carried(grid):
+    import _grid_federated as gf
+
+    fed = grid.grid_federation("120x3")
+    col = grid.federated_column("120x3", "chi2", fed, None, {"L": 0.0, "U": 1.0}, float("inf"), max_seconds=1e-9)
+    assert col["status"] == "stopped" and col["exchanges"] == 0 and col["meets_central"] is None
+    assert col["flags"] == ["stopped (time budget of 1e-09 s spent (--federated-max-seconds))"]
+    assert "stopped inf, no interval; **stopped" in gf.cell(col)
 
 
 def test_the_federated_erm_problem_has_the_pooled_objective(grid):
