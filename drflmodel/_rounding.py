@@ -55,7 +55,8 @@ def upper_psi_qffl(lam: np.ndarray, q: float) -> float:
     The exponent is rounded: :math:`\hat e=\mathrm{fl}(1+\mathrm{fl}(1/q))` has
     :math:`|\hat e-e|\le u/q+u\hat e\le 3u\hat e`. For :math:`\lambda_i>0`,
     :math:`\lambda_i^{e}=\lambda_i^{\hat e}\exp((e-\hat e)\log\lambda_i)\le\lambda_i^{\hat e}e^{\delta_i}`,
-    :math:`\delta_i=3u\hat e|\log\lambda_i|`, computed as :math:`\hat\delta_i=\mathrm{fl}(4u\hat e|\hat\ell_i|)\ge\delta_i`
+    :math:`\delta_i=3u\hat e|\log\lambda_i|`, computed as
+    :math:`\hat\delta_i=\mathrm{fl}(4u\hat e|\hat\ell_i|)\ge\delta_i`
     (the factor 4/3 covers the log's two ulps and three roundings). :math:`e^{\delta}\le1+2\delta`
     for :math:`\delta\le1` (else ``exp`` is used, its ulp counted below). The power is within
     :math:`2u`, the factor, the product, the ``math.fsum``, :math:`\mathrm{fl}(q/\mathrm{fl}(q+1))` and

@@ -32,8 +32,8 @@ import cvxpy as cp
 from ...errors import NotConvexError
 from ..._solver_sequence import SOLVER_DEFAULTS, solve_with_fallback
 
-__all__ = ["aggregate", "psd_factor", "quad_value", "min_quadratic", "certified_min_quadratic", "preconditioner", "build_r1",
-           "build_r2", "build_r3", "rlt_data", "rlt_constraints", "set_box"]
+__all__ = ["aggregate", "psd_factor", "quad_value", "min_quadratic", "certified_min_quadratic", "preconditioner",
+           "build_r1", "build_r2", "build_r3", "rlt_data", "rlt_constraints", "set_box"]
 
 
 def aggregate(Q: np.ndarray, r: np.ndarray, c: np.ndarray, lam) -> tuple:
