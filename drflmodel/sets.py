@@ -1379,8 +1379,8 @@ def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> t
       caps, and the integer number of grid units by which their sum misses one is added to (taken
       from) the coordinates with room, largest weight first (:func:`_exact_unit_sum`). The result's
       **exact** sum is one (every entry is an integer multiple of :math:`2^{-52}`, so the sum is an
-      integer identity) and every cap holds exactly. Each weight moves by at most the amount the
-      sum missed plus half a grid unit. (Before, weights summing to :math:`1+3\cdot10^{-13}` were
+      integer identity) and every cap holds exactly. In all (the sum of the moves) the weights move by
+      at most the amount the sum missed plus :math:`n` grid units. (Before, weights summing to :math:`1+3\cdot10^{-13}` were
       kept: at :math:`s\lambda`, :math:`s>1`, the dual value is about :math:`s` times the one at
       :math:`\lambda`, and a lower bound rose :math:`1.2\cdot10^{-13}` above the optimum; weights
       summing *below* one are no safer: :math:`\lambda/s` is in the simplex and the dual value
@@ -1427,27 +1427,30 @@ def _unit_sum_caps(W: WeightSet):
 def _exact_unit_sum(lam, lower, upper) -> np.ndarray | None:
     r"""``lam`` moved to a point of the grid :math:`g\mathbb Z`, :math:`g=2^{-52+m}` (:math:`2^m`
     bounds every magnitude, so every grid point used is a float), whose **exact** sum is one, with
-    :math:`l\le\lambda\le u` exactly; ``None`` when the caps leave no such point. In integers
-    :math:`k_i=\lambda_i/g`: round, clip to :math:`[\lceil l_i/g\rceil,\lfloor u_i/g\rfloor]`,
-    then add the missing units :math:`1/g-\sum k_i` (or take the excess) coordinate by coordinate,
-    largest :math:`\lambda_i` first, within the caps; :math:`\lambda_i=k_ig` (exact)."""
+    :math:`l\le\lambda\le u` exactly; ``None`` when the caps leave no such point. In grid units
+    :math:`k_i=\lambda_i/g` (integers below :math:`2^{53}`, held exactly in floats): round, clip to
+    :math:`[\lceil l_i/g\rceil,\lfloor u_i/g\rfloor]`, then add the missing units :math:`1/g-\sum k_i`
+    (or take the excess) coordinate by coordinate, largest :math:`\lambda_i` first, within the caps;
+    :math:`\lambda_i=k_ig`. Every sum here is exact: ``math.fsum`` of integers whose total is an
+    integer below :math:`2^{53}`, and cumulative sums of steps each at most the missing units."""
     lam = np.asarray(lam, float)
-    finite = [abs(v) for v in np.r_[lam, lower, upper] if np.isfinite(v)]
-    m = max(0, math.ceil(math.log2(max(finite + [1.0]))))
-    unit = 2 ** (52 - m)                              # 1/g; lam_i / g is exact (a power of two)
-    lo = [-math.inf if not np.isfinite(v) else math.ceil(float(v) * unit) for v in lower]
-    up = [math.inf if not np.isfinite(v) else math.floor(float(v) * unit) for v in upper]
-    k = [min(max(round(float(v) * unit), a), b) for v, a, b in zip(lam, lo, up)]
-    miss = unit - sum(k)
-    for i in sorted(range(lam.size), key=lambda i: -lam[i]):
-        if miss == 0:
-            break
-        step = min(miss, up[i] - k[i]) if miss > 0 else max(miss, lo[i] - k[i])
-        k[i] += step
-        miss -= step
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    finite = np.abs(np.r_[lam, lower[np.isfinite(lower)], upper[np.isfinite(upper)], 1.0])
+    m = max(0, math.ceil(math.log2(float(finite.max()))))
+    unit = math.ldexp(1.0, 52 - m)                          # 1/g; lam_i / g is exact (a power of two)
+    lo, up = np.ceil(lower * unit), np.floor(upper * unit)   # +-inf stay infinite
+    k = np.clip(np.rint(lam * unit), lo, up)
+    miss = unit - math.fsum(k)
+    if miss != 0:
+        order = np.argsort(-lam, kind="stable")
+        room = (up - k)[order] if miss > 0 else (k - lo)[order]
+        room = np.minimum(room, abs(miss))
+        step = np.clip(abs(miss) - (np.cumsum(room) - room), 0.0, room)
+        k[order] += step if miss > 0 else -step
+        miss = unit - math.fsum(k)
     if miss != 0:
         return None
-    return np.array([math.ldexp(v, m - 52) for v in k], float)
+    return np.ldexp(k, m - 52)
 
 
 # ---------------------------------------------------------------------------------- names
