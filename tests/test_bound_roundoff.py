@@ -190,21 +190,14 @@ def test_the_range_text_closes_an_end_exactly_when_it_is_accepted(low, high, low
 
 # ------------------------------------------------------------------ relative fairness: the quadratic minimum
 def _exact_quadratic_minimum(Q, r, c, lam):
-    """min over theta of sum_i lam_i (theta' Q_i theta - 2 r_i' theta + c_i), in rationals."""
+    """min over theta of sum_i lam_i (theta' Q_i theta - 2 r_i' theta + c_i), in rationals (the
+    sweep's exact linear solve)."""
     n, d = Q.shape[0], Q.shape[1]
     L = [Fraction(float(v)) for v in lam]
     P = [[sum(L[i] * Fraction(float(Q[i, a, b])) for i in range(n)) for b in range(d)] for a in range(d)]
     q = [sum(L[i] * Fraction(float(r[i, a])) for i in range(n)) for a in range(d)]
-    c0 = sum(L[i] * Fraction(float(c[i])) for i in range(n))
-    M = [row[:] + [q[k]] for k, row in enumerate(P)]
-    for k in range(d):
-        for i in range(k + 1, d):
-            t = M[i][k] / M[k][k]
-            M[i] = [x - t * y for x, y in zip(M[i], M[k])]
-    x = [Fraction(0)] * d
-    for i in reversed(range(d)):
-        x[i] = (M[i][d] - sum(M[i][j] * x[j] for j in range(i + 1, d))) / M[i][i]
-    return c0 - sum(a * b for a, b in zip(q, x))
+    x = _sweep()._solve(P, q)
+    return sum(L[i] * Fraction(float(c[i])) for i in range(n)) - sum(a * b for a, b in zip(q, x))
 
 
 def test_the_relative_fairness_quadratic_bound_never_exceeds_the_exact_minimum():
