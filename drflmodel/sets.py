@@ -1390,9 +1390,11 @@ def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> t
       same exact unit sum without caps; membership in :math:`\Lambda_\varphi` beyond the sum is
       checked to ``tol`` only.
     * :class:`QFFL` (the nonnegative orthant): clipping the negative entries is exact.
-    * :class:`LpBall`, and a capped set whose float caps admit no exact point (e.g. caps
-      :math:`\mathrm{fl}(1/3)` summing to one minus an ulp): clipped, and scaled down by the exact
-      sum (``math.fsum``) when it is above one; the ball constraint holds to ``tol`` only.
+    * :class:`LpBall` with :math:`p=\infty` (a box: :math:`\max(0,c_i-r)\le\lambda_i\le\min(1,c_i+r)`,
+      the float caps rounded inward exactly): as the capped sets.
+    * :class:`LpBall` with :math:`p<\infty`, and a capped set whose float caps admit no exact point
+      (e.g. caps :math:`\mathrm{fl}(1/3)` summing to one minus an ulp): clipped, and scaled down by
+      the exact sum (``math.fsum``) when it is above one; the ball constraint holds to ``tol`` only.
     """
     integrated_signed = isinstance(W, Integrated) and W.phi > 0
     if isinstance(W, Integrated) and not integrated_signed:
@@ -1420,8 +1422,26 @@ def _unit_sum_caps(W: WeightSet):
         return np.full(W.n, -np.inf), np.full(W.n, np.inf)
     if isinstance(W, _PenalizedSimplexSet):
         return np.zeros(W.n), np.ones(W.n)
+    if isinstance(W, LpBall) and W.p == np.inf:        # |lam_i - c_i| <= r: a box, rounded inward exactly
+        return _inward_box(W.center, W.radius)
     box = W.box_bounds()
     return None if box is None else (np.asarray(box[0], float), np.asarray(box[1], float))
+
+
+def _inward_box(center, radius):
+    r"""Floats :math:`l_i\ge\max(0,c_i-r)` and :math:`u_i\le\min(1,c_i+r)` (exactly, checked in
+    rationals), each within an ulp of the rounded value: the box of the :math:`\ell_\infty` ball."""
+    from fractions import Fraction
+
+    c = np.asarray(center, float)
+    lower, upper = np.maximum(c - radius, 0.0), np.minimum(c + radius, 1.0)
+    r = Fraction(radius)
+    for i, ci in enumerate(c):
+        if Fraction(float(lower[i])) < Fraction(float(ci)) - r:
+            lower[i] = np.nextafter(lower[i], np.inf)
+        if Fraction(float(upper[i])) > Fraction(float(ci)) + r:
+            upper[i] = np.nextafter(upper[i], -np.inf)
+    return lower, upper
 
 
 def _exact_unit_sum(lam, lower, upper) -> np.ndarray | None:

@@ -237,3 +237,15 @@ def test_relative_fairness_lower_bounds_stay_below_an_exact_dual_value(seed):
     for route, (above_lo, above_hi, status) in rows.items():
         assert status == "optimal", route
         assert above_lo <= 0 and above_hi <= 0, (route, float(above_lo), float(above_hi))
+
+
+def test_linf_ball_weights_sum_to_exactly_one_inside_the_ball():
+    """LpBall(c, r, inf) is a capped simplex: kept multipliers summing to 1 + 2e-13 become weights of
+    exact sum one with |lam_i - c_i| <= r exactly (rationals), also where the caps are active."""
+    c = np.array([0.1, 0.2, 0.3, 0.4])
+    W = dm.sets.LpBall(c, 0.15, np.inf)
+    lam = np.array([0.25, 0.05, 0.3, 0.4]) * (1.0 + 2e-13)          # lam_0 = c_0 + r, lam_1 = c_1 - r
+    kept, projected = dm.sets.feasible_weights(W, lam)
+    assert not projected and _exact_sum(kept) == 1
+    assert all(abs(Fraction(float(v)) - Fraction(float(ci))) <= Fraction(0.15) for v, ci in zip(kept, c))
+    assert np.max(np.abs(kept - lam)) <= 2e-13 + 2.0 ** -50
