@@ -304,16 +304,14 @@ class RowPoint:
         return self._gradients
 
     def weighted_gradient(self, lam) -> np.ndarray:
-        """:math:`\\sum_i\\lambda_i\\nabla f_i(\\theta)` (from the client gradients if computed, else one pass)."""
+        """:math:`\\sum_i\\lambda_i\\nabla f_i(\\theta)` (from the client gradients if computed, else one
+        pass; for one client through :meth:`gradients`, the same pass, kept)."""
         lam = np.asarray(lam, float)
-        if self._gradients is not None:
-            return lam @ self._gradients
         ob = self.objectives
-        ridge = float(lam.sum()) * ob.penalty_diagonal * self.theta
-        if ob.n == 1:                                 # one row weight lambda/N: applied to the K x d product
-            return self._t_times(ob.X, self.row_gradients).T.reshape(-1) * float(lam[0] / ob.sizes[0]) + ridge
+        if self._gradients is not None or ob.n == 1:   # one client: its gradient is the same one pass
+            return lam @ self.gradients()                # (no N x K weighted copy), kept for the answer
         Gw = self.row_gradients * ob.row_weights(lam)[:, None]
-        return self._t_times(ob.X, Gw).T.reshape(-1) + ridge
+        return self._t_times(ob.X, Gw).T.reshape(-1) + float(lam.sum()) * ob.penalty_diagonal * self.theta
 
     # ------------------------------------------------------------------ per-client sums for bounds
     def allowance_terms(self) -> np.ndarray:
