@@ -114,7 +114,7 @@ class MatrixFreeObjectives(_PointQueries):
         #: the softmax's label scores in the flattened ``(N, K)`` scores: :math:`jK+y_j`
         self.label_positions = (None if self.labels is None
                                 else np.arange(N, dtype=np.intp) * self.n_outputs + self.labels)
-        self._row_norms = None
+        self._row_norms = self._row_square_sums = None
         self._feature_norm_means = {}
 
     # ------------------------------------------------------------------ shapes
@@ -141,7 +141,12 @@ class MatrixFreeObjectives(_PointQueries):
         return np.repeat(np.asarray(lam, float) / self.sizes, self.sizes)
 
     def client_sums(self, per_row: np.ndarray) -> np.ndarray:
-        """Per-client sums of a per-row array (first axis), shape ``(n, ...)``."""
+        """Per-client sums of a per-row array (first axis), shape ``(n, ...)``. One client's sums of
+        an ``(N, K)`` block are one matrix-vector product (numpy's reduction of short rows is
+        2-10x slower)."""
+        if per_row.ndim > 1 and self.n == 1:
+            flat = per_row.reshape(per_row.shape[0], -1)
+            return (np.ones(flat.shape[0]) @ flat).reshape((1,) + per_row.shape[1:])
         return np.add.reduceat(per_row, self.offsets[:-1], axis=0)
 
     def row_norms(self) -> np.ndarray:
@@ -149,6 +154,13 @@ class MatrixFreeObjectives(_PointQueries):
         if self._row_norms is None:
             self._row_norms = np.sqrt(fp.row_squared_norms(self.X))
         return self._row_norms
+
+    def row_square_sums(self) -> np.ndarray:
+        """Per client, :math:`\\sum_j\\|x_j\\|^2` over its rows (from :meth:`row_norms`; computed once)."""
+        if self._row_square_sums is None:
+            x = self.row_norms()
+            self._row_square_sums = self.client_sums(x * x)
+        return self._row_square_sums
 
     def mean_squared_row_norm(self) -> float:
         """:math:`\\frac1N\\sum_j\\|x_j\\|^2` (the scale of the loss's curvature in :math:`\\theta`)."""
@@ -320,9 +332,15 @@ class RowPoint:
         ``(n, 4)``: the magnitudes a floating-point allowance is made of."""
         ob = self.objectives
         x = ob.row_norms()
-        r = np.sqrt(np.einsum("jk,jk->j", self.row_gradients, self.row_gradients))
-        terms = np.stack([np.abs(self.row_values), x * r, x * x, np.abs(self.scores).sum(axis=1)], axis=1)
-        return ob.client_sums(terms) / ob.sizes[:, None]
+        K = self.row_gradients.shape[1]
+        if K == 1:                                    # |g_j| and |s_j| themselves
+            r, scores = np.abs(self.row_gradients[:, 0]), np.abs(self.scores[:, 0])
+        else:
+            r = np.sqrt(np.einsum("jk,jk->j", self.row_gradients, self.row_gradients))
+            scores = np.abs(self.scores) @ np.ones(K)
+        sums = np.stack([ob.client_sums(np.abs(self.row_values)), ob.client_sums(x * r), ob.row_square_sums(),
+                         ob.client_sums(scores)], axis=1)          # four sums of (N,) arrays: no (N, 4) block
+        return sums / ob.sizes[:, None]
 
     def intercept_values(self, idx: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per client, the mean data loss with the intercepts (coordinates ``idx``) set to ``b``

@@ -92,3 +92,30 @@ def test_the_hessian_free_answer_is_the_dense_route_s_to_1e_9(multiclass, dtype,
     assert abs(sol.upper_bound - ref.upper_bound) <= 1e-9 * scale
     assert sol.lower_bound <= ref.upper_bound + 1e-12 * scale and ref.lower_bound <= sol.upper_bound + 1e-12 * scale
     assert sol.upper_bound == pytest.approx(prob.objective(sol.theta), rel=1e-12)
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+@pytest.mark.parametrize("n_clients", [1, 3])
+def test_allowance_terms_and_client_sums_are_their_definitions(multiclass, n_clients):
+    """The magnitudes of the bound's floating-point allowances (per client, the means of |l_j|,
+    ||x_j|| ||grad l_j||, ||x_j||^2 and ||s_j||_1) and the per-client sums of an (N, K) block, from
+    plain loops over each client's rows."""
+    K = 3 if multiclass else 2
+    fed = dm.datasets.gaussian_mixture(240, 5, K, n_clients=3, alpha=0.5, seed=9)
+    if n_clients == 1:
+        X, y, _ = fed.pooled()
+        kw = dict(task="multiclass", classes=list(range(K))) if multiclass else dict(task=fed.task)
+        fed = dm.Federation.from_arrays([X], [y], **kw)
+    loss = dm.losses.Multinomial() if multiclass else dm.losses.Logistic()
+    mf = MatrixFreeObjectives(ClientObjectives(fed, loss, l2=0.1, penalize_intercept=False))
+    point = mf.at(np.random.default_rng(10).standard_normal(mf.dim))
+    expected = []
+    for i in range(mf.n):
+        rows = slice(mf.offsets[i], mf.offsets[i + 1])
+        x = np.linalg.norm(mf.X[rows], axis=1)
+        g = np.linalg.norm(point.row_gradients[rows], axis=1)
+        expected.append([np.mean(np.abs(point.row_values[rows])), np.mean(x * g), np.mean(x * x),
+                         np.mean(np.abs(point.scores[rows]).sum(axis=1))])
+    np.testing.assert_allclose(point.allowance_terms(), expected, rtol=1e-13)
+    sums = [point.row_gradients[mf.offsets[i]:mf.offsets[i + 1]].sum(axis=0) for i in range(mf.n)]
+    np.testing.assert_allclose(mf.client_sums(point.row_gradients), sums, rtol=1e-12, atol=1e-14)
