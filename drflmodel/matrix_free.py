@@ -149,10 +149,17 @@ class MatrixFreeObjectives(_PointQueries):
             return (np.ones(flat.shape[0]) @ flat).reshape((1,) + per_row.shape[1:])
         return np.add.reduceat(per_row, self.offsets[:-1], axis=0)
 
+    def _square_statistics(self) -> None:
+        """The rows' squared norms and each client's column sums of squares, in one pass over the
+        rows (:func:`drflmodel._float64_products.square_sums`; computed once)."""
+        if self._row_norms is None:
+            rows, columns = fp.square_sums(self.X, self.offsets)
+            self._row_norms = np.sqrt(rows)
+            self._column_square_sums = columns
+
     def row_norms(self) -> np.ndarray:
         """:math:`\\|x_j\\|_2` of every row (computed once)."""
-        if self._row_norms is None:
-            self._row_norms = np.sqrt(fp.row_squared_norms(self.X))
+        self._square_statistics()
         return self._row_norms
 
     def row_square_sums(self) -> np.ndarray:
@@ -171,9 +178,8 @@ class MatrixFreeObjectives(_PointQueries):
         :math:`\frac1{N_i}\sum_{j\in\mathcal C_i}x_{jk}^2`, shape ``(n, d)``: sums of the client's own
         rows (their sum over :math:`k` is the mean :math:`\|x_j\|^2` of :meth:`RowPoint.allowance_terms`),
         the column statistics the Hessian-free route's diagonal preconditioner is made of."""
-        X, o = self.X, self.offsets          # client by client, in float64, no N x d temporary
-        return np.stack([np.einsum("jk,jk->k", X[o[i]:o[i + 1]], X[o[i]:o[i + 1]], dtype=np.float64)
-                         for i in range(self.n)]) / self.sizes[:, None]
+        self._square_statistics()            # client by client, in float64, no N x d temporary
+        return self._column_square_sums / self.sizes[:, None]
 
     def _theta(self, theta) -> np.ndarray:
         theta = np.asarray(theta, float)

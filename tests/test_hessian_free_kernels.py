@@ -119,3 +119,19 @@ def test_allowance_terms_and_client_sums_are_their_definitions(multiclass, n_cli
     np.testing.assert_allclose(point.allowance_terms(), expected, rtol=1e-13)
     sums = [point.row_gradients[mf.offsets[i]:mf.offsets[i + 1]].sum(axis=0) for i in range(mf.n)]
     np.testing.assert_allclose(mf.client_sums(point.row_gradients), sums, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_square_sums_by_blocks_are_the_rows_and_columns_squared(dtype, monkeypatch):
+    """Several blocks per client (a small block size) and unequal clients: every row's squared
+    norm and each client's column sums of squares, in float64 from float32 rows too."""
+    from drflmodel import _float64_products as fp
+
+    monkeypatch.setattr(fp, "SQUARES_BLOCK", 40)
+    X = (np.random.default_rng(12).standard_normal((103, 7)) * np.logspace(-3, 3, 7)).astype(dtype)
+    offsets = np.array([0, 5, 60, 103])
+    rows, columns = fp.square_sums(X, offsets)
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(rows, (X64 ** 2).sum(axis=1), rtol=1e-14)
+    expected = [(X64[a:b] ** 2).sum(axis=0) for a, b in zip(offsets[:-1], offsets[1:])]
+    np.testing.assert_allclose(columns, expected, rtol=1e-14)
