@@ -205,8 +205,11 @@ class MatrixFreeObjectives(_PointQueries):
         rows only) makes every product of the point a float32 one: for steps, never a certificate
         (:attr:`RowPoint.exact`)."""
         theta = self._theta(theta)
-        exact = exact or not self.float32
-        return RowPoint(self, theta, self.scores(theta, exact) if scores is None else scores, exact)
+        exact = exact or self.X.dtype != np.float32
+        if scores is None:                            # the scores' pass (as :meth:`scores`, theta checked once)
+            W = self.layout.matrix(theta)
+            scores = fp.times(self.X, W) if exact else fp32.times(self.X, W)
+        return RowPoint(self, theta, scores, exact)
 
     def shifted(self, point: "RowPoint", idx: np.ndarray, b: np.ndarray) -> "RowPoint":
         """The row pass at ``point.theta`` with the intercepts (coordinates ``idx``) set to ``b``:
@@ -313,10 +316,13 @@ class RowPoint:
         """Row *i*: :math:`\\nabla f_i(\\theta)` (one pass over the rows, client by client)."""
         if self._gradients is None:
             ob = self.objectives
-            G = np.empty((ob.n, ob.dim))
-            for i in range(ob.n):
-                a, b = ob.offsets[i], ob.offsets[i + 1]
-                G[i] = self._t_times(ob.X[a:b], self.row_gradients[a:b]).T.reshape(-1) / ob.sizes[i]
+            if ob.n == 1:                             # one client: one product, no loop
+                G = self._t_times(ob.X, self.row_gradients).T.reshape(1, -1) / ob.sizes[0]
+            else:
+                G = np.empty((ob.n, ob.dim))
+                for i in range(ob.n):
+                    a, b = ob.offsets[i], ob.offsets[i + 1]
+                    G[i] = self._t_times(ob.X[a:b], self.row_gradients[a:b]).T.reshape(-1) / ob.sizes[i]
             G += ob.penalty_diagonal * self.theta
             self._gradients = G
         return self._gradients
