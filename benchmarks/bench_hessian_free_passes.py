@@ -19,7 +19,7 @@ compare the ratios.
 
 Run: ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_hessian_free_passes.py
 --shapes 10kx50,2kx100,10kx50x10,5kx30x5 --gaps 1e-6,1e-8 --repeats 5 [--clock cpu]``. Not collected by
-pytest.
+pytest. ``--kernels 2000x4,10000x10,10000x1`` times the row kernels instead (:func:`kernel_table`).
 """
 
 from __future__ import annotations
@@ -79,16 +79,62 @@ def baselines(fed, prob, pooled, newton_cg_max: float) -> dict:
     return out
 
 
+def kernel_table(shapes: str, repeats: int) -> None:
+    """The softmax and logistic row kernels of :mod:`drflmodel.matrix_free` (values and gradients,
+    the softmax's probabilities too) against scikit-learn's ``_loss`` module
+    (``HalfMultinomialLoss`` / ``HalfBinomialLoss``'s ``loss_gradient`` into preallocated arrays, its
+    per-sample Cython loop) on random scores, CPU time of this thread, medians."""
+    from sklearn._loss.loss import HalfBinomialLoss, HalfMultinomialLoss
+
+    import drflmodel.matrix_free as mfm
+
+    def median(f, n):
+        runs = []
+        for _ in range(repeats):
+            t0 = time.thread_time()
+            for _ in range(n):
+                f()
+            runs.append((time.thread_time() - t0) / n)
+        return 1e6 * float(np.median(runs))
+
+    print("| rows x classes | drflmodel kernel us | scikit-learn loss_gradient us |")
+    print("|---|---|---|")
+    for shape in shapes.split(","):
+        N, K = (int(float(v)) for v in shape.split("x"))
+        rng = np.random.default_rng(0)
+        n = max(1, 2_000_000 // (N * K))
+        if K == 1:
+            s, y = rng.standard_normal(N), np.where(rng.random(N) < 0.5, 1.0, -1.0)
+            loss, out, grad = HalfBinomialLoss(), np.empty(N), np.empty(N)
+            ours = median(lambda: mfm._logistic_rows(s, y), n)
+            theirs = median(lambda: loss.loss_gradient((y > 0).astype(float), s, loss_out=out, gradient_out=grad), n)
+        else:
+            S, labels = rng.standard_normal((N, K)), rng.integers(0, K, N)
+            positions = np.arange(N) * K + labels
+            # the kernel takes the labels' flat positions since it reads them by ``take`` (earlier: the labels)
+            given = positions if hasattr(mfm, "COLUMNWISE_MAX_CLASSES") else labels
+            kernel = lambda: mfm._softmax_rows(S, given)                       # noqa: E731
+            loss, out, grad = HalfMultinomialLoss(n_classes=K), np.empty(N), np.empty((N, K))
+            ours = median(kernel, n)
+            theirs = median(lambda: loss.loss_gradient(labels.astype(float), S, loss_out=out, gradient_out=grad), n)
+        print(f"| {N} x {K} | {ours:.1f} | {theirs:.1f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="10kx50,2kx100,10kx50x10,5kx30x5")
     ap.add_argument("--gaps", default="1e-6,1e-8")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--kernels", default=None, help="instead: the row kernels at these N x K (K = 1: logistic), "
+                    "e.g. 2000x4,10000x10,10000x1")
     ap.add_argument("--newton-cg-max", type=float, default=2e7, help="largest N x P newton-cg runs on")
     args = ap.parse_args()
     gaps = [float(g) for g in args.gaps.split(",")]
     CLOCK[0] = time.thread_time if args.clock == "cpu" else time.perf_counter
+    if args.kernels:
+        kernel_table(args.kernels, max(args.repeats, 3))
+        return
     print("| shape | gap | hessian_free ms | fastest baseline (ms) | ratio | it / ev / cert. attempts | passes fwd+bwd | status |")
     print("|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
