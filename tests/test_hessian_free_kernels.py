@@ -159,3 +159,25 @@ def test_float32_steps_whose_line_search_meets_their_rounding_hand_over_to_float
     assert sol.info["evaluations"] <= 2 * sol.info["iterations"] + LBFGSRun.FLOAT32_STALL + 4
     assert abs(sol.upper_bound - ref.upper_bound) <= 1e-9 * max(1.0, abs(ref.value))
     assert sol.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= sol.upper_bound + 1e-12
+
+
+def test_float32_quasi_newton_sqp_steps_hand_over_at_their_rounding_too():
+    """CVaR over 4 clients on float32 rows at a 1e-9 gap (the quasi-Newton SQP steps): the Armijo
+    backtracking stops after FLOAT32_STALL halvings in float32 (206 evaluations in 31 iterations
+    before, halving down to 1e-10) and float64 steps finish, with the sqp route's certified answer."""
+    from drflmodel.problems.minmax.hessian_free_steps import LBFGSRun
+
+    fed = dm.datasets.gaussian_mixture(3000, 32, 5, n_clients=4, alpha=0.5, seed=0)
+
+    def problem(dtype):
+        f = dm.Federation.from_arrays([c.X.astype(np.float32).astype(dtype) for c in fed.clients],
+                                      [c.y for c in fed.clients], task="multiclass", classes=list(range(5)))
+        return dm.FederatedDRO(f, dm.losses.Multinomial(), dm.sets.CVaR(4, 0.5), l2=1e-3, penalize_intercept=False)
+
+    sol = problem(np.float32).solve(method="hessian_free", gap_tol=1e-9)
+    ref = problem(np.float64).solve(method="sqp", gap_tol=1e-10)
+    assert sol.info["algorithm"] == "sqp" and sol.info["step_precision"] == ["float32", "float64"]
+    assert sol.status == "optimal" and ref.status == "optimal"
+    assert sol.info["evaluations"] <= 2 * sol.info["iterations"] + LBFGSRun.FLOAT32_STALL + 4
+    assert abs(sol.upper_bound - ref.upper_bound) <= 1e-9 * max(1.0, abs(ref.value))
+    assert sol.lower_bound <= ref.upper_bound + 1e-12 and ref.lower_bound <= sol.upper_bound + 1e-12

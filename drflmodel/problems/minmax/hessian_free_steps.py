@@ -17,7 +17,8 @@ closes.
 
   (the dual of :math:`\min_\Delta\sigma_\Lambda(f+G\Delta)+\frac12\Delta^\top B\Delta`, compiled once;
   :class:`~.lagrangian_sqp.WeightStepModel`), the step :math:`\Delta=-B^{-1}G^\top\lambda_{k+1}`, Armijo
-  on the exact :math:`\Phi` with the model's predicted decrease, and the pair
+  on the exact :math:`\Phi` with the model's predicted decrease (float32 steps: at most
+  :data:`LBFGSRun.FLOAT32_STALL` halvings, then the float64 steps go on), and the pair
   :math:`(s,y)=(\theta_{k+1}-\theta_k,\ (G_{k+1}-G_k)^\top\lambda_{k+1})` -- the quasi-Newton form of
   the classical SQP step whose exact-Hessian version is :mod:`.lagrangian_sqp`. Each iteration: one
   forward pass and one client-by-client backward pass, plus the small weight problem.
@@ -352,6 +353,7 @@ class QuasiNewtonSQPRun:
         W = self.W
         point, value = self._point(theta)
         inverse = self._initial_inverse(point)
+        limit = None if getattr(point, "exact", True) else LBFGSRun.FLOAT32_STALL   # as LBFGSRun's float32 steps
         for k in range(1, max_iterations + 1):
             G = point.gradients()
             gram = getattr(inverse, "gram", None)
@@ -372,13 +374,16 @@ class QuasiNewtonSQPRun:
             predicted = value - m_value
             if not predicted > 1e-15 * max(1.0, abs(value)):
                 break                                  # the model sees no decrease left
-            step, new = 1.0, None
+            step, new, trials = 1.0, None, 0
             while step >= 1e-10:                       # Armijo on the exact objective
                 candidate = self._point(theta + step * delta)
                 if candidate[1] <= value - 1e-4 * step * predicted:
                     new = candidate
                     break
                 step *= 0.5
+                trials += 1
+                if limit is not None and trials >= limit:
+                    break                              # float32 rounding: float64 steps go on from theta
             record["step"] = step
             if new is None:
                 break
