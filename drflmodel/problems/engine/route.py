@@ -141,6 +141,10 @@ class Route:
     uses_solver: ClassVar[bool] = True
     may_fall_back: ClassVar[bool] = False
     passes_solver_options: ClassVar[bool] = False
+    #: on a federated server, the fewest answers of each kind (budget name of the client's query policy ->
+    #: answers per client) the route needs for its first step; a fallback to it is not started when the
+    #: run has left less (:meth:`budget_refusal`)
+    start_needs: ClassVar[Mapping[str, int]] = {}
 
     def applies(self, structure) -> str | None:
         """``None`` if this route can solve a problem of this structure, else a one-line reason."""
@@ -177,6 +181,24 @@ class Route:
     def solve(self, problem, request: SolveRequest):
         """Solve ``problem`` and return a certified :class:`~drflmodel.solution.Solution`."""
         raise NotImplementedError
+
+    def budget_refusal(self, problem) -> str | None:
+        """Why the route cannot start on ``problem``'s federated server (``None``: it can, or the rows are
+        held here): what the default client policy's budgets left in this run
+        (:func:`~.plan.left_on`) is below :attr:`start_needs` -- ``auto`` then does not fall back to it
+        (its plan, lowered to what is left, would be refused at its first query)."""
+        channel = getattr(getattr(problem, "objectives", None), "channel", None)
+        if channel is None or not self.start_needs:
+            return None
+        from .plan import left_on
+
+        left = left_on(channel)
+        short = {k: int(left.get(k, 0)) for k, n in self.start_needs.items() if int(left.get(k, 0)) < n}
+        if not short:
+            return None
+        return (f"the {self.name!r} route was not started: the default client policy's budgets left in this run "
+                f"admit {', '.join(f'{v} {k}' for k, v in short.items())} per client, fewer than its first step "
+                f"needs ({', '.join(f'{self.start_needs[k]} {k}' for k in short)})")
 
     # ---- memory and cost (what ``auto`` weighs) ----------------------------------------------
     #: what the route's memory estimate counts (named in a refusal; ``{P}``: the parameters)
@@ -431,6 +453,15 @@ def _fallbacks(problem, structure, available, routes, forced, solver) -> list:
         return []
 
 
+def _not_started(route, problem, sol) -> bool:
+    """Whether the fallback to ``route`` is left out because the run's budgets cannot run it
+    (:meth:`Route.budget_refusal`); the reason goes in ``sol.info["fallback_not_started"]``."""
+    why = route.budget_refusal(problem)
+    if why is not None:
+        sol.info["fallback_not_started"] = {"method": route.name, "why": why}
+    return why is not None
+
+
 def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
              fallback=True, options=None, available=None):
     """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body, and the
@@ -498,7 +529,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
             more = _fallbacks(problem, structure, available, routes, route, solver)
             chosen += more
             requests += [r.request(problem, r.auto_options(structure), **choices) for r in more]
-        if k + 1 == len(chosen):
+        if k + 1 == len(chosen) or _not_started(chosen[k + 1], problem, sol):
             break
         route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})
         k += 1

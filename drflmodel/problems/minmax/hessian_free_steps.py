@@ -331,6 +331,7 @@ class QuasiNewtonSQPRun:
         self.memory = memory
         self.scaling = None if scaling is None else np.asarray(scaling, float)
         self.history, self.evaluations = [], 0
+        self.weights = None                      # the latest step's weights (the weight problem's answer)
 
     def _point(self, theta):
         self.evaluations += 1
@@ -366,6 +367,7 @@ class QuasiNewtonSQPRun:
                 record["error"] = str(exc)[:200]
                 break
             lam = feasible_weights(W, lam_raw)[0]
+            self.weights = lam
             record["model_value"] = m_value
             weighted = G.T @ lam
             if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value, upper=value), record):

@@ -232,6 +232,8 @@ class LagrangianSQPRoute(Route):
     needs = frozenset({VALUES, GRADIENTS, HESSIANS})
     uses_solver = False
     may_fall_back = True
+    #: the start's Hessian evaluation and one step's two (:func:`~.route_plans.sqp_plan`)
+    start_needs = {"hessians": 3, "evaluations": 3, "values": 2}
 
     def applies(self, structure) -> str | None:
         if not structure.smooth:
