@@ -8,7 +8,8 @@ objectives.py): fewer Hessian passes, the same certified optimum.
   independently from the rows);
 - at 1k x 50 it takes fewer Hessian passes than the eager route;
 - ``_weighted_gram`` (``Y^T Y`` with ``Y = diag(sqrt c) X``: BLAS ``syrk``) equals the
-  definition ``X^T diag(c) X``, exactly symmetric, and takes the general product for a negative weight."""
+  definition ``X^T diag(c) X``, exactly symmetric, and takes the general product for a negative weight;
+- ``cholesky_lower`` (LAPACK ``potrf`` directly) is numpy's Cholesky factor bit for bit."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import drflmodel as dm
 from drflmodel.objectives import ClientObjectives, _weighted_gram
 from drflmodel.problems.minmax import lagrangian_sqp
+from drflmodel.problems.minmax.fixed_weight_bound import cholesky_lower
 
 L2 = 1e-3
 
@@ -100,3 +102,17 @@ def test_weighted_gram_is_the_definition():
         if c.min() >= 0:
             assert np.array_equal(G, G.T)                       # syrk: one triangle, mirrored
     assert _weighted_gram(X[:0], np.zeros(0)).shape == (12, 12)
+
+
+def test_cholesky_lower_is_numpys_factor():
+    """``fixed_weight_bound.cholesky_lower`` (LAPACK ``potrf`` directly) is ``numpy.linalg.cholesky``'s
+    factor bit for bit, and ``None`` where numpy raises (not positive definite)."""
+    rng = np.random.default_rng(3)
+    for P in (1, 4, 15, 51):
+        A = rng.standard_normal((P, 2 * P + 1))
+        H = A @ A.T
+        assert np.array_equal(cholesky_lower(H), np.linalg.cholesky(H))
+        H[0, 0] = -1.0
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.cholesky(H)
+        assert cholesky_lower(H) is None
