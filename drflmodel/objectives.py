@@ -346,7 +346,7 @@ class ClientObjectives:
             if b is not None:
                 Z = (Xr[:, None, :] * (b[r] * np.sqrt(wr)[:, None])[:, :, None]).reshape(Xr.shape[0], K * d)
                 H -= Z.T @ Z
-        H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
+        H.flat[::self.dim + 1] += float(np.sum(lam)) * self.penalty_diagonal        # the diagonal, in place
         return H
 
     def hessian_vector_products(self, theta, V) -> np.ndarray:
