@@ -33,7 +33,7 @@ The weight step runs in numpy for a fixed set, a box-simplex set (simplex, CVaR,
 **Many rows.** From :data:`WARM_START_ROWS` rows the route first runs on a seeded 5% subsample of
 every client's rows, then takes its first full step with the exact values and gradients and the
 subsample's weighted Hessian (a pass without the Hessian); the later steps use the exact Hessian
-of each pass, and so does every certificate.
+of each pass (or, for a fixed weight set, a recent one: below), and every certificate uses the exact one.
 
 **Lazy Hessian.** For a fixed weight set (ERM: the SQP is Newton's method on
 :math:`g=\sum_i\bar\lambda_if_i`) on rows held in process, where a Hessian pass costs much more
