@@ -42,6 +42,7 @@ def _meet(a, b, slack: float = 1e-9) -> bool:
 @pytest.mark.parametrize("seed", range(20))
 def test_lazy_steps_certify_the_conic_routes_optimum(monkeypatch, seed):
     monkeypatch.setattr(lagrangian_sqp, "LAZY_MIN_WORK", 0.0)      # small instances: lazy too
+    monkeypatch.setattr(lagrangian_sqp, "LAZY_MAX_OUTPUTS", 3)     # and softmax
     softmax, penalized = seed % 4 == 3, seed % 3 == 2
     lazy = _erm(seed, softmax, penalized).solve(method="sqp")
     assert lazy.status == "optimal" and lazy.relative_gap <= 1e-9
@@ -58,6 +59,7 @@ def test_lazy_steps_certify_the_conic_routes_optimum(monkeypatch, seed):
 @pytest.mark.parametrize("softmax", [False, True])
 def test_every_certificate_holds_the_exact_hessian(monkeypatch, softmax):
     monkeypatch.setattr(lagrangian_sqp, "LAZY_MIN_WORK", 0.0)
+    monkeypatch.setattr(lagrangian_sqp, "LAZY_MAX_OUTPUTS", 3)
     certify, seen = lagrangian_sqp.LagrangianSQPRoute._certify, []
 
     def spy(problem, point):
