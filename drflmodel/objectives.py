@@ -100,12 +100,19 @@ def _check_dense_hessians(dim: int, count: int) -> None:
                  "P x P array")
 
 
+#: :func:`_weighted_gram` takes BLAS ``syrk`` from this many rows x columns² (1,000 x 16: 4 % faster than
+#: the general product; 240 x 15: even)
+SYRK_MIN_WORK = 100_000
+
+
 def _weighted_gram(X: np.ndarray, c: np.ndarray) -> np.ndarray:
     r""":math:`X^\top\mathrm{diag}(c)X`. With :math:`c\ge0` (a convex loss's curvature) as
     :math:`Y^\top Y`, :math:`Y=\mathrm{diag}(\sqrt c)X`: numpy hands a product of a matrix with its
     own transpose to BLAS ``syrk`` (one triangle, half the multiplications of the general product,
-    exactly symmetric); a negative weight takes the general product."""
-    if c.size and c.min() >= 0.0:
+    exactly symmetric); a negative weight, or a product too small for it to pay (fewer than
+    :data:`SYRK_MIN_WORK` rows x columns², where the weights' check costs what it saves), takes the
+    general product."""
+    if X.shape[0] * X.shape[1] ** 2 >= SYRK_MIN_WORK and c.min() >= 0.0:
         Y = X * np.sqrt(c)[:, None]
         return Y.T @ Y
     return X.T @ (X * c[:, None])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import drflmodel as dm
-from drflmodel.objectives import ClientObjectives, _weighted_gram
+from drflmodel.objectives import SYRK_MIN_WORK, ClientObjectives, _weighted_gram
 from drflmodel.problems.minmax import lagrangian_sqp
 from drflmodel.problems.minmax.fixed_weight_bound import cholesky_lower
 
@@ -96,13 +96,15 @@ def test_fewer_hessian_passes_at_1k_x_50(monkeypatch):
 
 def test_weighted_gram_is_the_definition():
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((300, 12))
-    for c in (rng.random(300), np.r_[rng.random(299), 0.0], rng.standard_normal(300)):
-        G = _weighted_gram(X, c)
-        ref = np.einsum("ij,i,ik->jk", X, c, X)
-        assert np.abs(G - ref).max() <= 1e-12 * np.abs(ref).max()
-        if c.min() >= 0:
-            assert np.array_equal(G, G.T)                       # syrk: one triangle, mirrored
+    for N in (1_000, 30):                                       # syrk; below SYRK_MIN_WORK the general product
+        X = rng.standard_normal((N, 12))
+        assert (N * 144 >= SYRK_MIN_WORK) == (N == 1_000)
+        for c in (rng.random(N), np.r_[rng.random(N - 1), 0.0], rng.standard_normal(N)):
+            G = _weighted_gram(X, c)
+            ref = np.einsum("ij,i,ik->jk", X, c, X)
+            assert np.abs(G - ref).max() <= 1e-12 * np.abs(ref).max()
+            if c.min() >= 0 and N == 1_000:
+                assert np.array_equal(G, G.T)                   # syrk: one triangle, mirrored
     assert _weighted_gram(X[:0], np.zeros(0)).shape == (12, 12)
 
 
