@@ -333,11 +333,18 @@ def _why_not(route, structure, available) -> str | None:
     return route.missing(available) or route.applies(structure) or route.auto_skip(structure)
 
 
-def estimated_costs(routes, structure, available=None) -> dict:
+def _why_not_each(routes, structure, available) -> dict:
+    """``{name: reason or None}``: :func:`_why_not` of each route (one dispatch asks it once per route)."""
+    return {r.name: _why_not(r, structure, available) for r in routes}
+
+
+def estimated_costs(routes, structure, available=None, reasons=None) -> dict:
     """``{name: seconds or None}``: :meth:`Route.cost` of each route that ``method="auto"`` could
-    take (needs available, applies, not skipped)."""
+    take (needs available, applies, not skipped; ``reasons``: :func:`_why_not_each`, when the caller
+    has it)."""
     available = structure.queries if available is None else available
-    return {r.name: r.cost(structure) for r in routes if _why_not(r, structure, available) is None}
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    return {r.name: r.cost(structure) for r in routes if reasons[r.name] is None}
 
 
 def by_cost(routes, structure, available, costs=None) -> list:
@@ -352,18 +359,19 @@ def by_cost(routes, structure, available, costs=None) -> list:
     return sorted(routes, key=lambda r: rank.get(r.name, len(rank)))
 
 
-def _route_choice(first, structure, available, routes, costs=None) -> dict:
+def _route_choice(first, structure, available, routes, costs=None, reasons=None) -> dict:
     """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
     listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`), the
     estimated seconds of each route it could take (:meth:`Route.cost`) and why each route ranked
     before it was passed over."""
-    costs = estimated_costs(routes, structure, available) if costs is None else costs
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    costs = estimated_costs(routes, structure, available, reasons) if costs is None else costs
     ranked = by_cost(routes, structure, available, costs)
     passed = {}
     for r in ranked:
         if r is first:
             break
-        passed[r.name] = _why_not(r, structure, available) or "an option or solver it does not take"
+        passed[r.name] = reasons[r.name] or "an option or solver it does not take"
     why = first.choice(structure)
     if why is None:
         why = ("the cheapest route that applies (estimated seconds in 'estimated_seconds')"
@@ -374,13 +382,16 @@ def _route_choice(first, structure, available, routes, costs=None) -> dict:
     return out
 
 
-def _candidates(problem, structure, available, routes, solver, options, costs=None) -> list:
+def _candidates(problem, structure, available, routes, solver, options, costs=None, reasons=None) -> list:
     """The routes ``method="auto"`` uses, in order: the first whose needs are available, that
     applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
-    ``may_fall_back`` route, the next such route (see the module docstring)."""
+    ``may_fall_back`` route, the next such route (see the module docstring; ``costs`` and
+    ``reasons``: :func:`estimated_costs` and :func:`_why_not_each` of ``routes``, when the caller has them)."""
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    costs = estimated_costs(routes, structure, available, reasons) if costs is None else costs
     applicable, fitting = [], []
     for r in by_cost(routes, structure, available, costs):
-        if _why_not(r, structure, available) is not None:
+        if reasons[r.name] is not None:
             continue
         applicable.append(r)
         if solver is not None and not r.uses_solver:
@@ -393,7 +404,7 @@ def _candidates(problem, structure, available, routes, solver, options, costs=No
     if fitting:
         return fitting
     if not applicable:
-        why = {r.name: _why_not(r, structure, available) for r in routes}
+        why = {r.name: reasons[r.name] for r in routes}
         reasons = "; ".join(f"{name}: {reason}" for name, reason in why.items())
         from .memory import MemoryReason
 
@@ -493,23 +504,29 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     structure = problem.structure
     available = structure.queries if available is None else available
-    skipped = costs = None
+    skipped = costs = reasons = None
     if method == "auto":
-        costs = estimated_costs(routes, structure, available)     # once: the ranking and its record
-        chosen = _candidates(problem, structure, available, routes, solver, options, costs)
+        reasons = _why_not_each(routes, structure, available)       # once: the ranking and its record
+        costs = estimated_costs(routes, structure, available, reasons)
+        chosen = _candidates(problem, structure, available, routes, solver, options, costs, reasons)
         stalled = problem.cache("auto").get("stalled", set())
         skipped = chosen[0].name if len(chosen) > 1 and chosen[0].name in stalled else None
         if skipped:
             chosen = chosen[1:]       # it stalled short on this problem before: its next solve would too
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
-    if method == "auto":      # validates before solving
-        requests = [r.request(problem, {**r.auto_options(structure), **options}, **choices) for r in chosen]
-    else:
-        requests = [r.request(problem, options, **choices) for r in chosen]
+    def make(r):
+        return r.request(problem, {**r.auto_options(structure), **options} if method == "auto" else options,
+                         **choices)
+
+    # validated before solving: every route's request when the user gave options (a later route may
+    # refuse them), else the first one's (a later route's, built from its own defaults, when it runs)
+    requests = [make(r) if k == 0 or options else None for k, r in enumerate(chosen)]
     route_attempts, short = [], None
     k = 0
     while True:
+        if requests[k] is None:
+            requests[k] = make(chosen[k])
         route, request = chosen[k], requests[k]
         sol = route.solve(problem, request)
         if method == "auto" and _short_of_asked(route, sol, request, structure) and k + 1 < len(chosen) \
@@ -538,7 +555,7 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
         route_attempts = [a for a in route_attempts if a["method"] != route.name]
     sol.info["method"] = route.name
     if method == "auto":
-        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs)
+        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs, reasons)
         if skipped:
             sol.info["route_choice"]["passed_over"][skipped] = (
                 "its certificate stalled short of the gap auto asks of it on an earlier solve of this problem")
