@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-__all__ = ["UNIT_ROUNDOFF", "upper_psi_chi_square", "upper_psi_qffl"]
+__all__ = ["UNIT_ROUNDOFF", "upper_psi_chi_square", "upper_psi_qffl", "lower_difference"]
 
 UNIT_ROUNDOFF = np.finfo(float).eps / 2
 
@@ -75,3 +75,12 @@ def upper_psi_qffl(lam: np.ndarray, q: float) -> float:
     terms[pos] = terms[pos] * factor
     value = (q / (q + 1.0)) * math.fsum(terms)
     return float(value * (1.0 + 20.0 * u))
+
+
+def lower_difference(value: float, psi: float) -> float:
+    r"""A float :math:`\le v-\psi` exactly, for floats :math:`v` (a certified lower bound) and
+    :math:`\psi` (a penalty rounded up): :math:`\mathrm{fl}(v-\psi)` is the exact difference rounded
+    to nearest, within half an ulp of it on either side, so the next float below it is at most the
+    exact difference (IEEE 754's correctly rounded subtraction). The certificate's
+    :math:`L=v-\psi(\lambda)` is taken this way so the last subtraction cannot raise it."""
+    return float(np.nextafter(float(value) - float(psi), -np.inf))

@@ -249,3 +249,20 @@ def test_linf_ball_weights_sum_to_exactly_one_inside_the_ball():
     assert not projected and _exact_sum(kept) == 1
     assert all(abs(Fraction(float(v)) - Fraction(float(ci))) <= Fraction(0.15) for v, ci in zip(kept, c))
     assert np.max(np.abs(kept - lam)) <= 2e-13 + 2.0 ** -50
+
+
+def test_lower_difference_is_never_above_the_exact_difference():
+    """The certificate's last subtraction L = v - psi, rounded down: exact rational arithmetic on
+    2,000 random pairs of very different magnitudes, where the plain float difference is above the
+    exact one on a good share of them."""
+    from drflmodel._rounding import lower_difference
+
+    rng = np.random.default_rng(7)
+    v = rng.normal(size=2000) * 10.0 ** rng.integers(-3, 4, size=2000)
+    psi = np.abs(rng.normal(size=2000)) * 10.0 ** rng.integers(-12, 2, size=2000)
+    plain_above = 0
+    for a, b in zip(v, psi):
+        exact = Fraction(float(a)) - Fraction(float(b))
+        assert Fraction(lower_difference(a, b)) <= exact
+        plain_above += Fraction(float(a - b)) > exact
+    assert plain_above > 100          # the plain difference would have raised L on these

@@ -53,6 +53,7 @@ cp = LazyModule("cvxpy")     # imported on first use: a route that runs no CVXPY
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import Solution, status_from_gap
 from ...sets import WeightSet, feasible_weights
+from ..._rounding import lower_difference
 from ..engine.problem import Problem
 from ..._solver_sequence import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
@@ -346,7 +347,7 @@ class WeightedMinMax(Problem):
         if fixed is None or projected:
             fixed = self.fixed_weight_minimum(lam, theta0=theta)   # numpy Newton, else the conic problem
         t_fixed = time.perf_counter() - t0
-        L = fixed["value"] - psi
+        L = lower_difference(fixed["value"], psi)   # rounded down: L never above v - psi
         grad_at_opt = lam @ (self.objectives.gradients(theta) if grads is None else grads)
         info = {
             "solver": solver,
