@@ -369,7 +369,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
         own error on the metric below ``tol`` (e.g. ``problem.solve(gap_tol=1e-10)``,
         :data:`ORACLE_GAP_TOL`; ``solve()`` stops at its default 1e-6). With ``verdict="tol"`` a
         solution whose certificate bounds its own error only above ``tol``
-        (:func:`drflmodel._diagnosis.oracle_error_bound`: :math:`2(U-L)/\\mu` for ``dist_theta_sq``,
+        (for a :math:`\\mu`-strongly convex objective :math:`2(U-L)/\\mu` for ``dist_theta_sq``,
         :math:`(U-L)/\\max(1,|U|)` for ``rel_gap``) fails the verdict with that reason, naming the
         ``gap_tol`` to re-solve with; ``report.diagnosis["oracle"]`` states the bound either way.
     thetas : array ``(R+1, P)`` of model iterates (round 0 first), in the layout of
@@ -493,7 +493,7 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
 #: the relative gap the package's own verifications ask of their oracle (``problem.solve(gap_tol=...)``):
 #: ``method="auto"`` stops at the gap it is asked, and a distance or an objective error verified at
 #: 1e-6 to 1e-8 needs a reference whose certificate bounds its own error well below that
-#: (:func:`drflmodel._diagnosis.oracle_error_bound`)
+#: (for ``dist_theta_sq`` and a :math:`\\mu`-strongly convex objective :math:`2(U-L)/\\mu`)
 ORACLE_GAP_TOL = 1e-10
 
 
@@ -562,10 +562,11 @@ class Verifier:
 
     The callback receives SciPy-style intermediate results with at least ``theta`` (and
     optionally ``round``); ``history`` keeps ``(round, error)`` pairs and ``stopped_at`` the
-    round of the stop. ``solution`` must be certified to a gap that bounds its own error on the
-    metric by ``tol`` (:func:`verify_iterates`; e.g. ``problem.solve(gap_tol=1e-10)``): else
-    :class:`~drflmodel.errors.InvalidParameterError` names the ``gap_tol`` to re-solve with
-    (``oracle_bound``: that bound, ``None`` where the certificate bounds nothing). The error is also written on the result (``intermediate_result.error``)
+    round of the stop. The stop compares with the oracle's point: where ``solution``'s certificate
+    bounds its own error on the metric only above ``tol`` (:func:`verify_iterates`; solve it with e.g.
+    ``problem.solve(gap_tol=1e-10)``) a :class:`~drflmodel.errors.OracleGapWarning` names the
+    ``gap_tol`` to re-solve with and ``caveat`` keeps it (``oracle_bound``: that bound, ``None``
+    where the certificate bounds nothing). The error is also written on the result (``intermediate_result.error``)
     so that the solver's progress display shows it.
     """
 
@@ -579,8 +580,14 @@ class Verifier:
         self.error_metric = error_metric
         self.problem = problem if problem is not None else solution.problem
         self.oracle_bound = diag.oracle_error_bound(error_metric, self.problem, solution)
+        self.caveat = None
         if self.oracle_bound is not None and self.oracle_bound > self.tol:
-            raise InvalidParameterError(f"solution: {_oracle_text(error_metric, self.oracle_bound, self.tol)}")
+            import warnings
+
+            from .errors import OracleGapWarning
+
+            self.caveat = f"solution: {_oracle_text(error_metric, self.oracle_bound, self.tol)}"
+            warnings.warn(self.caveat, OracleGapWarning, stacklevel=2)
         self.history: list[tuple[int, float]] = []
         self.stopped_at: int | None = None
 
