@@ -39,17 +39,29 @@ objective (evaluated exactly by drflmodel) is placed in the certified interval [
 solve and of the default solve: ``below L`` would falsify a certificate, ``above U`` says the
 baseline stopped farther from the optimum than the certified answer (not matched accuracy).
 
-**Federated bytes per answer.** What ``method="auto"`` on a federated server would ask each client
-per exchange at this P: the ``block_newton`` route unless its ``auto_skip`` leaves the shape to the
-dense ``sqp`` route (``route_costs.federated_floats``: floats of the largest answer, 8 bytes each,
-and the exchange count of its measured table). An estimate from P, not a federated run.
+**Federated bytes per answer, measured** (``_grid_federated.py``). After the timed runs, one federated
+solve with ``method="auto"`` over the in-process ``LocalChannel`` (a counting subclass): the route
+``auto`` took, the exchanges, the largest answer of one client in floats and bytes and the bytes the
+busiest client sent (what the channel carried, counted array by array), the status and gap, and
+whether the federated [L, U] meets the centralized certified one (default gap). The ``erm`` kind runs
+on the shape's clients with the sample shares as fixed weights (``HCVaR(p, 1)``: the pooled objective,
+so the same optimum); the others on the grid's federation. Flagged in bold: an answer above 4P floats,
+more than 40 exchanges on digits (100 on the heads), a status other than ``optimal``, intervals that
+do not meet. Above ``--federated-max-entries`` N x P (default 3e8: the whole default grid; not the
+heads; ``--federated-only`` on the default grid took 9.6 min here for the four kinds, 1.9 min for
+``erm,chi2``) the cell says "not run" and shows the estimate from P instead, labelled
+(``route_costs.federated_floats``: the block route unless its ``auto_skip`` leaves the shape to the
+dense ``sqp`` route, 8 bytes a float, the exchanges of its measured table); ``--federated-max-seconds``
+also stops a run after that many seconds ("stopped", with what was carried). ``--federated-only`` skips
+the timings and the baselines: one centralized solve (for the interval) and the federated run per row.
 
 **Cold start and CLI.** ``--cold-start N`` also runs ``benchmarks/bench_import.py --repeats N`` (fresh
 interpreters: import + first solve, scikit-learn import + fit, the CLI's ``solve``) and appends its
 table.
 
 Run: ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/bench_grid.py [--shapes 240x15,digits]
-[--kinds erm,chi2] [--large] [--heads] [--repeats 5] [--cold-start 3] [--update-docs]``;
+[--kinds erm,chi2] [--large] [--heads] [--repeats 5] [--cold-start 3] [--federated-max-entries 3e8]
+[--federated-max-seconds 120] [--federated-only] [--update-docs]``;
 ``--update-docs`` writes the table between ``<!-- bench_grid:start -->`` and
 ``<!-- bench_grid:end -->`` of ``docs/performance.md``. Not collected by pytest.
 """
@@ -67,6 +79,7 @@ import warnings
 import numpy as np
 
 import drflmodel as dm
+import _grid_federated
 from _scale_baselines import chi2_dual_lbfgs, cvar_smoothed_lbfgs, erm_lbfgs, sklearn_erm
 from bench_certified import L2, RHO, SCALE_SHAPES, SKLEARN_SOLVERS, _pooled, scale_federation, update_docs
 
@@ -176,8 +189,8 @@ def placement(value: float, lower: float, upper: float, slack: float = INSIDE_SL
 
 
 def federated_answer(structure) -> dict:
-    """What ``auto`` on a federated server would ask each client per exchange at this P (module
-    docstring): ``{"route", "floats", "bytes", "exchanges"}``."""
+    """The estimate from P of what ``auto`` on a federated server would ask each client per exchange
+    (module docstring; the cell of a row not run): ``{"route", "floats", "bytes", "exchanges"}``."""
     from drflmodel.problems.minmax.block_newton import BlockNewtonRoute
     from drflmodel.problems.minmax.route_costs import federated_floats
 
@@ -187,13 +200,35 @@ def federated_answer(structure) -> dict:
     return {"route": route, "floats": est["largest"], "bytes": 8 * est["largest"], "exchanges": est["exchanges"]}
 
 
+def federated_problem(fed, kind: str, pooled=None):
+    """The problem a federated server certifies for the row (module docstring): for ``erm``, the shape's
+    clients with their sample shares as fixed weights (the pooled objective); else :func:`grid_problem`."""
+    if kind != "erm":
+        return grid_problem(fed, kind, pooled)
+    loss = dm.losses.Multinomial() if fed.task == "multiclass" else dm.losses.Logistic()
+    return dm.FederatedDRO(fed, loss, dm.sets.HCVaR(fed.proportions, 1.0), l2=L2, penalize_intercept=False)
+
+
+def federated_column(shape: str, kind: str, fed, pooled, central: dict, max_entries: float,
+                     max_seconds: float | None = None) -> dict:
+    """The measured federated run of the row (``_grid_federated.measure``, stopped after ``max_seconds``)
+    against the centralized interval ``central`` (``{"L", "U"}``), or, above ``max_entries`` N x P, the
+    estimate marked not run."""
+    prob = federated_problem(fed, kind, pooled)
+    entries = int(sum(fed.sizes)) * int(prob.dim)
+    if entries > max_entries:
+        return {"run": False, "reason": f"N x P = {entries:.2g} > --federated-max-entries {max_entries:.2g}",
+                **federated_answer(prob.structure)}
+    return _grid_federated.measure(prob, central["L"], central["U"], shape, max_seconds)
+
+
 def summarize(shape: str, kind: str, prob, runs: dict, base: dict) -> dict:
     """One row from the timed runs: ``runs[gap] = [(solution, seconds), ...]``, ``base[name] =
     [(seconds, objective), ...]``."""
     s = prob.structure
     row = {"shape": shape, "kind": kind, "N": int(s.rows), "P": int(s.dim), "n": int(prob.federation.n_clients),
            "K": int(s.n_outputs) + (1 if s.n_outputs == 1 else 0), "d": int(s.dim // max(s.n_outputs, 1)) - 1,
-           "federated": federated_answer(s), "baselines": {}, "certified": {}}
+           "baselines": {}, "certified": {}}
     for gap, done in runs.items():
         sol = done[-1][0]
         row["certified"][gap] = {"seconds": float(np.median([t for _, t in done])), "status": sol.status,
@@ -219,7 +254,36 @@ def run_row(shape: str, kind: str, fed, pooled, repeats: int, args) -> dict:
         for name, (seconds, value) in baselines_once(fed, kind, prob, pooled, args.smoothed_max,
                                                       args.newton_cg_max).items():
             base.setdefault(name, []).append((seconds, value))
-    return summarize(shape, kind, prob, runs, base)
+    row = summarize(shape, kind, prob, runs, base)
+    row["federated"] = federated_column(shape, kind, fed, pooled, row["certified"][GAPS[0]],
+                                        args.federated_max_entries, args.federated_max_seconds)
+    return row
+
+
+def federated_row(shape: str, kind: str, fed, pooled, args) -> dict:
+    """``--federated-only``: one centralized solve at the default gap (its interval) and the federated
+    column, no timings."""
+    prob, sol, seconds = certified_once(fed, kind, GAPS[0], pooled)
+    central = {"status": sol.status, "route": sol.info.get("method"), "gap": float(sol.relative_gap),
+               "L": float(sol.lower_bound), "U": float(sol.upper_bound), "seconds": seconds}
+    s = prob.structure
+    return {"shape": shape, "kind": kind, "N": int(s.rows), "P": int(s.dim), "n": int(fed.n_clients),
+            "central": central,
+            "federated": federated_column(shape, kind, fed, pooled, central, args.federated_max_entries,
+                                          args.federated_max_seconds)}
+
+
+def federated_markdown(rows) -> str:
+    """``--federated-only``'s table: the centralized interval and the federated column."""
+    out = ["| shape | N (P), clients | kind | centralized route, status | federated auto, measured (LocalChannel): "
+           "route (clients), exchanges, largest answer floats (bytes), bytes per client, status gap, [L, U] vs centralized | "
+           "federated s |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        c, f = r["central"], r["federated"]
+        seconds = f"{f['seconds']:.2f}" if f["run"] else "-"
+        out.append(f"| {r['shape']} | {r['N']:,} ({r['P']:,}), {r['n']} | {r['kind']} | {c['route']}, {c['status']} | "
+                   f"{_grid_federated.cell(f)} | {seconds} |")
+    return "\n".join(out)
 
 
 def _flags(row: dict) -> str:
@@ -232,7 +296,8 @@ def grid_markdown(rows) -> str:
     """The table: one line per shape x kind."""
     out = ["| shape | N x d x K (P), n | kind | route (default; 1e-8) | status | certified s (default; 1e-8) | "
            "fastest baseline s | ratio default | ratio 1e-8 | target | baselines outside [L, U] | "
-           "federated auto: floats (bytes) per answer |",
+           "federated auto, measured (LocalChannel): route (clients), exchanges, largest answer floats (bytes), "
+           "bytes per client, status gap, [L, U] vs centralized |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = [r["certified"][g] for g in GAPS]
@@ -244,11 +309,10 @@ def grid_markdown(rows) -> str:
             return "-" if not np.isfinite(v) else (f"**{v:.2f}**" if v > r["target"] else f"{v:.2f}")
 
         status = c[0]["status"] if c[0]["status"] == c[1]["status"] else f"{c[0]['status']}; {c[1]['status']}"
-        fed = r["federated"]
         out.append(f"| {r['shape']} | {r['N']:,} x {r['d']} x {r['K']} ({r['P']:,}), {r['n']} | {r['kind']} | "
                    f"{c[0]['route']}; {c[1]['route']} | {status} | {c[0]['seconds']:.3g}; {c[1]['seconds']:.3g} | "
                    f"{base} | {ratio(GAPS[0])} | {ratio(GAPS[1])} | {r['target']:g}x | {_flags(r)} | "
-                   f"{fed['floats']:,} ({fed['bytes']:,} B, {fed['route']}) |")
+                   f"{_grid_federated.cell(r['federated']) if 'federated' in r else '-'} |")
     return "\n".join(out)
 
 
@@ -283,6 +347,12 @@ def main():
     ap.add_argument("--smoothed-max", type=float, default=1.5e7,
                     help="largest N x P at which the smoothed CVaR/AFL L-BFGS-B baselines run")
     ap.add_argument("--newton-cg-max", type=float, default=1e8, help="largest N x P at which newton-cg runs")
+    ap.add_argument("--federated-max-entries", type=float, default=_grid_federated.FEDERATED_MAX_ENTRIES,
+                    help="largest N x P at which the federated auto solve runs (above: 'not run' and the estimate)")
+    ap.add_argument("--federated-max-seconds", type=float, default=None,
+                    help="stop a federated run after this many seconds (the cell says 'stopped'; default: no bound)")
+    ap.add_argument("--federated-only", action="store_true",
+                    help="skip the timings and baselines: one centralized solve and the federated run per row")
     ap.add_argument("--cold-start", type=int, default=0, help="also run bench_import.py with this many repeats")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--update-docs", action="store_true", help="write the table into docs/performance.md")
@@ -292,18 +362,22 @@ def main():
     for kind in kinds:
         if kind not in KINDS:
             raise SystemExit(f"unknown --kinds entry {kind!r}; valid: {', '.join(KINDS)}")
+    if args.federated_max_entries < 0:
+        raise SystemExit(f"--federated-max-entries must be >= 0; got {args.federated_max_entries}")
+    if args.federated_max_seconds is not None and not args.federated_max_seconds > 0:
+        raise SystemExit(f"--federated-max-seconds must be > 0; got {args.federated_max_seconds}")
+    if args.federated_only and args.update_docs:
+        raise SystemExit("--update-docs writes the whole grid: run without --federated-only")
+    if args.federated_only:
+        return federated_main(shapes, kinds, args)
     _warm_up()
-    rows = []
-    print(grid_markdown([]), flush=True)
-    for shape in shapes:
-        fed = grid_federation(shape)
-        pooled = _pooled(fed) if "erm" in kinds else None
-        for kind in kinds:
-            size = int(sum(fed.sizes)) * grid_problem(fed, kind, pooled).dim
-            repeats = args.small_repeats if size < args.small_below else args.repeats if size < args.once_above else 1
-            row = run_row(shape, kind, fed, pooled, repeats, args)
-            rows.append(row)
-            print(grid_markdown([row]).splitlines()[-1], flush=True)
+
+    def timed(shape, kind, fed, pooled):
+        size = int(sum(fed.sizes)) * grid_problem(fed, kind, pooled).dim
+        repeats = args.small_repeats if size < args.small_below else args.repeats if size < args.once_above else 1
+        return run_row(shape, kind, fed, pooled, repeats, args)
+
+    rows = sweep(shapes, kinds, timed, grid_markdown)
     table = grid_markdown(rows)
     if args.cold_start:
         table += "\n\nCold start (`python benchmarks/bench_import.py --repeats %d`):\n\n%s" % (args.cold_start,
@@ -315,6 +389,28 @@ def main():
                     + " ".join(a for a in sys.argv[1:] if a != "--update-docs"), GRID_MARKERS)
     print()
     print(table)
+
+
+def sweep(shapes, kinds, make_row, markdown) -> list:
+    """``make_row(shape, kind, fed, pooled)`` for every shape x kind, each line printed as it is done."""
+    rows = []
+    print(markdown([]), flush=True)
+    for shape in shapes:
+        fed = grid_federation(shape)
+        pooled = _pooled(fed) if "erm" in kinds else None
+        for kind in kinds:
+            rows.append(make_row(shape, kind, fed, pooled))
+            print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+    return rows
+
+
+def federated_main(shapes, kinds, args) -> None:
+    """``--federated-only`` (module docstring): prints (and with ``--markdown`` writes) the federated table."""
+    rows = sweep(shapes, kinds, lambda shape, kind, fed, pooled: federated_row(shape, kind, fed, pooled, args),
+                 federated_markdown)
+    table = federated_markdown(rows)
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n")
 
 
 if __name__ == "__main__":

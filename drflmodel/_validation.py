@@ -60,14 +60,21 @@ def check_real(value, name: str, low=None, high=None, low_open=False, high_open=
     v = float(value)
     if np.isnan(v) or (np.isinf(v) and not allow_inf):
         raise InvalidParameterError(f"{name} must be finite; got {value!r}")
-    lo_br = "(" if low_open else "["
-    hi_br = ")" if high_open else "]"
-    rng = f"{lo_br}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_br}"
+    rng = interval_text(low, high, low_open, high_open, allow_inf)
     if low is not None and (v < low or (low_open and v == low)):
         raise InvalidParameterError(f"{name} must lie in {rng}; got {value!r}")
     if high is not None and (v > high or (high_open and v == high)):
         raise InvalidParameterError(f"{name} must lie in {rng}; got {value!r}")
     return v
+
+
+def interval_text(low=None, high=None, low_open=False, high_open=False, allow_inf: bool = False) -> str:
+    """The range :func:`check_real` accepts, written as an interval: an end is closed (``[``, ``]``)
+    exactly when that value is accepted, so a missing end is ``(-inf`` / ``inf)`` unless
+    ``allow_inf`` (then ``[-inf`` / ``inf]``), e.g. ``(0, inf)`` for a positive finite number."""
+    lo_br = "[" if (low is None and allow_inf) or (low is not None and not low_open) else "("
+    hi_br = "]" if (high is None and allow_inf) or (high is not None and not high_open) else ")"
+    return f"{lo_br}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_br}"
 
 
 def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:

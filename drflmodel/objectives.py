@@ -100,6 +100,24 @@ def _check_dense_hessians(dim: int, count: int) -> None:
                  "P x P array")
 
 
+#: :func:`_weighted_gram` takes BLAS ``syrk`` from this many rows x columns² (1,000 x 16: 4 % faster than
+#: the general product; 240 x 15: even)
+SYRK_MIN_WORK = 100_000
+
+
+def _weighted_gram(X: np.ndarray, c: np.ndarray) -> np.ndarray:
+    r""":math:`X^\top\mathrm{diag}(c)X`. With :math:`c\ge0` (a convex loss's curvature) as
+    :math:`Y^\top Y`, :math:`Y=\mathrm{diag}(\sqrt c)X`: numpy hands a product of a matrix with its
+    own transpose to BLAS ``syrk`` (one triangle, half the multiplications of the general product,
+    exactly symmetric); a negative weight, or a product too small for it to pay (fewer than
+    :data:`SYRK_MIN_WORK` rows x columns², where the weights' check costs what it saves), takes the
+    general product."""
+    if X.shape[0] * X.shape[1] ** 2 >= SYRK_MIN_WORK and c.min() >= 0.0:
+        Y = X * np.sqrt(c)[:, None]
+        return Y.T @ Y
+    return X.T @ (X * c[:, None])
+
+
 def _pair_weights(a, b, k: int, l: int):
     """The weight of the :math:`(k, l)` Hessian block for curvature factors ``diag(a) - b b^T``."""
     c = -(b[..., k] * b[..., l]) if b is not None else 0.0
@@ -331,11 +349,11 @@ class ClientObjectives:
             r = slice(start, start + chunk) if every else rows[start:start + chunk]
             Xr, wr = fp.as_float64(X2[r]), w[r]                # a float32 chunk cast: exact
             for k in range(K):
-                H[k * d:(k + 1) * d, k * d:(k + 1) * d] += Xr.T @ (Xr * (wr * a[r, k])[:, None])
+                H[k * d:(k + 1) * d, k * d:(k + 1) * d] += _weighted_gram(Xr, wr * a[r, k])
             if b is not None:
                 Z = (Xr[:, None, :] * (b[r] * np.sqrt(wr)[:, None])[:, :, None]).reshape(Xr.shape[0], K * d)
                 H -= Z.T @ Z
-        H[np.diag_indices(self.dim)] += float(np.sum(lam)) * self.penalty_diagonal
+        H.flat[::self.dim + 1] += float(np.sum(lam)) * self.penalty_diagonal        # the diagonal, in place
         return H
 
     def hessian_vector_products(self, theta, V) -> np.ndarray:

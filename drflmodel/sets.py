@@ -719,9 +719,18 @@ class ChiSquare(_PenalizedSimplexSet):
     def support_is_smooth(self) -> bool:
         return self.rho > 0
 
-    def psi(self, lam) -> float:
+    def _psi_nearest(self, lam) -> float:
+        r""":math:`\psi(\lambda)` as plainly evaluated (for the worst-case value, an upper bound)."""
         lam = np.asarray(lam, float)
         return float(self.rho / (2 * self.n) * np.sum((self.n * lam - 1.0) ** 2))
+
+    def psi(self, lam) -> float:
+        r""":math:`\psi(\lambda)=\frac\rho{2n}\sum_i(n\lambda_i-1)^2`, rounded **up** past its exact
+        value, so that a lower bound :math:`\min_\theta\lambda^\top f-\psi(\lambda)` is never raised
+        by round-off (:func:`~drflmodel._rounding.upper_psi_chi_square` gives the bound's proof)."""
+        from ._rounding import upper_psi_chi_square
+
+        return upper_psi_chi_square(np.asarray(lam, float), self.rho)
 
     def psi_expr(self, var):
         return (self.n / 2) * self.rho_param * cp.sum_squares(var - 1.0 / self.n)
@@ -737,7 +746,7 @@ class ChiSquare(_PenalizedSimplexSet):
             with np.errstate(over="ignore"):
                 z = np.maximum((f - f.max()) / (self.rho * self.n), -2.0)
             lam = project_simplex(1.0 / self.n + z)
-        return float(lam @ f - self.psi(lam)), lam
+        return float(lam @ f - self._psi_nearest(lam)), lam
 
     def prox(self, v, step):
         step = check_real(step, "step", low=0, low_open=True)
@@ -998,11 +1007,15 @@ class QFFL(WeightSet):
         return True
 
     def psi(self, lam) -> float:
+        r""":math:`\psi_q(\lambda)=\frac q{q+1}\sum_i\lambda_i^{1+1/q}` (:math:`+\infty` off the
+        orthant), rounded **up** past its exact value (:func:`~drflmodel._rounding.upper_psi_qffl`
+        gives the bound's proof)."""
+        from ._rounding import upper_psi_qffl
+
         lam = np.asarray(lam, float)
         if np.any(lam < 0):
             return float("inf")
-        q = self.q
-        return float(q / (q + 1) * np.sum(lam ** (1.0 + 1.0 / q)))
+        return upper_psi_qffl(lam, self.q)
 
     def psi_expr(self, var):
         q = self.q
@@ -1348,30 +1361,116 @@ class Integrated(WeightSet):
 
 
 def feasible_weights(W: WeightSet, lam_raw: np.ndarray, tol: float = 1e-12) -> tuple[np.ndarray, bool]:
-    r"""Solver multipliers as a point of :math:`\Lambda` for a set inside the nonnegative orthant (a
-    certificate's lower bound needs :math:`\lambda\in\Lambda`).
+    r"""Solver multipliers as a point of :math:`\Lambda` (a certificate's lower bound
+    :math:`\min_\theta\lambda^\top f(\theta)-\psi(\lambda)` is at most the optimum only for
+    :math:`\lambda\in\Lambda`, by weak duality). Returns ``(lam, projected)``.
 
-    Tiny negative entries are clipped; if the result lies in :math:`\Lambda` up to ``tol``
-    (round-off) it is kept as is, else it is projected with ``W.project``. The tolerance is at
-    round-off level on purpose: a multiplier vector outside :math:`\Lambda` by a solver
-    tolerance (e.g. :math:`\sum_i\lambda_i=1+10^{-9}`) would make the fixed-weight value exceed
-    the true minimax value by about that tolerance times the losses, i.e. the "lower" bound could
-    exceed the upper bound. Returns ``(lam, projected)``.
+    The multipliers are kept when they lie in :math:`\Lambda` up to ``tol`` (round-off), else
+    replaced by ``W.project(lam_raw)`` (``projected=True``). The tolerance is at round-off level on
+    purpose: a multiplier vector outside :math:`\Lambda` by a solver tolerance (e.g.
+    :math:`\sum_i\lambda_i=1+10^{-9}`) would make the fixed-weight value exceed the true minimax
+    value by about that tolerance times the losses. Either way the point is then moved **exactly**
+    into the set where the set allows it:
 
-    For a set inside the simplex, weights kept whose exact sum exceeds one (by up to ``tol``) are
-    divided by it: at :math:`s\lambda`, :math:`s>1`, the dual value is about :math:`s` times the
-    one at :math:`\lambda`, above the optimum by about :math:`(s-1)` times the value (a conic
-    solver's multipliers summing to :math:`1+3\cdot10^{-13}` lifted a lower bound
-    :math:`1.2\cdot10^{-13}` above the optimum). Afterwards the exact sum (``math.fsum``) is at
-    most :math:`1+2^{-53}`. Scaling down keeps every upper bound and the signs."""
-    lam = np.maximum(lam_raw, 0.0)
-    if W.contains(lam, tol=tol):
-        if W.in_simplex and math.fsum(lam) > 1.0:
-            lam = lam / math.fsum(lam)
-            while math.fsum(lam) > 1.0:                  # at most a step or two of one ulp
-                lam = lam * (1.0 - np.finfo(float).eps)
-        return lam, False
-    return np.asarray(W.project(lam_raw), float), True
+    * sets of the form :math:`\{l\le\lambda\le u,\ \mathbf 1^\top\lambda=1\}` (:class:`Simplex`,
+      :class:`CVaR`, :class:`HCVaR`; :class:`ChiSquare` and :class:`KLPenalty` with :math:`l=0`,
+      :math:`u=1`; :class:`Integrated` at :math:`\varphi=0`, which is its set :math:`A`): the
+      weights are rounded to the grid :math:`2^{-52}\mathbb Z`, clipped to the (grid-rounded inward)
+      caps, and the integer number of grid units by which their sum misses one is added to (taken
+      from) the coordinates with room, largest weight first (:func:`_exact_unit_sum`). The result's
+      **exact** sum is one (every entry is an integer multiple of :math:`2^{-52}`, so the sum is an
+      integer identity) and every cap holds exactly. In all (the sum of the moves) the weights move by
+      at most the amount the sum missed plus :math:`n` grid units. (Before, weights summing to :math:`1+3\cdot10^{-13}` were
+      kept: at :math:`s\lambda`, :math:`s>1`, the dual value is about :math:`s` times the one at
+      :math:`\lambda`, and a lower bound rose :math:`1.2\cdot10^{-13}` above the optimum; weights
+      summing *below* one are no safer: :math:`\lambda/s` is in the simplex and the dual value
+      at it is :math:`v/s`, which is below :math:`v` when the fixed-weight minimum :math:`v` is
+      negative, e.g. a loss that takes negative values.)
+    * :class:`Integrated` with :math:`\varphi>0` (negative weights allowed, nothing clipped): the
+      same exact unit sum without caps; membership in :math:`\Lambda_\varphi` beyond the sum is
+      checked to ``tol`` only.
+    * :class:`QFFL` (the nonnegative orthant): clipping the negative entries is exact.
+    * :class:`LpBall` with :math:`p=\infty` (a box: :math:`\max(0,c_i-r)\le\lambda_i\le\min(1,c_i+r)`,
+      the float caps rounded inward exactly): as the capped sets.
+    * :class:`LpBall` with :math:`p<\infty`, and a capped set whose float caps admit no exact point
+      (e.g. caps :math:`\mathrm{fl}(1/3)` summing to one minus an ulp): clipped, and scaled down by
+      the exact sum (``math.fsum``) when it is above one; the ball constraint holds to ``tol`` only.
+    """
+    integrated_signed = isinstance(W, Integrated) and W.phi > 0
+    if isinstance(W, Integrated) and not integrated_signed:
+        return feasible_weights(W.A, lam_raw, tol)
+    lam = np.asarray(lam_raw, float) if integrated_signed else np.maximum(lam_raw, 0.0)
+    projected = not W.contains(lam, tol=tol)
+    if projected:
+        lam = np.asarray(W.project(lam_raw), float)
+    caps = _unit_sum_caps(W)
+    if caps is not None:
+        exact = _exact_unit_sum(lam, *caps)
+        if exact is not None:
+            return exact, projected
+    if (W.in_simplex or caps is not None) and math.fsum(lam) > 1.0:   # no exact point (caps summing to 1 - ulp)
+        lam = lam / math.fsum(lam)
+        while math.fsum(lam) > 1.0:                  # at most a step or two of one ulp
+            lam = lam * (1.0 - np.finfo(float).eps)
+    return lam, projected
+
+
+def _unit_sum_caps(W: WeightSet):
+    r"""``(lower, upper)`` of a set :math:`\{l\le\lambda\le u,\ \mathbf 1^\top\lambda=1\}` (no
+    caps, ``(-inf, inf)``, for a signed :class:`Integrated`), else ``None``."""
+    if isinstance(W, Integrated):
+        return np.full(W.n, -np.inf), np.full(W.n, np.inf)
+    if isinstance(W, _PenalizedSimplexSet):
+        return np.zeros(W.n), np.ones(W.n)
+    if isinstance(W, LpBall) and W.p == np.inf:        # |lam_i - c_i| <= r: a box, rounded inward exactly
+        return _inward_box(W.center, W.radius)
+    box = W.box_bounds()
+    return None if box is None else (np.asarray(box[0], float), np.asarray(box[1], float))
+
+
+def _inward_box(center, radius):
+    r"""Floats :math:`l_i\ge\max(0,c_i-r)` and :math:`u_i\le\min(1,c_i+r)` (exactly, checked in
+    rationals), each within an ulp of the rounded value: the box of the :math:`\ell_\infty` ball."""
+    from fractions import Fraction
+
+    c = np.asarray(center, float)
+    lower, upper = np.maximum(c - radius, 0.0), np.minimum(c + radius, 1.0)
+    r = Fraction(radius)
+    for i, ci in enumerate(c):
+        if Fraction(float(lower[i])) < Fraction(float(ci)) - r:
+            lower[i] = np.nextafter(lower[i], np.inf)
+        if Fraction(float(upper[i])) > Fraction(float(ci)) + r:
+            upper[i] = np.nextafter(upper[i], -np.inf)
+    return lower, upper
+
+
+def _exact_unit_sum(lam, lower, upper) -> np.ndarray | None:
+    r"""``lam`` moved to a point of the grid :math:`g\mathbb Z`, :math:`g=2^{-52+m}` (:math:`2^m`
+    bounds every magnitude, so every grid point used is a float), whose **exact** sum is one, with
+    :math:`l\le\lambda\le u` exactly; ``None`` when the caps leave no such point. In grid units
+    :math:`k_i=\lambda_i/g` (integers below :math:`2^{53}`, held exactly in floats): round, clip to
+    :math:`[\lceil l_i/g\rceil,\lfloor u_i/g\rfloor]`, then add the missing units :math:`1/g-\sum k_i`
+    (or take the excess) coordinate by coordinate, largest :math:`\lambda_i` first, within the caps;
+    :math:`\lambda_i=k_ig`. Every sum here is exact: ``math.fsum`` of integers whose total is an
+    integer below :math:`2^{53}`, and cumulative sums of steps each at most the missing units."""
+    lam = np.asarray(lam, float)
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    finite = np.abs(np.r_[lam, lower[np.isfinite(lower)], upper[np.isfinite(upper)], 1.0])
+    m = max(0, math.ceil(math.log2(float(finite.max()))))
+    unit = math.ldexp(1.0, 52 - m)                          # 1/g; lam_i / g is exact (a power of two)
+    lo, up = np.ceil(lower * unit), np.floor(upper * unit)   # +-inf stay infinite
+    k = np.clip(np.rint(lam * unit), lo, up)
+    miss = unit - math.fsum(k)
+    if miss != 0:
+        order = np.argsort(-lam, kind="stable")
+        room = (up - k)[order] if miss > 0 else (k - lo)[order]
+        room = np.minimum(room, abs(miss))
+        step = np.clip(abs(miss) - (np.cumsum(room) - room), 0.0, room)
+        k[order] += step if miss > 0 else -step
+        miss = unit - math.fsum(k)
+    if miss != 0:
+        return None
+    return np.ldexp(k, m - 52)
 
 
 # ---------------------------------------------------------------------------------- names

@@ -100,8 +100,8 @@ def test_an_infinite_class_label_is_refused():
 
 # ------------------------------------------------------------------ certified_solve timeouts
 @pytest.mark.parametrize("timeout, match", [("soon", "timeout must be a real number; got 'soon'"),
-                                            (-1, r"timeout must lie in \(0.0, inf\]; got -1"),
-                                            (0.0, r"timeout must lie in \(0.0, inf\]; got 0.0")])
+                                            (-1, r"timeout must lie in \(0.0, inf\); got -1"),
+                                            (0.0, r"timeout must lie in \(0.0, inf\); got 0.0")])
 def test_certified_solve_refuses_a_timeout_that_is_not_a_positive_number(timeout, match):
     """Was: raw ValueError for "soon"; -1 accepted."""
     pytest.importorskip("flwr")

@@ -83,8 +83,9 @@ def test_sqp_stops_at_its_plan_with_its_best_certificate_and_names_nobody():
     needed = full.info["federated"]["queries"]["evaluate"]["exchanges"]
     assert needed > 8                           # the route needs more Hessians than the plan below leaves
     channel = LocalChannel(_sites(prob))
-    # an earlier route of this run asked 90 evaluations: the default policy leaves 10, 2 kept for retries
-    channel.ledger.queries["evaluate"] = {"exchanges": 90, "answers": 0}
+    # an earlier route of this run asked 90 Hessian evaluations: the default policy leaves 10, 2 kept for retries
+    for _ in range(90):
+        channel.ledger.record("evaluate", {i: {"hessian": np.zeros(1)} for i in range(channel.n_clients)})
     sol = federated_solve(prob, channel, method="sqp", max_steps=50)   # an option: no fallback
     assert sol.info.get("fault") is None
     plan = sol.info["plan"]

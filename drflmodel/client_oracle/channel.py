@@ -73,6 +73,12 @@ class RevealLedger:
                     row["exchanges"] += 1
                     seen.add(names[key])
 
+    def most_answers(self, array: str) -> int:
+        """The most answers of one client that carried the protocol's reply array ``array`` (e.g.
+        ``"hessian"``: the Hessians the busiest client sent)."""
+        row = self._rows.get(QUANTITY.get(array, array))
+        return max(row["answers"].values()) if row else 0
+
     def table(self) -> list[dict]:
         """One row per quantity: ``quantity``, ``floats`` (one answer), ``exchanges``,
         ``max_answers_per_client``, ``floats_per_client`` (the most any one client sent)."""

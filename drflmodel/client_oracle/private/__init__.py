@@ -75,10 +75,10 @@ SecAgg+ (same certificate, bit for bit).
 from .clients import PrivateClient, private_clients
 from .cvar import private_chi_square_solve, private_cvar_solve, private_hcvar_solve
 from .fixed_weight import PrivateCertificate, private_fixed_weight_solve
-from .secure_sum import SecureSum, SumOnlyChannel, SumWithheld, flower_dequantize_sum, flower_quantize
+from .secure_sum import SecureSum, SumOnlyChannel, SumStillClips, SumWithheld, flower_dequantize_sum, flower_quantize
 from .dp import dp_fixed_weight_solve, zcdp_rho
 from .kl import KLClient, kl_clients, private_kl_solve
 from .solve import REFUSED, private_route, private_solve, route_clients
 
 __all__ = ["PrivateClient", "private_clients", "PrivateCertificate", "private_fixed_weight_solve",
-           "private_cvar_solve", "private_hcvar_solve", "private_chi_square_solve", "private_solve", "private_route", "route_clients", "REFUSED", "private_kl_solve", "KLClient", "kl_clients", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "flower_quantize", "flower_dequantize_sum"]
+           "private_cvar_solve", "private_hcvar_solve", "private_chi_square_solve", "private_solve", "private_route", "route_clients", "REFUSED", "private_kl_solve", "KLClient", "kl_clients", "dp_fixed_weight_solve", "zcdp_rho", "SecureSum", "SumOnlyChannel", "SumWithheld", "SumStillClips", "flower_quantize", "flower_dequantize_sum"]

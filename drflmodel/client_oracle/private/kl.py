@@ -76,7 +76,7 @@ from ...errors import InvalidParameterError
 from ...sets import KLPenalty
 from .clients import PrivateClient
 from .fixed_weight import MAX_RESTARTS, PrivateCertificate, _Server, check_solve_options
-from .secure_sum import SumOnlyChannel, SumWithheld
+from .secure_sum import SumOnlyChannel, SumStillClips, SumWithheld
 
 __all__ = ["KLClient", "kl_clients", "private_kl_solve", "SERVER_LEARNS"]
 
@@ -148,11 +148,7 @@ class _KLServer:
             try:
                 s = self.channel.sum("kl_terms", scale=self.scale, theta=np.asarray(theta, float), eta=eta,
                                      tau=self.tau)
-            except SumWithheld:
-                raise
-            except InvalidParameterError as err:           # e_i beyond c times the widest scale
-                if "still clips" not in str(err):
-                    raise
+            except SumStillClips:                          # e_i beyond c times the widest scale
                 self.eta = eta + 40.0 * self.tau
                 continue
             if s.value[0] - s.error[0] > 0:

@@ -64,7 +64,7 @@ import numpy as np
 from ...errors import InvalidParameterError
 
 __all__ = ["FLOWER_CLIPPING_RANGE", "FLOWER_QUANTIZATION_RANGE", "FLOWER_MODULUS_RANGE",
-           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel", "SumWithheld"]
+           "flower_quantize", "flower_dequantize_sum", "SecureSum", "SumOnlyChannel", "SumWithheld", "SumStillClips"]
 
 #: SecAggPlusWorkflow's defaults (flwr 1.41)
 FLOWER_CLIPPING_RANGE = 8.0
@@ -135,6 +135,18 @@ class SumWithheld(InvalidParameterError):
         few = np.flatnonzero((self.holders >= 1) & (self.holders < k))
         super().__init__(f"the secure sum of {query!r} was withheld: entries {few[:8].tolist()} would hold "
                          f"fewer than min_contributors={k} clients' nonzero terms")
+
+
+class SumStillClips(InvalidParameterError):
+    r"""A secure sum in which some client's term still left the clipping range after every allowed
+    widening of its scale: ``query``, ``clipped`` (how many clients clipped in the last try),
+    ``widenings`` and ``widen`` (the factor per widening). A caller that can shift the terms (the KL
+    route's :math:`\eta`) catches this type, never the message."""
+
+    def __init__(self, query: str, clipped: int, widenings: int, widen: float):
+        self.query, self.clipped, self.widenings, self.widen = query, int(clipped), int(widenings), float(widen)
+        super().__init__(f"the secure sum of {query!r} still clips at {self.clipped} client(s) after {self.widenings} "
+                         f"widenings of the scale by {self.widen:g}; raise max_widenings or the scale")
 
 
 @dataclass
@@ -404,9 +416,7 @@ class SumOnlyChannel:
                 break
             s = s * self.widen
         else:
-            raise InvalidParameterError(
-                f"the secure sum of {query!r} still clips at {clipped} client(s) after {self.max_widenings} "
-                f"widenings of the scale by {self.widen:g}; raise max_widenings or the scale")
+            raise SumStillClips(query, clipped, self.max_widenings, self.widen)
         s = np.broadcast_to(s, first.shape).astype(float)
         value = first * s
         unit, units = s.copy(), [s.copy()]

@@ -94,8 +94,8 @@ def route_refusal(route, structure, instead: str | None = None) -> MemoryReason 
     (``route.allocates``), the memory available and ``instead`` (default: the route's
     :meth:`~.route.Route.instead`)."""
     needed = route_bytes(route, structure)
-    if needed is None:
-        return None
+    if needed is None or _memory.exceeds(needed, None, _memory.DEFAULT_FRACTION) is None:
+        return None                     # it fits: no message (``instead`` asks every other route)
     return memory_reason(needed, f"route {route.name!r} ({route.allocates.format(P=int(structure.dim))})",
                          route.instead(structure) if instead is None else instead)
 

@@ -35,7 +35,7 @@ from ...errors import InvalidParameterError
 DEFAULT_BUDGETS = {"values": 1500, "evaluations": 1000, "hessians": 100, "hvps": 2000, "statistics": 3,
                    "row_norms": 3, "bound_terms": 1000}
 
-__all__ = ["QueryPlan", "PlanExhausted", "plan_refusal", "budget_left", "left_on",
+__all__ = ["QueryPlan", "PlanExhausted", "plan_refusal", "budget_left", "left_on", "hessians_counted",
            "PLAN_KINDS"]
 
 #: what a plan caps: the budget names of :class:`~drflmodel.client_oracle.QueryPolicy`, and the query
@@ -110,17 +110,19 @@ class QueryPlan:
                 "derivation": self.derivation, "used": dict(self.used)}
 
 
-def budget_left(ledger_queries: dict | None, policy=None, retries: int = 0) -> dict:
+def budget_left(ledger_queries: dict | None, policy=None, retries: int = 0, hessians: int | None = None) -> dict:
     """What ``policy``'s budgets (default: the default :class:`~drflmodel.client_oracle.QueryPolicy`) leave
     after the exchanges ``ledger_queries`` (the channel ledger's ``queries``: query -> {"exchanges": ...}) --
     an upper bound on every client's count, since an exchange asks each client at most once and a retry
-    is counted as another exchange. An ``evaluate`` exchange is counted against the Hessians too (it may
-    have asked one). ``retries``: the channel's retry budget, kept aside from every kind -- a plan travels
-    with the route's first query, and a re-asked first query must still find it within what is left."""
+    is counted as another exchange. ``hessians``: the most Hessians one client may have counted so far
+    (:func:`left_on`: from the ledger); ``None``: every ``evaluate`` exchange is counted against the
+    Hessians too (it may have asked one). ``retries``: the channel's retry budget, kept aside from every
+    kind -- a plan travels with the route's first query, and a re-asked first query must still find it
+    within what is left."""
     limits = dict(DEFAULT_BUDGETS) if policy is None else {k: int(getattr(policy, k)) for k in DEFAULT_BUDGETS}
     asked = {q: int(v.get("exchanges", 0)) for q, v in (ledger_queries or {}).items()}
     used = {"values": asked.get("values", 0), "evaluations": asked.get("evaluate", 0),
-            "hessians": asked.get("evaluate", 0), "hvps": asked.get("hvp", 0),
+            "hessians": asked.get("evaluate", 0) if hessians is None else int(hessians), "hvps": asked.get("hvp", 0),
             "statistics": asked.get("statistics", 0), "row_norms": asked.get("row_norm", 0),
             "bound_terms": asked.get("bound_terms", 0)}
     return {k: max(0, limits[k] - used[k] - int(retries)) for k in used}
@@ -128,9 +130,23 @@ def budget_left(ledger_queries: dict | None, policy=None, retries: int = 0) -> d
 
 def left_on(channel) -> dict:
     """:func:`budget_left` of the default policy after this solve's exchanges on ``channel`` (its
-    ledger), keeping its retry budget aside."""
+    ledger), keeping its retry budget aside. The Hessians are counted from the ledger: the most
+    Hessian answers of one client plus every retried attempt (a client counts a query when it admits
+    it, answered or not) -- an ``evaluate`` exchange that asked none (the Hessian-free and
+    ``block_newton`` routes') leaves the Hessian budget whole for a route ``auto`` runs next."""
     ledger = getattr(channel, "ledger", None)
-    return budget_left(None if ledger is None else ledger.queries, retries=int(getattr(channel, "retries", 0)))
+    retries = int(getattr(channel, "retries", 0))
+    if ledger is None:
+        return budget_left(None, retries=retries)
+    return budget_left(ledger.queries, retries=retries, hessians=hessians_counted(ledger))
+
+
+def hessians_counted(ledger) -> int | None:
+    """The most Hessians one client may have counted in the run of ``ledger`` (a
+    :class:`~drflmodel.client_oracle.channel.RevealLedger`): its most Hessian answers plus the ledger's
+    retried attempts; ``None`` for a ledger that does not count answers per client."""
+    most = getattr(ledger, "most_answers", None)
+    return None if most is None else int(most("hessian")) + int(ledger.retries)
 
 
 def plan_refusal(policy, plan: QueryPlan, used: dict | None = None) -> str | None:

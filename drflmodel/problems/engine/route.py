@@ -140,6 +140,10 @@ class Route:
     uses_solver: ClassVar[bool] = True
     may_fall_back: ClassVar[bool] = False
     passes_solver_options: ClassVar[bool] = False
+    #: on a federated server, the fewest answers of each kind (budget name of the client's query policy ->
+    #: answers per client) the route needs for its first step; a fallback to it is not started when the
+    #: run has left less (:meth:`budget_refusal`)
+    start_needs: ClassVar[Mapping[str, int]] = {}
 
     def applies(self, structure) -> str | None:
         """``None`` if this route can solve a problem of this structure, else a one-line reason."""
@@ -176,6 +180,24 @@ class Route:
     def solve(self, problem, request: SolveRequest):
         """Solve ``problem`` and return a certified :class:`~drflmodel.solution.Solution`."""
         raise NotImplementedError
+
+    def budget_refusal(self, problem) -> str | None:
+        """Why the route cannot start on ``problem``'s federated server (``None``: it can, or the rows are
+        held here): what the default client policy's budgets left in this run
+        (:func:`~.plan.left_on`) is below :attr:`start_needs` -- ``auto`` then does not fall back to it
+        (its plan, lowered to what is left, would be refused at its first query)."""
+        channel = getattr(getattr(problem, "objectives", None), "channel", None)
+        if channel is None or not self.start_needs:
+            return None
+        from .plan import left_on
+
+        left = left_on(channel)
+        short = {k: int(left.get(k, 0)) for k, n in self.start_needs.items() if int(left.get(k, 0)) < n}
+        if not short:
+            return None
+        return (f"the {self.name!r} route was not started: the default client policy's budgets left in this run "
+                f"admit {', '.join(f'{v} {k}' for k, v in short.items())} per client, fewer than its first step "
+                f"needs ({', '.join(f'{self.start_needs[k]} {k}' for k in short)})")
 
     # ---- memory and cost (what ``auto`` weighs) ----------------------------------------------
     #: what the route's memory estimate counts (named in a refusal; ``{P}``: the parameters)
@@ -310,11 +332,18 @@ def _why_not(route, structure, available) -> str | None:
     return route.missing(available) or route.applies(structure) or route.auto_skip(structure)
 
 
-def estimated_costs(routes, structure, available=None) -> dict:
+def _why_not_each(routes, structure, available) -> dict:
+    """``{name: reason or None}``: :func:`_why_not` of each route (one dispatch asks it once per route)."""
+    return {r.name: _why_not(r, structure, available) for r in routes}
+
+
+def estimated_costs(routes, structure, available=None, reasons=None) -> dict:
     """``{name: seconds or None}``: :meth:`Route.cost` of each route that ``method="auto"`` could
-    take (needs available, applies, not skipped)."""
+    take (needs available, applies, not skipped; ``reasons``: :func:`_why_not_each`, when the caller
+    has it)."""
     available = structure.queries if available is None else available
-    return {r.name: r.cost(structure) for r in routes if _why_not(r, structure, available) is None}
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    return {r.name: r.cost(structure) for r in routes if reasons[r.name] is None}
 
 
 def by_cost(routes, structure, available, costs=None) -> list:
@@ -329,18 +358,19 @@ def by_cost(routes, structure, available, costs=None) -> list:
     return sorted(routes, key=lambda r: rank.get(r.name, len(rank)))
 
 
-def _route_choice(first, structure, available, routes, costs=None) -> dict:
+def _route_choice(first, structure, available, routes, costs=None, reasons=None) -> dict:
     """Why ``method="auto"`` took ``first`` (the first route it tried; a fallback to the next is
     listed in ``info["route_attempts"]``): the route's own reason (:meth:`Route.choice`), the
     estimated seconds of each route it could take (:meth:`Route.cost`) and why each route ranked
     before it was passed over."""
-    costs = estimated_costs(routes, structure, available) if costs is None else costs
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    costs = estimated_costs(routes, structure, available, reasons) if costs is None else costs
     ranked = by_cost(routes, structure, available, costs)
     passed = {}
     for r in ranked:
         if r is first:
             break
-        passed[r.name] = _why_not(r, structure, available) or "an option or solver it does not take"
+        passed[r.name] = reasons[r.name] or "an option or solver it does not take"
     why = first.choice(structure)
     if why is None:
         why = ("the cheapest route that applies (estimated seconds in 'estimated_seconds')"
@@ -351,13 +381,16 @@ def _route_choice(first, structure, available, routes, costs=None) -> dict:
     return out
 
 
-def _candidates(problem, structure, available, routes, solver, options, costs=None) -> list:
+def _candidates(problem, structure, available, routes, solver, options, costs=None, reasons=None) -> list:
     """The routes ``method="auto"`` uses, in order: the first whose needs are available, that
     applies, is not skipped, uses a solver if one is named and accepts every option -- and, after a
-    ``may_fall_back`` route, the next such route (see the module docstring)."""
+    ``may_fall_back`` route, the next such route (see the module docstring; ``costs`` and
+    ``reasons``: :func:`estimated_costs` and :func:`_why_not_each` of ``routes``, when the caller has them)."""
+    reasons = _why_not_each(routes, structure, available) if reasons is None else reasons
+    costs = estimated_costs(routes, structure, available, reasons) if costs is None else costs
     applicable, fitting = [], []
     for r in by_cost(routes, structure, available, costs):
-        if _why_not(r, structure, available) is not None:
+        if reasons[r.name] is not None:
             continue
         applicable.append(r)
         if solver is not None and not r.uses_solver:
@@ -370,7 +403,7 @@ def _candidates(problem, structure, available, routes, solver, options, costs=No
     if fitting:
         return fitting
     if not applicable:
-        why = {r.name: _why_not(r, structure, available) for r in routes}
+        why = {r.name: reasons[r.name] for r in routes}
         reasons = "; ".join(f"{name}: {reason}" for name, reason in why.items())
         from .memory import MemoryReason
 
@@ -408,6 +441,15 @@ def _fallbacks(problem, structure, available, routes, forced, solver) -> list:
         return []
 
 
+def _not_started(route, problem, sol) -> bool:
+    """Whether the fallback to ``route`` is left out because the run's budgets cannot run it
+    (:meth:`Route.budget_refusal`); the reason goes in ``sol.info["fallback_not_started"]``."""
+    why = route.budget_refusal(problem)
+    if why is not None:
+        sol.info["fallback_not_started"] = {"method": route.name, "why": why}
+    return why is not None
+
+
 def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=None, verbose=False,
              fallback=True, options=None, available=None):
     """Validate the user's choices, select the route(s) and solve (``Problem.solve``'s body, and the
@@ -441,19 +483,25 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     if structure.gap_tol != choices["gap_tol"]:        # the routes are priced and asked at the user's gap
         structure = dataclasses.replace(structure, gap_tol=choices["gap_tol"])
     available = structure.queries if available is None else available
-    costs = None
+    costs = reasons = None
     if method == "auto":
-        costs = estimated_costs(routes, structure, available)     # once: the ranking and its record
-        chosen = _candidates(problem, structure, available, routes, solver, options, costs)
+        reasons = _why_not_each(routes, structure, available)       # once: the ranking and its record
+        costs = estimated_costs(routes, structure, available, reasons)
+        chosen = _candidates(problem, structure, available, routes, solver, options, costs, reasons)
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
-    if method == "auto":      # validates before solving
-        requests = [r.request(problem, {**r.auto_options(structure), **options}, **choices) for r in chosen]
-    else:
-        requests = [r.request(problem, options, **choices) for r in chosen]
+    def make(r):
+        return r.request(problem, {**r.auto_options(structure), **options} if method == "auto" else options,
+                         **choices)
+
+    # validated before solving: every route's request when the user gave options (a later route may
+    # refuse them), else the first one's (a later route's, built from its own defaults, when it runs)
+    requests = [make(r) if k == 0 or options else None for k, r in enumerate(chosen)]
     route_attempts = []
     k = 0
     while True:
+        if requests[k] is None:
+            requests[k] = make(chosen[k])
         route, request = chosen[k], requests[k]
         sol = route.solve(problem, request)
         if not route.may_fall_back or sol.status == "optimal":
@@ -465,13 +513,13 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
             more = _fallbacks(problem, structure, available, routes, route, solver)
             chosen += more
             requests += [r.request(problem, r.auto_options(structure), **choices) for r in more]
-        if k + 1 == len(chosen):
+        if k + 1 == len(chosen) or _not_started(chosen[k + 1], problem, sol):
             break
         route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})
         k += 1
     sol.info["method"] = route.name
     if method == "auto":
-        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs)
+        sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs, reasons)
     elif route_attempts:
         sol.info["route_choice"] = {"method": method, "why": f"forced with method={method!r}", "passed_over": {}}
     if route_attempts:

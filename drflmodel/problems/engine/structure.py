@@ -130,7 +130,7 @@ def describe_objectives(family: str, objectives, facts: Mapping[str, Any] | None
     queries = frozenset(getattr(objectives, "query_kinds", EVERY_KIND))
     if not rows_local:
         queries = queries - {ROWS}
-    unpenalized = tuple(int(j) for j in np.flatnonzero(np.asarray(objectives.penalty_weights) <= 0))
+    unpenalized = tuple(np.flatnonzero(np.asarray(objectives.penalty_weights) <= 0).tolist())
     moduli = np.asarray(objectives.strong_convexity(), float)
     return Structure(
         family=family, **loss_fields(objectives.loss),

@@ -219,7 +219,7 @@ class BlockNewtonRun(QuasiNewtonSQPRun):
     ``model``, ``q`` directions per evaluation and ``memory`` kept pairs: the loop of
     :class:`~.hessian_free_steps.QuasiNewtonSQPRun` with :class:`SubspaceModel` as its inverse
     Hessian, and each evaluation asking the products along the directions chosen from the latest
-    point's gradient (its worst-case weights)."""
+    point's gradient, both combined with the latest step's weights (:meth:`_combining_weights`)."""
 
     def __init__(self, mf, W, certifier, q: int, memory: int, model, scaling=None):
         super().__init__(mf, W, certifier, memory, model, scaling=scaling)
@@ -234,7 +234,7 @@ class BlockNewtonRun(QuasiNewtonSQPRun):
         if self._model is not None and self._gradient is not None and self.q > 0:
             directions = self._model.directions(self._gradient, self.q)
         point, products = products_at(self.mf, theta, directions)
-        value, lam = self.W.worst_case(point.values)[:2]
+        value, lam = self._combining_weights(point.values)
         lam = np.asarray(lam, float)
         for j in range(products.shape[1]):
             self._model.add(directions[j], lam @ products[:, j, :])
@@ -249,3 +249,16 @@ class BlockNewtonRun(QuasiNewtonSQPRun):
         first = super()._initial_inverse(point)
         self._model = SubspaceModel(self.memory, self.scaling, 1.0 / first.gamma)
         return self._model
+
+    def _combining_weights(self, values) -> tuple:
+        r"""``(value, lam)``: :math:`\Phi=\max_{\lambda\in\Lambda}\lambda^\top f-\psi(\lambda)` at the
+        clients' ``values`` and the weights the point's products, intercept block and gradient are
+        combined with: the latest step's (the weight problem's answer, the multipliers of the SQP's
+        Lagrangian :math:`\sum_i\lambda_if_i`, whose Hessian the model approximates; Nocedal and
+        Wright, *Numerical Optimization*, section 18.1), the point's worst-case weights before the
+        first step. On a polyhedral set (CVaR, the whole simplex of agnostic federated learning) the
+        worst case is a vertex -- one client for the simplex -- far from the optimal weights, and
+        its curvature made the model wrong: 1,000 x 50 rows, 20 clients, simplex 55 -> 21 exchanges;
+        digits (:math:`P=650`) CVaR 106 -> 51, simplex uncertified after about 300 -> 53."""
+        value, lam = self.W.worst_case(values)[:2]
+        return float(value), (lam if self.weights is None else self.weights)

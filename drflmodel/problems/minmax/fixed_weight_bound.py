@@ -101,6 +101,16 @@ def concordance_radius(c: float, rho: float) -> tuple[float, float] | None:
     return float(r), float((np.expm1(-R) + R) / (R * R)) if R > 1e-8 else 0.5 - R / 6.0
 
 
+def cholesky_lower(H: np.ndarray) -> np.ndarray | None:
+    """The lower Cholesky factor of ``H`` (``numpy.linalg.cholesky``'s, bit for bit: LAPACK
+    ``potrf`` on the lower triangle, called directly without numpy's per-call wrapping), or
+    ``None`` when ``H`` is not positive definite."""
+    from scipy.linalg.lapack import dpotrf
+
+    L, info = dpotrf(H, lower=1, clean=1)
+    return L if info == 0 else None
+
+
 class _Deflated:
     """The weighted Hessian on :math:`\\mathcal N^\\perp`: :math:`\\tilde H=H+\\kappa P_{\\mathcal N}`."""
 
@@ -113,10 +123,7 @@ class _Deflated:
             scale = max(float(np.abs(H).max()), 1e-300) if scale is None else scale
             self.H = H + scale * (basis @ basis.T)
         self._finite = None                 # the factor's finiteness, checked on the first solve
-        try:
-            self.chol = np.linalg.cholesky(self.H)
-        except np.linalg.LinAlgError:
-            self.chol = None
+        self.chol = cholesky_lower(self.H)
 
     def project(self, v: np.ndarray) -> np.ndarray:
         return v if self.basis.shape[1] == 0 else v - self.basis @ (self.basis.T @ v)

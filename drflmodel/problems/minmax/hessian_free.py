@@ -292,7 +292,7 @@ class HessianFreeRoute(Route):
             theta = run.minimize(theta, max_iterations - len(history))
             history += run.history
             evaluations += run.evaluations
-            if certifier.closed or len(history) >= max_iterations:
+            if certifier.closed or len(history) >= max_iterations or run.stalled:   # stalled: float64 steps next
                 break
         return theta, history, evaluations, stages
 

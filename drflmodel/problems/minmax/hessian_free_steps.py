@@ -17,7 +17,8 @@ closes.
 
   (the dual of :math:`\min_\Delta\sigma_\Lambda(f+G\Delta)+\frac12\Delta^\top B\Delta`, compiled once;
   :class:`~.lagrangian_sqp.WeightStepModel`), the step :math:`\Delta=-B^{-1}G^\top\lambda_{k+1}`, Armijo
-  on the exact :math:`\Phi` with the model's predicted decrease, and the pair
+  on the exact :math:`\Phi` with the model's predicted decrease (float32 steps: at most
+  :data:`LBFGSRun.FLOAT32_STALL` halvings, then the float64 steps go on), and the pair
   :math:`(s,y)=(\theta_{k+1}-\theta_k,\ (G_{k+1}-G_k)^\top\lambda_{k+1})` -- the quasi-Newton form of
   the classical SQP step whose exact-Hessian version is :mod:`.lagrangian_sqp`. Each iteration: one
   forward pass and one client-by-client backward pass, plus the small weight problem.
@@ -145,15 +146,32 @@ class Certifier:
         return self.closed
 
 
+class _LineSearchStalled(Exception):
+    """A float32 run's line search met the rounding of its values (:data:`LBFGSRun.FLOAT32_STALL`)."""
+
+
 class LBFGSRun:
     """SciPy's L-BFGS-B on :math:`\\Phi_\\tau` (module docstring); ``stage_done(evaluation)`` ends a
-    smoothing stage early (``None``: run until the certificate closes or the iterations end)."""
+    smoothing stage early (``None``: run until the certificate closes or the iterations end).
+
+    **float32 steps** (evaluations whose points are not ``exact``: float32 products). Near the
+    optimum the float32 rounding of the values is larger than the decrease a step can make, and
+    L-BFGS-B's line search then spends tens of evaluations per iteration (measured on a 20,000 x 128
+    x 20 softmax head: 16-97 in each of the last four iterations, 162 of the run's 190). The run
+    ends once one iteration has taken more than :data:`FLOAT32_STALL` evaluations, at its last
+    accepted iterate (``stalled``); the route goes on from there with float64 steps (the handover
+    of :func:`~.hessian_free._step_objectives`). Float64 steps are never cut."""
+
+    #: evaluations one iteration of float32 steps may take before the run hands over to float64
+    #: steps (a float64 iteration takes 1-3)
+    FLOAT32_STALL = 6
 
     def __init__(self, mf, support, certifier: Certifier, memory: int, stage_done=None, scaling=None):
         self.mf, self.support, self.certifier = mf, support, certifier
         self.memory, self.stage_done = memory, stage_done
         self.scaling = np.ones(mf.dim) if scaling is None else np.asarray(scaling, float)
         self.cache, self.history, self.evaluations, self.last = [], [], 0, None
+        self.stalled, self._limit, self._at_iterate = False, None, 0
 
     def evaluate(self, theta) -> Evaluation:
         for ev in self.cache:
@@ -166,10 +184,13 @@ class LBFGSRun:
 
     def _fun(self, z):
         ev = self.evaluate(self.scaling * z)
+        if self._limit is not None and self.evaluations - self._at_iterate > self._limit:
+            raise _LineSearchStalled
         return ev.smoothed, self.scaling * ev.gradient
 
     def _callback(self, intermediate_result):
         self.last = ev = self.evaluate(self.scaling * intermediate_result.x)
+        self._at_iterate = self.evaluations
         record = {"iteration": len(self.history) + 1, "value": ev.smoothed, "tau": self.support.tau}
         self.history.append(record)
         if self.certifier.check(ev, record) or (self.stage_done is not None and self.stage_done(ev)):
@@ -179,12 +200,17 @@ class LBFGSRun:
         from scipy.optimize import minimize
 
         self.last = self.evaluate(theta)
+        self._at_iterate = self.evaluations
+        self._limit = None if getattr(self.last.point, "exact", True) else self.FLOAT32_STALL
         if max_iterations > 0 and not self.certifier.check(self.last, {}):     # the start may be certified
-            result = minimize(self._fun, theta / self.scaling, jac=True, method="L-BFGS-B",
-                              callback=self._callback,
-                              options={"maxcor": self.memory, "maxiter": max_iterations,
-                                       "maxfun": 4 * max_iterations, "gtol": 0.0, "ftol": 0.0, "maxls": 50})
-            theta = self.scaling * np.asarray(result.x, float)
+            try:
+                result = minimize(self._fun, theta / self.scaling, jac=True, method="L-BFGS-B",
+                                  callback=self._callback,
+                                  options={"maxcor": self.memory, "maxiter": max_iterations,
+                                           "maxfun": 4 * max_iterations, "gtol": 0.0, "ftol": 0.0, "maxls": 50})
+                theta = self.scaling * np.asarray(result.x, float)
+            except _LineSearchStalled:                # float32 rounding: float64 steps go on from here
+                self.stalled, theta = True, self.last.theta
         if self.certifier.best is None:               # no iterate passed the cheap test: bound the last
             self.certifier.check(self.last, {}, force=True)
         return theta
@@ -305,6 +331,7 @@ class QuasiNewtonSQPRun:
         self.memory = memory
         self.scaling = None if scaling is None else np.asarray(scaling, float)
         self.history, self.evaluations = [], 0
+        self.weights = None                      # the latest step's weights (the weight problem's answer)
 
     def _point(self, theta):
         self.evaluations += 1
@@ -327,6 +354,7 @@ class QuasiNewtonSQPRun:
         W = self.W
         point, value = self._point(theta)
         inverse = self._initial_inverse(point)
+        limit = None if getattr(point, "exact", True) else LBFGSRun.FLOAT32_STALL   # as LBFGSRun's float32 steps
         for k in range(1, max_iterations + 1):
             G = point.gradients()
             gram = getattr(inverse, "gram", None)
@@ -339,6 +367,7 @@ class QuasiNewtonSQPRun:
                 record["error"] = str(exc)[:200]
                 break
             lam = feasible_weights(W, lam_raw)[0]
+            self.weights = lam
             record["model_value"] = m_value
             weighted = G.T @ lam
             if self.certifier.check(Evaluation(theta, point, lam, weighted, m_value, upper=value), record):
@@ -347,13 +376,16 @@ class QuasiNewtonSQPRun:
             predicted = value - m_value
             if not predicted > 1e-15 * max(1.0, abs(value)):
                 break                                  # the model sees no decrease left
-            step, new = 1.0, None
+            step, new, trials = 1.0, None, 0
             while step >= 1e-10:                       # Armijo on the exact objective
                 candidate = self._point(theta + step * delta)
                 if candidate[1] <= value - 1e-4 * step * predicted:
                     new = candidate
                     break
                 step *= 0.5
+                trials += 1
+                if limit is not None and trials >= limit:
+                    break                              # float32 rounding: float64 steps go on from theta
             record["step"] = step
             if new is None:
                 break

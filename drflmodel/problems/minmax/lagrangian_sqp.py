@@ -33,7 +33,18 @@ The weight step runs in numpy for a fixed set, a box-simplex set (simplex, CVaR,
 **Many rows.** From :data:`WARM_START_ROWS` rows the route first runs on a seeded 5% subsample of
 every client's rows, then takes its first full step with the exact values and gradients and the
 subsample's weighted Hessian (a pass without the Hessian); the later steps use the exact Hessian
-of each pass, and so does every certificate.
+of each pass (or, for a fixed weight set, a recent one: below), and every certificate uses the exact one.
+
+**Lazy Hessian.** For a fixed weight set (ERM: the SQP is Newton's method on
+:math:`g=\sum_i\bar\lambda_if_i`) on rows held in process, where a Hessian pass costs much more
+than a pass without it (:data:`LAZY_MIN_WORK`, :data:`LAZY_MAX_OUTPUTS`), a step whose predicted decrease is small
+(:data:`LAZY_DECREMENT`: the local phase, where the Hessian changes little between steps) lets the
+next point skip the Hessian and step with this one's (its Cholesky factor included), for at most
+:data:`LAZY_MAX_AGE` steps (Shamanskii's variant of Newton's method; the Armijo search on the exact
+:math:`\Phi` is unchanged, and a shortened step gets a fresh Hessian). Such a point never enters a
+bound: once its step predicts a decrease near the gap that would end the run (:data:`LAZY_GATE`),
+the exact Hessian at it is computed (one pass) and the decrement test and the certificate below use
+that one.
 
 **Certificate (unchanged, independent of the steps).** :meth:`~drflmodel.problems.minmax.dro.WeightedMinMax.certify_at`:
 :math:`U=\Phi(\theta)` in numpy; :math:`L=\min_\theta\sum_i\lambda_if_i-\psi(\lambda)` at the step's
@@ -85,6 +96,24 @@ QUADRATIC_MIN_PARAMETERS = 100
 #: its weights is the accuracy of the certificate's lower bound)
 _STEP_TOLERANCES = {"CLARABEL": {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-13, "tol_feas": 1e-13,
                                  "tol_ktratio": 1e-10, "max_iter": 500}}
+
+
+#: the lazy Hessian (module docstring): a fixed weight set on rows held in process whose Hessian pass
+#: is dear -- padded rows x P^2 at least :data:`LAZY_MIN_WORK` (about 60 us of BLAS, the price of a
+#: step without the Hessian; 1k x 50: 8 Hessian passes in 8 steps -> 6 in 10) ...
+LAZY_HESSIAN = True
+LAZY_MIN_WORK = 1e6
+#: ... with at most this many class scores (a softmax pass costs about what its Hessian adds: at
+#: 1k x 20 x 3 classes, 9 steps with 6 Hessian passes measured 2 % slower than 7 with 7) ...
+LAZY_MAX_OUTPUTS = 1
+#: ... reuses a Hessian once the step's predicted decrease is at most this fraction of the value
+#: (the local phase, where the Hessian changes little from step to step) ...
+LAZY_DECREMENT = 1e-2
+#: ... for at most this many steps after the point it was computed at ...
+LAZY_MAX_AGE = 2
+#: ... and computes the exact one (for the decrement test and the bound) once the step with the
+#: reused Hessian predicts a decrease within this many times the gap that would end the run
+LAZY_GATE = 4.0
 
 
 #: up to this many clients the weight step is compiled once with :math:`f` and :math:`U` as CVXPY
@@ -232,6 +261,8 @@ class LagrangianSQPRoute(Route):
     needs = frozenset({VALUES, GRADIENTS, HESSIANS})
     uses_solver = False
     may_fall_back = True
+    #: the start's Hessian evaluation and one step's two (:func:`~.route_plans.sqp_plan`)
+    start_needs = {"hessians": 3, "evaluations": 3, "values": 2}
 
     def applies(self, structure) -> str | None:
         if not structure.smooth:
@@ -282,6 +313,9 @@ class LagrangianSQPRoute(Route):
         timing["model"] += time.perf_counter() - t0
         obj, W = problem.objectives, problem.weight_set
         fixed = isinstance(model, FixedWeightStep)
+        structure = problem.structure
+        lazy = (LAZY_HESSIAN and fixed and structure.rows_local and structure.n_outputs <= LAZY_MAX_OUTPUTS
+                and structure.padded_rows * float(structure.dim) ** 2 >= LAZY_MIN_WORK)
 
         plan = _state_plan(obj, opts["max_steps"])          # a federated server: stated to the clients
         best, history = None, []
@@ -308,6 +342,18 @@ class LagrangianSQPRoute(Route):
                 closing = max(opts["tol"], request.gap_tol) * max(1.0, abs(point.value))
                 attempt = point.D.chol is not None and (predicted <= 100 * closing or stalled or k == opts["max_steps"])
                 pending = None
+                if attempt and lazy and not point.exact_hessian and ridge == 0.0 and not stalled \
+                        and k < opts["max_steps"]:
+                    # a reused Hessian: the step with it first; the exact Hessian (for the decrement test
+                    # and the bound) only once that step's decrement is near the target
+                    target = closing if best is not None else opts["tol"] * max(1.0, abs(point.value))
+                    pending = point.step(model)
+                    attempt = point.value - pending[2] <= LAZY_GATE * target
+                if attempt and not point.exact_hessian:     # the tests below and the bound need the exact H
+                    pending = None
+                    t0 = time.perf_counter()
+                    point = point.exact()
+                    timing["numpy"] += time.perf_counter() - t0
                 if attempt and fixed and ridge == 0.0 and point.exact_hessian and not stalled and k < opts["max_steps"]:
                     # a fixed set: the certificate's gap is at least this point's Newton decrement
                     # (module docstring), so it cannot close while that exceeds the target: step on
@@ -317,8 +363,6 @@ class LagrangianSQPRoute(Route):
                     attempt = point.value - pending[2] <= 4.0 * target
                 if attempt:
                     t0 = time.perf_counter()
-                    if not point.exact_hessian:         # the certificate needs the exact Hessian: one pass
-                        point = _Point(obj, W, point.theta, point.lam)
                     sol = self._certify(problem, point)
                     timing["certificate"] += time.perf_counter() - t0
                     record["relative_gap"] = gap = relative_gap(sol.lower_bound, sol.upper_bound)
@@ -340,7 +384,12 @@ class LagrangianSQPRoute(Route):
                 timing["step_solve"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
                 predicted = max(point.value - m_value, 0.0)
-                point, step = point.advance(delta, lam_new, predicted)
+                # the lazy Hessian (module docstring): the next point steps with this point's Hessian
+                reused = (lazy and point.age < LAZY_MAX_AGE and ridge == 0.0
+                          and predicted <= LAZY_DECREMENT * max(1.0, abs(point.value)))
+                point, step = point.advance(delta, lam_new, predicted, lazy=reused)
+                if not point.exact_hessian and reused:
+                    record["next_hessian"] = "reused"
                 # Levenberg-Marquardt damping of the step model: raised after short steps (the quadratic
                 # model was poor, e.g. a curvature that vanishes on most samples), lowered after full ones
                 ridge = (max(10.0 * ridge, 1e-6 * point.scale) if step < 0.25
@@ -446,13 +495,34 @@ class _Point:
     """An SQP iterate with everything one fused pass gives at it: client values and gradients,
     :math:`\\Phi`, and the weighted Hessian at the iterate's weights (deflated, factorized)."""
 
-    def __init__(self, obj, W, theta, lam, evaluated=None, value=None, exact_hessian: bool = True):
+    def __init__(self, obj, W, theta, lam, evaluated=None, value=None, exact_hessian: bool = True,
+                 curvature_of=None):
+        """``evaluated``: ``(values, gradients, H)`` of a pass at ``theta`` (default: one fused pass
+        here). ``curvature_of``: an earlier point of the same fixed weights whose Hessian and its
+        factor this point's steps reuse (a lazy Hessian; ``evaluated`` then gives the values and
+        gradients only)."""
         self.obj, self.W, self.theta, self.lam = obj, W, theta, lam
-        self.exact_hessian = exact_hessian          # False: H is the subsample's (steps only, no certificate)
-        self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
+        # False: H is the subsample's or an earlier point's (steps only, never a certificate)
+        self.exact_hessian = exact_hessian and curvature_of is None
+        if curvature_of is not None:
+            self.values, self.grads = evaluated[0], evaluated[1]
+            self.H, self.scale, self.D = curvature_of.H, curvature_of.scale, curvature_of.D
+            self.age = curvature_of.age + 1
+        else:
+            self.values, self.grads, self.H = evaluated if evaluated is not None else obj.evaluate(theta, lam)
+            self.scale = max(float(np.abs(self.H).max()), 1e-300)
+            self.D = _Deflated(self.H, obj.layout.invariant_basis(), self.scale)
         self.value = float(W.worst_case(self.values)[0]) if value is None else value
-        self.scale = max(float(np.abs(self.H).max()), 1e-300)
-        self.D = _Deflated(self.H, obj.layout.invariant_basis(), self.scale)
+        if curvature_of is None:
+            self.age = 0 if self.exact_hessian else LAZY_MAX_AGE   # a subsample's Hessian is not reused
+
+    def exact(self) -> "_Point":
+        """This point with the exact weighted Hessian at it: one Hessian pass, the values and
+        gradients kept (the certificate and the Newton-decrement test need the exact Hessian)."""
+        if self.exact_hessian:
+            return self
+        H = self.obj.weighted_hessian(self.theta, self.lam)
+        return _Point(self.obj, self.W, self.theta, self.lam, (self.values, self.grads, H), self.value)
 
     def step(self, model, ridge: float = 0.0):
         """The weight step ``(lambda_new, delta, model value)``, with the Hessian damped by
@@ -469,12 +539,14 @@ class _Point:
         lam_next = model.feasible.copy() if isinstance(model, FixedWeightStep) else feasible_weights(self.W, lam_new)[0]
         return lam_next, -D.project(M @ lam_new), m_value
 
-    def advance(self, delta, lam_new, predicted):
+    def advance(self, delta, lam_new, predicted, lazy: bool = False):
         """Armijo on the exact :math:`\\Phi` along ``delta``: the full step is evaluated in one fused
         pass (values, gradients and the Hessian at ``lam_new``), which is the next iterate when
-        accepted; shorter steps are tried on values alone. Returns ``(next point, step)``."""
+        accepted; shorter steps are tried on values alone. ``lazy`` (fixed weights only): the full
+        step's pass skips the Hessian and, when accepted, the next iterate steps with this point's
+        Hessian (a shorter step gets a fresh one). Returns ``(next point, step)``."""
         full = theta_new = self.theta + delta
-        evaluated = self.obj.evaluate(full, lam_new)
+        evaluated = self.obj.evaluate(full, lam_new, hessian=not lazy)
         value = float(self.W.worst_case(evaluated[0])[0])
         step = 1.0
         while value > self.value - 1e-4 * step * predicted and step >= 1e-10:
@@ -485,4 +557,6 @@ class _Point:
         if value > self.value:                    # no decrease: keep the point, take the new weights
             theta_new, evaluated = self.theta, None
         # the full step's pass already gave Phi there (evaluated is None otherwise: recomputed)
+        if evaluated is not None and lazy:
+            return _Point(self.obj, self.W, theta_new, lam_new, evaluated, value, curvature_of=self), step
         return _Point(self.obj, self.W, theta_new, lam_new, evaluated, value if evaluated is not None else None), step

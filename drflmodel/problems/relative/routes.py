@@ -38,6 +38,7 @@ import numpy as np
 import cvxpy as cp
 
 from ..._validation import check_int
+from ...sets import feasible_weights
 from ...errors import InvalidParameterError, NotConvexError
 from ...solution import DEFAULT_GAP_TOL, relative_gap
 from . import quadratic as qd
@@ -148,8 +149,13 @@ class R1Route(_ExactRoute):
         Q, r, c = problem.objectives.quadratic_forms()
 
         def certified(theta, mu, value, name):
-            lam_bar = (mu / mu.sum()) @ V if mu.sum() > 0 else V[0]
-            L, _ = qd.min_quadratic(*qd.aggregate(Q, r, c, lam_bar), box=problem.box)
+            share = mu / mu.sum() if mu.sum() > 0 else np.eye(V.shape[0])[0]
+            lam_bar = share @ V
+            # the convex combination's rounding (gamma_{m+2} of |share|^T |V|) is carried into the bound
+            u = np.finfo(float).eps / 2
+            k = V.shape[0] + 2
+            L, _ = qd.certified_min_quadratic(Q, r, c, lam_bar, box=problem.box,
+                                              weight_error=k * u / (1 - k * u) * (np.abs(share) @ np.abs(V)))
             info = {"solver": name, "r1_value": value, "n_vertices": int(V.shape[0]),
                     "lower_bound_kind": "weak duality: min over Theta of lam_bar^T f, lam_bar = vertex "
                                         "multipliers' convex combination (in Lambda_phi)"}
@@ -214,10 +220,15 @@ class R3Route(_ExactRoute):
         prob, lam = qd.build_r3(Qs, rs, c, a, b, phi, problem.A.constraints(a) + problem.B.constraints(b))
 
         def certify(name):
-            av = problem.A.project(np.asarray(a.value, float))   # exactly feasible -> valid bound
-            bv = problem.B.project(np.asarray(b.value, float))
+            # exactly in A and B (exact unit sums within the caps); lam_bar's own rounding (four
+            # operations per entry) is carried into the bound as a weight error
+            av = feasible_weights(problem.A, problem.A.project(np.asarray(a.value, float)))[0]
+            bv = feasible_weights(problem.B, problem.B.project(np.asarray(b.value, float)))[0]
             lam_bar = (av - phi * bv) / (1.0 - phi)
-            L, z = qd.min_quadratic(*qd.aggregate(Qs, rs, c, lam_bar), box=None)
+            u = np.finfo(float).eps / 2
+            error = 6 * u * (np.abs(av) + phi * np.abs(bv)) / (1.0 - phi)
+            L = qd.certified_min_quadratic(Q, r, c, lam_bar, box=None, weight_error=error)[0]
+            z = qd.min_quadratic(*qd.aggregate(Qs, rs, c, lam_bar), box=None)[1]     # the point, as before
             if z is None:
                 Pz, qz, _ = qd.aggregate(Qs, rs, c, lam_bar)
                 z = np.linalg.lstsq(Pz, qz, rcond=None)[0]
