@@ -210,23 +210,50 @@ def feature_scale_note(problem, ratio: float = 10.0) -> str | None:
             "([data] standardize = true, or Federation.from_dataframe(..., standardize=True))")
 
 
-def oracle_precision_note(errors, metric: str, problem, solution) -> str | None:
-    """A note when a distance stalls where the oracle's own :math:`\\theta^\\star` is uncertain:
-    for a :math:`\\mu`-strongly convex objective the certificate bounds
-    :math:`\\|\\theta_{\\text{oracle}}-\\theta^\\star\\|^2\\le2(U-L)/\\mu`, so errors at that level
-    (the median of the second half of the run within 100 times the bound) are the reference's
-    precision, not the solver's."""
-    if metric not in ("dist_theta_sq", "dist_theta"):
-        return None
+def _certified_gap(solution) -> float:
+    """:math:`U-L` of ``solution`` (at least a few ulps of :math:`U`: the bounds' own rounding)."""
+    gap = abs(float(solution.upper_bound) - float(solution.lower_bound))
+    return max(gap, 4 * np.finfo(float).eps * max(1.0, abs(float(solution.upper_bound))))
+
+
+def oracle_error_bound(metric: str, problem, solution) -> float | None:
+    r"""What the oracle's certificate :math:`[L, U]` bounds of its own error on ``metric``: for
+    ``"rel_gap"`` (measured against :math:`g^\star=U`) the relative gap :math:`(U-L)/\max(1,|U|)`;
+    for the distances, with every client objective :math:`\mu`-strongly convex (the weighted sum
+    then is too, the weights summing to one) and :math:`\Phi(\hat\theta)-\Phi^\star\le U-L`,
+    :math:`\|\hat\theta-\theta^\star\|^2\le2(U-L)/\mu` (``"dist_theta_sq"``; its square root for
+    ``"dist_theta"``). ``None`` where nothing is bounded (no finite bounds, or :math:`\mu=0`: an
+    unpenalized intercept)."""
     try:
-        mu = float(np.min(problem.objectives.strong_convexity()))
-        gap = abs(float(solution.upper_bound) - float(solution.lower_bound))
+        gap = _certified_gap(solution)
     except (AttributeError, TypeError, ValueError):
         return None
-    gap = max(gap, 4 * np.finfo(float).eps * max(1.0, abs(float(solution.upper_bound))))
-    if not (mu > 0 and np.isfinite(gap)):
+    if not np.isfinite(gap):
+        return None
+    if metric == "rel_gap":
+        return gap / max(1.0, abs(float(solution.upper_bound)))
+    try:
+        mu = float(np.min(problem.objectives.strong_convexity()))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not mu > 0:
         return None
     bound = 2.0 * gap / mu
+    return float(np.sqrt(bound)) if metric == "dist_theta" else float(bound)
+
+
+def oracle_precision_note(errors, metric: str, problem, solution) -> str | None:
+    r"""A note when a distance stalls where the oracle's own :math:`\theta^\star` is uncertain:
+    for a :math:`\mu`-strongly convex objective the certificate bounds
+    :math:`\|\theta_{\text{oracle}}-\theta^\star\|^2\le2(U-L)/\mu` (:func:`oracle_error_bound`), so
+    errors at that level (the median of the second half of the run within 100 times the bound) are
+    the reference's precision, not the solver's."""
+    if metric not in ("dist_theta_sq", "dist_theta"):
+        return None
+    bound = oracle_error_bound("dist_theta_sq", problem, solution)
+    if bound is None:
+        return None
+    gap = _certified_gap(solution)
     e = np.abs(np.asarray(errors, float))
     level = float(np.median(e[e.size // 2:]))
     if metric == "dist_theta":

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ._progress import ErrorProbe, progress_enabled
+from .verification import ORACLE_GAP_TOL
 
 __all__ = ["run_tour", "STOPS", "Leg", "format_table", "format_compact", "gap_cell", "summary_line"]
 
@@ -93,7 +94,7 @@ def stop_dro(dm, quick: bool) -> list[Leg]:
     fed = dm.datasets.synthetic_regression(n_clients=5, dim=10, samples=100, seed=0)
     loss = dm.losses.Squared()
     prob = dm.FederatedDRO(fed, loss, weights=dm.sets.ChiSquare(5, rho=0.1), l2=0.1)
-    sol = prob.solve()
+    sol = prob.solve(gap_tol=ORACLE_GAP_TOL)   # the reference the iterates are verified against
     data = "synthetic regression (Scaff-PD recipe), 5x100x10"
     legs = [_run_leg(dm, "federated DRO (chi_square, rho=0.1)", data, prob, sol,
                      dm.solvers.ScaffPD(rounds=2000 if quick else 2500, local_steps=10),
@@ -125,7 +126,7 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
     alpha = np.maximum(p, 0.5)
     l2 = 0.05
     prob = dm.FairnessAwareFL(fed, loss, alpha=alpha, l2=l2)
-    sol = prob.solve()
+    sol = prob.solve(gap_tol=ORACLE_GAP_TOL)   # the reference the iterates are verified against
     mu = 0.05
     smooth = prob.solve_smoothed(mu)
     X, _, _ = fed.pooled()
@@ -147,7 +148,7 @@ def stop_fafl(dm, quick: bool) -> list[Leg]:
                              note="minibatch local steps (batch 16; the FAFL paper's theorems assume exact local "
                                   "gradients): a noise floor O(step/batch)"))
     erm = dm.FederatedDRO(fed, loss, weights=dm.sets.HCVaR(p, np.ones(fed.n_clients)), l2=l2)
-    erm_sol = erm.solve()
+    erm_sol = erm.solve(gap_tol=ORACLE_GAP_TOL)   # the reference the iterates are verified against
     legs.append(_run_leg(dm, "ERM (p-weighted)", data, erm, erm_sol,
                          dm.solvers.FedAvg(rounds=400, local_steps=1), 1e-8, "dist_theta_sq",
                          note="baseline"))
@@ -196,7 +197,7 @@ def stop_relative(dm, quick: bool) -> list[Leg]:
                                               step_size=0.05, dual_step=0.05),
                          1e-8, "dist_theta_sq", note="constant steps tau = sigma = 0.05, J = 5 local steps"))
     dro = dm.FederatedDRO(syn, loss, weights=A)
-    dsol = dro.solve()
+    dsol = dro.solve(gap_tol=ORACLE_GAP_TOL)   # the reference the iterates are verified against
     legs.append(_run_leg(dm, "phi = 0: federated DRO (CVaR 0.4)", syn_data, dro, dsol,
                          dm.solvers.ScaffPD(rounds=800, local_steps=5), 1e-3, "rel_gap",
                          note="baseline: Scaff-PD, strongly-convex-concave schedule (Scaff-PD paper, "
@@ -250,7 +251,7 @@ def stop_multiclass(dm, quick: bool) -> list[Leg]:
     measurements, one client per island -- Scaff-PD against the certified multi-class optimum."""
     fed = dm.datasets.penguin_species()
     prob = dm.FederatedDRO(fed, dm.losses.Multinomial(), weights=dm.sets.ChiSquare(3, rho=1.0), l2=0.5)
-    sol = prob.solve()
+    sol = prob.solve(gap_tol=ORACLE_GAP_TOL)   # the reference the iterates are verified against
     data = "Palmer penguins: species (3 classes) by island, 342x5"
     return [_run_leg(dm, "multi-class DRO (softmax, chi_square)", data, prob, sol,
                      dm.solvers.ScaffPD(rounds=1500, local_steps=2 if quick else 10), 1e-8, "dist_theta_sq",

@@ -59,11 +59,15 @@ def _cmd_solve(args) -> int:
     return 0 if sol.status in ("optimal", "optimal_within_gap", "local") else 1
 
 
-def _solve(cfg, problem, args):
-    """The certified solve with the ``[solve]`` table and the command line's overrides."""
+def _solve(cfg, problem, args, default_gap_tol=None):
+    """The certified solve with the ``[solve]`` table and the command line's overrides
+    (``default_gap_tol``: the gap asked when neither sets ``gap_tol``; else ``solve()``'s)."""
     from ._config import solve
 
-    return solve(cfg, problem, method=args.method, solver=args.solver, gap_tol=args.gap_tol)
+    gap_tol = args.gap_tol
+    if gap_tol is None and default_gap_tol is not None and "gap_tol" not in cfg.get("solve", {}):
+        gap_tol = default_gap_tol
+    return solve(cfg, problem, method=args.method, solver=args.solver, gap_tol=gap_tol)
 
 
 def _record_data(problem, sol) -> None:
@@ -81,12 +85,12 @@ def _record_data(problem, sol) -> None:
 
 def _cmd_verify(args) -> int:
     from ._config import build_problem, build_solver, describe, load_config
-    from .verification import verify
+    from .verification import ORACLE_GAP_TOL, verify
 
     cfg = load_config(args.config, need_solver=True)
     problem = build_problem(cfg)
     solver = build_solver(cfg)
-    sol = _solve(cfg, problem, args)
+    sol = _solve(cfg, problem, args, ORACLE_GAP_TOL)     # the reference the iterates are measured against
     _record_data(problem, sol)
     summary = sys.stderr if args.json else sys.stdout
     print(sol.summary(), file=summary, flush=True)

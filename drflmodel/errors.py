@@ -31,6 +31,7 @@ __all__ = [
     "MemoryLimitError",
     "DrflmodelWarning",
     "SolverFallbackWarning",
+    "OracleGapWarning",
 ]
 
 
@@ -68,6 +69,12 @@ class MemoryLimitError(DrflmodelError, MemoryError):
 
 class DrflmodelWarning(UserWarning):
     """Base class of every warning issued on purpose by drflmodel."""
+
+
+class OracleGapWarning(DrflmodelWarning):
+    """A reference solution's certified gap bounds its own error only above the tolerance it is
+    used at (a :class:`~drflmodel.verification.Verifier`'s ``tol``): re-solve it with a smaller
+    ``gap_tol``."""
 
 
 class SolverFallbackWarning(DrflmodelWarning):

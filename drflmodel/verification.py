@@ -63,7 +63,7 @@ from ._validation import check_choice, check_real
 from .errors import InvalidDataError, InvalidParameterError
 from .solution import Solution, jsonable
 
-__all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS", "VERDICTS"]
+__all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS", "VERDICTS", "ORACLE_GAP_TOL"]
 
 #: the convergence rates a fit can be asked to expect (``expected_rate``): ``"linear"`` (a
 #: contraction factor per round), ``"sublinear"`` (an order :math:`O(r^p)`), or ``None`` (no
@@ -365,7 +365,13 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     Parameters
     ----------
     problem : the drflmodel ``Problem`` the iterates claim to solve.
-    solution : its certified :class:`~drflmodel.solution.Solution` (``problem.solve()``).
+    solution : its certified :class:`~drflmodel.solution.Solution`, solved to a gap that bounds its
+        own error on the metric below ``tol`` (e.g. ``problem.solve(gap_tol=1e-10)``,
+        :data:`ORACLE_GAP_TOL`; ``solve()`` stops at its default 1e-6). With ``verdict="tol"`` a
+        solution whose certificate bounds its own error only above ``tol``
+        (for a :math:`\\mu`-strongly convex objective :math:`2(U-L)/\\mu` for ``dist_theta_sq``,
+        :math:`(U-L)/\\max(1,|U|)` for ``rel_gap``) fails the verdict with that reason, naming the
+        ``gap_tol`` to re-solve with; ``report.diagnosis["oracle"]`` states the bound either way.
     thetas : array ``(R+1, P)`` of model iterates (round 0 first), in the layout of
         :mod:`drflmodel.layout` (``P = K d``; distances are measured between the identifiable
         representatives ``problem.identifiable(theta)``: for a softmax model, the class-centred
@@ -439,8 +445,13 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
     if slow_dual and diagnosis["behaviour"] in ("growing", "stalling", "oscillating"):
         diagnosis["causes"].insert(0, slow_dual)
     diagnosis["decided_by"] = "tolerance" if verdict == "tol" else ("theorem bound" if by_bound else "rate comparison")
+    oracle = diag.oracle_error_bound(error_metric, problem, solution)
+    diagnosis["oracle"] = {"relative_gap": solution.relative_gap, "error_bound": oracle,
+                           "text": _oracle_text(error_metric, oracle, tol)}
 
     reasons = []
+    if verdict == "tol" and oracle is not None and oracle > tol:
+        reasons.append(diagnosis["oracle"]["text"])
     if not np.all(np.isfinite(T)):
         reasons.append("iterates contain NaN or inf (diverged)")
     if verdict == "tol" and abs_err[-1] > tol:
@@ -477,6 +488,25 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
                   error_metric=error_metric, rounds_to_tol=rounds_to_tol, solver=solver,
                   family=getattr(problem, "family", type(problem).__name__), verdict=verdict,
                   diagnosis=diagnosis)
+
+
+#: the relative gap the package's own verifications ask of their oracle (``problem.solve(gap_tol=...)``):
+#: ``method="auto"`` stops at the gap it is asked, and a distance or an objective error verified at
+#: 1e-6 to 1e-8 needs a reference whose certificate bounds its own error well below that
+#: (for ``dist_theta_sq`` and a :math:`\\mu`-strongly convex objective :math:`2(U-L)/\\mu`)
+ORACLE_GAP_TOL = 1e-10
+
+
+def _oracle_text(metric: str, bound: float | None, tol: float) -> str:
+    """What the oracle's certificate guarantees of its own error on ``metric`` against ``tol``."""
+    if bound is None:
+        return (f"the oracle solution's certificate does not bound its own {metric} (not strongly convex, or no "
+                f"finite bounds): errors are measured against its point, not a proven theta*")
+    if bound <= tol:
+        return f"the oracle solution's certificate bounds its own {metric} error by {bound:.2g} <= tol = {tol:g}"
+    return (f"the oracle solution's certified gap bounds its own {metric} error only by {bound:.2g}, above "
+            f"tol = {tol:g}: this tolerance cannot be verified against it; re-solve the solution with "
+            f"problem.solve(gap_tol={ORACLE_GAP_TOL:g}) (or a smaller gap_tol)")
 
 
 def _trace_arrays(trace):
@@ -532,7 +562,11 @@ class Verifier:
 
     The callback receives SciPy-style intermediate results with at least ``theta`` (and
     optionally ``round``); ``history`` keeps ``(round, error)`` pairs and ``stopped_at`` the
-    round of the stop. The error is also written on the result (``intermediate_result.error``)
+    round of the stop. The stop compares with the oracle's point: where ``solution``'s certificate
+    bounds its own error on the metric only above ``tol`` (:func:`verify_iterates`; solve it with e.g.
+    ``problem.solve(gap_tol=1e-10)``) a :class:`~drflmodel.errors.OracleGapWarning` names the
+    ``gap_tol`` to re-solve with and ``caveat`` keeps it (``oracle_bound``: that bound, ``None``
+    where the certificate bounds nothing). The error is also written on the result (``intermediate_result.error``)
     so that the solver's progress display shows it.
     """
 
@@ -545,6 +579,15 @@ class Verifier:
         self.tol = check_real(tol, "tol", low=0.0, low_open=True)
         self.error_metric = error_metric
         self.problem = problem if problem is not None else solution.problem
+        self.oracle_bound = diag.oracle_error_bound(error_metric, self.problem, solution)
+        self.caveat = None
+        if self.oracle_bound is not None and self.oracle_bound > self.tol:
+            import warnings
+
+            from .errors import OracleGapWarning
+
+            self.caveat = f"solution: {_oracle_text(error_metric, self.oracle_bound, self.tol)}"
+            warnings.warn(self.caveat, OracleGapWarning, stacklevel=2)
         self.history: list[tuple[int, float]] = []
         self.stopped_at: int | None = None
 

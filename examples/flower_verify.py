@@ -51,7 +51,7 @@ def oracles(fed):
     """The two objectives and their certified solutions."""
     erm = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.HCVaR(fed.proportions, 1.0), l2=0.1)
     qffl = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.QFFL(fed.n_clients, Q), l2=0.1)
-    return {"weighted ERM": (erm, erm.solve()), f"q-FFL (q={Q:g})": (qffl, qffl.solve())}
+    return {"weighted ERM": (erm, erm.solve(gap_tol=1e-10)), f"q-FFL (q={Q:g})": (qffl, qffl.solve(gap_tol=1e-10))}
 
 
 def strategies(n: int, lr: float):

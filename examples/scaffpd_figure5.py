@@ -68,7 +68,7 @@ def problem(sigma: float, seed: int = 0):
     """The paper's synthetic χ² problem (module docstring) and its certified solution."""
     fed = dm.datasets.synthetic_regression(n_clients=5, dim=10, samples=100, heterogeneity=sigma, seed=seed)
     prob = dm.FederatedDRO(fed, dm.losses.Squared(), weights=dm.sets.ChiSquare(5, rho=0.1), l2=0.1)
-    sol = prob.solve()
+    sol = prob.solve(gap_tol=1e-10)      # the reference the runs are measured against
     return prob, sol, float(np.max(prob.objectives.smoothness()))
 
 

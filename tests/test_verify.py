@@ -500,3 +500,33 @@ def test_scaffpd_ia_with_the_theory_schedule_is_checked_against_theorem_3():
     assert rep.passed and "on the theorem's bound; NOT converged" in rep.summary().splitlines()[0]
     default = verify(dm.solvers.ScaffPDIA(rounds=30).run(prob, seed=0), sol)
     assert "only schedule='theory' (Assumption 8) has Theorem 3's constants" in default.diagnosis["bound"]["why_not"]
+
+
+def test_an_oracle_certified_only_above_the_tolerance_cannot_pass_a_verdict():
+    """``solve()`` certifies the gap it is asked (1e-6 by default), no finer: a distance verified at
+    1e-8 needs a reference whose certificate bounds its own distance to theta* below that
+    (||theta_hat - theta*||^2 <= 2 (U - L)/mu). Iterates that sit exactly on the oracle's point
+    are measured at 0, yet with a coarse oracle the verdict fails naming the gap_tol to re-solve
+    with; a fine oracle (solved independently, to 1e-12) passes, and its bound is recomputed here."""
+    import drflmodel as dm
+
+    fed = dm.datasets.synthetic_classification(n_clients=4, dim=5, samples=200, seed=3)
+    prob = dm.FederatedDRO(fed, dm.losses.Logistic(), dm.sets.ChiSquare(4, 0.5), l2=1e-2)
+    coarse = prob.solve(gap_tol=1e-3)
+    mu = 1e-2                                     # l2, every coordinate penalized: the modulus of each f_i
+    bound = 2 * (coarse.upper_bound - coarse.lower_bound) / mu
+    assert coarse.status == "optimal" and bound > 1e-8
+    thetas = np.repeat(coarse.theta[None, :], 5, axis=0)
+    rep = verify_iterates(prob, coarse, thetas, tol=1e-8)
+    assert rep.final["dist_theta_sq"] == 0.0 and not rep.passed
+    assert any("gap_tol=1e-10" in r and "solution" in r for r in rep.reasons), rep.reasons
+    assert rep.diagnosis["oracle"]["error_bound"] == pytest.approx(bound, rel=1e-6)
+    from drflmodel.errors import OracleGapWarning
+
+    with pytest.warns(OracleGapWarning, match="solution: .*gap_tol"):
+        assert "gap_tol=1e-10" in Verifier(coarse, tol=1e-8).caveat
+    fine = prob.solve(gap_tol=1e-12)
+    assert 2 * (fine.upper_bound - fine.lower_bound) / mu <= 1e-8
+    good = verify_iterates(prob, fine, np.repeat(fine.theta[None, :], 5, axis=0), tol=1e-8)
+    assert good.passed and good.diagnosis["oracle"]["error_bound"] <= 1e-8
+    assert Verifier(fine, tol=1e-8).caveat is None                 # no caveat

@@ -69,6 +69,7 @@ from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from ..errors import InvalidParameterError
+from ..verification import ORACLE_GAP_TOL
 from ._logs import flower_logs
 from .oracle import oracle_or_fault, with_oracle
 from .recorder import Recorder
@@ -296,7 +297,10 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
     live : grade every round as it ends (against a federated oracle the objective at each round's
         model costs one exchange: each client's value); ``False`` records the rounds and asks the
         clients for all the values in **one** exchange at the end.
-    method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`).
+    method, run, solve_options : for the federated solve (:func:`~drflmodel.flower.oracle.solve_on_grid`);
+        the oracle (federated or holding the rows) is asked ``gap_tol = 1e-10``
+        (:data:`~drflmodel.verification.ORACLE_GAP_TOL`: the grading measures distances to its point)
+        unless ``solve_options`` sets one.
     robust_aggregators : ``"refuse"`` (default) -- a strategy that minimizes no objective the oracle
         computes (:func:`unmatched_objective`: Krum, MultiKrum, FedMedian, FedTrimmedAvg with
         ``beta > 0``, Bulyan) is refused by name when it starts; ``"warn"`` records it, logs a warning
@@ -360,7 +364,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
             problem, sol = _private_oracle(oracle, solution, verbose, solve_options)
         elif holds_rows:
             problem = oracle
-            sol = solution if solution is not None else oracle.solve()
+            sol = solution if solution is not None else oracle.solve(**{"gap_tol": ORACLE_GAP_TOL, **solve_options})
         else:
             made = {}
 
@@ -372,7 +376,7 @@ def graded(server_app: ServerApp, oracle=None, *, estimator=None, solution=None,
                 made["objective"] = from_sklearn(estimator, federation=federation)
                 return made["objective"].problem
 
-            sol = oracle_or_fault(grid, factory, n, method=method, run=run, **solve_options)
+            sol = oracle_or_fault(grid, factory, n, method=method, run=run, **{"gap_tol": ORACLE_GAP_TOL, **solve_options})
             problem = sol.problem
             if pmap is None and "objective" in made:
                 pmap = made["objective"].parameters

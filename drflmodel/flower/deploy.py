@@ -67,7 +67,7 @@ def config_server_app(app_dir):
 
     In the deployment it (1) computes the **federated certified oracle** of the configured problem
     from the clients' answers (run config ``oracle = "federated"``, the default, for the families
-    of :data:`drflmodel.client_oracle.SUPPORTED`; ``"none"`` skips it), (2) runs the ``[solver]``
+    of :data:`drflmodel.client_oracle.SUPPORTED`, asked for a 1e-10 gap; ``"none"`` skips it), (2) runs the ``[solver]``
     algorithm, logging one line per round (``flwr run --stream`` shows them: round, distance to
     the oracle's :math:`\\theta^\\star`, elapsed seconds), (3) grades the trace against the oracle
     -- the objective at every round from **one** exchange in which each client returns its values
@@ -101,7 +101,9 @@ def config_server_app(app_dir):
                   "poll_interval": float(rc.get("poll-interval", 0.1))}
         oracle = None
         if str(rc.get("oracle", "federated")) == "federated" and type(problem).__name__ in SUPPORTED:
-            oracle = oracle_or_fault(grid, problem, **timing)     # a client's reply never crashes the app
+            from ..verification import ORACLE_GAP_TOL      # the run is graded against it: a close reference
+
+            oracle = oracle_or_fault(grid, problem, gap_tol=ORACLE_GAP_TOL, **timing)   # a reply never crashes the app
             log(INFO, "[drflmodel] federated oracle: %s (%d exchanges)", oracle.summary(),
                 oracle.info["federated"]["exchanges"])
         started = time.perf_counter()

@@ -26,6 +26,7 @@ import numpy as np
 
 from .._validation import as_finite_array, check_int, check_probability_vector, check_real
 from ..errors import InvalidDataError, InvalidParameterError
+from ..verification import ORACLE_GAP_TOL
 from ..solvers.baselines import default_local_step
 from .contraction import ROUNDING_ALLOWANCE, contraction_factors, solve_local_steps_fixed_point
 from .moreau import moreau_certificate, solve_moreau_fixed_point, strong_convexity_modulus
@@ -275,7 +276,7 @@ def _moreau_point(problem, char, config, p, mu, tol, theta0) -> FixedPoint:
 
 def _optimum_point(problem, char, config, tol, solution) -> FixedPoint:
     _check_problem_family(problem, char, config)
-    sol = solution if solution is not None else problem.solve()
+    sol = solution if solution is not None else problem.solve(gap_tol=ORACLE_GAP_TOL)
     info = {"kind": "optimum", "oracle_status": sol.status, "oracle_certificate": sol.certificate}
     if sol.theta is None or sol.status not in ("optimal", "optimal_within_gap"):
         info["reason"] = f"the oracle's solve ended {sol.status!r}"

@@ -68,6 +68,7 @@ import numpy as np
 
 from .._validation import as_finite_array, check_real
 from ..errors import InvalidDataError, InvalidParameterError
+from ..verification import ORACLE_GAP_TOL
 from ..solution import jsonable
 from .arithmetic import rounding_allowance, run_precision
 from .clients import client_faults, describe
@@ -321,7 +322,7 @@ def conformance(run, problem, strategy=None, *, local_steps=None, step_size=None
             config[key], source[key] = recorded[key], "recorded"
     if T.shape[1] != int(problem.dim):
         raise InvalidDataError(f"iterates must have {problem.dim} columns (the problem's P); got {T.shape[1]}")
-    sol = solution if solution is not None else problem.solve()
+    sol = solution if solution is not None else problem.solve(gap_tol=ORACLE_GAP_TOL)
     identify = getattr(problem, "identifiable", lambda t: np.asarray(t, float))
     T_id = np.array([identify(t) for t in T])
     opt_theta, opt_radius, _ = optimum_point(problem, sol)

@@ -126,7 +126,9 @@ def test_auto_takes_the_fast_route_only_where_valid_and_large():
     wide_squared = _fed("regression", 300, dim=lagrangian_sqp.QUADRATIC_MIN_PARAMETERS, seed=9)
     wide = dm.FederatedDRO(wide_squared, dm.losses.Squared(), dm.sets.CVaR(4, 0.5), l2=L2)
     sol = wide.solve()                                   # wide: the (P+2)-cones cost more than the SQP steps
-    assert sol.info["method"] == "sqp" and sol.status == "optimal"
+    # ... and at the default gap the Hessian-free route is the faster of the two (CPU-time medians of 21
+    # calls, one BLAS thread: 5.8 ms against sqp's 7.5 ms stopping at the same 1e-6)
+    assert sol.info["method"] == "hessian_free" and sol.status == "optimal"
     conic = wide.solve(method="conic")                   # two certified intervals of one optimum overlap
     assert max(sol.lower_bound, conic.lower_bound) <= min(sol.upper_bound, conic.upper_bound) + 1e-12
     hinge = dm.FederatedDRO(big, dm.losses.Hinge(), dm.sets.CVaR(4, 0.5), l2=L2)

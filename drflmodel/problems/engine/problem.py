@@ -249,7 +249,11 @@ class ProblemBase:
         solver : a CVXPY solver name to try first (case-insensitive); an unknown or uninstalled
             name raises :class:`~drflmodel.errors.InvalidParameterError` listing the valid ones.
             Naming a solver restricts ``method="auto"`` to routes that use one.
-        gap_tol : relative certificate gap below which the status is ``"optimal"``.
+        gap_tol : relative certificate gap below which the status is ``"optimal"`` (default 1e-6).
+            ``method="auto"`` asks every route for this gap and no finer: the answer is certified to
+            it, not beyond (a forced route keeps its own documented ``tol``). Ask a smaller
+            ``gap_tol`` (e.g. 1e-10) where the answer is a reference that points or objectives are
+            compared to more finely (``dm.verify`` checks this).
         method : ``"auto"`` (the first route of :meth:`routes` that applies and accepts
             ``options``) or a route name; a forced route that does not apply raises with its reason.
         seed : seed of the route's random choices (multi-start points); ``None``: the problem's

@@ -63,20 +63,18 @@ Extensions (optional; the defaults keep the contract above):
     The route's estimated seconds to a certified answer (a model calibrated by measurements:
     :mod:`.cost`; ``None``: no estimate).
 ``Route.auto_options(structure) -> dict``
-    Option defaults ``method="auto"`` gives the route (the user's options win): a route that stops
-    at ``gap_tol`` by default is asked for the gap the family's other routes close to, so auto's
-    answer is as accurate whichever route it ranks first (default: none).
+    Option defaults ``method="auto"`` gives the route (the user's options win; default: none). Auto
+    asks every route for the gap the user asked (``structure.gap_tol``), no finer: a route whose own
+    default stops closer to the optimum (a ``tol`` below ``gap_tol``) is told to stop at ``gap_tol``,
+    and a caller that needs a closer answer asks for it with ``gap_tol``.
 
 **Selection** (:func:`dispatch`, the analogue of CVXPY's chain construction, the one chooser of
 the centralized and the federated solve alike): ``method="auto"`` keeps the routes whose needs are
 available, that apply, that ``auto_skip`` does not pass over, that use a solver if one is named,
 and that accept every given option. When every one of them declares a :meth:`~Route.cost` they are
 ordered by it (the cheapest first; ties keep the family's order), else the family's order stands.
-It solves with the first, and with the next only after a ``may_fall_back`` route's non-optimal
-answer (a stalled gap), or after an answer that certified but stalled far short of the ``tol`` auto
-asked of the route (:data:`SHORT_FACTOR`) when the next route's estimate is within
-:data:`ACCURACY_FALLBACK_COST` times its own (the closer answer is returned; the problem
-remembers it, ``problem.cache("auto")``, and its next solve starts with the next route); each
+The estimates are those of the asked gap (``structure.gap_tol``). It solves with the first, and
+with the next only after a ``may_fall_back`` route's non-optimal answer (a stalled gap); each
 attempt is recorded in ``info["route_attempts"]`` and ``info["route_choice"]["fell_back"]``. A
 forced ``may_fall_back`` route run with its default options whose gap stalls (status
 ``"optimal_within_gap"``: certified, not within ``gap_tol``) falls back the same way unless
@@ -89,6 +87,7 @@ start) in ``problem.cache(route_name)``, a dict the problem clears with its stru
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
@@ -431,28 +430,6 @@ def _candidates(problem, structure, available, routes, solver, options, costs=No
     raise InvalidParameterError(f"{what}; valid options ({listing})")
 
 
-#: ``method="auto"``: a route whose certified gap stays this many times above the ``tol`` auto asked
-#: of it (:meth:`Route.auto_options`) has stalled short of it ...
-SHORT_FACTOR = 100.0
-#: ... and the next ranked route is tried when its estimated seconds are at most this many times
-#: the first's (a closer certificate at a bounded cost; the closer of the two answers is returned)
-ACCURACY_FALLBACK_COST = 10.0
-
-
-def _short_of_asked(route, sol, request, structure) -> bool:
-    """Whether ``sol`` certified ``"optimal"`` but stalled well short of the ``tol`` auto asked of
-    ``route`` (e.g. a bound whose floor is above it)."""
-    asked = route.auto_options(structure).get("tol")
-    return (asked is not None and request.options.get("tol") == asked and sol.status == "optimal"
-            and sol.relative_gap > SHORT_FACTOR * asked)
-
-
-def _affordable(following, route, structure) -> bool:
-    """The next ranked route's estimate is at most :data:`ACCURACY_FALLBACK_COST` times ``route``'s."""
-    a, b = route.cost(structure), following.cost(structure)
-    return a is not None and b is not None and b <= ACCURACY_FALLBACK_COST * max(a, 1e-3)
-
-
 def _fallbacks(problem, structure, available, routes, forced, solver) -> list:
     """The routes a forced ``may_fall_back`` route falls back to when its answer does not certify
     ``"optimal"`` (``fallback=True``): the routes ``method="auto"`` would try, without ``forced``
@@ -503,16 +480,14 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
                    seed=_check_seed(getattr(problem, "seed", 0) if seed is None else seed),
                    verbose=check_bool(verbose, "verbose"), fallback=check_bool(fallback, "fallback"))
     structure = problem.structure
+    if structure.gap_tol != choices["gap_tol"]:        # the routes are priced and asked at the user's gap
+        structure = dataclasses.replace(structure, gap_tol=choices["gap_tol"])
     available = structure.queries if available is None else available
-    skipped = costs = reasons = None
+    costs = reasons = None
     if method == "auto":
         reasons = _why_not_each(routes, structure, available)       # once: the ranking and its record
         costs = estimated_costs(routes, structure, available, reasons)
         chosen = _candidates(problem, structure, available, routes, solver, options, costs, reasons)
-        stalled = problem.cache("auto").get("stalled", set())
-        skipped = chosen[0].name if len(chosen) > 1 and chosen[0].name in stalled else None
-        if skipped:
-            chosen = chosen[1:]       # it stalled short on this problem before: its next solve would too
     else:
         chosen = _forced(problem, structure, available, routes, method, solver)
     def make(r):
@@ -522,21 +497,13 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
     # validated before solving: every route's request when the user gave options (a later route may
     # refuse them), else the first one's (a later route's, built from its own defaults, when it runs)
     requests = [make(r) if k == 0 or options else None for k, r in enumerate(chosen)]
-    route_attempts, short = [], None
+    route_attempts = []
     k = 0
     while True:
         if requests[k] is None:
             requests[k] = make(chosen[k])
         route, request = chosen[k], requests[k]
         sol = route.solve(problem, request)
-        if method == "auto" and _short_of_asked(route, sol, request, structure) and k + 1 < len(chosen) \
-                and _affordable(chosen[k + 1], route, structure):
-            short = short if short is not None and short.relative_gap <= sol.relative_gap else sol
-            problem.cache("auto").setdefault("stalled", set()).add(route.name)
-            route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap,
-                                   "short_of": request.options["tol"]})
-            k += 1
-            continue
         if not route.may_fall_back or sol.status == "optimal":
             break
         if (k + 1 == len(chosen) and method != "auto" and choices["fallback"] and not route_attempts
@@ -550,23 +517,14 @@ def dispatch(problem, routes, *, solver=None, gap_tol=1e-6, method="auto", seed=
             break
         route_attempts.append({"method": route.name, "status": sol.status, "relative_gap": sol.relative_gap})
         k += 1
-    if short is not None and (sol.status != "optimal" or sol.relative_gap > short.relative_gap):
-        sol, route = short, next(r for r in chosen if r.name == route_attempts[0]["method"])   # the closer answer
-        route_attempts = [a for a in route_attempts if a["method"] != route.name]
     sol.info["method"] = route.name
     if method == "auto":
         sol.info["route_choice"] = _route_choice(chosen[0], structure, available, routes, costs, reasons)
-        if skipped:
-            sol.info["route_choice"]["passed_over"][skipped] = (
-                "its certificate stalled short of the gap auto asks of it on an earlier solve of this problem")
     elif route_attempts:
         sol.info["route_choice"] = {"method": method, "why": f"forced with method={method!r}", "passed_over": {}}
     if route_attempts:
         first = route_attempts[0]
-        why = (f"the first route's certificate closed to {first['relative_gap']:.1e}, short of the {first['short_of']:.0e} "
-               f"auto asked of it, and the next route's estimate is within {ACCURACY_FALLBACK_COST:g}x of its own"
-               if "short_of" in first else
-               f"the first route's certificate did not close within gap_tol (status {first['status']!r})")
+        why = f"the first route's certificate did not close within gap_tol (status {first['status']!r})"
         sol.info["route_choice"]["fell_back"] = {"from": [a["method"] for a in route_attempts], "to": route.name,
                                                  "why": why}
         sol.info["route_attempts"] = route_attempts

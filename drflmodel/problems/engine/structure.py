@@ -17,6 +17,9 @@ A route's :meth:`~drflmodel.problems.engine.route.Route.applies` and ``auto_skip
   (``weights``: ``"fixed"``, ``"smooth"``, ``"polyhedral"`` or ``""``: what the routes' cost models
   read, :mod:`.cost`; ``numpy_weight_step``: whether its weight step runs in numpy rather than as a
   compiled conic model);
+* the relative gap the solve asks (``gap_tol``; :func:`~.route.dispatch` sets the user's): routes
+  that stop at it are priced and given options for it (:meth:`~.route.Route.cost`,
+  :meth:`~.route.Route.auto_options`);
 * the family's routes (``routes``, not part of ``to_dict``), so a route can be asked for its
   estimates by name (:mod:`.memory`);
 * ``facts``: what only one family's routes read (e.g. a box, a support set, a problem class:
@@ -33,7 +36,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...solution import jsonable
+from ...solution import DEFAULT_GAP_TOL, jsonable
 from .queries import EVERY_KIND, ROWS
 
 __all__ = ["Structure", "describe_objectives", "loss_fields"]
@@ -69,6 +72,8 @@ class Structure:
     weights: str = ""
     #: the family's weight step runs in numpy (no conic model to compile): :func:`.cost.weight_step_seconds`
     numpy_weight_step: bool = False
+    #: the relative certificate gap asked of the solve (``solve(gap_tol=...)``, set by the dispatch)
+    gap_tol: float = DEFAULT_GAP_TOL
     routes: tuple = field(default=(), compare=False, repr=False)
 
     @property

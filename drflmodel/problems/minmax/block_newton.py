@@ -23,8 +23,8 @@ two passes over the rows, so the ``hessian_free`` route is faster). On a federat
 it first for a smooth loss from :math:`P=5` (below, a Hessian triangle is at most :math:`4P` floats
 and the dense ``sqp`` route uploads fewer in all: :func:`~.route_costs.federated_floats`) -- except with
 fewer than 0.05 rows per parameter, where the ``hessian_free`` route certified in fewer exchanges
-(:func:`~.route_costs.federated_fewer_exchanges`) --, and asks it for a 1e-10 gap below 1,000
-parameters (:meth:`BlockNewtonRoute.auto_options`).
+(:func:`~.route_costs.federated_fewer_exchanges`) --, and asks it for the user's ``gap_tol`` (as every
+route: no finer gap is asked on the user's behalf).
 
 **Bound terms on the evaluations.** Where :math:`(q+1)P+1` plus the bound terms
 (:func:`bound_terms_floats`: :math:`6+K+K(K+1)/2` floats with an intercept) fit in :math:`4P`
@@ -34,8 +34,8 @@ costs no exchange of its own, the intercepts' polish one instead of three, and t
 intercepts' exact Hessian (:mod:`.block_newton_steps`).
 
 Measured (``benchmarks/bench_federated_scale.py``, ``LocalChannel``, ``gap_tol = 1e-6``): digits
-(:math:`P=650`, 20 clients) 38 / 36 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (53 / 51 at auto's
-1e-10), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles.
+(:math:`P=650`, 20 clients) 38 / 36 exchanges for ERM / :math:`\chi^2` at ``gap_tol`` (53 / 51 at the
+1e-10 auto used to ask), the ``hessian_free`` route 83, ``sqp`` 11-12 with 211,575-float Hessian triangles.
 """
 
 from __future__ import annotations
@@ -204,15 +204,6 @@ class BlockNewtonRoute(HessianFreeRoute):
             raise InvalidParameterError(f"precondition must be True or False; got {opts['precondition']!r}")
         opts["algorithm"] = "sqp"            # read by the Hessian-free route's solve; the steps are this route's
         return opts
-
-    def auto_options(self, structure) -> dict:
-        """``tol``: 1e-10 below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, the gap of the
-        federated ``sqp`` answer ``auto`` gave there before (the verifications and the Flower grading
-        measure distances to that point); from there none (``gap_tol``, as the ``hessian_free`` route)."""
-        from .route_costs import AUTO_TOL
-        from .hessian_free import HESSIAN_FREE_MIN_DIM
-
-        return {"tol": AUTO_TOL} if structure.dim < HESSIAN_FREE_MIN_DIM else {}
 
     def solve(self, problem, request):
         """With a ``tol`` far below ``gap_tol``, the stall rule (a gap within ``gap_tol`` that stops

@@ -57,7 +57,7 @@ from ..._rounding import lower_difference
 from ..engine.problem import Problem
 from ..._solver_sequence import OK_STATUSES, SolverSequence, solver_order
 from .fixed_weight_bound import certified_lower_bound, weighted_newton_bound
-from .route_costs import AUTO_TOL, STALL_FACTOR
+from .route_costs import STALL_FACTOR
 
 __all__ = ["FederatedDRO", "WeightedMinMax"]
 
@@ -109,7 +109,7 @@ def _hessian_free_route():
                         f"products)")
 
             def solve(self, problem, request):
-                """With a ``tol`` far below ``gap_tol`` (``auto``'s 1e-10): the route's stall rule
+                """With a ``tol`` far below ``gap_tol`` (the user's ``tol=``): the route's stall rule
                 (a gap within ``gap_tol`` that stops halving) is applied at ``100 tol`` instead, so the
                 run goes on towards ``tol`` (on digits it stopped at 4e-7 with ``gap_tol = 1e-6`` and
                 certifies 3e-9 with ``1e-8``); the status is the user's ``gap_tol``'s."""
@@ -123,14 +123,13 @@ def _hessian_free_route():
                 return sol
 
             def auto_options(self, structure):
-                """``tol``: the dense routes' default gap (1e-10; the route's floating-point floor
-                permitting) below :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters, where
-                ``auto`` used to answer with the dense routes, so its answer is as accurate whichever
-                route it ranks first; from there none (the route stops at ``gap_tol``, as ``auto``'s
-                Hessian-free answer always did there)."""
+                """No ``tol``: the route stops at the asked ``gap_tol``; below
+                :data:`~.hessian_free.HESSIAN_FREE_MIN_DIM` parameters its iterations are capped at 4x
+                the cost model's estimate at that gap (:func:`~.route_costs.hessian_free_iterations`),
+                so a run that does not converge falls back to the next ranked route."""
                 if structure.dim >= HESSIAN_FREE_MIN_DIM:
                     return {}
-                return {"tol": AUTO_TOL, "max_iterations": int(4 * hessian_free_iterations(structure))}
+                return {"max_iterations": int(4 * hessian_free_iterations(structure))}
 
         _HESSIAN_FREE_ROUTE.append(RankedHessianFreeRoute)
     return _HESSIAN_FREE_ROUTE[0]()

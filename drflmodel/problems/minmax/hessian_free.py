@@ -180,8 +180,8 @@ class HessianFreeRoute(Route):
         if self.choice(structure) is not None:
             return None
         return (f"P = {structure.dim} < {HESSIAN_FREE_MIN_DIM} parameters and the dense P x P matrices fit in "
-                f"memory: the dense routes certify to a 1e-10 gap (tol) and answer the point the verifications "
-                f"measure against; force with method='hessian_free'")
+                f"memory: on a federated server the block_newton and sqp routes certify there in fewer exchanges; "
+                f"force with method='hessian_free'")
 
     def choice(self, structure) -> str | None:
         """Why ``method="auto"`` takes this route (recorded in ``info["route_choice"]``), or ``None``
@@ -319,9 +319,9 @@ class HessianFreeRoute(Route):
 #: P = 2,010 and 258 s at P = 5,130 by the dense route, against 0.9 s and 3.0 s Hessian-free in
 #: ``benchmarks/bench_certified.py --scale``). Below it the Hessian-free route is often faster too
 #: (one BLAS thread, medians of 3, 4-20 clients: chi^2 at P = 5-650 0.1-0.4x the sqp route's time,
-#: ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5 rows x parameters), but ``auto`` keeps the dense routes there: they certify to a 1e-10 gap by
-#: default (the Hessian-free route stops at ``gap_tol``), and the verifications of
-#: :mod:`drflmodel.verification` and the Flower grading measure distances to that point
+#: ERM 10k x 50 0.016 s vs 0.11 s; CVaR from about 3e5 rows x parameters): where the rows are held
+#: ``auto`` ranks the two by their estimated seconds at the asked gap (:mod:`.route_costs`); on a
+#: federated server it leaves this size to the ``block_newton`` and ``sqp`` routes
 HESSIAN_FREE_MIN_DIM = 1000
 
 #: from this many rows x parameters (one pass: ~2 N P flops) ``algorithm="auto"`` takes the

@@ -251,8 +251,8 @@ def _cvxpy_errors() -> tuple:
 class LagrangianSQPRoute(Route):
     """SQP with the Lagrangian Hessian and the numpy certificate (module docstring). Options:
     ``max_steps`` (default 50) and ``tol`` (the relative certificate gap at which it stops, default
-    1e-10; it also stops once the gap is within ``gap_tol`` and the model predicts no further
-    decrease)."""
+    1e-10, ``gap_tol`` under ``method="auto"``; it also stops once the gap is within ``gap_tol`` and
+    the model predicts no further decrease)."""
 
     name = "sqp"
     options = {"max_steps": 50, "tol": 1e-10}
@@ -292,6 +292,11 @@ class LagrangianSQPRoute(Route):
 
     def auto_skip(self, structure) -> str | None:
         return conic_is_compressed(structure, self.name)
+
+    def auto_options(self, structure) -> dict:
+        """``tol``: the asked ``gap_tol`` (``method="auto"`` stops once the user's gap is certified;
+        forced, the route goes on to its own 1e-10), unless that is 0."""
+        return {"tol": float(structure.gap_tol)} if structure.gap_tol > 0 else {}
 
     def complete_options(self, given) -> dict:
         return check_step_options(super().complete_options(given))

@@ -9,13 +9,16 @@ the kind of its weight set -- ``"fixed"`` (one point: ERM, one client, HCVaR at 
 
 Counts (measured on the calibration shapes of :mod:`~drflmodel.problems.engine.cost`):
 
-* Hessian-free (:mod:`.hessian_free`), asked for a 1e-10 gap by ``auto`` below 1,000 parameters:
-  L-BFGS for a fixed or smooth set, about :math:`15+P/11` iterations (14-19 at :math:`P\le50`,
-  64-71 on digits, :math:`P=650`) of 1.2 passes, about 40 from 1,000 parameters (15-39 measured at
-  P = 2,010-51,300, stopping at ``gap_tol``); the quasi-Newton SQP for a polyhedral set, as many iterations
-  (15-18 and 59), each about :data:`QN_PASSES_PER_ITERATION` passes and a weight solve;
-* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-8 steps (:data:`SQP_STEPS`) for every kind of
-  set, each a pass with the weighted Hessian and its factor (:func:`sqp_pass_seconds`: its per-row
+Every count is that of the gap ``auto`` asks, the user's ``gap_tol`` (``structure.gap_tol``):
+
+* Hessian-free (:mod:`.hessian_free`): L-BFGS for a fixed or smooth set, about :math:`15+P/11`
+  iterations to a 1e-10 gap (14-19 at :math:`P\le50`, 64-71 on digits, :math:`P=650`) of 1.2
+  passes, about 40 from 1,000 parameters at 1e-6 (15-39 measured at P = 2,010-51,300), each scaled
+  to the asked gap by :func:`gap_digits_factor` (about 0.65 of the 1e-10 count at 1e-6); the
+  quasi-Newton SQP for a polyhedral set, as many iterations (15-18 and 59), each about
+  :data:`QN_PASSES_PER_ITERATION` passes and a weight solve;
+* Lagrangian-Hessian SQP (:mod:`.lagrangian_sqp`): 7-8 steps (:data:`SQP_STEPS`, to 1e-10; one fewer
+  at 1e-6: :func:`sqp_steps`) for every kind of set, each a pass with the weighted Hessian and its factor (:func:`sqp_pass_seconds`: its per-row
   work also runs on the padding of the clients' rows) and, unless the set is fixed, one weight
   solve; its certificate one more Hessian pass;
 * conic (:class:`~drflmodel.problems.engine.conic.ConicRoute`): the model of every row.
@@ -37,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..._memory import dense_hessian_bytes
 from ...sets import WeightSet
 from ..engine.cost import (hessian_pass_seconds, pass_seconds, weight_model_seconds,
@@ -47,12 +52,12 @@ from ..engine.memory import matrix_free_route_bytes
 #: times ``tol`` (and ``auto`` caps its iterations at 4x the cost model's estimate)
 STALL_FACTOR = 100.0
 
-#: the relative gap ``method="auto"`` asks of the Hessian-free route: the ``sqp`` route's default
-#: ``tol``, so the answer is as close to the optimum whichever of the two ``auto`` ranks first
-AUTO_TOL = 1e-10
+#: the relative gap at which :func:`hessian_free_iterations`'s counts :math:`15+P/11` were measured
+#: (``auto`` asked it of the route below 1,000 parameters until it asked the user's ``gap_tol``)
+COUNTED_AT_GAP = 1e-10
 
 __all__ = ["weights_kind", "conic_model_bytes", "sqp_bytes", "newton_bytes", "sqp_seconds", "federated_floats",
-           "federated_fewer_exchanges", "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory",
+           "federated_fewer_exchanges", "hessian_free_seconds", "hessian_free_iterations", "hessian_free_memory", "gap_digits_factor", "sqp_steps",
            "padded_rows", "sqp_pass_seconds"]
 
 #: rows per chunk of the weighted Hessian's products (``ClientObjectives._weighted_hessian_from_scores``)
@@ -153,11 +158,34 @@ def newton_bytes(structure) -> int:
     return dense_hessian_bytes(int(structure.dim), 2 * int(structure.n_clients) + 3)
 
 
+def gap_digits_factor(gap_tol: float) -> float:
+    r"""The Hessian-free route's iterations to a relative gap ``gap_tol`` as a fraction of those to
+    1e-10: :math:`0.1+0.09\log_{10}(1/\text{gap})` (clipped to [0.2, 1.5]): a linear convergence,
+    fitted on the route's forced runs at 1e-4 / 1e-6 / 1e-8 / 1e-10 (ERM and :math:`\chi^2`, 240 x 15
+    to 10k x 50 x 10 and digits, ``benchmarks/bench_grid.py``'s problems): 0.34-0.65 / 0.55-0.76 /
+    0.75-0.82 / 1 of the 1e-10 count (e.g. digits ERM 38 / 61 / 83 / 111, 10k x 50 x 10 14 / 21 / 25 / 33,
+    1k x 50 9 / 11 / 15 / 19)."""
+    digits = np.log10(1.0 / max(float(gap_tol), 1e-16))
+    return float(np.clip(0.1 + 0.09 * digits, 0.2, 1.5))
+
+
 def hessian_free_iterations(structure) -> float:
-    """The Hessian-free route's iterations to the 1e-10 gap ``auto`` asks of it below 1,000
-    parameters: :math:`15+P/11` (module docstring); from there (stopping at ``gap_tol``) 15-40
-    were measured at P = 2,010-51,300: 40."""
-    return 15.0 + structure.dim / 11.0 if structure.dim < 1000 else 40.0
+    """The Hessian-free route's iterations to the asked gap (``structure.gap_tol``): below 1,000
+    parameters :math:`15+P/11` at 1e-10 (module docstring), from there 40 at 1e-6 (15-39 measured
+    at P = 2,010-51,300), each scaled by :func:`gap_digits_factor`."""
+    factor = gap_digits_factor(structure.gap_tol)
+    if structure.dim < 1000:
+        return (15.0 + structure.dim / 11.0) * factor / gap_digits_factor(COUNTED_AT_GAP)
+    return 40.0 * factor / gap_digits_factor(1e-6)
+
+
+def sqp_steps(structure, steps: float) -> float:
+    r"""The ``sqp`` route's ``steps`` (counted to 1e-10: :data:`SQP_STEPS`, :data:`SQP_WARM_STEPS`) at
+    the asked gap: Newton's quadratic convergence doubles the correct digits per step, so
+    :math:`\log_2(\log_{10}(1/\text{gap})/10)` steps fewer (or more), at least 2: measured 7 instead
+    of 8 at 1e-6 (240 x 15, 1k x 50 ERM)."""
+    digits = np.log10(1.0 / max(float(structure.gap_tol), 1e-16))
+    return max(2.0, steps + float(np.log2(max(digits, 1.0) / 10.0)))
 
 
 def hessian_free_seconds(structure, sqp_min_size: float) -> float | None:
@@ -184,13 +212,13 @@ def sqp_seconds(structure, warm_start_rows: int) -> float | None:
     if not structure.rows_local:
         return None
     fixed = structure.weights == "fixed"
-    steps = SQP_STEPS
+    steps = sqp_steps(structure, SQP_STEPS)
     weight = 0.0 if fixed else weight_step_seconds(structure)
     warm = 0.0
     if structure.rows >= warm_start_rows:
         sub = dataclasses.replace(structure, rows=max(int(structure.rows) // 20, 4 * int(structure.dim)), padded_rows=0)
         warm = steps * (sqp_pass_seconds(sub) + weight)
-        steps = SQP_WARM_STEPS[structure.weights]
+        steps = sqp_steps(structure, SQP_WARM_STEPS[structure.weights])
     per = sqp_pass_seconds(structure) + weight
     return warm + steps * per + sqp_pass_seconds(structure) + (0.0 if fixed else weight_model_seconds(structure))
 
