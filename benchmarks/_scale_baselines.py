@@ -23,6 +23,11 @@ from scipy.special import expit, logsumexp
 
 EPS = np.finfo(float).eps
 
+#: the clock every baseline is timed with (``bench_grid.py --clock cpu`` sets ``time.process_time``: on a
+#: shared machine a call's CPU time is not inflated by other processes' preemption; every run here is
+#: one-threaded, ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``)
+clock = time.perf_counter
+
 
 class PlainClientLosses:
     """Client losses :math:`f_i` (mean loss + ridge, intercept unpenalized) and the gradient of
@@ -75,7 +80,7 @@ def lbfgs_options():
 
 def chi2_dual_lbfgs(fed, l2: float, rho: float):
     """``(theta, eta, seconds, iterations)`` of L-BFGS-B on the chi-square dual."""
-    t0 = time.perf_counter()
+    t0 = clock()
     plain = PlainClientLosses(fed, l2)
     n = fed.n_clients
     P = plain.K * plain.d
@@ -90,7 +95,7 @@ def chi2_dual_lbfgs(fed, l2: float, rho: float):
         return value, grad
 
     res = minimize(fun, np.zeros(P + 1), jac=True, method="L-BFGS-B", options=lbfgs_options())
-    return res.x[:P], res.x[P], time.perf_counter() - t0, int(res.nit)
+    return res.x[:P], res.x[P], clock() - t0, int(res.nit)
 
 
 def cvar_smoothed_lbfgs(fed, l2: float, alpha: float, mu: float = 1e-4):
@@ -108,7 +113,7 @@ def fafl_smoothed_lbfgs(fed, l2: float, alpha: float, mu: float = 1e-4):
 def capped_smoothed_lbfgs(fed, l2: float, cap, mu: float = 1e-4):
     """``(theta, eta, seconds, iterations)`` of L-BFGS-B on
     :math:`\\eta+\\sum_ic_i\\mu\\log(1+e^{(f_i-\\eta)/\\mu})` (client caps :math:`c`)."""
-    t0 = time.perf_counter()
+    t0 = clock()
     plain = PlainClientLosses(fed, l2)
     P = plain.K * plain.d
     cap = np.asarray(cap, float)
@@ -123,7 +128,7 @@ def capped_smoothed_lbfgs(fed, l2: float, cap, mu: float = 1e-4):
         return value, grad
 
     res = minimize(fun, np.zeros(P + 1), jac=True, method="L-BFGS-B", options=lbfgs_options())
-    return res.x[:P], res.x[P], time.perf_counter() - t0, int(res.nit)
+    return res.x[:P], res.x[P], clock() - t0, int(res.nit)
 
 
 def sklearn_erm(fed, l2: float, solver: str, tol: float = 1e-8):
@@ -134,17 +139,17 @@ def sklearn_erm(fed, l2: float, solver: str, tol: float = 1e-8):
     X, y, _ = fed.pooled()
     j = fed.intercept_column
     keep = [c for c in range(X.shape[1]) if c != j]
-    t0 = time.perf_counter()
+    t0 = clock()
     model = LogisticRegression(C=1.0 / (l2 * len(y)), solver=solver, tol=tol, max_iter=10_000)
     model.fit(X[:, keep], y.astype(int) if fed.task == "multiclass" else y)
-    return model, time.perf_counter() - t0, int(np.max(model.n_iter_))
+    return model, clock() - t0, int(np.max(model.n_iter_))
 
 
 def erm_lbfgs(fed, l2: float):
     """``(theta, seconds, iterations)`` of L-BFGS-B on the ERM objective
     :math:`\\frac1N\\sum_j\\ell_j+\\frac{l_2}2\\|W\\|^2` (client weights = row shares), with the plain
     numpy losses above and scikit-learn's lbfgs tolerances."""
-    t0 = time.perf_counter()
+    t0 = clock()
     plain = PlainClientLosses(fed, l2)
     v = plain.sizes / plain.sizes.sum()
 
@@ -153,4 +158,4 @@ def erm_lbfgs(fed, l2: float):
         return float(v @ f), plain.weighted_gradient(theta, R, v)
 
     res = minimize(fun, np.zeros(plain.K * plain.d), jac=True, method="L-BFGS-B", options=lbfgs_options())
-    return res.x, time.perf_counter() - t0, int(res.nit)
+    return res.x, clock() - t0, int(res.nit)
