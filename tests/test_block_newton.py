@@ -129,8 +129,9 @@ def test_fewer_rows_than_parameters_certify_without_the_rejected_trials_products
     the softmax saturates along a long step, so the products at a trial point the line search rejects
     describe another curvature. Kept in the model they made the next steps overshoot again: 178
     exchanges (the 2,000-row head of 512 x 200 features never certified). Dropped: 55; with the model
-    restarted after each shortened step: 39, measured (the hessian_free route: 74). The certificate is
-    checked against the in-process Hessian-free route, independent steps."""
+    restarted after each shortened step: 39; with the intercept block's eigenvalues floored too: 33,
+    measured (the hessian_free route: 74). The certificate is checked against the in-process
+    Hessian-free route, independent steps."""
     fed = dm.datasets.gaussian_mixture(60, 60, 25, n_clients=3, alpha=0.5, seed=0)
     prob = dm.FederatedDRO(fed, dm.losses.Multinomial(), dm.sets.HCVaR(fed.proportions, 1.0), l2=1e-3,
                            penalize_intercept=False)
@@ -138,7 +139,7 @@ def test_fewer_rows_than_parameters_certify_without_the_rejected_trials_products
     sol = federated_solve(prob, LocalChannel.from_problem(prob), method="block_newton")
     info = sol.info["federated"]
     assert sol.status == "optimal" and info["rejections"] == []
-    assert info["exchanges"] <= 48
+    assert info["exchanges"] <= 45
     assert info["largest_answer_floats"] <= 4 * prob.dim
     reference = prob.solve(method="hessian_free", gap_tol=1e-9)
     scale = max(1.0, abs(reference.upper_bound))
