@@ -24,7 +24,7 @@ two-loop recursion from any positive definite :math:`B_0` is still the limited-m
 the pairs). The unpenalized intercepts are the model's worst-scaled coordinates (only the data term
 curves them, and little where the rows are well classified), and the certificate needs them near
 their partial minimum. Its eigenvalues are floored at :data:`BLOCK_FLOOR` times the scalar curvature
-:math:`1/\gamma`: a class with few rows, its probabilities near 0 after a long step, gives the block an
+:math:`1/\gamma`: a class with few rows, its probabilities near 0 after a long step, can give the block an
 eigenvalue near 0 and the model an intercept step without bound (on 2,000 rows of a :math:`512\times200`
 head, :math:`P=102{,}600`, the route's predicted decrease reached :math:`10^{6}` for an objective of 3,
 the line search halved 26 times, and the route stopped uncertified). Measured on digits (20 clients, :math:`\ell_2=10^{-3}`): 39 / 36 evaluations
