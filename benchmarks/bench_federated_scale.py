@@ -34,7 +34,8 @@ from drflmodel.client_oracle import LocalChannel, federated_solve
 EXTRA_SHAPES = {"breast_cancer": None, "10kx300x10": (10_000, 300, 10)}
 #: float32 heads (``bench_largest_heads.py``'s generator: 20 Dirichlet(0.5) clients): N x d x K
 HEAD_SHAPES = {"20kx256x20": (20_000, 256, 20), "20kx512x50": (20_000, 512, 50), "10kx512x200": (10_000, 512, 200),
-               "5kx512x200": (5_000, 512, 200), "2kx512x200": (2_000, 512, 200), "tinyimagenet": (100_000, 512, 200)}
+               "7500x512x200": (7_500, 512, 200), "6kx512x200": (6_000, 512, 200), "5kx512x200": (5_000, 512, 200),
+               "2kx512x200": (2_000, 512, 200), "tinyimagenet": (100_000, 512, 200)}
 
 
 def federation(shape: str):

@@ -258,13 +258,14 @@ def hessian_free_memory(structure) -> int:
 #: P = 102,600 on 10k rows, and on all 100k rows of that head 17 / 19 against 27 / 28
 FEDERATED_EXCHANGES = {"sqp": 12, "hessian_free_small": 85, "hessian_free_large": 40, "block_newton_factor": 0.55}
 
-#: below this many rows per parameter the ``block_newton`` route is estimated to need more exchanges than the
-#: ``hessian_free`` route (which then also uploads a third of the floats per answer): measured on the
-#: 100k x 512 x 200 head (P = 102,600) at ``gap_tol = 1e-6``, ERM, on 2,000 of its rows (0.019 rows per
-#: parameter) block_newton stopped uncertified (gap inf) after 333 exchanges, hessian_free certified in 111; on
-#: 5,000 rows (0.049) 89 against 42; on 6,000 (0.058) 32 against 47, 7,500 (0.073) 29 against 41, 10,000 (0.097)
-#: 29 against 37
-FEDERATED_FEW_ROWS_PER_PARAMETER = 0.05
+#: below this many rows per parameter the ``block_newton`` route would be estimated to need more exchanges than
+#: the ``hessian_free`` route (which then also uploads a third of the floats per answer). None measured since its
+#: model keeps only accepted points' products, restarts after a shortened step and floors the intercept block
+#: (:mod:`.block_newton_steps`): on the 100k x 512 x 200 head (P = 102,600), ERM, ``gap_tol = 1e-6``, 2,000 rows
+#: (0.019 per parameter) 50 exchanges against hessian_free's 83 (before: stopped uncertified after 333), 5,000
+#: (0.049) 41 against 42 (before: 89), 10,000 (0.097) 29 against 37 (unchanged). So 0: ``auto`` keeps the block
+#: route at every measured number of rows
+FEDERATED_FEW_ROWS_PER_PARAMETER = 0.0
 
 
 def federated_floats(structure, directions: int = 2) -> dict:
@@ -276,9 +277,10 @@ def federated_floats(structure, directions: int = 2) -> dict:
     exchange counts :data:`FEDERATED_EXCHANGES`. The communication cost ``method="auto"`` weighs on a
     federated server (bytes x exchanges): answers of at most :math:`4P` floats rule the dense route
     out from :math:`P=6`; among the other two the block route needs fewer exchanges (measured
-    0.4-0.8x; it uploads 1.4-2.6x the floats in all) except with fewer than
-    :data:`FEDERATED_FEW_ROWS_PER_PARAMETER` rows per parameter, where it is estimated to need more
-    (then ``auto`` leaves it to the ``hessian_free`` route: :func:`federated_fewer_exchanges`)."""
+    0.4-1.0x, 0.45x on 2,000 rows of a 512 x 200 head; it uploads 1.4-2.6x the floats in all) except with
+    fewer than :data:`FEDERATED_FEW_ROWS_PER_PARAMETER` rows per parameter (0: none measured), where it
+    would be estimated to need more (then ``auto`` leaves it to the ``hessian_free`` route:
+    :func:`federated_fewer_exchanges`)."""
     P = int(structure.dim)
     hf = FEDERATED_EXCHANGES["hessian_free_small" if P < 1000 else "hessian_free_large"]
     factor = FEDERATED_EXCHANGES["block_newton_factor"]
