@@ -61,7 +61,7 @@ from ._frames import table, to_frame
 from ._rates import Prediction, predict
 from ._validation import check_choice, check_real
 from .errors import InvalidDataError, InvalidParameterError
-from .solution import Solution, jsonable
+from .solution import ORACLE_GAP_TOL, Solution, jsonable
 
 __all__ = ["verify", "verify_iterates", "fit_rate", "Report", "Verifier", "RATE_KINDS", "VERDICTS", "ORACLE_GAP_TOL"]
 
@@ -490,11 +490,6 @@ def verify_iterates(problem, solution: Solution, thetas, lambdas=None, tol: floa
                   diagnosis=diagnosis)
 
 
-#: the relative gap the package's own verifications ask of their oracle (``problem.solve(gap_tol=...)``):
-#: ``method="auto"`` stops at the gap it is asked, and a distance or an objective error verified at
-#: 1e-6 to 1e-8 needs a reference whose certificate bounds its own error well below that
-#: (for ``dist_theta_sq`` and a :math:`\\mu`-strongly convex objective :math:`2(U-L)/\\mu`)
-ORACLE_GAP_TOL = 1e-10
 
 
 def _oracle_text(metric: str, bound: float | None, tol: float) -> str:

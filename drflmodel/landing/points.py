@@ -26,7 +26,7 @@ import numpy as np
 
 from .._validation import as_finite_array, check_int, check_probability_vector, check_real
 from ..errors import InvalidDataError, InvalidParameterError
-from ..verification import ORACLE_GAP_TOL
+from ..solution import ORACLE_GAP_TOL
 from ..solvers.baselines import default_local_step
 from .contraction import ROUNDING_ALLOWANCE, contraction_factors, solve_local_steps_fixed_point
 from .moreau import moreau_certificate, solve_moreau_fixed_point, strong_convexity_modulus

@@ -68,8 +68,7 @@ import numpy as np
 
 from .._validation import as_finite_array, check_real
 from ..errors import InvalidDataError, InvalidParameterError
-from ..verification import ORACLE_GAP_TOL
-from ..solution import jsonable
+from ..solution import ORACLE_GAP_TOL, jsonable
 from .arithmetic import rounding_allowance, run_precision
 from .clients import client_faults, describe
 from .minibatch import martingale_radius, noise_bounds
